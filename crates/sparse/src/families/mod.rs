@@ -28,11 +28,13 @@ use crate::{CsrMatrix, Index, SparseError};
 mod fem;
 mod ops;
 mod random;
+mod recipe;
 mod stencil;
 
 pub use fem::{fem_p1_2d, fem_p1_2d_mesh, Mesh2d};
 pub use ops::{block_diag, kron};
 pub use random::{banded_spd, random_powerlaw_spd};
+pub use recipe::Recipe;
 pub use stencil::{anisotropic2d, poisson2d_5pt, poisson2d_9pt, poisson3d_27pt, poisson3d_7pt};
 
 /// Largest row count, column count or number of nonzeros a matrix may have: one value below

@@ -1,0 +1,2 @@
+//! autopcg-generator: model + matrix -> plan.
+#![warn(missing_docs)]

@@ -1,0 +1,17 @@
+//! autopcg-model: the performance models of autopcg, fitted once per GPU from the records
+//! `autopcg tune` measures, and the decision rules every later solve reads.
+//!
+//! - [`profile`]: the profile records (JSON Lines, streamed, resumable) and their reader.
+//! - [`work`]: work counts of every SpMV kernel on a matrix, the SpMV model's inputs.
+//! - [`device`]: the device identity and limits, and the slug model files are named by.
+//!
+//! This crate never touches a GPU: it fits and predicts on any machine.
+#![warn(missing_docs)]
+
+pub mod device;
+pub mod error;
+pub mod profile;
+pub mod work;
+
+pub use device::{device_slug, DeviceSpec};
+pub use error::ModelError;

@@ -1,0 +1,172 @@
+//! Work counts of every SpMV kernel on a matrix: the quantities the SpMV performance model is
+//! linear in. Computed on the host in time linear in the nonzeros.
+use autopcg_sparse::{dia::count_diagonals, hyb::one_third_split, CsrMatrix};
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+
+/// Lane counts of the CSR vector kernels, in the order of [`SpmvWork::vector_steps`].
+pub const VECTOR_LANES: [u32; 5] = [2, 4, 8, 16, 32];
+
+/// Bytes of one cache line of `x` (16 doubles) in [`SpmvWork::x_lines`].
+pub const X_LINE_BYTES: usize = 128;
+
+/// What each SpMV kernel has to do on a matrix.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SpmvWork {
+    /// Rows.
+    pub n: u64,
+    /// Columns.
+    pub ncols: u64,
+    /// Stored entries.
+    pub nnz: u64,
+    /// Longest row.
+    pub row_len_max: u64,
+    /// Standard deviation of the row lengths.
+    pub row_len_std: f64,
+    /// Rows without entries.
+    pub empty_rows: u64,
+    /// CSR scalar (a thread per row): the sum over warps of 32 consecutive rows of
+    /// `32 x` the longest row of the warp — the thread slots a warp spends.
+    pub scalar_warp_slots: u64,
+    /// CSR vector with `VECTOR_LANES[k]` lanes per row: the sum over rows of
+    /// `ceil(len / lanes)`, the steps each row's lanes take.
+    pub vector_steps: [u64; 5],
+    /// ELL width K (the longest row).
+    pub ell_width: u64,
+    /// `n * K`: slots ELL reads, padding included.
+    pub ell_slots: u64,
+    /// Distinct diagonals.
+    pub ndiag: u64,
+    /// `n * ndiag`: slots DIA reads.
+    pub dia_slots: u64,
+    /// HYB split H (one-third rule).
+    pub hyb_split: u64,
+    /// `n * H`: slots of HYB's ELL part.
+    pub hyb_ell_slots: u64,
+    /// Entries of HYB's COO part.
+    pub hyb_coo_nnz: u64,
+    /// Sum over rows of the distinct [`X_LINE_BYTES`]-byte lines of `x` the row reads: the
+    /// gather traffic when nothing is shared between rows.
+    pub x_lines: u64,
+    /// Mean `|i - j|` over the entries.
+    pub mean_col_distance: f64,
+}
+
+/// Per-row-block partial sums.
+#[derive(Default, Clone, Copy)]
+struct Part {
+    steps: [u64; 5],
+    hyb_coo: u64,
+    x_lines: u64,
+    dist: f64,
+}
+
+impl Part {
+    fn add(mut self, o: Part) -> Part {
+        for k in 0..5 {
+            self.steps[k] += o.steps[k];
+        }
+        self.hyb_coo += o.hyb_coo;
+        self.x_lines += o.x_lines;
+        self.dist += o.dist;
+        self
+    }
+}
+
+/// Computes the work counts of `a`.
+pub fn spmv_work(a: &CsrMatrix) -> SpmvWork {
+    let n = a.nrows();
+    let ptr = a.indptr();
+    let cols = a.indices();
+    let nnz = a.nnz();
+    let len = |i: usize| (ptr[i + 1] - ptr[i]) as u64;
+    let row_len_max = (0..n).into_par_iter().map(len).max().unwrap_or(0);
+    let mean = nnz as f64 / n.max(1) as f64;
+    let var = (0..n)
+        .into_par_iter()
+        .map(|i| (len(i) as f64 - mean).powi(2))
+        .sum::<f64>()
+        / n.max(1) as f64;
+    let empty_rows = (0..n).into_par_iter().filter(|&i| len(i) == 0).count() as u64;
+    let scalar_warp_slots = (0..n.div_ceil(32))
+        .into_par_iter()
+        .map(|w| {
+            let r0 = w * 32;
+            let r1 = (r0 + 32).min(n);
+            32 * (r0..r1).map(len).max().unwrap_or(0)
+        })
+        .sum();
+    let h = one_third_split(a) as u64;
+    let per_line = (X_LINE_BYTES / 8) as u32;
+    let part = (0..n)
+        .into_par_iter()
+        .fold(Part::default, |mut p, i| {
+            let l = len(i);
+            for (k, lanes) in VECTOR_LANES.iter().enumerate() {
+                p.steps[k] += l.div_ceil(u64::from(*lanes));
+            }
+            p.hyb_coo += l.saturating_sub(h);
+            let row = &cols[ptr[i] as usize..ptr[i + 1] as usize];
+            let mut last = u32::MAX;
+            for &j in row {
+                let line = j / per_line;
+                if line != last {
+                    p.x_lines += 1;
+                    last = line;
+                }
+                p.dist += (j as f64 - i as f64).abs();
+            }
+            p
+        })
+        .reduce(Part::default, Part::add);
+    let ndiag = count_diagonals(a) as u64;
+    let n64 = n as u64;
+    SpmvWork {
+        n: n64,
+        ncols: a.ncols() as u64,
+        nnz: nnz as u64,
+        row_len_max,
+        row_len_std: var.sqrt(),
+        empty_rows,
+        scalar_warp_slots,
+        vector_steps: part.steps,
+        ell_width: row_len_max,
+        ell_slots: n64 * row_len_max,
+        ndiag,
+        dia_slots: n64 * ndiag,
+        hyb_split: h,
+        hyb_ell_slots: n64 * h,
+        hyb_coo_nnz: part.hyb_coo,
+        x_lines: part.x_lines,
+        mean_col_distance: if nnz > 0 { part.dist / nnz as f64 } else { 0.0 },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use autopcg_sparse::families::poisson2d_5pt;
+
+    #[test]
+    fn work_counts_of_a_small_stencil() {
+        let a = poisson2d_5pt(8, 8).unwrap();
+        let w = spmv_work(&a);
+        assert_eq!(w.n, 64);
+        assert_eq!(w.nnz, a.nnz() as u64);
+        assert_eq!(w.row_len_max, 5);
+        assert_eq!(w.ndiag, 5);
+        assert_eq!(w.dia_slots, 5 * 64);
+        assert_eq!(w.ell_slots, 5 * 64);
+        // Two warps; each holds an interior row of 5 entries.
+        assert_eq!(w.scalar_warp_slots, 2 * 32 * 5);
+        // Every row has at most 5 entries: ceil(len / 32) = 1 per row.
+        assert_eq!(w.vector_steps[4], 64);
+        let by_hand: u64 = (0..64)
+            .map(|i| (a.indptr()[i + 1] - a.indptr()[i]).div_ceil(2) as u64)
+            .sum();
+        assert_eq!(w.vector_steps[0], by_hand);
+        assert_eq!(w.hyb_ell_slots + w.hyb_coo_nnz >= w.nnz, true);
+        assert!(w.x_lines >= 64 && w.x_lines <= w.nnz);
+        assert!(w.mean_col_distance > 1.0 && w.mean_col_distance < 8.0);
+    }
+}

@@ -1,0 +1,2 @@
+//! autopcg-profiler: the sweep `autopcg tune` runs once per GPU.
+#![warn(missing_docs)]
