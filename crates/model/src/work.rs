@@ -165,7 +165,7 @@ mod tests {
             .map(|i| (a.indptr()[i + 1] - a.indptr()[i]).div_ceil(2) as u64)
             .sum();
         assert_eq!(w.vector_steps[0], by_hand);
-        assert_eq!(w.hyb_ell_slots + w.hyb_coo_nnz >= w.nnz, true);
+        assert!(w.hyb_ell_slots + w.hyb_coo_nnz >= w.nnz);
         assert!(w.x_lines >= 64 && w.x_lines <= w.nnz);
         assert!(w.mean_col_distance > 1.0 && w.mean_col_distance < 8.0);
     }
