@@ -3,12 +3,14 @@
 //!
 //! - [`profile`]: the profile records (JSON Lines, streamed, resumable) and their reader.
 //! - [`work`]: work counts of every SpMV kernel on a matrix, the SpMV model's inputs.
+//! - [`domains`]: the test domains of vector lengths and the sizes sampled in each.
 //! - [`device`]: the device identity and limits, and the slug model files are named by.
 //!
 //! This crate never touches a GPU: it fits and predicts on any machine.
 #![warn(missing_docs)]
 
 pub mod device;
+pub mod domains;
 pub mod error;
 pub mod profile;
 pub mod work;
