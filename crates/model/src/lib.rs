@@ -6,6 +6,8 @@
 //! - [`domains`]: the test domains of vector lengths and the sizes sampled in each.
 //! - [`device`]: the device identity and limits, and the slug model files are named by.
 //!
+//! - [`store`]: where model files live and how the one for a device is found.
+//!
 //! This crate never touches a GPU: it fits and predicts on any machine.
 #![warn(missing_docs)]
 
@@ -13,6 +15,7 @@ pub mod device;
 pub mod domains;
 pub mod error;
 pub mod profile;
+pub mod store;
 pub mod work;
 
 pub use device::{device_slug, DeviceSpec};
