@@ -5,6 +5,8 @@
 //! - [`work`]: work counts of every SpMV kernel on a matrix, the SpMV model's inputs.
 //! - [`domains`]: the test domains of vector lengths and the sizes sampled in each.
 //! - [`device`]: the device identity and limits, and the slug model files are named by.
+//! - [`linear`]: the time line of one launch configuration in one domain (eq. 3-1), fitted on
+//!   relative residuals.
 //!
 //! This crate never touches a GPU: it fits and predicts on any machine.
 #![warn(missing_docs)]
@@ -12,8 +14,10 @@
 pub mod device;
 pub mod domains;
 pub mod error;
+pub mod linear;
 pub mod profile;
 pub mod work;
 
 pub use device::{device_slug, DeviceSpec};
 pub use error::ModelError;
+pub use linear::{fit_line, FitStats, Line, LineFit};
