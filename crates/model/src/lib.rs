@@ -7,6 +7,7 @@
 //! - [`device`]: the device identity and limits, and the slug model files are named by.
 //! - [`linear`]: the time line of one launch configuration in one domain (eq. 3-1), fitted on
 //!   relative residuals.
+//! - [`occupancy`]: eq. 3-2, the resident blocks per SM and the block-count unit `NB_nt`.
 //! - [`tree`]: Alg. 3-1, the per-domain decision tree over candidate lines, and its lookup.
 //!
 //! This crate never touches a GPU: it fits and predicts on any machine.
@@ -16,6 +17,7 @@ pub mod device;
 pub mod domains;
 pub mod error;
 pub mod linear;
+pub mod occupancy;
 pub mod profile;
 pub mod tree;
 pub mod work;
@@ -23,4 +25,5 @@ pub mod work;
 pub use device::{device_slug, DeviceSpec};
 pub use error::ModelError;
 pub use linear::{fit_line, FitStats, Line, LineFit};
+pub use occupancy::{occupancy, Limiter, Occupancy};
 pub use tree::{domain_leaves, DecisionTree, Leaf};
