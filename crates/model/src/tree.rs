@@ -368,10 +368,7 @@ mod tests {
             (Domain { lo: 1000, hi: 5000 }, c(1.0, 3000.0)),
             (Domain { lo: 5000, hi: 8000 }, Vec::new()),
             (
-                Domain {
-                    lo: 8000,
-                    hi: 9000,
-                },
+                Domain { lo: 8000, hi: 9000 },
                 vec![("A".to_string(), Line::new(1.0, 0.0))],
             ),
         ])
