@@ -8,6 +8,8 @@
 //! - [`linear`]: the time line of one launch configuration in one domain (eq. 3-1), fitted on
 //!   relative residuals.
 //! - [`occupancy`]: eq. 3-2, the resident blocks per SM and the block-count unit `NB_nt`.
+//! - [`vecdot`]: the vector-update and dot-product models: per operation or family, lines per
+//!   launch configuration and domain, their decision trees, and the held-out evaluation.
 //! - [`tree`]: Alg. 3-1, the per-domain decision tree over candidate lines, and its lookup.
 //!
 //! This crate never touches a GPU: it fits and predicts on any machine.
@@ -20,6 +22,7 @@ pub mod linear;
 pub mod occupancy;
 pub mod profile;
 pub mod tree;
+pub mod vecdot;
 pub mod work;
 
 pub use device::{device_slug, DeviceSpec};
@@ -27,3 +30,7 @@ pub use error::ModelError;
 pub use linear::{fit_line, FitStats, Line, LineFit};
 pub use occupancy::{occupancy, Limiter, Occupancy};
 pub use tree::{domain_leaves, DecisionTree, Leaf};
+pub use vecdot::{
+    evaluate, BlockPolicy, Candidate, DotModels, EvalRow, Pick, TreeEvalReport, TreeModel,
+    VectorModels,
+};
