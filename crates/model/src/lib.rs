@@ -7,10 +7,11 @@
 //! - [`device`]: the device identity and limits, and the slug model files are named by.
 //! - [`linear`]: the time line of one launch configuration in one domain (eq. 3-1), fitted on
 //!   relative residuals.
-//! - [`occupancy`]: eq. 3-2, the resident blocks per SM and the block-count unit `NB_nt`.
+//! - [`occupancy`](mod@occupancy): eq. 3-2, the resident blocks per SM and the block-count
+//!   unit `NB_nt`.
+//! - [`tree`]: Alg. 3-1, the per-domain decision tree over candidate lines, and its lookup.
 //! - [`vecdot`]: the vector-update and dot-product models: per operation or family, lines per
 //!   launch configuration and domain, their decision trees, and the held-out evaluation.
-//! - [`tree`]: Alg. 3-1, the per-domain decision tree over candidate lines, and its lookup.
 //!
 //! This crate never touches a GPU: it fits and predicts on any machine.
 #![warn(missing_docs)]
@@ -31,6 +32,6 @@ pub use linear::{fit_line, FitStats, Line, LineFit};
 pub use occupancy::{occupancy, Limiter, Occupancy};
 pub use tree::{domain_leaves, DecisionTree, Leaf};
 pub use vecdot::{
-    evaluate, BlockPolicy, Candidate, DotModels, EvalRow, Pick, TreeEvalReport, TreeModel,
-    VectorModels,
+    evaluate, BlockPolicy, Candidate, DotModels, EvalRow, HeldOutModels, Pick, TreeEvalReport,
+    TreeModel, VectorModels,
 };

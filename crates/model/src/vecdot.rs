@@ -148,7 +148,7 @@ pub struct DomainQuality {
     pub worst_rel_residual: f64,
     /// The candidate with the largest residual.
     pub worst_candidate: Option<String>,
-    /// Smallest weighted r² of a line here.
+    /// Smallest weighted r² of a line here (1 when no line was fitted).
     pub min_r2: f64,
     /// Leaves of the tree in this domain.
     pub leaves: usize,
