@@ -9,8 +9,10 @@ use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use autopcg_model::profile::Profile;
+use autopcg_profiler::run::ASSUMED_BANDWIDTH;
 use autopcg_profiler::{
-    open_profile, GpuMeasurer, Measurer, Observer, Progress, StageReport, SweepOptions,
+    kernel_table, open_profile, run_sweep, GpuMeasurer, Measurer, Observer, Progress, StageReport,
+    Sweep, SweepOptions,
 };
 
 #[derive(Args)]
@@ -243,7 +245,28 @@ pub(crate) fn tune(a: TuneArgs) -> Result<()> {
         profile_path.display()
     );
     let mut display = Display::new();
-    let result = autopcg_profiler::tune(&mut m, &mut writer, &opts, &mut display);
+    let result = (|| {
+        m.prepare()?;
+        let table = kernel_table(&mut m, &opts)?;
+        let sweep = Sweep::plan(&spec, &opts, &table)?;
+        let c = sweep.counts();
+        let est = sweep.estimate(ASSUMED_BANDWIDTH);
+        eprintln!(
+            "plan: {} vector updates at {} lengths up to {}, {} reductions at {} lengths up to {}, \
+             {} matrices; about {} at {:.0} TB/s",
+            c.vector,
+            c.vector_sizes,
+            sweep.vector_max_n,
+            c.dot,
+            c.dot_sizes,
+            sweep.dot_max_n,
+            c.matrices,
+            fmt_dur(Duration::from_secs_f64(est.total_s())),
+            ASSUMED_BANDWIDTH / 1e12
+        );
+        let report = run_sweep(&mut m, &mut writer, &sweep, &mut display)?;
+        Ok::<_, autopcg_profiler::ProfilerError>((sweep, report))
+    })();
     display.finish();
     let (sweep, report) = result.with_context(|| {
         format!(

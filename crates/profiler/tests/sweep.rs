@@ -199,6 +199,7 @@ fn quick_sweeps_are_small_and_a_full_sweep_fits_the_time_budget() {
     let (qe, fe) = (quick.estimate(bw), full.estimate(bw));
     println!("quick: {qc:?}\n  estimate {qe:?} = {:.1} s", qe.total_s());
     println!("full: {fc:?}\n  estimate {fe:?} = {:.1} s", fe.total_s());
+    println!("full at 3 TB/s: {:.1} s", full.estimate(3e12).total_s());
     println!(
         "full: vector lengths up to {}, dot lengths up to {}",
         full.vector_max_n, full.dot_max_n
