@@ -18,6 +18,8 @@ use autopcg::sparse::mm::{self, ReadOptions, SymmetryPolicy, WriteSymmetry};
 use autopcg::sparse::{features, CsrMatrix};
 use autopcg::{Device, Error, PcgError, PcgParams, PrecondKind, Solver, SsorForm};
 
+mod tune;
+
 #[derive(Parser)]
 #[command(
     name = "autopcg",
@@ -49,6 +51,17 @@ and refused when it is not symmetric, unless --assume-symmetric is given.")]
     /// Benchmarks.
     #[command(subcommand)]
     Bench(BenchCmd),
+    /// Measure this GPU once (vector updates, reductions, SpMV) and fit its performance model.
+    #[command(
+        long_about = "Measure this GPU once and fit its performance model.\n\n\
+The sweep times every vector-update and reduction kernel at every launch configuration over \
+vector lengths up to 2^28 (or what 0.6 of the GPU memory holds), and every SpMV format, kernel \
+and configuration (and cuSPARSE) on 34 generated benchmark matrices of 1e4 to 1e7 rows. \
+Measurements are streamed to a profile file as they are taken: an interrupted tune loses \
+nothing, and running it again with the same profile resumes where it stopped. A full tune \
+takes a few minutes. Without a GPU it exits with status 2."
+    )]
+    Tune(tune::TuneArgs),
 }
 
 #[derive(Copy, Clone, PartialEq, Eq, ValueEnum)]
@@ -294,6 +307,7 @@ fn try_main(cli: Cli) -> Result<u8, Fail> {
         Cmd::Bench(BenchCmd::Mmread(a)) => Ok(bench_mmread(a).map(|_| 0)?),
         Cmd::Bench(BenchCmd::Spmv(a)) => Ok(bench_spmv(a).map(|_| 0)?),
         Cmd::Bench(BenchCmd::Pcg(a)) => Ok(bench_pcg(a).map(|_| 0)?),
+        Cmd::Tune(a) => Ok(tune::tune(a).map(|_| 0)?),
     }
 }
 
@@ -623,7 +637,7 @@ fn bench_mmread(a: MmreadArgs) -> Result<()> {
 }
 
 /// Opens GPU `ordinal`, or explains why there is none.
-fn open_gpu(ordinal: usize) -> Result<autopcg::gpu::GpuDevice> {
+pub(crate) fn open_gpu(ordinal: usize) -> Result<autopcg::gpu::GpuDevice> {
     if !autopcg::gpu::gpu_available() {
         bail!("no usable NVIDIA GPU: the CUDA driver library was not found or reports no device");
     }

@@ -329,3 +329,44 @@ fn matgen_then_features_then_solve() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(run(&["matgen", "--list"]).status.success());
 }
+
+#[test]
+fn tune_help_names_its_options() {
+    let o = run(&["tune", "--help"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let help = String::from_utf8_lossy(&o.stdout);
+    for opt in ["--out", "--profile", "--quick", "--device-ordinal"] {
+        assert!(help.contains(opt), "{opt} missing from: {help}");
+    }
+    let o = run(&["tune", "--no-such-option"]);
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn tune_without_a_gpu_exits_2_with_one_line() {
+    if autopcg::gpu::gpu_available() {
+        println!("tune_without_a_gpu_exits_2_with_one_line: skipped, a GPU is present");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let profile = dir.path().join("p.jsonl");
+    let model = dir.path().join("m.json");
+    let o = bin()
+        .args([
+            "tune",
+            "--quick",
+            "--profile",
+            profile.to_str().unwrap(),
+            "--out",
+            model.to_str().unwrap(),
+        ])
+        .current_dir(dir.path())
+        .output()
+        .expect("the binary runs");
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert_eq!(e.trim().lines().count(), 1, "one message: {e}");
+    assert!(e.contains("no usable NVIDIA GPU"), "{e}");
+    assert!(!e.contains("panicked"), "{e}");
+    assert!(!profile.exists() && !model.exists());
+}

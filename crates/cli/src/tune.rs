@@ -1,0 +1,343 @@
+//! `autopcg tune`: the one-time sweep of a GPU (through autopcg-profiler) into a profile, then
+//! the model fitted from that profile.
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use clap::Args;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use autopcg_model::profile::Profile;
+use autopcg_profiler::run::ASSUMED_BANDWIDTH;
+use autopcg_profiler::{
+    kernel_table, open_profile, run_sweep, GpuMeasurer, Measurer, Observer, Progress, StageReport,
+    Sweep, SweepOptions,
+};
+
+#[derive(Args)]
+pub(crate) struct TuneArgs {
+    /// Model file to write. Default: models/<gpu>.json when run from the autopcg repository
+    /// (a models/ folder or the workspace Cargo.toml in the current folder), else
+    /// $XDG_DATA_HOME/autopcg/models/<gpu>.json (~/.local/share/autopcg/models/); a quick tune
+    /// writes <gpu>-quick.json instead.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Profile file (JSON lines) the measurements are streamed to. Default: beside the model
+    /// file, <gpu>.profile.jsonl (<gpu>-quick.profile.jsonl for a quick tune). An existing
+    /// profile of the same GPU is resumed: finished measurements are not repeated.
+    #[arg(long)]
+    profile: Option<PathBuf>,
+    /// A reduced sweep (two thread counts, a few sizes, six small matrices), under a minute:
+    /// for trying the tool, not for a model to rely on.
+    #[arg(long)]
+    quick: bool,
+    /// Which GPU (CUDA ordinal).
+    #[arg(long, default_value_t = 0)]
+    device_ordinal: usize,
+}
+
+/// Fits the performance models from the profile at `profile_path` and writes the model file to
+/// `model_path`; returns a one-line summary of the fit.
+pub(crate) fn fit_and_write_model(profile_path: &Path, model_path: &Path) -> Result<String> {
+    let profile = Profile::read(profile_path)?;
+    let _ = (profile, model_path);
+    bail!(
+        "model fitting is not wired yet; the profile {} is complete and kept",
+        profile_path.display()
+    )
+}
+
+/// True when `dir` holds the Cargo.toml of a workspace.
+fn is_workspace_root(dir: &Path) -> bool {
+    std::fs::read_to_string(dir.join("Cargo.toml")).is_ok_and(|t| t.contains("[workspace]"))
+}
+
+/// The folder model files go to by default (see [`TuneArgs::out`]).
+fn default_model_dir() -> Result<PathBuf> {
+    let cwd = std::env::current_dir().context("reading the current folder")?;
+    model_dir_for(
+        &cwd,
+        std::env::var_os("XDG_DATA_HOME"),
+        std::env::var_os("HOME"),
+    )
+}
+
+/// [`default_model_dir`] for the current folder `cwd` and the values of `XDG_DATA_HOME` and
+/// `HOME`.
+fn model_dir_for(
+    cwd: &Path,
+    xdg_data_home: Option<std::ffi::OsString>,
+    home: Option<std::ffi::OsString>,
+) -> Result<PathBuf> {
+    if cwd.join("models").is_dir() || is_workspace_root(cwd) {
+        return Ok(cwd.join("models"));
+    }
+    let data = xdg_data_home
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .or_else(|| home.map(|h| PathBuf::from(h).join(".local/share")))
+        .ok_or_else(|| {
+            anyhow!("neither XDG_DATA_HOME nor HOME is set: give the model file with --out")
+        })?;
+    Ok(data.join("autopcg").join("models"))
+}
+
+/// The repository root (the closest folder upwards with the workspace Cargo.toml), which the
+/// file paths of benchmark recipes are relative to; the current folder when there is none.
+fn base_dir() -> PathBuf {
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    cwd.ancestors()
+        .find(|d| is_workspace_root(d))
+        .map_or_else(|| cwd.clone(), Path::to_path_buf)
+}
+
+fn create_parent(p: &Path) -> Result<()> {
+    if let Some(d) = p.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(d).with_context(|| format!("creating folder {}", d.display()))?;
+    }
+    Ok(())
+}
+
+fn fmt_dur(d: Duration) -> String {
+    let s = d.as_secs_f64();
+    if s < 60.0 {
+        format!("{s:.1} s")
+    } else {
+        let m = (s / 60.0).floor();
+        format!("{m:.0} min {:.0} s", s - 60.0 * m)
+    }
+}
+
+fn gib(b: u64) -> String {
+    format!("{:.2} GiB", b as f64 / (1u64 << 30) as f64)
+}
+
+/// Progress on stderr: a bar per stage on a terminal, otherwise a plain line every 10 seconds
+/// and one per finished stage.
+struct Display {
+    bar: Option<ProgressBar>,
+    stage: String,
+    interactive: bool,
+    last_line: Instant,
+}
+
+impl Display {
+    fn new() -> Display {
+        Display {
+            bar: None,
+            stage: String::new(),
+            interactive: std::io::stderr().is_terminal(),
+            last_line: Instant::now(),
+        }
+    }
+
+    fn eta(d: Option<Duration>) -> String {
+        d.map_or_else(|| "?".into(), fmt_dur)
+    }
+
+    fn finish(&mut self) {
+        if let Some(b) = self.bar.take() {
+            b.finish_and_clear();
+        }
+    }
+}
+
+impl Observer for Display {
+    fn progress(&mut self, p: &Progress<'_>) {
+        let msg = format!(
+            "{} | stage {} left | sweep {} elapsed, {} left",
+            p.current,
+            Display::eta(p.stage_eta),
+            fmt_dur(p.elapsed),
+            Display::eta(p.eta)
+        );
+        if self.stage != p.stage {
+            self.finish();
+            self.stage = p.stage.to_string();
+            if self.interactive {
+                let style =
+                    ProgressStyle::with_template("{prefix:>9} [{bar:30}] {pos}/{len} {wide_msg}")
+                        .map(|s| s.progress_chars("=> "))
+                        .unwrap_or_else(|_| ProgressStyle::default_bar());
+                let bar = ProgressBar::with_draw_target(
+                    Some(p.total as u64),
+                    ProgressDrawTarget::stderr(),
+                )
+                .with_style(style)
+                .with_prefix(p.stage.to_string());
+                self.bar = Some(bar);
+            } else {
+                eprintln!("{}: {} items", p.stage, p.total);
+                self.last_line = Instant::now();
+            }
+        }
+        match &self.bar {
+            Some(b) => {
+                b.set_position(p.done as u64);
+                b.set_message(msg);
+            }
+            None => {
+                if self.last_line.elapsed() >= Duration::from_secs(10) {
+                    eprintln!("{}: {}/{} {msg}", p.stage, p.done, p.total);
+                    self.last_line = Instant::now();
+                }
+            }
+        }
+    }
+
+    fn note(&mut self, msg: &str) {
+        match &self.bar {
+            Some(b) => b.println(format!("note: {msg}")),
+            None => eprintln!("note: {msg}"),
+        }
+    }
+
+    fn stage_done(&mut self, r: &StageReport) {
+        self.finish();
+        self.stage.clear();
+        eprintln!(
+            "{}: {} measured, {} resumed, {} skipped in {}",
+            r.stage,
+            r.measured,
+            r.resumed,
+            r.skipped,
+            fmt_dur(r.elapsed)
+        );
+    }
+}
+
+pub(crate) fn tune(a: TuneArgs) -> Result<()> {
+    let t0 = Instant::now();
+    let dev = crate::open_gpu(a.device_ordinal)?;
+    let mut m = GpuMeasurer::new(&dev);
+    let spec = m.device().clone();
+    let slug = if a.quick {
+        format!("{}-quick", spec.slug())
+    } else {
+        spec.slug()
+    };
+    let model_path = match &a.out {
+        Some(p) => p.clone(),
+        None => default_model_dir()?.join(format!("{slug}.json")),
+    };
+    let profile_path = match &a.profile {
+        Some(p) => p.clone(),
+        None => model_path
+            .parent()
+            .unwrap_or_else(|| Path::new(""))
+            .join(format!("{slug}.profile.jsonl")),
+    };
+    create_parent(&model_path)?;
+    create_parent(&profile_path)?;
+    let opts = SweepOptions::new(a.quick, base_dir());
+    let mut writer = open_profile(&profile_path, &spec, a.quick)?;
+    eprintln!(
+        "tuning {} (GPU {}, {}){}: profile {}",
+        spec.name,
+        a.device_ordinal,
+        if a.quick { "quick sweep" } else { "full sweep" },
+        if writer.resumed() > 0 {
+            format!(", resuming {} records", writer.resumed())
+        } else {
+            String::new()
+        },
+        profile_path.display()
+    );
+    let mut display = Display::new();
+    let result = (|| {
+        m.prepare()?;
+        let table = kernel_table(&mut m, &opts)?;
+        let sweep = Sweep::plan(&spec, &opts, &table)?;
+        let c = sweep.counts();
+        let est = sweep.estimate(ASSUMED_BANDWIDTH);
+        eprintln!(
+            "plan: {} vector updates at {} lengths up to {}, {} reductions at {} lengths up to {}, \
+             {} matrices; about {} at {:.0} TB/s",
+            c.vector,
+            c.vector_sizes,
+            sweep.vector_max_n,
+            c.dot,
+            c.dot_sizes,
+            sweep.dot_max_n,
+            c.matrices,
+            fmt_dur(Duration::from_secs_f64(est.total_s())),
+            ASSUMED_BANDWIDTH / 1e12
+        );
+        let report = run_sweep(&mut m, &mut writer, &sweep, &mut display)?;
+        Ok::<_, autopcg_profiler::ProfilerError>((sweep, report))
+    })();
+    display.finish();
+    let (sweep, report) = result.with_context(|| {
+        format!(
+            "the sweep stopped; what it measured is kept in {} and a new run resumes it",
+            profile_path.display()
+        )
+    })?;
+    drop(writer);
+
+    println!(
+        "tune of {}: {} ({} measured, {} resumed from the profile, {} skipped; {} records written)",
+        spec.name,
+        fmt_dur(t0.elapsed()),
+        report.measured(),
+        report.resumed(),
+        report.skipped(),
+        report.records()
+    );
+    for s in &report.stages {
+        println!(
+            "  {:<9} {:>6} measured {:>6} resumed {:>4} skipped  {:>10}  peak memory {}{}",
+            s.stage,
+            s.measured,
+            s.resumed,
+            s.skipped,
+            fmt_dur(s.elapsed),
+            gib(s.peak_device_bytes),
+            if s.peak_estimated { " (estimated)" } else { "" }
+        );
+    }
+    println!(
+        "peak device memory in use: {} ({} before the sweep; budget {} = {} of {})",
+        gib(report.peak_device_bytes),
+        gib(report.baseline_device_bytes),
+        gib(sweep.memory_budget),
+        sweep.options.memory_fraction,
+        gib(spec.total_mem)
+    );
+    println!("profile written to {}", profile_path.display());
+    let summary = fit_and_write_model(&profile_path, &model_path)?;
+    println!("{summary}");
+    println!("model written to {}", model_path.display());
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn model_files_go_to_the_repository_or_the_data_folder() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let some = |p: &str| Some(std::ffi::OsString::from(p));
+        // Outside a repository: XDG_DATA_HOME when absolute, else HOME/.local/share.
+        assert_eq!(
+            model_dir_for(d, some("/data"), some("/home/u")).unwrap(),
+            Path::new("/data/autopcg/models")
+        );
+        assert_eq!(
+            model_dir_for(d, some("relative"), some("/home/u")).unwrap(),
+            Path::new("/home/u/.local/share/autopcg/models")
+        );
+        assert!(model_dir_for(d, None, None).is_err());
+        // The workspace root, or any folder with a models/ folder.
+        std::fs::write(d.join("Cargo.toml"), "[workspace]\nmembers = []\n").unwrap();
+        assert_eq!(model_dir_for(d, None, None).unwrap(), d.join("models"));
+        let sub = d.join("sub");
+        std::fs::create_dir_all(sub.join("models")).unwrap();
+        assert_eq!(model_dir_for(&sub, None, None).unwrap(), sub.join("models"));
+        assert_eq!(fmt_dur(Duration::from_secs(83)), "1 min 23 s");
+        assert_eq!(fmt_dur(Duration::from_millis(1500)), "1.5 s");
+    }
+}

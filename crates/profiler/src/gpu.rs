@@ -1,0 +1,376 @@
+//! The measurement source on a CUDA device, through the GPU crate's launch wrappers, event
+//! timer and SpMV benchmark.
+//!
+//! Timing protocol of the vector and dot stages, per measurement: every kernel was compiled and
+//! loaded by [`Measurer::prepare`] before anything is timed; [`time_kernel`] makes one untimed
+//! warm-up call, then event-timed samples until at least `min_reps` samples AND `min_ms`
+//! milliseconds; the median, the fastest and the slowest sample and the number of samples go to
+//! the record. A call that may be shorter than `batch_below_ms` (its bytes at the device's peak
+//! bandwidth say so) is first probed (a warm-up and 3 calls); if the probe confirms it, it is
+//! timed with [`time_kernel_batched`] in batches of back-to-back calls lasting about
+//! `batch_sample_ms`, so that the gap between launches and the event overhead do not dominate:
+//! its record's `reps` then counts batches, and min, median and max are those of the batch
+//! means. The record schema does not say which calls were batched; the rule above does (in a
+//! full sweep, every call under 20 us).
+//!
+//! Buffers are allocated zeroed on the device (never uploaded from the host) and reused by every
+//! configuration of one length. The scalar buffer the fused update reads holds a non-zero alpha
+//! and beta, so the update reads and writes all of its vectors as in a PCG iteration after the
+//! first.
+use autopcg_gpu::bench::{bench_spmv, RecordStatus};
+use autopcg_gpu::kernels::dot::{dot, dot3_advance, Dot3Workspace, DotWorkspace};
+use autopcg_gpu::kernels::vector::{axpy, cg_update, xpay, CgVectors, VectorKernel};
+use autopcg_gpu::scalars::{CG_ALPHA, CG_BETA, CG_SCALARS_LEN};
+use autopcg_gpu::sources::{KernelSource, ModuleSpec};
+use autopcg_gpu::{
+    time_kernel, time_kernel_batched, CgScalars, DeviceProps, DeviceVec, GpuDevice, GpuError,
+    SpmvBenchOptions, TimingStats,
+};
+use autopcg_model::profile::{ConversionRecord, SpmvRecord, Status, Timing};
+use autopcg_model::DeviceSpec;
+use autopcg_sparse::CsrMatrix;
+
+use crate::measure::{MatrixBench, Measurer};
+use crate::occupancy::KernelResources;
+use crate::plan::{vector_bytes_per_elem, DotOp, DotPoint, KernelRef, TimingPolicy, VectorPoint};
+use crate::ProfilerError;
+
+/// Bandwidth assumed when the driver does not report the memory clock and bus width, bytes per
+/// second (high, so that short calls are rather probed than not).
+const FALLBACK_PEAK_BPS: f64 = 5e12;
+
+/// The device's identity and limits as a profile records them.
+pub fn device_spec(props: &DeviceProps) -> DeviceSpec {
+    DeviceSpec {
+        name: props.name.clone(),
+        compute_capability: props.compute_capability,
+        sm_count: props.sm_count,
+        max_threads_per_block: props.max_threads_per_block,
+        max_threads_per_sm: props.max_threads_per_sm,
+        max_blocks_per_sm: props.max_blocks_per_sm,
+        regs_per_sm: props.regs_per_sm,
+        smem_per_sm: props.smem_per_sm,
+        total_mem: props.total_mem,
+        l2_bytes: props.l2_bytes,
+        warp_size: props.warp_size,
+        max_grid_x: props.max_grid_x,
+        // The GPU crate does not expose the driver version.
+        driver_version: None,
+        nvrtc_version: autopcg_gpu::nvrtc_version()
+            .ok()
+            .and_then(|(a, b)| Some((u32::try_from(a).ok()?, u32::try_from(b).ok()?))),
+    }
+}
+
+struct VectorBufs {
+    n: u64,
+    u: DeviceVec<f64>,
+    w: DeviceVec<f64>,
+    p: DeviceVec<f64>,
+    s: DeviceVec<f64>,
+    x: DeviceVec<f64>,
+    r: DeviceVec<f64>,
+    scalars: CgScalars,
+}
+
+struct DotBufs {
+    n: u64,
+    r: DeviceVec<f64>,
+    u: DeviceVec<f64>,
+    w: DeviceVec<f64>,
+    ws: DotWorkspace,
+    ws3: Dot3Workspace,
+    scalars: CgScalars,
+}
+
+/// [`Measurer`] on one CUDA device.
+pub struct GpuMeasurer<'d> {
+    dev: &'d GpuDevice,
+    spec: DeviceSpec,
+    peak_bps: f64,
+    vectors: Option<VectorBufs>,
+    dots: Option<DotBufs>,
+}
+
+impl<'d> GpuMeasurer<'d> {
+    /// A measurement source on `dev`.
+    pub fn new(dev: &'d GpuDevice) -> GpuMeasurer<'d> {
+        let props = dev.props();
+        GpuMeasurer {
+            dev,
+            spec: device_spec(props),
+            peak_bps: props
+                .peak_bandwidth_gbs()
+                .map_or(FALLBACK_PEAK_BPS, |g| g * 1e9),
+            vectors: None,
+            dots: None,
+        }
+    }
+
+    fn missing(what: &str) -> ProfilerError {
+        ProfilerError::Measurement(format!("{what} timed before its buffers were allocated"))
+    }
+}
+
+fn to_usize(n: u64) -> Result<usize, ProfilerError> {
+    usize::try_from(n).map_err(|_| ProfilerError::InvalidOption(format!("length {n} too large")))
+}
+
+fn timing(s: TimingStats) -> Timing {
+    Timing {
+        median_ms: s.median_ms,
+        min_ms: s.min_ms,
+        max_ms: s.max_ms,
+        reps: s.reps,
+    }
+}
+
+/// Times `launch` by the policy (see the module documentation); `est_ms` is the call's
+/// shortest plausible time.
+fn timed(
+    dev: &GpuDevice,
+    mut launch: impl FnMut() -> Result<(), GpuError>,
+    est_ms: f64,
+    pol: &TimingPolicy,
+) -> Result<Timing, GpuError> {
+    if est_ms < pol.batch_below_ms {
+        let probe = time_kernel(dev, &mut launch, 3, 0.0)?;
+        let t = probe.median_ms;
+        if t < pol.batch_below_ms {
+            let batch = (pol.batch_sample_ms / t.max(1e-5)).ceil();
+            let batch = (batch as usize).clamp(1, pol.max_batch.max(1));
+            let s = time_kernel_batched(dev, &mut launch, batch, pol.min_reps, pol.min_ms)?;
+            return Ok(timing(s));
+        }
+    }
+    time_kernel(dev, &mut launch, pol.min_reps, pol.min_ms).map(timing)
+}
+
+fn status(s: RecordStatus) -> Status {
+    match s {
+        RecordStatus::Ok => Status::Ok,
+        RecordStatus::Skipped(r) => Status::Skipped(r),
+        RecordStatus::Failed(r) => Status::Failed(r),
+    }
+}
+
+impl Measurer for GpuMeasurer<'_> {
+    fn device(&self) -> &DeviceSpec {
+        &self.spec
+    }
+
+    fn prepare(&mut self) -> Result<(), ProfilerError> {
+        self.dev.compile_all()?;
+        Ok(())
+    }
+
+    fn resources(&mut self, kernel: KernelRef) -> Result<KernelResources, ProfilerError> {
+        let k = match kernel {
+            KernelRef::Vector(k) => self
+                .dev
+                .kernel(&ModuleSpec::plain(KernelSource::Vector), &k.to_string())?,
+            KernelRef::Dot(op, b) => self.dev.kernel(&ModuleSpec::dot(b), &op.to_string())?,
+        };
+        let a = k.attrs();
+        Ok(KernelResources {
+            regs_per_thread: a.num_regs,
+            static_smem_bytes: a.static_smem_bytes,
+            max_threads_per_block: a.max_threads_per_block,
+        })
+    }
+
+    fn mem_info(&mut self) -> Result<(u64, u64), ProfilerError> {
+        let (free, total) = self.dev.mem_info()?;
+        Ok((free as u64, total as u64))
+    }
+
+    fn alloc_vectors(&mut self, n: u64) -> Result<(), ProfilerError> {
+        self.free()?;
+        let len = to_usize(n)?;
+        let dev = self.dev;
+        let mut scalars = CgScalars::new(dev, 1)?;
+        let mut raw = [0.0; CG_SCALARS_LEN];
+        raw[CG_ALPHA] = 0.5;
+        raw[CG_BETA] = 0.25;
+        scalars.write_raw(dev, &raw)?;
+        self.vectors = Some(VectorBufs {
+            n,
+            u: dev.alloc_zeros(len)?,
+            w: dev.alloc_zeros(len)?,
+            p: dev.alloc_zeros(len)?,
+            s: dev.alloc_zeros(len)?,
+            x: dev.alloc_zeros(len)?,
+            r: dev.alloc_zeros(len)?,
+            scalars,
+        });
+        dev.synchronize()?;
+        Ok(())
+    }
+
+    fn time_vector(
+        &mut self,
+        point: &VectorPoint,
+        policy: &TimingPolicy,
+    ) -> Result<Timing, ProfilerError> {
+        let dev = self.dev;
+        let b = self
+            .vectors
+            .as_mut()
+            .ok_or_else(|| GpuMeasurer::missing("a vector update"))?;
+        let est_ms = (vector_bytes_per_elem(point.kernel) * b.n) as f64 / self.peak_bps * 1e3;
+        let cfg = point.cfg;
+        let t = match point.kernel {
+            VectorKernel::CgUpdate(v) => timed(
+                dev,
+                || {
+                    cg_update(
+                        dev,
+                        v,
+                        cfg,
+                        &b.scalars,
+                        CgVectors {
+                            u: &b.u,
+                            w: &b.w,
+                            p: &mut b.p,
+                            s: &mut b.s,
+                            x: &mut b.x,
+                            r: &mut b.r,
+                        },
+                    )
+                },
+                est_ms,
+                policy,
+            )?,
+            VectorKernel::Axpy(v) => timed(
+                dev,
+                || axpy(dev, v, cfg, 0.5, &b.u, &mut b.p),
+                est_ms,
+                policy,
+            )?,
+            VectorKernel::Xpay(v) => timed(
+                dev,
+                || xpay(dev, v, cfg, 0.5, &b.u, &mut b.p),
+                est_ms,
+                policy,
+            )?,
+        };
+        Ok(t)
+    }
+
+    fn alloc_dots(
+        &mut self,
+        n: u64,
+        max_dot_blocks: u32,
+        max_dot3_blocks: u32,
+    ) -> Result<(), ProfilerError> {
+        self.free()?;
+        let len = to_usize(n)?;
+        let dev = self.dev;
+        self.dots = Some(DotBufs {
+            n,
+            r: dev.alloc_zeros(len)?,
+            u: dev.alloc_zeros(len)?,
+            w: dev.alloc_zeros(len)?,
+            ws: DotWorkspace::new(dev, max_dot_blocks)?,
+            ws3: Dot3Workspace::new(dev, max_dot3_blocks)?,
+            scalars: CgScalars::new(dev, 1)?,
+        });
+        dev.synchronize()?;
+        Ok(())
+    }
+
+    fn time_dot(
+        &mut self,
+        point: &DotPoint,
+        policy: &TimingPolicy,
+    ) -> Result<Timing, ProfilerError> {
+        let dev = self.dev;
+        let b = self
+            .dots
+            .as_mut()
+            .ok_or_else(|| GpuMeasurer::missing("a reduction"))?;
+        let est_ms = (8 * point.op.vectors() * b.n) as f64 / self.peak_bps * 1e3;
+        let cfg = point.cfg;
+        let t = match point.op {
+            DotOp::Dot(k) => timed(
+                dev,
+                || dot(dev, k, cfg, &b.r, &b.u, &mut b.ws),
+                est_ms,
+                policy,
+            )?,
+            // Iteration 0 (a start) every time: the reduction is the same as at any iteration
+            // and the one-thread recurrence after it does not depend on the values.
+            DotOp::Dot3(k) => timed(
+                dev,
+                || dot3_advance(dev, k, cfg, &b.r, &b.u, &b.w, &mut b.ws3, &mut b.scalars, 0),
+                est_ms,
+                policy,
+            )?,
+        };
+        Ok(t)
+    }
+
+    fn free(&mut self) -> Result<(), ProfilerError> {
+        let had = self.vectors.is_some() || self.dots.is_some();
+        self.vectors = None;
+        self.dots = None;
+        if had {
+            // Frees are queued on the stream; wait so that mem_info sees them.
+            self.dev.synchronize()?;
+        }
+        Ok(())
+    }
+
+    fn bench_matrix(
+        &mut self,
+        id: &str,
+        a: &CsrMatrix,
+        opts: &SpmvBenchOptions,
+    ) -> Result<MatrixBench, ProfilerError> {
+        self.free()?;
+        let b = bench_spmv(self.dev, a, opts)?;
+        self.dev.synchronize()?;
+        let spmv = b
+            .records
+            .into_iter()
+            .map(|r| SpmvRecord {
+                matrix: id.to_string(),
+                format: r.format.to_string(),
+                kernel: r.kernel,
+                threads: r.threads,
+                blocks: r.blocks,
+                coo_blocks: r.coo_blocks,
+                grid: r.grid.map(|g| g.to_string()),
+                timing: match (r.median_ms, r.min_ms, r.max_ms, r.reps) {
+                    (Some(median_ms), Some(min_ms), Some(max_ms), Some(reps)) => Some(Timing {
+                        median_ms,
+                        min_ms,
+                        max_ms,
+                        reps,
+                    }),
+                    _ => None,
+                },
+                status: status(r.status),
+            })
+            .collect();
+        let conversions = b
+            .conversions
+            .into_iter()
+            .map(|c| ConversionRecord {
+                matrix: id.to_string(),
+                format: c.format.to_string(),
+                status: status(c.status),
+                host_ms: c.host_ms,
+                upload_ms: c.upload_ms,
+                // The benchmark does not time device-side conversions yet.
+                device_ms: None,
+                device_bytes: c.device_bytes,
+            })
+            .collect();
+        Ok(MatrixBench {
+            features: b.matrix,
+            spmv,
+            conversions,
+        })
+    }
+}

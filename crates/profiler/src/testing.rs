@@ -1,0 +1,286 @@
+//! A deterministic measurement source for tests of the sweep logic on machines without a GPU:
+//! times come from a formula of the bytes moved and the launch configuration, kernel resources
+//! are fixed figures, device memory is a counter, and a failure can be injected after a given
+//! number of measurements (an interrupted tune).
+use autopcg_gpu::kernels::vector::VectorKernel;
+use autopcg_gpu::SpmvBenchOptions;
+use autopcg_model::profile::{ConversionRecord, SpmvRecord, Status, Timing};
+use autopcg_model::DeviceSpec;
+use autopcg_sparse::features::features;
+use autopcg_sparse::CsrMatrix;
+
+use crate::measure::{MatrixBench, Measurer};
+use crate::occupancy::KernelResources;
+use crate::plan::{
+    dot_stage_bytes, vector_bytes_per_elem, vector_stage_bytes, DotOp, DotPoint, KernelRef,
+    TimingPolicy, VectorPoint,
+};
+use crate::ProfilerError;
+
+/// Limits of an H100/H200-like device (132 SMs, compute capability 9.0) with `total_mem` bytes.
+pub fn hopper_like_spec_with_memory(total_mem: u64) -> DeviceSpec {
+    DeviceSpec {
+        name: "Fake Hopper".into(),
+        compute_capability: (9, 0),
+        sm_count: 132,
+        max_threads_per_block: 1024,
+        max_threads_per_sm: 2048,
+        max_blocks_per_sm: 32,
+        regs_per_sm: 65536,
+        smem_per_sm: 233_472,
+        total_mem,
+        l2_bytes: 60 << 20,
+        warp_size: 32,
+        max_grid_x: i32::MAX as u32,
+        driver_version: None,
+        nvrtc_version: None,
+    }
+}
+
+/// [`hopper_like_spec_with_memory`] with 141 GB, an H200.
+pub fn hopper_like_spec() -> DeviceSpec {
+    hopper_like_spec_with_memory(141_000_000_000)
+}
+
+/// A [`Measurer`] whose results are formulas (see the module documentation).
+#[derive(Debug, Clone)]
+pub struct FakeMeasurer {
+    spec: DeviceSpec,
+    /// Fail every measurement after this many succeeded.
+    pub fail_after: Option<usize>,
+    /// Measurements that succeeded (vector, dot and whole matrices).
+    pub measured: usize,
+    /// Block-size limit reported for every `axpy` kernel (the others report 1024).
+    pub axpy_max_threads: u32,
+    allocated: u64,
+    /// Largest simultaneous allocation seen, bytes.
+    pub peak_allocated: u64,
+    n: u64,
+    prepared: bool,
+}
+
+impl FakeMeasurer {
+    /// A fake source for `spec`.
+    pub fn new(spec: DeviceSpec) -> FakeMeasurer {
+        FakeMeasurer {
+            spec,
+            fail_after: None,
+            measured: 0,
+            axpy_max_threads: 1024,
+            allocated: 0,
+            peak_allocated: 0,
+            n: 0,
+            prepared: false,
+        }
+    }
+
+    fn tick(&mut self) -> Result<(), ProfilerError> {
+        if !self.prepared {
+            return Err(ProfilerError::Measurement(
+                "timed before prepare() compiled the kernels".into(),
+            ));
+        }
+        if let Some(k) = self.fail_after {
+            if self.measured >= k {
+                return Err(ProfilerError::Measurement(format!(
+                    "injected failure after {k} measurements"
+                )));
+            }
+        }
+        self.measured += 1;
+        Ok(())
+    }
+
+    fn alloc(&mut self, bytes: u64) -> Result<(), ProfilerError> {
+        self.allocated = 0;
+        if bytes > self.spec.total_mem {
+            return Err(ProfilerError::Measurement(format!(
+                "out of memory: {bytes} bytes asked of {}",
+                self.spec.total_mem
+            )));
+        }
+        self.allocated = bytes;
+        self.peak_allocated = self.peak_allocated.max(bytes);
+        Ok(())
+    }
+
+    /// The time formula: bytes at 3 TB/s, a 3 us launch, and small penalties away from 256
+    /// threads and for extra blocks.
+    fn formula(bytes: u64, threads: u32, extra: u32) -> Timing {
+        let t = 3e-3
+            + bytes as f64 / 3e9
+            + 1e-4 * (f64::from(threads) - 256.0).abs() / 256.0
+            + 1e-5 * f64::from(extra);
+        Timing {
+            median_ms: t,
+            min_ms: 0.95 * t,
+            max_ms: 1.1 * t,
+            reps: 5,
+        }
+    }
+}
+
+impl Measurer for FakeMeasurer {
+    fn device(&self) -> &DeviceSpec {
+        &self.spec
+    }
+
+    fn prepare(&mut self) -> Result<(), ProfilerError> {
+        self.prepared = true;
+        Ok(())
+    }
+
+    fn resources(&mut self, kernel: KernelRef) -> Result<KernelResources, ProfilerError> {
+        Ok(match kernel {
+            KernelRef::Vector(k) => KernelResources {
+                regs_per_thread: 32,
+                static_smem_bytes: 0,
+                max_threads_per_block: if matches!(k, VectorKernel::Axpy(_)) {
+                    self.axpy_max_threads
+                } else {
+                    1024
+                },
+            },
+            KernelRef::Dot(op, b) => KernelResources {
+                regs_per_thread: 40,
+                static_smem_bytes: match op {
+                    DotOp::Dot(_) => 8 * b,
+                    DotOp::Dot3(_) => 768,
+                },
+                max_threads_per_block: b,
+            },
+        })
+    }
+
+    fn mem_info(&mut self) -> Result<(u64, u64), ProfilerError> {
+        let total = self.spec.total_mem;
+        Ok((total.saturating_sub(self.allocated), total))
+    }
+
+    fn alloc_vectors(&mut self, n: u64) -> Result<(), ProfilerError> {
+        self.alloc(vector_stage_bytes(n))?;
+        self.n = n;
+        Ok(())
+    }
+
+    fn time_vector(
+        &mut self,
+        point: &VectorPoint,
+        _policy: &TimingPolicy,
+    ) -> Result<Timing, ProfilerError> {
+        self.tick()?;
+        let bytes = vector_bytes_per_elem(point.kernel) * self.n;
+        Ok(FakeMeasurer::formula(
+            bytes,
+            point.cfg.threads,
+            point.nb_multiple.unwrap_or(0),
+        ))
+    }
+
+    fn alloc_dots(
+        &mut self,
+        n: u64,
+        max_dot_blocks: u32,
+        max_dot3_blocks: u32,
+    ) -> Result<(), ProfilerError> {
+        self.alloc(dot_stage_bytes(n, max_dot_blocks, max_dot3_blocks))?;
+        self.n = n;
+        Ok(())
+    }
+
+    fn time_dot(
+        &mut self,
+        point: &DotPoint,
+        _policy: &TimingPolicy,
+    ) -> Result<Timing, ProfilerError> {
+        self.tick()?;
+        let bytes = 8 * point.op.vectors() * self.n;
+        Ok(FakeMeasurer::formula(
+            bytes,
+            point.cfg.threads,
+            point.nb_multiple.unwrap_or(0),
+        ))
+    }
+
+    fn free(&mut self) -> Result<(), ProfilerError> {
+        self.allocated = 0;
+        Ok(())
+    }
+
+    fn bench_matrix(
+        &mut self,
+        id: &str,
+        a: &CsrMatrix,
+        opts: &SpmvBenchOptions,
+    ) -> Result<MatrixBench, ProfilerError> {
+        self.tick()?;
+        self.allocated = 0;
+        let f = features(a);
+        let bytes = 12 * a.nnz() as u64 + 20 * a.nrows() as u64;
+        let mut spmv = Vec::new();
+        let rec = |format: &str, kernel: &str, t: Option<u32>, g: Option<&str>, k: u32| {
+            let blocks = t.map(|t| (a.nrows() as u64).div_ceil(u64::from(t)).max(1) as u32);
+            SpmvRecord {
+                matrix: id.to_string(),
+                format: format.into(),
+                kernel: kernel.into(),
+                threads: t,
+                blocks: if g == Some("wave") {
+                    blocks.map(|b| b.min(132 * 8))
+                } else {
+                    blocks
+                },
+                coo_blocks: None,
+                grid: g.map(str::to_string),
+                status: Status::Ok,
+                timing: Some(FakeMeasurer::formula(bytes, t.unwrap_or(256), k)),
+            }
+        };
+        for (k, kernel) in ["spmv_csr_scalar", "spmv_csr_vector_4"].iter().enumerate() {
+            for &t in &opts.threads {
+                for g in &opts.grids {
+                    let g = g.to_string();
+                    let r = rec("csr", kernel, Some(t), Some(&g), k as u32);
+                    // The benchmark leaves out a policy that repeats a configuration.
+                    if !spmv.iter().any(|o: &SpmvRecord| {
+                        o.candidate() == r.candidate() && o.blocks == r.blocks
+                    }) {
+                        spmv.push(r);
+                    }
+                }
+            }
+        }
+        if opts.cusparse {
+            spmv.push(rec("csr", "cusparse_spmv_default", None, None, 0));
+        }
+        let ell_ok = f.ell_fill_ratio <= opts.padding.max_fill_ratio;
+        if ell_ok {
+            for &t in &opts.threads {
+                spmv.push(rec("ell", "spmv_ell", Some(t), Some("cover"), 0));
+            }
+        } else {
+            let mut r = rec("ell", "spmv_ell", None, None, 0);
+            r.status = Status::Skipped(format!("fill ratio {:.2}", f.ell_fill_ratio));
+            r.timing = None;
+            spmv.push(r);
+        }
+        let conv = |format: &str, ok: bool| ConversionRecord {
+            matrix: id.to_string(),
+            format: format.into(),
+            status: if ok {
+                Status::Ok
+            } else {
+                Status::Skipped("too much padding".into())
+            },
+            host_ms: 0.1,
+            upload_ms: 0.2,
+            device_ms: None,
+            device_bytes: if ok { bytes } else { 0 },
+        };
+        Ok(MatrixBench {
+            features: f,
+            spmv,
+            conversions: vec![conv("csr", true), conv("ell", ell_ok)],
+        })
+    }
+}

@@ -1,0 +1,100 @@
+//! A tiny sweep on the GPU: every stage runs, every record is written once with a valid
+//! timing, and a second run resumes everything. Without a CUDA device the test prints one line
+//! and returns (unless AUTOPCG_REQUIRE_GPU=1, when it fails).
+use std::collections::HashSet;
+use std::path::Path;
+
+use autopcg_model::profile::{Profile, Record, Status};
+use autopcg_profiler::{
+    kernel_table, open_profile, run_sweep, GpuMeasurer, Measurer, Silent, Sweep, SweepOptions,
+};
+
+#[test]
+fn a_tiny_sweep_runs_on_the_gpu_and_resumes() {
+    let dev = match autopcg_gpu::testing::test_device("a_tiny_sweep_runs_on_the_gpu_and_resumes") {
+        Ok(Some(d)) => d,
+        Ok(None) => return,
+        Err(e) => panic!("AUTOPCG_REQUIRE_GPU=1 but no device opens: {e}"),
+    };
+    let mut m = GpuMeasurer::new(&dev);
+    m.prepare().unwrap();
+    let mut opts = SweepOptions::new(true, Path::new(env!("CARGO_MANIFEST_DIR")).join("../.."));
+    opts.max_vector_len = 150_000;
+    let table = kernel_table(&mut m, &opts).unwrap();
+    let mut sweep = Sweep::plan(m.device(), &opts, &table).unwrap();
+    sweep.matrices = autopcg_profiler::quick_matrices()[..2].to_vec();
+    let c = sweep.counts();
+    assert!(c.vector > 0 && c.dot > 0);
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("gpu.jsonl");
+    let mut w = open_profile(&path, m.device(), true).unwrap();
+    let report = run_sweep(&mut m, &mut w, &sweep, &mut Silent).unwrap();
+    drop(w);
+    assert_eq!(report.measured(), c.vector + c.dot + c.matrices);
+    assert!(report.peak_device_bytes >= report.baseline_device_bytes);
+    let budget_end = report.baseline_device_bytes + sweep.memory_budget;
+    assert!(report.peak_device_bytes <= budget_end);
+
+    let p = Profile::read(&path).unwrap();
+    assert_eq!(p.header.as_ref().unwrap().device.name, dev.props().name);
+    assert_eq!(p.vector.len(), c.vector);
+    assert_eq!(p.dot.len(), c.dot);
+    assert_eq!(p.occupancy.len(), c.occupancy);
+    assert!(p
+        .occupancy
+        .iter()
+        .all(|o| o.regs_per_thread > 0 && o.nb_nt > 0));
+    assert!(p
+        .vector
+        .iter()
+        .all(|v| v.timing.is_valid() && v.timing.median_ms > 0.0));
+    assert!(p
+        .dot
+        .iter()
+        .all(|d| d.timing.is_valid() && d.timing.median_ms > 0.0));
+    assert_eq!(p.matrices.len(), 2);
+    let ok: Vec<_> = p.spmv.iter().filter(|s| s.status == Status::Ok).collect();
+    assert!(!ok.is_empty());
+    assert!(ok.iter().all(|s| s.timing.is_some_and(|t| t.is_valid())));
+    assert!(
+        p.spmv
+            .iter()
+            .all(|s| !matches!(s.status, Status::Failed(_))),
+        "a SpMV kernel failed its check"
+    );
+    assert!(p.spmv.iter().any(|s| s.kernel.starts_with("cusparse")));
+    // The longest vectors take longer than the shortest, summed over every configuration.
+    let ns: Vec<u64> = p.vector.iter().map(|v| v.n).collect();
+    let (lo, hi) = (*ns.iter().min().unwrap(), *ns.iter().max().unwrap());
+    let total = |n: u64| -> f64 {
+        p.vector
+            .iter()
+            .filter(|v| v.n == n)
+            .map(|v| v.timing.median_ms)
+            .sum()
+    };
+    assert!(
+        total(hi) > total(lo),
+        "{} ms at n = {hi}, {} ms at n = {lo}",
+        total(hi),
+        total(lo)
+    );
+
+    // Everything is there: a second run measures nothing and writes no measurement.
+    let lines = std::fs::read_to_string(&path).unwrap().lines().count();
+    let mut w = open_profile(&path, m.device(), true).unwrap();
+    let again = run_sweep(&mut m, &mut w, &sweep, &mut Silent).unwrap();
+    drop(w);
+    assert_eq!(again.measured(), 0);
+    assert_eq!(again.resumed(), report.measured());
+    let text = std::fs::read_to_string(&path).unwrap();
+    // Only the three stage marks were added.
+    assert_eq!(text.lines().count(), lines + 3);
+    let keys: Vec<String> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Record>(l).ok())
+        .filter_map(|r| r.key())
+        .collect();
+    assert_eq!(keys.iter().collect::<HashSet<_>>().len(), keys.len());
+}

@@ -1,0 +1,399 @@
+//! The sweep logic on the fake measurement source: records written, resume after an
+//! interruption, plan sizes, the memory budget and the block counts of eq. 3-2.
+use std::collections::{HashMap, HashSet};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use autopcg_gpu::kernels::vector::{VectorKernel, VectorVariant};
+use autopcg_model::profile::{Profile, ProfileWriter, Record};
+use autopcg_model::DeviceSpec;
+use autopcg_profiler::plan::{dot_stage_bytes, vector_stage_bytes, DEFAULT_MAX_VECTOR_LEN};
+use autopcg_profiler::testing::{hopper_like_spec, hopper_like_spec_with_memory, FakeMeasurer};
+use autopcg_profiler::{
+    kernel_table, open_profile, run_sweep, tune, Measurer, Observer, ProfilerError, Progress,
+    Silent, StageReport, Sweep, SweepOptions,
+};
+
+fn base() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// A small plan: lengths up to 2e5, two small matrices.
+fn small_sweep(spec: &DeviceSpec, quick: bool) -> Sweep {
+    let mut opts = SweepOptions::new(quick, base());
+    opts.max_vector_len = 200_000;
+    let mut m = FakeMeasurer::new(spec.clone());
+    let table = kernel_table(&mut m, &opts).unwrap();
+    let mut s = Sweep::plan(spec, &opts, &table).unwrap();
+    s.matrices = autopcg_profiler::quick_matrices()[..2].to_vec();
+    s
+}
+
+fn run(sweep: &Sweep, path: &Path, fake: &mut FakeMeasurer) -> Result<usize, ProfilerError> {
+    let mut w = open_profile(path, fake.device(), sweep.options.quick)?;
+    fake.prepare()?;
+    let r = run_sweep(fake, &mut w, sweep, &mut Silent)?;
+    Ok(r.resumed())
+}
+
+/// Every measurement key of a profile file, in order (with repeats).
+fn keys(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Record>(l).ok())
+        .filter_map(|r| r.key())
+        .collect()
+}
+
+fn assert_unique(k: &[String]) {
+    let set: HashSet<&String> = k.iter().collect();
+    assert_eq!(set.len(), k.len(), "duplicate keys in the profile");
+}
+
+#[test]
+fn a_sweep_writes_every_planned_record_once() {
+    let spec = hopper_like_spec();
+    let sweep = small_sweep(&spec, false);
+    let c = sweep.counts();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p.jsonl");
+    let mut fake = FakeMeasurer::new(spec.clone());
+    assert_eq!(run(&sweep, &path, &mut fake).unwrap(), 0);
+    assert_eq!(fake.measured, c.vector + c.dot + c.matrices);
+    let p = Profile::read(&path).unwrap();
+    let h = p.header.as_ref().unwrap();
+    assert!(!h.quick);
+    assert_eq!(h.device, spec);
+    assert_eq!(p.occupancy.len(), c.occupancy);
+    assert_eq!(p.vector.len(), c.vector);
+    assert_eq!(p.dot.len(), c.dot);
+    assert_eq!(p.matrices.len(), 2);
+    assert!(!p.spmv.is_empty() && !p.conversions.is_empty());
+    let stages: Vec<&str> = p.stages.iter().map(|s| s.stage.as_str()).collect();
+    assert_eq!(stages, ["vector", "dot", "spmv"]);
+    assert_unique(&keys(&path));
+
+    // Lengths: 4 fitted and 2 held out per domain.
+    let lengths: HashSet<(u64, bool)> = p.vector.iter().map(|v| (v.n, v.held_out)).collect();
+    assert_eq!(lengths.len(), 12);
+    assert_eq!(lengths.iter().filter(|(_, h)| *h).count(), 4);
+    assert!(lengths.contains(&(200_000, false)));
+
+    // Grid-stride blocks are NB_nt * i with NB_nt from the occupancy records.
+    let nb: HashMap<(String, u32), u32> = p
+        .occupancy
+        .iter()
+        .map(|o| ((o.kernel.clone(), o.threads), o.nb_nt))
+        .collect();
+    for v in &p.vector {
+        assert!(v.timing.is_valid());
+        match v.nb_multiple {
+            Some(i) => assert_eq!(v.blocks, nb[&(v.kernel.clone(), v.threads)] * i),
+            None => {
+                let per = if v.variant == "elem_v2" { 2 } else { 1 };
+                assert!(u64::from(v.blocks) * u64::from(v.threads) * per >= v.n);
+            }
+        }
+        assert!(v.kernel == format!("{}_{}", v.op, v.variant));
+    }
+    let mult: HashSet<u32> = p.dot.iter().filter_map(|d| d.nb_multiple).collect();
+    assert_eq!(mult, (1..=20).collect());
+    for d in p.dot.iter().filter(|d| d.nb_multiple.is_some()) {
+        assert_eq!(
+            d.blocks,
+            nb[&(d.kernel.clone(), d.threads)] * d.nb_multiple.unwrap()
+        );
+    }
+    let dot_threads: HashSet<u32> = p.dot.iter().map(|d| d.threads).collect();
+    assert_eq!(dot_threads, [64, 128, 256, 512, 1024].into());
+    // Every SpMV record belongs to a matrix record written after it.
+    let ids: HashSet<&str> = p.matrices.iter().map(|m| m.id.as_str()).collect();
+    assert!(p.spmv.iter().all(|s| ids.contains(s.matrix.as_str())));
+}
+
+#[test]
+fn an_interrupted_sweep_resumes_without_loss_or_duplicates() {
+    let spec = hopper_like_spec();
+    let sweep = small_sweep(&spec, true);
+    let c = sweep.counts();
+    let dir = tempfile::tempdir().unwrap();
+    let whole = dir.path().join("whole.jsonl");
+    run(&sweep, &whole, &mut FakeMeasurer::new(spec.clone())).unwrap();
+    let want: HashSet<String> = keys(&whole).into_iter().collect();
+    let items = c.vector + c.dot + c.matrices;
+    // Cut in the vector stage, in the dot stage, and between the two matrices.
+    for k in [7, c.vector + 5, c.vector + c.dot + 1] {
+        let path = dir.path().join(format!("cut{k}.jsonl"));
+        let mut fake = FakeMeasurer::new(spec.clone());
+        fake.fail_after = Some(k);
+        let e = run(&sweep, &path, &mut fake).unwrap_err();
+        assert!(e.to_string().contains("injected failure"), "{e}");
+        // The process died in the middle of a line.
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
+        f.write_all(br#"{"record":"dot","kernel":"dot_v"#).unwrap();
+        drop(f);
+        let mut fresh = FakeMeasurer::new(spec.clone());
+        let resumed = run(&sweep, &path, &mut fresh).unwrap();
+        assert_eq!(resumed, k, "cut at {k}");
+        assert_eq!(fresh.measured, items - k, "cut at {k}");
+        let got = keys(&path);
+        assert_unique(&got);
+        let got: HashSet<String> = got.into_iter().collect();
+        assert_eq!(got, want, "cut at {k}");
+        Profile::read(&path).unwrap();
+        // A third run measures nothing.
+        let mut idle = FakeMeasurer::new(spec.clone());
+        assert_eq!(run(&sweep, &path, &mut idle).unwrap(), items);
+        assert_eq!(idle.measured, 0);
+    }
+}
+
+#[test]
+fn spmv_records_without_their_matrix_record_are_completed_not_duplicated() {
+    let spec = hopper_like_spec();
+    let mut sweep = small_sweep(&spec, true);
+    sweep.vector.clear();
+    sweep.dot.clear();
+    sweep.occupancy.clear();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p.jsonl");
+    // A run that wrote half of the first matrix's records and died before its matrix record.
+    let mut fake = FakeMeasurer::new(spec.clone());
+    fake.prepare().unwrap();
+    let m0 = &sweep.matrices[0];
+    let a = m0.recipe.build(&base()).unwrap();
+    let b = fake.bench_matrix(&m0.id, &a, &sweep.spmv).unwrap();
+    let mut w = open_profile(&path, &spec, true).unwrap();
+    for r in &b.spmv[..b.spmv.len() / 2] {
+        w.write(&Record::Spmv(r.clone())).unwrap();
+    }
+    drop(w);
+    let mut fresh = FakeMeasurer::new(spec.clone());
+    assert_eq!(run(&sweep, &path, &mut fresh).unwrap(), 0);
+    let k = keys(&path);
+    assert_unique(&k);
+    let p = Profile::read(&path).unwrap();
+    assert_eq!(p.matrices.len(), 2);
+    let first = p.spmv.iter().filter(|s| s.matrix == m0.id).count();
+    assert_eq!(first, b.spmv.len());
+}
+
+#[test]
+fn quick_sweeps_are_small_and_a_full_sweep_fits_the_time_budget() {
+    let spec = hopper_like_spec();
+    let plan = |quick: bool| {
+        let opts = SweepOptions::new(quick, base());
+        let mut m = FakeMeasurer::new(spec.clone());
+        let table = kernel_table(&mut m, &opts).unwrap();
+        Sweep::plan(&spec, &opts, &table).unwrap()
+    };
+    // An H200 streams about 4 TB/s.
+    let bw = 4e12;
+    let quick = plan(true);
+    let full = plan(false);
+    let (qc, fc) = (quick.counts(), full.counts());
+    let (qe, fe) = (quick.estimate(bw), full.estimate(bw));
+    println!("quick: {qc:?}\n  estimate {qe:?} = {:.1} s", qe.total_s());
+    println!("full: {fc:?}\n  estimate {fe:?} = {:.1} s", fe.total_s());
+    println!("full at 3 TB/s: {:.1} s", full.estimate(3e12).total_s());
+    println!(
+        "full: vector lengths up to {}, dot lengths up to {}",
+        full.vector_max_n, full.dot_max_n
+    );
+    assert!(
+        qc.vector < 1_000 && qc.dot < 2_000 && qc.matrices <= 8,
+        "{qc:?}"
+    );
+    assert!(qe.total_s() < 20.0, "{qe:?}");
+    assert!(fc.matrices >= 30);
+    assert!(fe.total_s() < 300.0, "{fe:?}");
+    assert_eq!(full.vector_max_n, DEFAULT_MAX_VECTOR_LEN);
+    // Lengths of a quick sweep stop at 2^22, with 2 fitted and 1 held out per domain.
+    assert!(quick.vector.iter().all(|s| s.n <= 1 << 22));
+    assert_eq!(
+        quick.vector.len(),
+        3 * quick.vector.iter().filter(|s| s.held_out).count()
+    );
+}
+
+#[test]
+fn the_memory_budget_bounds_the_largest_length_and_the_allocations() {
+    let opts = SweepOptions::new(false, base());
+    for total in [1u64 << 30, 3 << 30, 24 << 30] {
+        let spec = hopper_like_spec_with_memory(total);
+        let mut m = FakeMeasurer::new(spec.clone());
+        let table = kernel_table(&mut m, &opts).unwrap();
+        let s = Sweep::plan(&spec, &opts, &table).unwrap();
+        let budget = (total as f64 * 0.6) as u64;
+        assert_eq!(s.memory_budget, budget);
+        let v = s.vector_max_n;
+        assert!(vector_stage_bytes(v) <= budget);
+        assert!(v == DEFAULT_MAX_VECTOR_LEN || vector_stage_bytes(v + 1) > budget);
+        assert_eq!(s.vector.last().unwrap().n, v);
+        let d = s.dot_max_n;
+        assert!(d >= v);
+        for size in &s.dot {
+            assert!(dot_stage_bytes(size.n, size.max_dot_blocks, size.max_dot3_blocks) <= budget);
+        }
+        assert!(d == DEFAULT_MAX_VECTOR_LEN || 24 * (d + 1) > budget - (budget >> 4));
+    }
+    // What the sweep allocates stays inside the budget.
+    let spec = hopper_like_spec_with_memory(64 << 20);
+    let mut opts = SweepOptions::new(true, base());
+    opts.memory_fraction = 0.5;
+    let mut fake = FakeMeasurer::new(spec.clone());
+    let table = kernel_table(&mut fake, &opts).unwrap();
+    let mut s = Sweep::plan(&spec, &opts, &table).unwrap();
+    s.matrices.clear();
+    assert!(s.vector_max_n < 1 << 22 && s.vector_max_n > 100_000);
+    let dir = tempfile::tempdir().unwrap();
+    run(&s, &dir.path().join("p.jsonl"), &mut fake).unwrap();
+    assert!(fake.peak_allocated > 0 && fake.peak_allocated <= 32 << 20);
+    assert!(SweepOptions {
+        memory_fraction: 1.5,
+        ..opts
+    }
+    .validate()
+    .is_err());
+}
+
+#[test]
+fn thread_counts_are_capped_by_the_compiled_kernel() {
+    let spec = hopper_like_spec();
+    let mut opts = SweepOptions::new(false, base());
+    opts.max_vector_len = 50_000;
+    let mut fake = FakeMeasurer::new(spec.clone());
+    fake.axpy_max_threads = 256;
+    let table = kernel_table(&mut fake, &opts).unwrap();
+    let s = Sweep::plan(&spec, &opts, &table).unwrap();
+    let pts: Vec<_> = s.vector.iter().flat_map(|v| &v.points).collect();
+    assert!(pts
+        .iter()
+        .filter(|p| matches!(p.kernel, VectorKernel::Axpy(_)))
+        .all(|p| p.cfg.threads <= 256));
+    assert!(pts
+        .iter()
+        .any(|p| p.kernel == VectorKernel::CgUpdate(VectorVariant::Grid) && p.cfg.threads == 1024));
+    // Kernel, threads and blocks are unique at every length.
+    for v in &s.vector {
+        let set: HashSet<_> = v.points.iter().map(|p| (p.kernel, p.cfg)).collect();
+        assert_eq!(set.len(), v.points.len());
+    }
+}
+
+#[test]
+fn a_quick_profile_is_not_continued_by_a_full_sweep() {
+    let spec = hopper_like_spec();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p.jsonl");
+    drop(open_profile(&path, &spec, true).unwrap());
+    let e = open_profile(&path, &spec, false).err().unwrap();
+    assert!(matches!(e, ProfilerError::ProfileMismatch { .. }), "{e}");
+    assert!(e.to_string().contains("quick"), "{e}");
+    open_profile(&path, &spec, true).unwrap();
+    let mut other = spec.clone();
+    other.name = "Another GPU".into();
+    assert!(open_profile(&path, &other, true).is_err());
+}
+
+#[derive(Default)]
+struct Log {
+    last: HashMap<String, (usize, usize)>,
+    etas: usize,
+    stages: Vec<StageReport>,
+}
+
+impl Observer for Log {
+    fn progress(&mut self, p: &Progress<'_>) {
+        assert!(p.done <= p.total);
+        self.last.insert(p.stage.to_string(), (p.done, p.total));
+        if p.eta.is_some() && p.stage_eta.is_some() {
+            self.etas += 1;
+        }
+    }
+    fn stage_done(&mut self, r: &StageReport) {
+        self.stages.push(r.clone());
+    }
+}
+
+#[test]
+fn tune_reports_progress_stage_by_stage() {
+    let spec = hopper_like_spec_with_memory(256 << 20);
+    let mut opts = SweepOptions::new(true, base());
+    opts.max_vector_len = 100_000;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p.jsonl");
+    let mut fake = FakeMeasurer::new(spec.clone());
+    let mut w: ProfileWriter = open_profile(&path, &spec, true).unwrap();
+    let mut log = Log::default();
+    let (sweep, report) = tune(&mut fake, &mut w, &opts, &mut log).unwrap();
+    let c = sweep.counts();
+    assert_eq!(log.last["vector"], (c.vector, c.vector));
+    assert_eq!(log.last["dot"], (c.dot, c.dot));
+    assert_eq!(log.last["spmv"], (c.matrices, c.matrices));
+    assert!(log.etas > 0);
+    let names: Vec<&str> = log.stages.iter().map(|s| s.stage.as_str()).collect();
+    assert_eq!(names, ["vector", "dot", "spmv"]);
+    assert_eq!(report.measured(), c.vector + c.dot + c.matrices);
+    assert_eq!(report.resumed(), 0);
+    assert!(report.peak_device_bytes > 0 && report.peak_device_bytes <= spec.total_mem);
+    assert_eq!(report.records(), w.written() - 1 - 3);
+}
+
+#[test]
+fn the_eval_plan_measures_only_its_matrices_and_labels_them() {
+    use autopcg_model::profile::MatrixSet;
+    use autopcg_sparse::families::Recipe;
+    let spec = hopper_like_spec();
+    let opts = SweepOptions::new(false, base());
+    let mut s = Sweep::eval_plan(&spec, &opts).unwrap();
+    assert_eq!(s.matrix_stage, "spmv_eval");
+    assert!(s.vector.is_empty() && s.dot.is_empty() && s.occupancy.is_empty());
+    assert!(s.matrices.iter().all(|m| m.set == MatrixSet::Eval));
+    // Run it on a small file-based matrix of the same kind.
+    let mut small = s
+        .matrices
+        .iter()
+        .find(|m| matches!(m.recipe, Recipe::FileKron { .. }))
+        .unwrap()
+        .clone();
+    small.recipe = Recipe::FileKron {
+        path: "matrices/1138_bus.mtx".into(),
+        poisson2d: 2,
+    };
+    small.id = "small-kron".into();
+    s.matrices = vec![small];
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p.jsonl");
+    run(&s, &path, &mut FakeMeasurer::new(spec.clone())).unwrap();
+    let p = Profile::read(&path).unwrap();
+    assert_eq!(p.matrices.len(), 1);
+    assert_eq!(p.matrices[0].set, MatrixSet::Eval);
+    assert_eq!(p.matrices[0].work.n, 1138 * 4);
+    assert_eq!(p.stages[0].stage, "spmv_eval");
+    assert_eq!(
+        autopcg_profiler::run::matrix_key(&p.matrices[0].id),
+        Record::Matrix(Box::new(p.matrices[0].clone()))
+            .key()
+            .unwrap()
+    );
+
+    // A matrix that cannot be built stops the stage with its id; the ones before it stay.
+    let mut bad = s.matrices[0].clone();
+    bad.id = "missing-file".into();
+    bad.recipe = Recipe::FileKron {
+        path: "matrices/no-such-file.mtx".into(),
+        poisson2d: 2,
+    };
+    let mut ok2 = s.matrices[0].clone();
+    ok2.id = "small-kron-2".into();
+    s.matrices = vec![ok2, bad];
+    let e = run(&s, &path, &mut FakeMeasurer::new(spec.clone())).unwrap_err();
+    assert!(e.to_string().contains("missing-file"), "{e}");
+    let p = Profile::read(&path).unwrap();
+    assert_eq!(p.matrices.len(), 2);
+}
