@@ -5,6 +5,7 @@
 //! - [`work`]: work counts of every SpMV kernel on a matrix, the SpMV model's inputs.
 //! - [`domains`]: the test domains of vector lengths and the sizes sampled in each.
 //! - [`device`]: the device identity and limits, and the slug model files are named by.
+//! - [`nnls`]: non-negative least squares (Lawson–Hanson), the fitter of the SpMV time models.
 //!
 //! This crate never touches a GPU: it fits and predicts on any machine.
 #![warn(missing_docs)]
@@ -12,6 +13,7 @@
 pub mod device;
 pub mod domains;
 pub mod error;
+pub mod nnls;
 pub mod profile;
 pub mod work;
 
