@@ -5,6 +5,8 @@
 //! - [`work`]: work counts of every SpMV kernel on a matrix, the SpMV model's inputs.
 //! - [`domains`]: the test domains of vector lengths and the sizes sampled in each.
 //! - [`device`]: the device identity and limits, and the slug model files are named by.
+//! - [`spmv`]: the SpMV performance model: a time model per candidate (format, kernel, launch
+//!   configuration), conversion costs, and the selection by predicted time.
 //! - [`nnls`]: non-negative least squares (Lawson–Hanson), the fitter of the SpMV time models.
 //!
 //! This crate never touches a GPU: it fits and predicts on any machine.
@@ -15,7 +17,11 @@ pub mod domains;
 pub mod error;
 pub mod nnls;
 pub mod profile;
+pub mod spmv;
+#[cfg(test)]
+mod spmv_synth;
 pub mod work;
 
 pub use device::{device_slug, DeviceSpec};
 pub use error::ModelError;
+pub use spmv::{SpmvCandidate, SpmvFitOptions, SpmvModel, SpmvPrediction};
