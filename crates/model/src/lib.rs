@@ -7,11 +7,13 @@
 //! - [`device`]: the device identity and limits, and the slug model files are named by.
 //! - [`spmv`]: the SpMV performance model: a time model per candidate (format, kernel, launch
 //!   configuration), conversion costs, and the selection by predicted time.
+//! - [`classifier`]: a decision-tree classifier from matrix features to the best SpMV candidate.
 //! - [`nnls`]: non-negative least squares (Lawson–Hanson), the fitter of the SpMV time models.
 //!
 //! This crate never touches a GPU: it fits and predicts on any machine.
 #![warn(missing_docs)]
 
+pub mod classifier;
 pub mod device;
 pub mod domains;
 pub mod error;
@@ -22,6 +24,7 @@ pub mod spmv;
 mod spmv_synth;
 pub mod work;
 
+pub use classifier::SpmvClassifier;
 pub use device::{device_slug, DeviceSpec};
 pub use error::ModelError;
 pub use spmv::{SpmvCandidate, SpmvFitOptions, SpmvModel, SpmvPrediction};

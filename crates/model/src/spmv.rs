@@ -329,6 +329,39 @@ impl LaunchLimits {
     }
 }
 
+/// True when `format` can hold the matrix of `w` within `limits`: ELL, DIA and the ELL part of
+/// HYB are refused when their fill ratio (slots over the nonzeros they hold) or their padded
+/// bytes exceed the limits, with the byte counts of the sparse crate's conversions; every other
+/// format always applies.
+pub fn format_applies(format: &str, w: &SpmvWork, limits: &PaddingLimits) -> bool {
+    let within = |slots: u64, nnz: u64, bytes: f64| {
+        let fill = if nnz == 0 {
+            if slots == 0 {
+                1.0
+            } else {
+                f64::INFINITY
+            }
+        } else {
+            slots as f64 / nnz as f64
+        };
+        fill <= limits.max_fill_ratio && bytes <= limits.max_bytes as f64
+    };
+    match format {
+        "ell" => within(w.ell_slots, w.nnz, 12.0 * w.ell_slots as f64),
+        "dia" => within(
+            w.dia_slots,
+            w.nnz,
+            8.0 * w.dia_slots as f64 + 4.0 * w.ndiag as f64,
+        ),
+        "hyb" => within(
+            w.hyb_ell_slots,
+            w.nnz.saturating_sub(w.hyb_coo_nnz),
+            12.0 * w.hyb_ell_slots as f64,
+        ),
+        _ => true,
+    }
+}
+
 /// Bytes a SpMV in `format` touches: the format's arrays (32-bit indices, double values) plus
 /// `x` and `y`. Unknown formats count as CSR.
 pub fn working_set_bytes(format: &str, w: &SpmvWork) -> f64 {
@@ -1023,32 +1056,7 @@ impl SpmvModel {
     /// the ELL part of HYB, with the byte counts of the sparse crate's conversions; every other
     /// format always applies).
     pub fn applies(&self, format: &str, w: &SpmvWork) -> bool {
-        let within = |slots: u64, nnz: u64, bytes: f64| {
-            let fill = if nnz == 0 {
-                if slots == 0 {
-                    1.0
-                } else {
-                    f64::INFINITY
-                }
-            } else {
-                slots as f64 / nnz as f64
-            };
-            fill <= self.padding.max_fill_ratio && bytes <= self.padding.max_bytes as f64
-        };
-        match format {
-            "ell" => within(w.ell_slots, w.nnz, 12.0 * w.ell_slots as f64),
-            "dia" => within(
-                w.dia_slots,
-                w.nnz,
-                8.0 * w.dia_slots as f64 + 4.0 * w.ndiag as f64,
-            ),
-            "hyb" => within(
-                w.hyb_ell_slots,
-                w.nnz.saturating_sub(w.hyb_coo_nnz),
-                12.0 * w.hyb_ell_slots as f64,
-            ),
-            _ => true,
-        }
+        format_applies(format, w, &self.padding)
     }
 
     /// Predicted time of every candidate that applies to the matrix of `w`, fastest first
