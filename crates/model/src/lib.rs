@@ -7,6 +7,8 @@
 //! - [`device`]: the device identity and limits, and the slug model files are named by.
 //! - [`spmv`]: the SpMV performance model: a time model per candidate (format, kernel, launch
 //!   configuration), conversion costs, and the selection by predicted time.
+//! - [`spmv_eval`]: evaluation of the SpMV model and classifier on held-out matrices (accuracy,
+//!   selection quality against the best measured, a fixed rule and cuSPARSE).
 //! - [`classifier`]: a decision-tree classifier from matrix features to the best SpMV candidate.
 //! - [`nnls`]: non-negative least squares (Lawson–Hanson), the fitter of the SpMV time models.
 //!
@@ -20,6 +22,7 @@ pub mod error;
 pub mod nnls;
 pub mod profile;
 pub mod spmv;
+pub mod spmv_eval;
 #[cfg(test)]
 mod spmv_synth;
 pub mod work;
@@ -28,3 +31,4 @@ pub use classifier::SpmvClassifier;
 pub use device::{device_slug, DeviceSpec};
 pub use error::ModelError;
 pub use spmv::{SpmvCandidate, SpmvFitOptions, SpmvModel, SpmvPrediction};
+pub use spmv_eval::{evaluate as evaluate_spmv, SpmvEvalReport};

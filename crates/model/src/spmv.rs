@@ -39,19 +39,37 @@
 //! # The L2 regime
 //!
 //! A benchmark repeats the same SpMV, so a matrix whose working set (format arrays, `x`, `y`:
-//! [`working_set_bytes`]) fits in the L2 cache is read from L2 and every byte costs less. A
-//! feature set with `l2_fraction = Some(f)` splits every traffic term (`rows`, `nnz`,
-//! `x_lines`, `slots`, `coo_nnz`) into an L2-resident part `phi * s` and a memory part
-//! `phi * (1 - s)`, each with its own coefficient, where `s = 1 / (1 + (B / (f L2))^4)` is a
-//! smooth step from 1 (working set `B` well inside `f` times the L2 size) to 0.
+//! [`working_set_bytes`]) fits in the L2 cache is read from L2 and every byte costs less. Two
+//! ways to let the cost per byte depend on the working set `B`:
+//!
+//! - an L2 *split* (`l2_fraction = Some(f)`): every traffic term (`rows`, `nnz`, `x_lines`,
+//!   `slots`, `coo_nnz`) becomes an L2-resident part `phi * s` and a memory part
+//!   `phi * (1 - s)`, each with its own coefficient, where `s = 1 / (1 + (B / (f L2))^4)` is a
+//!   smooth step;
+//! - L2 *bins* (`l2_knots`): every traffic term gets one column per knot, weighted by hat
+//!   functions over `ln(B / L2)`: the cost per unit is piecewise linear in the log of the
+//!   working set, so any transition shape between the knots is followed (the real one
+//!   depends on the cache's partitioning and replacement policy, which no formula here knows).
+//!
+//! # The under-filled GPU
+//!
+//! Little's law: the bandwidth a kernel reaches is proportional to the loads it keeps in
+//! flight until it saturates. A launch that keeps fewer threads busy than the device needs
+//! (a small matrix, a kernel with few rows per thread) moves its bytes more slowly:
+//! `traffic time = bytes / BW * max(1, A0 / active)`, with `active` the threads with work
+//! ([`active_threads`]) and `A0` the threads the device needs in flight. With `A0 = f R` fixed
+//! (`R` the resident threads of the device, `f` = [`FeatureSet::fill_fraction`]) this is still
+//! linear in the coefficients: the traffic terms are multiplied by `max(1, f R / active)`.
 //!
 //! # Choosing the feature set
 //!
-//! [`FeatureSet::defaults`] lists feature sets from the simplest up (base terms; `+ depth`;
-//! with the L2 split at the full and at half the L2 size). For every candidate measured on
-//! enough matrices, each set is scored by k-fold cross-validation over the fit matrices
-//! (score: median + half the 90th percentile of the out-of-fold relative errors), and the
-//! simplest set within 2% of the best score is kept. Feature sets are data (the set chosen is
+//! [`FeatureSet::defaults`] lists 30 feature sets from the simplest up: every combination of
+//! `depth` (off, on), the fill scaling (off, `f` = 0.5, 1) and the L2 treatment (none, a
+//! split at 1 or 0.5 times the L2 size, bins with knots at 0.5, 1, 2 or at 0.25, 1, 4 times
+//! the L2 size). For every candidate measured on
+//! enough matrices, each set is scored by k-fold cross-validation over the fit matrices (the
+//! mean out-of-fold absolute relative error), and the simplest set within one standard error
+//! of the best is kept (the one-standard-error rule). Feature sets are data (the set chosen is
 //! stored with each candidate), so trying another one is a change of [`SpmvFitOptions`].
 //!
 //! # Measured times
@@ -65,6 +83,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use autopcg_sparse::PaddingLimits;
+use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::nnls::{nnls, DenseMatrix};
@@ -220,6 +239,9 @@ pub enum Residency {
     InL2,
     /// The share `1 - s` served from memory.
     OutL2,
+    /// The weight of L2 bin `k` (hat functions over the working set, see
+    /// [`FeatureSet::l2_knots`]).
+    Bin(usize),
 }
 
 /// One column of a candidate's model: a term and the part of it priced.
@@ -231,7 +253,8 @@ pub struct TermSpec {
     pub part: Residency,
 }
 
-/// Which terms a candidate's model uses beyond its kind's base terms.
+/// Which terms a candidate's model uses beyond its kind's base terms, and how the traffic
+/// terms are scaled.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FeatureSet {
     /// Short name, reported with the fit.
@@ -240,24 +263,128 @@ pub struct FeatureSet {
     pub depth: bool,
     /// Split the traffic terms at this fraction of the L2 size (`None`: no split).
     pub l2_fraction: Option<f64>,
+    /// Scale the traffic terms by `max(1, f R / active)` with `R` the device's resident threads
+    /// and `active` the threads the launch keeps in flight (`None`: no scaling); see the module
+    /// documentation.
+    #[serde(default)]
+    pub fill_fraction: Option<f64>,
+    /// Piecewise-linear L2 bins: knots as multiples of the L2 size, increasing. Each traffic
+    /// term gets one column per knot, weighted by hat functions over `ln(B / L2)` (1 at its
+    /// knot, falling linearly to 0 at the neighbouring knots, held at 1 beyond the outer
+    /// knots), so the cost per unit can follow any transition between cache and memory.
+    /// Empty: no bins. Not combined with `l2_fraction`.
+    #[serde(default)]
+    pub l2_knots: Vec<f64>,
 }
 
 impl FeatureSet {
-    /// The feature sets tried by default, simplest first.
+    /// The feature sets tried by default, simplest first: every combination of `depth` (off,
+    /// on), the fill scaling (off, `f` = 0.5, 1) and the L2 split (off, at 1 and at 0.5 times
+    /// the L2 size), ordered by the number of columns they add.
     pub fn defaults() -> Vec<FeatureSet> {
-        let fs = |name: &str, depth, l2_fraction| FeatureSet {
-            name: name.to_string(),
-            depth,
-            l2_fraction,
-        };
-        vec![
-            fs("base", false, None),
-            fs("depth", true, None),
-            fs("l2", false, Some(1.0)),
-            fs("depth+l2", true, Some(1.0)),
-            fs("l2/2", false, Some(0.5)),
-            fs("depth+l2/2", true, Some(0.5)),
-        ]
+        #[derive(Clone, Copy)]
+        enum L2 {
+            No,
+            Split(f64),
+            Bins(&'static [f64]),
+        }
+        let mut out = Vec::new();
+        for l2 in [
+            L2::No,
+            L2::Split(1.0),
+            L2::Split(0.5),
+            L2::Bins(&[0.5, 1.0, 2.0]),
+            L2::Bins(&[0.25, 1.0, 4.0]),
+        ] {
+            for depth in [false, true] {
+                for fill in [None, Some(0.5), Some(1.0)] {
+                    let mut parts = Vec::new();
+                    if depth {
+                        parts.push("depth".to_string());
+                    }
+                    if let Some(f) = fill {
+                        parts.push(format!("fill{f}"));
+                    }
+                    let (l2_fraction, l2_knots) = match l2 {
+                        L2::No => (None, Vec::new()),
+                        L2::Split(f) => {
+                            parts.push(format!("l2x{f}"));
+                            (Some(f), Vec::new())
+                        }
+                        L2::Bins(k) => {
+                            let names: Vec<String> = k.iter().map(|v| v.to_string()).collect();
+                            parts.push(format!("l2bins{}", names.join(":")));
+                            (None, k.to_vec())
+                        }
+                    };
+                    out.push(FeatureSet {
+                        name: if parts.is_empty() {
+                            "base".to_string()
+                        } else {
+                            parts.join("+")
+                        },
+                        depth,
+                        l2_fraction,
+                        fill_fraction: fill,
+                        l2_knots,
+                    });
+                }
+            }
+        }
+        out
+    }
+
+    /// Checks the fractions are finite and positive and the knots increasing.
+    fn check(&self) -> Result<(), String> {
+        for (what, v) in [("L2", self.l2_fraction), ("fill", self.fill_fraction)] {
+            if v.is_some_and(|x| !(x.is_finite() && x > 0.0)) {
+                return Err(format!(
+                    "feature set {}: the {what} fraction must be finite and positive",
+                    self.name
+                ));
+            }
+        }
+        let k = &self.l2_knots;
+        if k.iter().any(|x| !(x.is_finite() && *x > 0.0)) || k.windows(2).any(|w| w[0] >= w[1]) {
+            return Err(format!(
+                "feature set {}: L2 knots must be positive and increasing",
+                self.name
+            ));
+        }
+        if !k.is_empty() && self.l2_fraction.is_some() {
+            return Err(format!(
+                "feature set {}: L2 bins and an L2 split exclude each other",
+                self.name
+            ));
+        }
+        Ok(())
+    }
+
+    /// Hat-function weights of a working set of `bytes` over the L2 knots (sum 1; empty
+    /// without knots).
+    pub fn bin_weights(&self, bytes: f64, l2_bytes: u64) -> Vec<f64> {
+        let k = &self.l2_knots;
+        let mut w = vec![0.0; k.len()];
+        if k.is_empty() {
+            return w;
+        }
+        let x = (bytes.max(1.0) / (l2_bytes.max(1) as f64)).ln();
+        let lk: Vec<f64> = k.iter().map(|v| v.ln()).collect();
+        if x <= lk[0] {
+            w[0] = 1.0;
+        } else if x >= lk[lk.len() - 1] {
+            w[lk.len() - 1] = 1.0;
+        } else {
+            for i in 0..lk.len() - 1 {
+                if x >= lk[i] && x < lk[i + 1] {
+                    let a = (lk[i + 1] - x) / (lk[i + 1] - lk[i]);
+                    w[i] = a;
+                    w[i + 1] = 1.0 - a;
+                    break;
+                }
+            }
+        }
+        w
     }
 
     /// The columns of a model of `kind` under this set.
@@ -268,7 +395,14 @@ impl FeatureSet {
         }
         let mut out = Vec::new();
         for t in terms {
-            if t.is_traffic() && self.l2_fraction.is_some() {
+            if t.is_traffic() && !self.l2_knots.is_empty() {
+                for k in 0..self.l2_knots.len() {
+                    out.push(TermSpec {
+                        term: t,
+                        part: Residency::Bin(k),
+                    });
+                }
+            } else if t.is_traffic() && self.l2_fraction.is_some() {
                 out.push(TermSpec {
                     term: t,
                     part: Residency::InL2,
@@ -310,6 +444,11 @@ impl LaunchLimits {
             max_blocks_per_sm: d.max_blocks_per_sm,
             l2_bytes: u64::from(d.l2_bytes),
         }
+    }
+
+    /// Threads the device keeps resident: SMs times resident threads per SM.
+    pub fn resident_threads(&self) -> f64 {
+        f64::from(self.sm_count.max(1)) * f64::from(self.max_threads_per_sm.max(1))
     }
 
     /// Blocks a launch of `threads` per block over `items` work items gets under `grid`: one
@@ -462,24 +601,48 @@ pub fn term_value(term: Term, cand: &SpmvCandidate, w: &SpmvWork, limits: &Launc
     }
 }
 
-/// The row of model columns `cols` for `cand` on `w` (L2 split at `l2_fraction` of the L2).
+/// Threads a launch of `cand` on `w` keeps in flight: its blocks times threads per block,
+/// at most the device's resident threads (the ELL launch for HYB).
+pub fn active_threads(cand: &SpmvCandidate, w: &SpmvWork, limits: &LaunchLimits) -> f64 {
+    let t = cand.threads.unwrap_or(256).max(1);
+    let items = match cand.kind() {
+        KernelKind::CsrVector { lanes } => w.n.saturating_mul(u64::from(lanes)),
+        KernelKind::CooAtomic | KernelKind::CooSegment | KernelKind::Generic => w.nnz,
+        _ => w.n,
+    };
+    let blocks = limits.blocks(items, t, cand.grid.as_deref());
+    let launched = (blocks * u64::from(t)).min(items.max(1)) as f64;
+    launched.min(limits.resident_threads()).max(1.0)
+}
+
+/// The row of model columns `cols` for `cand` on `w` under the feature set `fs` (its L2 split
+/// and fill scaling).
 pub fn design_row(
     cols: &[TermSpec],
-    l2_fraction: Option<f64>,
+    fs: &FeatureSet,
     cand: &SpmvCandidate,
     w: &SpmvWork,
     limits: &LaunchLimits,
 ) -> Vec<f64> {
-    let s = l2_fraction.map_or(0.0, |f| {
-        l2_share(working_set_bytes(&cand.format, w), limits.l2_bytes, f)
+    let bytes = working_set_bytes(&cand.format, w);
+    let s = fs
+        .l2_fraction
+        .map_or(0.0, |f| l2_share(bytes, limits.l2_bytes, f));
+    let bins = fs.bin_weights(bytes, limits.l2_bytes);
+    let fill = fs.fill_fraction.map_or(1.0, |f| {
+        (f * limits.resident_threads() / active_threads(cand, w, limits)).max(1.0)
     });
     cols.iter()
         .map(|c| {
-            let v = term_value(c.term, cand, w, limits);
+            let mut v = term_value(c.term, cand, w, limits);
+            if c.term.is_traffic() {
+                v *= fill;
+            }
             match c.part {
                 Residency::All => v,
                 Residency::InL2 => v * s,
                 Residency::OutL2 => v * (1.0 - s),
+                Residency::Bin(k) => v * bins.get(k).copied().unwrap_or(0.0),
             }
         })
         .collect()
@@ -523,13 +686,7 @@ pub struct CandidateModel {
 impl CandidateModel {
     /// Predicted milliseconds on `w`.
     pub fn predict(&self, w: &SpmvWork, limits: &LaunchLimits) -> f64 {
-        let row = design_row(
-            &self.columns,
-            self.features.l2_fraction,
-            &self.candidate,
-            w,
-            limits,
-        );
+        let row = design_row(&self.columns, &self.features, &self.candidate, w, limits);
         row.iter().zip(&self.coef).map(|(a, c)| a * c).sum()
     }
 }
@@ -641,8 +798,10 @@ pub struct SpmvFitOptions {
     pub min_matrices_cv: usize,
     /// Feature sets to choose from, simplest first ([`FeatureSet::defaults`]).
     pub feature_sets: Vec<FeatureSet>,
-    /// Keep the simplest set whose score is within this factor of the best (default 1.02).
-    pub simplicity_margin: f64,
+    /// Keep the simplest set whose cross-validated mean relative error is within this many
+    /// standard errors of the best set's (default 1: the one-standard-error rule; 0 keeps the
+    /// best).
+    pub se_multiple: f64,
     /// Padding limits deciding where ELL, DIA and HYB apply.
     pub padding: PaddingLimits,
 }
@@ -655,7 +814,7 @@ impl Default for SpmvFitOptions {
             folds: 5,
             min_matrices_cv: 12,
             feature_sets: FeatureSet::defaults(),
-            simplicity_margin: 1.02,
+            se_multiple: 1.0,
             padding: PaddingLimits::default(),
         }
     }
@@ -847,7 +1006,7 @@ fn cross_validate(
     let rows: Vec<Vec<f64>> = pts
         .works
         .iter()
-        .map(|w| design_row(&cols, fs.l2_fraction, cand, w, limits))
+        .map(|w| design_row(&cols, fs, cand, w, limits))
         .collect();
     let m = rows.len();
     let k = folds.clamp(2, m.max(2));
@@ -869,8 +1028,12 @@ fn cross_validate(
     Some(errs)
 }
 
-fn cv_score(errs: &[f64]) -> f64 {
-    quantile(errs, 0.5) + 0.5 * quantile(errs, 0.9)
+/// Mean of the out-of-fold absolute relative errors and its standard error.
+fn cv_score(errs: &[f64]) -> (f64, f64) {
+    let m = errs.len().max(1) as f64;
+    let mean = errs.iter().sum::<f64>() / m;
+    let var = errs.iter().map(|e| (e - mean).powi(2)).sum::<f64>() / (m - 1.0).max(1.0);
+    (mean, (var / m).sqrt())
 }
 
 /// The SpMV performance model of one device: a time model per candidate, a conversion model
@@ -909,14 +1072,8 @@ impl SpmvModel {
                 "no feature set to fit the SpMV model with".into(),
             ));
         }
-        if opts
-            .feature_sets
-            .iter()
-            .any(|f| f.l2_fraction.is_some_and(|x| !(x.is_finite() && x > 0.0)))
-        {
-            return Err(ModelError::InvalidParameter(
-                "an L2 fraction must be finite and positive".into(),
-            ));
+        for f in &opts.feature_sets {
+            f.check().map_err(ModelError::InvalidParameter)?;
         }
         let device = profile
             .device()
@@ -966,33 +1123,40 @@ impl SpmvModel {
                 without.len()
             ));
         }
-        let mut candidates = Vec::new();
-        let mut dropped = Vec::new();
-        for (cand, mut pts) in per {
-            pts.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.cmp(b.1)));
-            let count = pts.len();
-            if count < opts.min_matrices.max(1) {
-                dropped.push(DroppedCandidate {
-                    name: cand.name(),
-                    matrices: count,
-                    reason: format!(
-                        "measured on {count} matrices, fewer than {}",
-                        opts.min_matrices
-                    ),
-                });
-                continue;
-            }
-            let points = Points {
-                works: pts.iter().map(|p| p.2).collect(),
-                times: pts.iter().map(|p| p.3).collect(),
-            };
-            match fit_candidate(&cand, &points, &limits, opts) {
-                Ok(m) => candidates.push(m),
-                Err(reason) => dropped.push(DroppedCandidate {
+        // Candidates are independent: fit them in parallel, keep name order.
+        let per: Vec<_> = per.into_iter().collect();
+        let results: Vec<Result<CandidateModel, DroppedCandidate>> = per
+            .into_par_iter()
+            .map(|(cand, mut pts)| {
+                pts.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.cmp(b.1)));
+                let count = pts.len();
+                if count < opts.min_matrices.max(1) {
+                    return Err(DroppedCandidate {
+                        name: cand.name(),
+                        matrices: count,
+                        reason: format!(
+                            "measured on {count} matrices, fewer than {}",
+                            opts.min_matrices
+                        ),
+                    });
+                }
+                let points = Points {
+                    works: pts.iter().map(|p| p.2).collect(),
+                    times: pts.iter().map(|p| p.3).collect(),
+                };
+                fit_candidate(&cand, &points, &limits, opts).map_err(|reason| DroppedCandidate {
                     name: cand.name(),
                     matrices: count,
                     reason,
-                }),
+                })
+            })
+            .collect();
+        let mut candidates = Vec::new();
+        let mut dropped = Vec::new();
+        for r in results {
+            match r {
+                Ok(m) => candidates.push(m),
+                Err(d) => dropped.push(d),
             }
         }
         if candidates.is_empty() {
@@ -1185,18 +1349,25 @@ fn fit_candidate(
     let m = pts.times.len();
     let mut chosen = (opts.feature_sets[0].clone(), None::<Vec<f64>>);
     if m >= opts.min_matrices_cv.max(4) {
-        let scored: Vec<(usize, f64, Vec<f64>)> = opts
+        let scored: Vec<(usize, (f64, f64), Vec<f64>)> = opts
             .feature_sets
             .iter()
             .enumerate()
             .filter_map(|(i, fs)| {
                 cross_validate(pts, fs, cand, limits, opts.folds).map(|e| (i, cv_score(&e), e))
             })
-            .filter(|(_, s, _)| s.is_finite())
+            .filter(|(_, s, _)| s.0.is_finite() && s.1.is_finite())
             .collect();
-        if let Some(best) = scored.iter().map(|s| s.1).min_by(f64::total_cmp) {
-            let margin = opts.simplicity_margin.max(1.0);
-            if let Some((i, _, e)) = scored.into_iter().find(|s| s.1 <= best * margin + 1e-12) {
+        // The one-standard-error rule (Breiman, Friedman, Olshen and Stone, "Classification
+        // and Regression Trees", section 3.4.3): the simplest set within `se_multiple`
+        // standard errors of the best mean error.
+        if let Some(best) = scored
+            .iter()
+            .map(|s| s.1)
+            .min_by(|a, b| a.0.total_cmp(&b.0))
+        {
+            let bound = best.0 + opts.se_multiple.max(0.0) * best.1 + 1e-15;
+            if let Some((i, _, e)) = scored.into_iter().find(|s| s.1 .0 <= bound) {
                 chosen = (opts.feature_sets[i].clone(), Some(e));
             }
         }
@@ -1206,7 +1377,7 @@ fn fit_candidate(
     let rows: Vec<Vec<f64>> = pts
         .works
         .iter()
-        .map(|w| design_row(&columns, fs.l2_fraction, cand, w, limits))
+        .map(|w| design_row(&columns, &fs, cand, w, limits))
         .collect();
     if rows.iter().flatten().any(|v| !v.is_finite()) {
         return Err("a work count gives a non-finite term".into());
@@ -1319,7 +1490,6 @@ mod tests {
         assert_eq!(m.candidates.len(), truths().len(), "{:?}", m.dropped);
         let table = m.table();
         assert!(table.contains("csr/spmv_csr_scalar/t256/wave"), "{table}");
-        println!("{table}");
         let mut errs = Vec::new();
         for mat in p.matrices.iter().filter(|m| m.set == MatrixSet::Eval) {
             for pr in m.predict(&mat.work) {

@@ -391,3 +391,87 @@ pub(crate) fn profile(seed: u64) -> Profile {
     };
     profile_with(&time, &cands, 0.01, seed)
 }
+
+/// A more physical truth than any of the model's linear forms: per candidate, the launch cost
+/// plus the larger of a bandwidth time and a latency time. The bandwidth drops in proportion
+/// to the threads in flight below half the resident threads (Little's law) and triples for the
+/// L2-resident share, mixed harmonically, with a sharper step at 0.7 times the L2 size than
+/// any the model offers; the latency time is the busiest thread's loop trips.
+pub(crate) fn physical_time(c: &SpmvCandidate, w: &SpmvWork) -> f64 {
+    use crate::spmv::{depth, working_set_bytes, KernelKind};
+    let dev = device();
+    let lim = LaunchLimits::of(&dev);
+    let (n, nnz) = (w.n as f64, w.nnz as f64);
+    let kind = c.kind();
+    let t = c.threads.unwrap_or(256);
+    let (bytes, items) = match kind {
+        KernelKind::CsrScalar => (
+            12.0 * n + 12.0 * nnz + 32.0 * w.x_lines as f64 + 2.0 * w.scalar_warp_slots as f64,
+            w.n,
+        ),
+        KernelKind::CsrVector { lanes } => {
+            let k = crate::work::VECTOR_LANES
+                .iter()
+                .position(|&l| l == lanes)
+                .unwrap_or(0);
+            (
+                12.0 * n
+                    + 12.0 * nnz
+                    + 32.0 * w.x_lines as f64
+                    + 4.0 * f64::from(lanes) * w.vector_steps[k] as f64,
+                w.n * u64::from(lanes),
+            )
+        }
+        KernelKind::Ell => (
+            8.0 * n + 12.0 * w.ell_slots as f64 + 32.0 * w.x_lines as f64,
+            w.n,
+        ),
+        KernelKind::Dia => (8.0 * n + 8.0 * w.dia_slots as f64 + 16.0 * nnz, w.n),
+        KernelKind::Hyb => (
+            8.0 * n
+                + 12.0 * w.hyb_ell_slots as f64
+                + 24.0 * w.hyb_coo_nnz as f64
+                + 32.0 * w.x_lines as f64,
+            w.n,
+        ),
+        _ => (8.0 * n + 20.0 * nnz + 32.0 * w.x_lines as f64, w.nnz),
+    };
+    let blocks = lim.blocks(items, t, c.grid.as_deref());
+    let resident = f64::from(dev.sm_count * dev.max_threads_per_sm);
+    // Threads past the last item exit at once: only those with work keep loads in flight.
+    let active = (blocks * u64::from(t)).min(items.max(1)) as f64;
+    let fill = (active / (0.5 * resident)).min(1.0);
+    let b = working_set_bytes(&c.format, w);
+    let l2 = dev.l2_bytes as f64;
+    let s = 1.0 / (1.0 + (b / (0.7 * l2)).powi(8));
+    let bw = 1e6 * fill * (s * 3.0 + (1.0 - s)); // bytes per ms
+    let lat = 2e-3 * depth(c, w, &lim);
+    let launches = if kind == KernelKind::Hyb && w.hyb_coo_nnz > 0 {
+        2.0
+    } else {
+        1.0
+    };
+    3e-3 * launches + (bytes / bw).max(lat)
+}
+
+/// Every candidate of the synthetic profiles at several thread counts and both grids.
+pub(crate) fn many_candidates() -> Vec<SpmvCandidate> {
+    let mut v = Vec::new();
+    for t in [64, 256, 1024] {
+        for g in ["cover", "wave"] {
+            for (f, k) in [
+                ("csr", "spmv_csr_scalar"),
+                ("csr", "spmv_csr_vector_2"),
+                ("csr", "spmv_csr_vector_8"),
+                ("csr", "spmv_csr_vector_32"),
+                ("ell", "spmv_ell"),
+                ("dia", "spmv_dia"),
+                ("coo", "spmv_coo_segment"),
+                ("hyb", "spmv_ell+spmv_coo_segment"),
+            ] {
+                v.push(cand(f, k, t, g));
+            }
+        }
+    }
+    v
+}
