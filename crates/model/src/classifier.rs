@@ -14,7 +14,7 @@
 //! - **Cost-sensitive leaves.** After growing, each leaf ranks the candidates measured on all
 //!   of its training matrices by their mean log slowdown there (`ln(t / t_best)`), so a leaf
 //!   predicts the candidate that loses least on its matrices, not merely the most frequent
-//!   label; ties keep the tree's own (majority) label first. A leaf also keeps its runners-up:
+//!   label; exact ties keep the leaf's most frequent label first. A leaf also keeps its runners-up:
 //!   if its first choice's format does not apply to a new matrix (DIA or ELL beyond the
 //!   padding limits), the next one that applies is returned, and failing all of them the
 //!   candidate with the least mean log slowdown over every fit matrix.
@@ -374,6 +374,7 @@ impl SpmvClassifier {
         let mut root = convert(tree.root_node()).map_err(fit_err)?;
         let ctx = RankCtx {
             rows: &rows,
+            labels: &labels,
             times: &times,
             best: &best,
             universe: &universe,
@@ -490,6 +491,7 @@ impl SpmvClassifier {
 /// What ranking the leaves needs.
 struct RankCtx<'a> {
     rows: &'a [Vec<f64>],
+    labels: &'a [usize],
     times: &'a [&'a BTreeMap<SpmvCandidate, f64>],
     best: &'a [f64],
     universe: &'a [SpmvCandidate],
@@ -506,7 +508,17 @@ impl RankCtx<'_> {
                 if mats.is_empty() {
                     return;
                 }
-                let prefer = ranked.first().copied();
+                // Exact ties (twin launches) go to the leaf's most frequent label, ties of
+                // frequency to the first candidate: deterministic, unlike the tree's own
+                // leaf class.
+                let mut freq: BTreeMap<usize, usize> = BTreeMap::new();
+                for &m in &mats {
+                    *freq.entry(self.labels[m]).or_default() += 1;
+                }
+                let prefer = freq
+                    .iter()
+                    .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0)))
+                    .map(|(&l, _)| l);
                 let mut r = rank(&mats, self.times, self.best, self.universe, prefer);
                 r.truncate(self.keep);
                 if !r.is_empty() {
@@ -784,6 +796,18 @@ mod tests {
             SpmvClassifier::fit(&rule_profile(5), &opts),
             Err(ModelError::InvalidParameter(_))
         ));
+    }
+
+    #[test]
+    fn linfa_trees_serialise_with_the_serde_feature() {
+        // The claim the module documentation makes about linfa-trees.
+        let x = Array2::from_shape_vec((4, 1), vec![1.0, 2.0, 10.0, 11.0]).unwrap();
+        let ds = Dataset::new(x.clone(), Array1::from_vec(vec![0usize, 0, 1, 1]));
+        let tree = DecisionTree::params().fit(&ds).unwrap();
+        let back: DecisionTree<f64, usize> =
+            serde_json::from_str(&serde_json::to_string(&tree).unwrap()).unwrap();
+        assert_eq!(back.predict(&x), tree.predict(&x));
+        assert_eq!(tree.predict(&x).to_vec(), vec![0, 0, 1, 1]);
     }
 
     #[test]

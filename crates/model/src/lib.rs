@@ -27,7 +27,7 @@ pub mod spmv_eval;
 mod spmv_synth;
 pub mod work;
 
-pub use classifier::SpmvClassifier;
+pub use classifier::{ClassifierOptions, SpmvClassifier};
 pub use device::{device_slug, DeviceSpec};
 pub use error::ModelError;
 pub use spmv::{SpmvCandidate, SpmvFitOptions, SpmvModel, SpmvPrediction};
