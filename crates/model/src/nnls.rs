@@ -120,7 +120,9 @@ pub struct NnlsSolution {
     /// Outer iterations (columns moved into the passive set).
     pub iterations: usize,
     /// False when the iteration cap stopped the algorithm before its optimality test passed;
-    /// `x` is then feasible but possibly not optimal.
+    /// `x` is then feasible but possibly not optimal. The test skips columns whose
+    /// least-squares coefficient came out non-positive on entering (linearly dependent on the
+    /// passive columns to rounding): they cannot lower the residual.
     pub converged: bool,
 }
 

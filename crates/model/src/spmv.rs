@@ -53,8 +53,8 @@
 //!
 //! # The under-filled GPU
 //!
-//! Little's law: the bandwidth a kernel reaches is proportional to the loads it keeps in
-//! flight until it saturates. A launch that keeps fewer threads busy than the device needs
+//! Little's law (Little, "A Proof for the Queuing Formula: L = lambda W"): the bandwidth a
+//! kernel reaches is proportional to the loads it keeps in flight until it saturates. A launch that keeps fewer threads busy than the device needs
 //! (a small matrix, a kernel with few rows per thread) moves its bytes more slowly:
 //! `traffic time = bytes / BW * max(1, A0 / active)`, with `active` the threads with work
 //! ([`active_threads`]) and `A0` the threads the device needs in flight. With `A0 = f R` fixed
@@ -66,10 +66,10 @@
 //! [`FeatureSet::defaults`] lists 30 feature sets from the simplest up: every combination of
 //! `depth` (off, on), the fill scaling (off, `f` = 0.5, 1) and the L2 treatment (none, a
 //! split at 1 or 0.5 times the L2 size, bins with knots at 0.5, 1, 2 or at 0.25, 1, 4 times
-//! the L2 size). For every candidate measured on
-//! enough matrices, each set is scored by k-fold cross-validation over the fit matrices (the
-//! mean out-of-fold absolute relative error), and the simplest set within one standard error
-//! of the best is kept (the one-standard-error rule). Feature sets are data (the set chosen is
+//! the L2 size). For every candidate measured on enough matrices, each set is scored by k-fold
+//! cross-validation over the fit matrices (the mean out-of-fold absolute relative error), and
+//! the simplest set within one standard error of the best is kept (the one-standard-error
+//! rule). Feature sets are data (the set chosen is
 //! stored with each candidate), so trying another one is a change of [`SpmvFitOptions`].
 //!
 //! # Measured times
