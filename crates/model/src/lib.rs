@@ -12,26 +12,44 @@
 //! - [`tree`]: Alg. 3-1, the per-domain decision tree over candidate lines, and its lookup.
 //! - [`vecdot`]: the vector-update and dot-product models: per operation or family, lines per
 //!   launch configuration and domain, their decision trees, and the held-out evaluation.
+//! - [`file`]: model files: everything fitted for one GPU, saved and loaded with validation.
 //! - [`store`]: where model files live and how the one for a device is found.
+//! - [`spmv`]: the SpMV performance model: a time model per candidate (format, kernel, launch
+//!   configuration), conversion costs, and the selection by predicted time.
+//! - [`spmv_eval`]: evaluation of the SpMV model and classifier on held-out matrices (accuracy,
+//!   selection quality against the best measured, a fixed rule and cuSPARSE).
+//! - [`classifier`]: a decision-tree classifier from matrix features to the best SpMV candidate.
+//! - [`nnls`]: non-negative least squares (Lawson–Hanson), the fitter of the SpMV time models.
 //!
 //! This crate never touches a GPU: it fits and predicts on any machine.
 #![warn(missing_docs)]
 
+pub mod classifier;
 pub mod device;
 pub mod domains;
 pub mod error;
+pub mod file;
 pub mod linear;
+pub mod nnls;
 pub mod occupancy;
 pub mod profile;
+pub mod spmv;
+pub mod spmv_eval;
+#[cfg(test)]
+mod spmv_synth;
 pub mod store;
 pub mod tree;
 pub mod vecdot;
 pub mod work;
 
+pub use classifier::{ClassifierOptions, SpmvClassifier};
 pub use device::{device_slug, DeviceSpec};
 pub use error::ModelError;
+pub use file::{ModelFile, MODEL_SCHEMA};
 pub use linear::{fit_line, FitStats, Line, LineFit};
 pub use occupancy::{occupancy, Limiter, Occupancy};
+pub use spmv::{SpmvCandidate, SpmvFitOptions, SpmvModel, SpmvPrediction};
+pub use spmv_eval::{evaluate as evaluate_spmv, SpmvEvalReport};
 pub use tree::{domain_leaves, DecisionTree, Leaf};
 pub use vecdot::{
     evaluate, BlockPolicy, Candidate, DotModels, EvalRow, HeldOutModels, Pick, TreeEvalReport,

@@ -1,0 +1,389 @@
+//! Model files: everything `tune` fits for one GPU, as one schema-versioned JSON document that
+//! every later solve reads.
+//!
+//! A file holds the device identity, where its profile came from, the vector-update and
+//! reduction decision trees, the SpMV performance model with conversion costs, the SpMV
+//! classifier, and the quality of each fit (held-out evaluation of the trees, in-sample errors
+//! of the SpMV fits). [`ModelFile::load`] checks the schema version before anything else and
+//! validates the content (trees ordered, coefficients finite, the classifier's labels known),
+//! so a corrupted or foreign file is an error naming the file, never a panic.
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::classifier::{ClassifierOptions, SpmvClassifier};
+use crate::profile::Profile;
+use crate::spmv::{SpmvFitOptions, SpmvModel};
+use crate::vecdot::{evaluate, DotModels, TreeEvalReport, VectorModels};
+use crate::{device_slug, DeviceSpec, ModelError};
+
+/// Schema version of model files this build reads and writes.
+pub const MODEL_SCHEMA: u32 = 1;
+
+/// Where the fitted data came from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProfileInfo {
+    /// File name of the profile (no folder).
+    pub file: String,
+    /// A reduced (`--quick`) sweep.
+    pub quick: bool,
+    /// Seconds since the Unix epoch when the profile was started.
+    pub started_unix_s: u64,
+    /// Records by kind: vector, dot, matrices, spmv, conversions.
+    pub records: Vec<(String, usize)>,
+}
+
+/// How well each part fits.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FitQuality {
+    /// The vector-update trees on the held-out sizes of the profile.
+    pub vector_held_out: TreeEvalReport,
+    /// The reduction trees on the held-out sizes of the profile.
+    pub dot_held_out: TreeEvalReport,
+    /// In-sample median relative error of the SpMV candidate fits (median over candidates;
+    /// `None` without candidates).
+    pub spmv_in_sample_median: Option<f64>,
+    /// In-sample 90th-percentile relative error of the SpMV candidate fits (median over
+    /// candidates).
+    pub spmv_in_sample_p90: Option<f64>,
+}
+
+/// Everything fitted for one GPU.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelFile {
+    /// [`MODEL_SCHEMA`] of the writer.
+    pub schema: u32,
+    /// Version of autopcg that fitted it.
+    pub fitted_by: String,
+    /// The device profiled.
+    pub device: DeviceSpec,
+    /// The profile fitted.
+    pub profile: ProfileInfo,
+    /// Vector-update decision trees (per operation).
+    pub vector: VectorModels,
+    /// Reduction decision trees (`dot`, `dot3`).
+    pub dot: DotModels,
+    /// SpMV performance model and conversion costs.
+    pub spmv: SpmvModel,
+    /// SpMV format classifier (second opinion); `None` when it could not be fitted.
+    pub classifier: Option<SpmvClassifier>,
+    /// Fit quality.
+    pub quality: FitQuality,
+    /// Notes of the fit (parts left out and why).
+    pub notes: Vec<String>,
+}
+
+#[derive(Deserialize)]
+struct SchemaOnly {
+    schema: u32,
+}
+
+impl ModelFile {
+    /// Fits every model from `profile` (named `profile_file` in the result).
+    pub fn fit(profile: &Profile, profile_file: &str) -> Result<ModelFile, ModelError> {
+        let header = profile.header.as_ref().ok_or_else(|| ModelError::Fit {
+            what: "model".into(),
+            reason: "the profile has no header".into(),
+        })?;
+        let vector = VectorModels::fit(profile)?;
+        let dot = DotModels::fit(profile)?;
+        let spmv = SpmvModel::fit(profile, &SpmvFitOptions::default())?;
+        let mut notes = spmv.notes.clone();
+        let classifier = match SpmvClassifier::fit(profile, &ClassifierOptions::default()) {
+            Ok(c) => Some(c),
+            Err(e) => {
+                notes.push(format!("no SpMV classifier: {e}"));
+                None
+            }
+        };
+        let mut med: Vec<f64> = spmv
+            .candidates
+            .iter()
+            .map(|c| c.stats.median_rel_err)
+            .collect();
+        let mut p90: Vec<f64> = spmv
+            .candidates
+            .iter()
+            .map(|c| c.stats.p90_rel_err)
+            .collect();
+        let quality = FitQuality {
+            vector_held_out: evaluate(&vector, profile),
+            dot_held_out: evaluate(&dot, profile),
+            spmv_in_sample_median: median(&mut med),
+            spmv_in_sample_p90: median(&mut p90),
+        };
+        let records = vec![
+            ("vector".to_string(), profile.vector.len()),
+            ("dot".to_string(), profile.dot.len()),
+            ("matrices".to_string(), profile.matrices.len()),
+            ("spmv".to_string(), profile.spmv.len()),
+            ("conversions".to_string(), profile.conversions.len()),
+        ];
+        Ok(ModelFile {
+            schema: MODEL_SCHEMA,
+            fitted_by: format!("autopcg {}", env!("CARGO_PKG_VERSION")),
+            device: header.device.clone(),
+            profile: ProfileInfo {
+                file: profile_file.to_string(),
+                quick: header.quick,
+                started_unix_s: header.started_unix_s,
+                records,
+            },
+            vector,
+            dot,
+            spmv,
+            classifier,
+            quality,
+            notes,
+        })
+    }
+
+    /// Checks what deserialisation alone cannot: the parts are non-empty and their numbers
+    /// finite, and the SpMV model is for the same device as the file.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.vector.ops.is_empty() {
+            return Err("no vector-update tree".into());
+        }
+        if self.dot.families.is_empty() {
+            return Err("no reduction tree".into());
+        }
+        for (name, t) in self.vector.ops.iter().chain(self.dot.families.iter()) {
+            if t.tree.is_empty() {
+                return Err(format!("the tree of {name} has no leaf"));
+            }
+            if let Some(l) = t.tree.leaves().iter().find(|l| !l.line.is_finite()) {
+                return Err(format!(
+                    "the tree of {name} has a line with a non-finite coefficient on ({}, {}]",
+                    l.lo, l.hi
+                ));
+            }
+        }
+        if self.spmv.candidates.is_empty() {
+            return Err("the SpMV model has no candidate".into());
+        }
+        self.spmv.validate().map_err(|e| e.to_string())?;
+        if self.spmv.device != self.device.name {
+            return Err(format!(
+                "the SpMV model is for {:?}, the file for {:?}",
+                self.spmv.device, self.device.name
+            ));
+        }
+        if let Some(c) = &self.classifier {
+            c.validate().map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    }
+
+    /// Writes the file (through a temporary file and a rename, so a reader never sees half a
+    /// model).
+    pub fn save(&self, path: impl AsRef<Path>) -> Result<(), ModelError> {
+        let path = path.as_ref();
+        let io = |source| ModelError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(io)?;
+        }
+        let text = serde_json::to_string_pretty(self).map_err(|e| {
+            ModelError::InvalidParameter(format!("model cannot be written as JSON: {e}"))
+        })?;
+        let tmp = tmp_path(path);
+        std::fs::write(&tmp, text + "\n").map_err(io)?;
+        std::fs::rename(&tmp, path).map_err(io)
+    }
+
+    /// Reads and validates a model file.
+    pub fn load(path: impl AsRef<Path>) -> Result<ModelFile, ModelError> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path).map_err(|source| ModelError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        ModelFile::parse(&text, path)
+    }
+
+    /// Parses and validates model text; `path` names it in errors.
+    pub fn parse(text: &str, path: &Path) -> Result<ModelFile, ModelError> {
+        let parse_err = |e: serde_json::Error| ModelError::Parse {
+            path: path.to_path_buf(),
+            line: e.line().max(1),
+            reason: e.to_string(),
+        };
+        let s: SchemaOnly = serde_json::from_str(text).map_err(parse_err)?;
+        if s.schema != MODEL_SCHEMA {
+            return Err(ModelError::Schema {
+                path: path.to_path_buf(),
+                found: s.schema,
+                expected: MODEL_SCHEMA,
+            });
+        }
+        let m: ModelFile = serde_json::from_str(text).map_err(parse_err)?;
+        m.validate().map_err(|reason| ModelError::Invalid {
+            path: path.to_path_buf(),
+            reason,
+        })?;
+        Ok(m)
+    }
+
+    /// [`ModelFile::load`], and the file must be for the device called `device_name` (same
+    /// name, or same [`device_slug`]).
+    pub fn load_for_device(
+        path: impl AsRef<Path>,
+        device_name: &str,
+    ) -> Result<ModelFile, ModelError> {
+        let path = path.as_ref();
+        let m = ModelFile::load(path)?;
+        if m.device.name != device_name && m.device.slug() != device_slug(device_name) {
+            return Err(ModelError::WrongDevice {
+                path: path.to_path_buf(),
+                file_device: m.device.name.clone(),
+                device: device_name.to_string(),
+            });
+        }
+        Ok(m)
+    }
+}
+
+fn tmp_path(path: &Path) -> PathBuf {
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(".tmp");
+    path.with_file_name(name)
+}
+
+fn median(v: &mut Vec<f64>) -> Option<f64> {
+    v.retain(|x| x.is_finite());
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domains::{domains, held_out_sizes, sample_sizes};
+    use crate::profile::{DotRecord, Timing, VectorRecord};
+
+    fn timing(ms: f64) -> Timing {
+        Timing {
+            median_ms: ms,
+            min_ms: ms,
+            max_ms: ms,
+            reps: 5,
+        }
+    }
+
+    /// The synthetic SpMV profile plus vector and reduction records from known lines: two
+    /// update configurations crossing at n = 2e6 and two reduction kernels, one always faster.
+    fn full_profile() -> Profile {
+        let mut p = crate::spmv_synth::profile(7);
+        for d in domains(1 << 24) {
+            let sizes = sample_sizes(&d, 4)
+                .into_iter()
+                .map(|n| (n, false))
+                .chain(held_out_sizes(&d, 4).into_iter().map(|n| (n, true)));
+            for (n, held_out) in sizes {
+                let x = n as f64;
+                for (variant, threads, blocks, nb, ms) in [
+                    ("grid_v2", 256, 264, Some(1), 0.004 + 2.0e-9 * x),
+                    ("grid", 512, 528, Some(2), 0.008 + 1.0e-9 * x),
+                ] {
+                    p.vector.push(VectorRecord {
+                        kernel: format!("cg_update_{variant}"),
+                        op: "cg_update".into(),
+                        variant: variant.into(),
+                        n,
+                        threads,
+                        blocks,
+                        nb_multiple: nb,
+                        held_out,
+                        timing: timing(ms),
+                    });
+                }
+                for (kernel, ms) in [
+                    ("dot3_last_block", 0.003 + 1.0e-9 * x),
+                    ("dot3_two_pass", 0.006 + 1.1e-9 * x),
+                ] {
+                    p.dot.push(DotRecord {
+                        kernel: kernel.into(),
+                        n,
+                        threads: 256,
+                        blocks: 528,
+                        nb_multiple: Some(2),
+                        held_out,
+                        timing: timing(ms),
+                    });
+                }
+            }
+        }
+        p
+    }
+
+    #[test]
+    fn fit_save_load_round_trip_and_picks() {
+        let p = full_profile();
+        let m = ModelFile::fit(&p, "synthetic.profile.jsonl").unwrap();
+        assert_eq!(m.schema, MODEL_SCHEMA);
+        assert!(m.quality.vector_held_out.meets_target());
+        assert!(m.quality.dot_held_out.meets_target());
+        // The two update lines cross at 0.004 / 1e-9 = 4e6.
+        assert_eq!(m.vector.pick("cg_update", 100_000).unwrap().kernel, "cg_update_grid_v2");
+        assert_eq!(m.vector.pick("cg_update", 10_000_000).unwrap().kernel, "cg_update_grid");
+        assert_eq!(m.dot.pick("dot3", 5_000).unwrap().kernel, "dot3_last_block");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sub/gpu.json");
+        m.save(&path).unwrap();
+        let back = ModelFile::load(&path).unwrap();
+        assert_eq!(back, m);
+        let back = ModelFile::load_for_device(&path, &m.device.name).unwrap();
+        assert_eq!(back.device, m.device);
+        let e = ModelFile::load_for_device(&path, "Another GPU").unwrap_err();
+        assert!(matches!(e, ModelError::WrongDevice { .. }), "{e}");
+    }
+
+    #[test]
+    fn bad_files_are_errors_naming_the_file() {
+        let p = full_profile();
+        let m = ModelFile::fit(&p, "synthetic.profile.jsonl").unwrap();
+        let good = serde_json::to_string_pretty(&m).unwrap();
+        let path = Path::new("models/x.json");
+
+        let e = ModelFile::parse("{ not json", path).unwrap_err().to_string();
+        assert!(e.starts_with("models/x.json:1:"), "{e}");
+
+        let e = ModelFile::parse(&good[..good.len() / 2], path).unwrap_err();
+        assert!(matches!(e, ModelError::Parse { .. }), "{e}");
+
+        let other = good.replacen(
+            &format!("\"schema\": {MODEL_SCHEMA}"),
+            &format!("\"schema\": {}", MODEL_SCHEMA + 1),
+            1,
+        );
+        let e = ModelFile::parse(&other, path).unwrap_err();
+        assert!(matches!(e, ModelError::Schema { .. }), "{e}");
+
+        let mut v: serde_json::Value = serde_json::from_str(&good).unwrap();
+        v["spmv"]["device"] = serde_json::Value::String("Elsewhere".into());
+        let e = ModelFile::parse(&v.to_string(), path).unwrap_err();
+        assert!(matches!(e, ModelError::Invalid { .. }), "{e}");
+
+        let mut v: serde_json::Value = serde_json::from_str(&good).unwrap();
+        v["vector"]["ops"] = serde_json::json!({});
+        let e = ModelFile::parse(&v.to_string(), path).unwrap_err();
+        assert!(e.to_string().contains("no vector-update tree"), "{e}");
+
+        let mut v: serde_json::Value = serde_json::from_str(&good).unwrap();
+        v["spmv"]["candidates"] = serde_json::json!([]);
+        let e = ModelFile::parse(&v.to_string(), path).unwrap_err();
+        assert!(e.to_string().contains("no candidate"), "{e}");
+
+        let e = ModelFile::load("does/not/exist.json").unwrap_err();
+        assert!(matches!(e, ModelError::Io { .. }), "{e}");
+    }
+
+    #[test]
+    fn a_profile_without_vector_records_cannot_be_fitted() {
+        let p = crate::spmv_synth::profile(7);
+        let e = ModelFile::fit(&p, "x").unwrap_err();
+        assert!(matches!(e, ModelError::Fit { .. }), "{e}");
+    }
+}
