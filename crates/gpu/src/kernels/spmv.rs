@@ -240,7 +240,7 @@ pub struct CsrMergeWorkspace {
 impl CsrMergeWorkspace {
     /// Allocates the workspace of `a` and queues the partition kernel that fills its tile
     /// boundaries.
-    pub fn new(dev: &GpuDevice, a: &DeviceCsr) -> Result<CsrMergeWorkspace, GpuError> {
+    pub(crate) fn new(dev: &GpuDevice, a: &DeviceCsr) -> Result<CsrMergeWorkspace, GpuError> {
         let kernel = SpmvKernel::CsrMerge;
         let tiles = merge_tiles(a.nrows(), a.nnz());
         let ntiles = u32::try_from(tiles).map_err(|_| {
