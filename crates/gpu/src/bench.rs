@@ -19,6 +19,13 @@
 //! the matrix in one format at a time. A padded format the conversion refuses
 //! ([`SparseError::TooMuchPadding`](autopcg_sparse::SparseError::TooMuchPadding) under
 //! [`SpmvBenchOptions::padding`]) is recorded as skipped with the reason.
+//!
+//! Beside each host conversion, the same conversion on the device from the uploaded CSR
+//! matrix ([`csr_to_ell`], [`csr_to_dia`], [`csr_to_hyb`]) is timed while the CSR arrays are on
+//! the device: one untimed call, then [`DEVICE_CONVERSION_REPS`] calls each between two
+//! events (the copies of the counts to the host that each conversion waits for included), the
+//! median in [`ConversionRecord::device_ms`]; each result is dropped before the next, so the
+//! device holds the CSR matrix and one converted copy at a time.
 use std::fmt::{self, Write as _};
 use std::time::Instant;
 
@@ -29,6 +36,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use crate::cusparse::{cusparse_version, CusparseAlg, CusparseSpmv};
+use crate::kernels::convert::{csr_to_dia, csr_to_ell, csr_to_hyb};
 use crate::kernels::launched;
 use crate::kernels::spmv::{spmv_coo, spmv_csr, spmv_dia, spmv_ell, spmv_hyb, SpmvKernel};
 use crate::sources::{KernelSource, ModuleSpec};
@@ -46,6 +54,9 @@ pub const TRIAD_ELEMS: usize = 32 << 20;
 
 /// Entry point of the triad kernel in `vector.cu`.
 pub const TRIAD_KERNEL: &str = "triad";
+
+/// Timed repetitions of each device conversion (after one untimed call).
+pub const DEVICE_CONVERSION_REPS: usize = 5;
 
 /// How many blocks a launch of a grid-stride kernel gets.
 #[derive(
@@ -275,6 +286,15 @@ pub struct ConversionRecord {
     pub upload_ms: f64,
     /// Bytes the format occupies on the device.
     pub device_bytes: u64,
+    /// Milliseconds to build the format on the device from the uploaded CSR matrix (ELL, DIA
+    /// and HYB: median of [`DEVICE_CONVERSION_REPS`] event-timed runs); `None` for the other
+    /// formats, when the conversion is refused (as on the host), or when it failed
+    /// (`device_error`).
+    #[serde(default)]
+    pub device_ms: Option<f64>,
+    /// Why the device conversion failed, when it did for another reason than a refusal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_error: Option<String>,
 }
 
 /// The triad measurement: `a[i] = b[i] + s c[i]`.
@@ -435,13 +455,9 @@ pub fn bench_vector(n: usize, seed: u64) -> Vec<f64> {
     (0..n).map(|_| rng.random_range(0.5..1.5)).collect()
 }
 
-/// Work items of a kernel: rows, rows x lanes, or entries.
+/// Work items of a kernel ([`SpmvKernel::work_items`]).
 fn work_items(kernel: SpmvKernel, nrows: usize, nnz: usize) -> u64 {
-    match kernel {
-        SpmvKernel::CsrScalar | SpmvKernel::Ell | SpmvKernel::Dia => nrows as u64,
-        SpmvKernel::CsrVector(l) => (nrows as u64).saturating_mul(u64::from(l)),
-        SpmvKernel::CooAtomic | SpmvKernel::CooSegment => nnz as u64,
-    }
+    kernel.work_items(nrows as u64, nnz as u64)
 }
 
 /// The launch configurations to try for `kernel` over `work` items: for each thread count and
@@ -587,6 +603,8 @@ fn convert<H, D>(
         host_ms: 0.0,
         upload_ms: 0.0,
         device_bytes: 0,
+        device_ms: None,
+        device_error: None,
     };
     let t0 = Instant::now();
     let h = match host() {
@@ -632,6 +650,36 @@ fn max_threads(dev: &GpuDevice, kernel: SpmvKernel) -> Result<u32, GpuError> {
         .kernel(&ModuleSpec::plain(kernel.source()), &kernel.to_string())?
         .attrs()
         .max_threads_per_block)
+}
+
+/// The device conversion of one format: its median time, `Ok(None)` when refused (the host
+/// conversion refuses it too), or why it failed.
+type DeviceConversion = Result<Option<f64>, String>;
+
+/// Times a conversion on the device ([`DEVICE_CONVERSION_REPS`] runs after one untimed call,
+/// each result dropped before the next).
+fn time_device_conversion<D>(
+    dev: &GpuDevice,
+    mut run: impl FnMut() -> Result<D, GpuError>,
+) -> Result<DeviceConversion, GpuError> {
+    match time_kernel(dev, || run().map(drop), DEVICE_CONVERSION_REPS, 0.0) {
+        Ok(stats) => Ok(Ok(Some(stats.median_ms))),
+        Err(GpuError::Sparse(_)) => Ok(Ok(None)),
+        Err(e) => {
+            // A fault poisons the context: if the device no longer answers, stop.
+            dev.synchronize()?;
+            Ok(Err(e.to_string()))
+        }
+    }
+}
+
+/// Puts a device conversion's outcome into its record.
+fn set_device_conversion(rec: &mut ConversionRecord, dc: Option<DeviceConversion>) {
+    match dc {
+        Some(Ok(ms)) => rec.device_ms = ms,
+        Some(Err(e)) => rec.device_error = Some(e),
+        None => rec.device_error = Some("the CSR matrix is not on the device".into()),
+    }
 }
 
 /// Measures every SpMV candidate on `a` (see the module documentation for the protocol).
@@ -702,20 +750,32 @@ pub fn bench_spmv(
     }
     format_unavailable(&mut records, Format::Csr, &names, &conv, csr_fmt_bytes);
     conversions.push(conv);
-    if let Some(((), da)) = up {
+    // Device conversions of the padded formats, timed while the CSR arrays are here.
+    let (mut dev_ell, mut dev_dia, mut dev_hyb) = (None, None, None);
+    if let Some(((), mut da)) = up {
+        let pad = &opts.padding;
+        dev_ell = Some(time_device_conversion(dev, || csr_to_ell(dev, &da, pad))?);
+        dev_dia = Some(time_device_conversion(dev, || csr_to_dia(dev, &da, pad))?);
+        dev_hyb = Some(time_device_conversion(dev, || {
+            csr_to_hyb(dev, &da, None, pad)
+        })?);
         for &k in &csr_kernels {
             let work = work_items(k, n, nnz);
             let kmax = max_threads(dev, k)?;
+            let prepared = da
+                .prepare_for(dev, k)
+                .and_then(|()| dev.synchronize())
+                .map_err(|e| format!("preparing {k}: {e}"));
             for (t, g, cfg) in candidate_configs(k, work, opts, &props, kmax) {
                 let rec = SpmvRecord::new(Format::Csr, k.to_string(), csr_fmt_bytes);
-                let rec = match cfg {
-                    Err(r) => {
-                        let mut r0 = rec.with_status(RecordStatus::Skipped(r));
-                        r0.threads = Some(t);
-                        r0.grid = Some(g);
+                let rec = match (cfg, &prepared) {
+                    (Err(r), _) => skipped_config(rec, t, g, r),
+                    (Ok(cfg), Err(e)) => {
+                        let mut r0 = rec.with_config(cfg, g);
+                        r0.status = RecordStatus::Failed(e.clone());
                         r0
                     }
-                    Ok(cfg) => cx.measure(rec.with_config(cfg, g), &mut |x, y| {
+                    (Ok(cfg), Ok(())) => cx.measure(rec.with_config(cfg, g), &mut |x, y| {
                         spmv_csr(dev, &da, k, cfg, x, y)
                     })?,
                 };
@@ -754,6 +814,8 @@ pub fn bench_spmv(
         &conv,
         ell_bytes(0),
     );
+    let mut conv = conv;
+    set_device_conversion(&mut conv, dev_ell);
     conversions.push(conv);
     if let Some((h, da)) = up {
         let fb = ell_bytes(h.width());
@@ -787,6 +849,8 @@ pub fn bench_spmv(
         &conv,
         dia_bytes(0),
     );
+    let mut conv = conv;
+    set_device_conversion(&mut conv, dev_dia);
     conversions.push(conv);
     if let Some((h, da)) = up {
         let fb = dia_bytes(h.ndiag());
@@ -853,6 +917,8 @@ pub fn bench_spmv(
         nnz,
     );
     format_unavailable(&mut records, Format::Hyb, &names, &conv, unknown);
+    let mut conv = conv;
+    set_device_conversion(&mut conv, dev_hyb);
     conversions.push(conv);
     if let Some((h, da)) = up {
         let coo_nnz = h.coo().nnz();
@@ -1155,20 +1221,24 @@ impl SpmvBench {
         let _ = writeln!(s);
         let _ = writeln!(
             s,
-            "{:<6} {:>12} {:>10} {:>10}  status",
-            "format", "convert ms", "upload ms", "device MB"
+            "{:<6} {:>12} {:>14} {:>10} {:>10}  status",
+            "format", "convert ms", "GPU convert ms", "upload ms", "device MB"
         );
         for c in &self.conversions {
-            let st = match &c.status {
+            let mut st = match &c.status {
                 RecordStatus::Ok => "ok".to_string(),
                 RecordStatus::Skipped(w) => format!("skipped: {w}"),
                 RecordStatus::Failed(w) => format!("FAILED: {w}"),
             };
+            if let Some(e) = &c.device_error {
+                let _ = write!(st, "; GPU conversion FAILED: {e}");
+            }
             let _ = writeln!(
                 s,
-                "{:<6} {:>12.1} {:>10.1} {:>10.1}  {st}",
+                "{:<6} {:>12.1} {:>14} {:>10.1} {:>10.1}  {st}",
                 c.format.to_string(),
                 c.host_ms,
+                opt_f(c.device_ms, 3),
                 c.upload_ms,
                 c.device_bytes as f64 / 1e6
             );
@@ -1407,13 +1477,35 @@ mod tests {
             cusparse_version: Some("12.0.0".into()),
             compile_ms: 1.0,
             options: SpmvBenchOptions::default(),
-            conversions: vec![ConversionRecord {
-                format: Format::Csr,
-                status: RecordStatus::Ok,
-                host_ms: 0.0,
-                upload_ms: 0.5,
-                device_bytes: 40,
-            }],
+            conversions: vec![
+                ConversionRecord {
+                    format: Format::Csr,
+                    status: RecordStatus::Ok,
+                    host_ms: 0.0,
+                    upload_ms: 0.5,
+                    device_bytes: 40,
+                    device_ms: None,
+                    device_error: None,
+                },
+                ConversionRecord {
+                    format: Format::Ell,
+                    status: RecordStatus::Ok,
+                    host_ms: 2.0,
+                    upload_ms: 0.5,
+                    device_bytes: 48,
+                    device_ms: Some(0.125),
+                    device_error: None,
+                },
+                ConversionRecord {
+                    format: Format::Dia,
+                    status: RecordStatus::Ok,
+                    host_ms: 2.0,
+                    upload_ms: 0.5,
+                    device_bytes: 48,
+                    device_ms: None,
+                    device_error: Some("out of memory".into()),
+                },
+            ],
             records: vec![
                 record(Format::Csr, "spmv_csr_scalar", Some(2.0), RecordStatus::Ok),
                 record(
@@ -1448,6 +1540,12 @@ mod tests {
         assert!(t.contains("skipped: ELL refused"), "{t}");
         assert!(t.contains("FAILED: wrong result"), "{t}");
         assert!(t.contains("12*nnz + 20*n"), "{t}");
+        assert!(t.contains("GPU convert ms"), "{t}");
+        let ell_line = t
+            .lines()
+            .find(|l| l.starts_with("ell ") && l.contains("ok"));
+        assert!(ell_line.is_some_and(|l| l.contains(" 0.125 ")), "{t}");
+        assert!(t.contains("GPU conversion FAILED: out of memory"), "{t}");
         let per = bench.fastest_per_format();
         assert_eq!(per.len(), 2);
         assert_eq!(per[0].kernel, "spmv_csr_vector_4");
@@ -1458,5 +1556,13 @@ mod tests {
         assert_eq!(json["records"][2]["status"]["reason"], "ELL refused");
         assert_eq!(json["records"][0]["status"]["kind"], "ok");
         assert_eq!(json["best"], 1);
+        assert_eq!(json["conversions"][1]["device_ms"], 0.125);
+        assert!(json["conversions"][0].get("device_error").is_none());
+        // Records written before the device conversion existed still read.
+        let mut old = json["conversions"][0].clone();
+        let o = old.as_object_mut().unwrap();
+        o.remove("device_ms");
+        let back: ConversionRecord = serde_json::from_value(old).unwrap();
+        assert_eq!(back.device_ms, None);
     }
 }

@@ -67,6 +67,12 @@ pub enum GpuError {
         /// What is wrong, with the position and value at fault.
         reason: String,
     },
+    /// A format conversion on the device refused by the rules of the host conversions
+    /// (`SparseError::TooMuchPadding` when the padding would exceed the limits given,
+    /// `SparseError::TooLarge` when the result does not fit its index types); the result's
+    /// arrays were not allocated.
+    #[error(transparent)]
+    Sparse(#[from] autopcg_sparse::SparseError),
     /// A compiled module lacks an expected entry point.
     #[error("kernel entry point {entry} not found in {file}")]
     MissingEntry {

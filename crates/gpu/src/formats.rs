@@ -6,7 +6,13 @@ use std::fmt;
 use autopcg_sparse::ell::ELL_PAD;
 use autopcg_sparse::{CooMatrix, CsrMatrix, DiaMatrix, EllMatrix, HybMatrix};
 
+use crate::kernels::spmv::{CsrMergeWorkspace, SpmvKernel};
 use crate::{DeviceVec, GpuDevice, GpuError};
+
+/// Two index arrays and the values of a matrix, as downloaded: CSR row pointers, column
+/// indices, values ([`DeviceCsr::download`]) or COO rows, columns, values
+/// ([`DeviceCoo::download`]).
+pub type HostArrays = (Vec<u32>, Vec<u32>, Vec<f64>);
 
 /// The storage formats.
 #[derive(
@@ -234,7 +240,8 @@ pub fn validate_coo(
     Ok(())
 }
 
-/// CSR on the device.
+/// CSR on the device, with the workspace of the merge-path SpMV kernel once it is prepared
+/// ([`DeviceCsr::prepare_merge`]).
 #[derive(Debug)]
 pub struct DeviceCsr {
     nrows: usize,
@@ -242,6 +249,7 @@ pub struct DeviceCsr {
     pub(crate) indptr: DeviceVec<u32>,
     pub(crate) indices: DeviceVec<u32>,
     pub(crate) vals: DeviceVec<f64>,
+    pub(crate) merge: Option<CsrMergeWorkspace>,
 }
 
 impl DeviceCsr {
@@ -266,7 +274,41 @@ impl DeviceCsr {
             indptr: dev.upload(indptr)?,
             indices: dev.upload(indices)?,
             vals: dev.upload(vals)?,
+            merge: None,
         })
+    }
+
+    /// Makes the workspace [`SpmvKernel::CsrMerge`] needs (the tile boundaries of the merge
+    /// path and the carry-out arrays, about 16 bytes per 224 rows plus entries), once: a second
+    /// call does nothing. Queues a small kernel; call it before capturing a graph.
+    pub fn prepare_merge(&mut self, dev: &GpuDevice) -> Result<(), GpuError> {
+        if self.merge.is_none() {
+            self.merge = Some(CsrMergeWorkspace::new(dev, self)?);
+        }
+        Ok(())
+    }
+
+    /// Makes whatever `kernel` needs beyond the matrix itself (the merge workspace for
+    /// [`SpmvKernel::CsrMerge`]; nothing for the other kernels).
+    pub fn prepare_for(&mut self, dev: &GpuDevice, kernel: SpmvKernel) -> Result<(), GpuError> {
+        match kernel {
+            SpmvKernel::CsrMerge => self.prepare_merge(dev),
+            _ => Ok(()),
+        }
+    }
+
+    /// The merge workspace, when prepared.
+    pub fn merge_workspace(&self) -> Option<&CsrMergeWorkspace> {
+        self.merge.as_ref()
+    }
+
+    /// Host copies of the row pointers, column indices and values.
+    pub fn download(&self, dev: &GpuDevice) -> Result<HostArrays, GpuError> {
+        Ok((
+            dev.download(&self.indptr)?,
+            dev.download(&self.indices)?,
+            dev.download(&self.vals)?,
+        ))
     }
 
     /// Rows.
@@ -281,9 +323,15 @@ impl DeviceCsr {
     pub fn nnz(&self) -> usize {
         self.vals.len()
     }
-    /// Bytes of device memory the arrays occupy.
+    /// Bytes of device memory the arrays (and the merge workspace, when prepared) occupy.
     pub fn device_bytes(&self) -> usize {
-        self.indptr.num_bytes() + self.indices.num_bytes() + self.vals.num_bytes()
+        self.indptr.num_bytes()
+            + self.indices.num_bytes()
+            + self.vals.num_bytes()
+            + self
+                .merge
+                .as_ref()
+                .map_or(0, CsrMergeWorkspace::device_bytes)
     }
 }
 
@@ -320,6 +368,29 @@ impl DeviceEll {
             cols: dev.upload(cols)?,
             vals: dev.upload(vals)?,
         })
+    }
+
+    /// Wraps arrays built on the device (by the conversion kernels, which write only valid
+    /// slots).
+    pub(crate) fn from_device(
+        nrows: usize,
+        ncols: usize,
+        width: usize,
+        cols: DeviceVec<u32>,
+        vals: DeviceVec<f64>,
+    ) -> DeviceEll {
+        DeviceEll {
+            nrows,
+            ncols,
+            width,
+            cols,
+            vals,
+        }
+    }
+
+    /// Host copies of the column-major column indices and values (`width * nrows` each).
+    pub fn download(&self, dev: &GpuDevice) -> Result<(Vec<u32>, Vec<f64>), GpuError> {
+        Ok((dev.download(&self.cols)?, dev.download(&self.vals)?))
     }
 
     /// Rows.
@@ -370,6 +441,26 @@ impl DeviceDia {
             offsets: dev.upload(offsets)?,
             data: dev.upload(data)?,
         })
+    }
+
+    /// Wraps arrays built on the device.
+    pub(crate) fn from_device(
+        nrows: usize,
+        ncols: usize,
+        offsets: DeviceVec<i32>,
+        data: DeviceVec<f64>,
+    ) -> DeviceDia {
+        DeviceDia {
+            nrows,
+            ncols,
+            offsets,
+            data,
+        }
+    }
+
+    /// Host copies of the offsets and the band (`ndiag * nrows`, diagonal-major).
+    pub fn download(&self, dev: &GpuDevice) -> Result<(Vec<i32>, Vec<f64>), GpuError> {
+        Ok((dev.download(&self.offsets)?, dev.download(&self.data)?))
     }
 
     /// Rows.
@@ -423,6 +514,32 @@ impl DeviceCoo {
             cols: dev.upload(cols)?,
             vals: dev.upload(vals)?,
         })
+    }
+
+    /// Wraps arrays built on the device.
+    pub(crate) fn from_device(
+        nrows: usize,
+        ncols: usize,
+        rows: DeviceVec<u32>,
+        cols: DeviceVec<u32>,
+        vals: DeviceVec<f64>,
+    ) -> DeviceCoo {
+        DeviceCoo {
+            nrows,
+            ncols,
+            rows,
+            cols,
+            vals,
+        }
+    }
+
+    /// Host copies of the row indices, column indices and values.
+    pub fn download(&self, dev: &GpuDevice) -> Result<HostArrays, GpuError> {
+        Ok((
+            dev.download(&self.rows)?,
+            dev.download(&self.cols)?,
+            dev.download(&self.vals)?,
+        ))
     }
 
     /// Rows.

@@ -57,6 +57,22 @@ impl GpuDevice {
         Ok(DeviceVec { buf, len: n })
     }
 
+    /// A vector of `n` elements left as the allocator gives them, for kernels that write every
+    /// element before anything reads one.
+    ///
+    /// # Safety
+    /// Every element must be written on the device before it is read (by a kernel, a copy or
+    /// a download).
+    pub(crate) unsafe fn alloc_uninit<T: DeviceScalar>(
+        &self,
+        n: usize,
+    ) -> Result<DeviceVec<T>, GpuError> {
+        // SAFETY: passed on to the caller, who writes every element before reading it.
+        let buf = unsafe { self.stream().alloc::<T>(n.max(1)) }
+            .during(|| format!("allocating {n} elements of {}", std::any::type_name::<T>()))?;
+        Ok(DeviceVec { buf, len: n })
+    }
+
     /// A copy of `data` on the device.
     pub fn upload<T: DeviceScalar>(&self, data: &[T]) -> Result<DeviceVec<T>, GpuError> {
         if data.is_empty() {

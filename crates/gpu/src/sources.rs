@@ -24,7 +24,7 @@ pub enum KernelSource {
     Dot,
     /// `precond.cu`: Jacobi and diagonal scaling.
     Precond,
-    /// `spmv_csr.cu`: CSR scalar and vector kernels.
+    /// `spmv_csr.cu`: CSR scalar, vector and merge-path kernels.
     SpmvCsr,
     /// `spmv_ell.cu`: ELLPACK (also the ELL part of HYB).
     SpmvEll,
@@ -32,7 +32,8 @@ pub enum KernelSource {
     SpmvDia,
     /// `spmv_coo.cu`: COO by atomics (also the COO part of HYB).
     SpmvCoo,
-    /// `convert.cu`: row-length histogram, COO row counts, exclusive scan.
+    /// `convert.cu`: row-length histogram, COO row counts, exclusive scan, and the ELL, DIA and
+    /// HYB conversions from CSR.
     Convert,
 }
 
@@ -183,11 +184,14 @@ pub fn catalog() -> Vec<(ModuleSpec, Vec<String>)> {
         KernelSource::SpmvDia,
         KernelSource::SpmvCoo,
     ] {
-        let entries = SpmvKernel::all()
+        let mut entries: Vec<String> = SpmvKernel::all()
             .into_iter()
             .filter(|k| k.source() == src)
-            .map(|k| k.to_string())
+            .flat_map(|k| k.entry_points())
             .collect();
+        if src == KernelSource::SpmvCsr {
+            entries.push(crate::kernels::spmv::MERGE_PARTITION.to_string());
+        }
         out.push((ModuleSpec::plain(src), entries));
     }
     out.push((

@@ -121,7 +121,22 @@ fn bench_measures_every_format_and_marks_the_fastest() {
         .iter()
         .filter(|r| r.format == Format::Csr && r.kernel.starts_with("spmv_"))
         .count();
-    assert_eq!(csr_ours, 6 * opts.threads.len());
+    assert_eq!(csr_ours, 7 * opts.threads.len());
+    assert!(
+        b.records
+            .iter()
+            .any(|r| r.kernel == "spmv_csr_merge" && r.status.is_ok()),
+        "no timed merge-path record"
+    );
+    // The padded formats were also built on the device, and timed.
+    for c in &b.conversions {
+        let padded = matches!(c.format, Format::Ell | Format::Dia | Format::Hyb);
+        assert_eq!(c.device_ms.is_some(), padded, "{c:?}");
+        assert!(c.device_error.is_none(), "{c:?}");
+        if let Some(ms) = c.device_ms {
+            assert!(ms > 0.0, "{c:?}");
+        }
+    }
     if cusparse_available().is_ok() {
         assert!(b.cusparse_version.is_some());
         for alg in CusparseAlg::ALL {
@@ -174,6 +189,12 @@ fn bench_skips_refused_formats() {
         }
         let conv = b.conversions.iter().find(|c| c.format == f).unwrap();
         assert!(matches!(conv.status, RecordStatus::Skipped(_)));
+        // Refused on the device too, by the same rule: no time and no error.
+        assert_eq!(
+            (conv.device_ms, &conv.device_error),
+            (None, &None),
+            "{conv:?}"
+        );
     }
     assert!(b.records.iter().all(|r| r.kernel.starts_with("spmv_")));
     assert!(b

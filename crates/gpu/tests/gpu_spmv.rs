@@ -1,7 +1,8 @@
 //! GPU tests of the SpMV kernels in every format against `CsrMatrix::spmv`, on seeded random
 //! matrices with empty rows and rows longer than a warp, a banded matrix, n = 1 and empty
-//! matrices. Without a CUDA device each test prints one line and returns (unless
-//! AUTOPCG_REQUIRE_GPU=1).
+//! matrices; the merge-path CSR kernel also on power-law matrices and rows longer than many
+//! tiles, and its tile partition against a walk of the merge path on the CPU. Without a CUDA
+//! device each test prints one line and returns (unless AUTOPCG_REQUIRE_GPU=1).
 mod common;
 
 use autopcg_gpu::kernels::spmv::{
@@ -14,6 +15,7 @@ use autopcg_sparse::CsrMatrix;
 use common::{
     abs_spmv, assert_close, poisson2d, random_csr, rng, to_coo, to_dia, to_ell, to_hyb, uniform,
 };
+use rand::Rng;
 
 /// The test matrices: (label, matrix).
 fn matrices() -> Vec<(String, CsrMatrix)> {
@@ -105,13 +107,20 @@ fn spmv_all_formats_match_cpu() {
             // Poisoned output: every kernel must overwrite all of y (COO zeroes it itself).
             let poison = vec![f64::NAN; nr];
 
-            let csr = DeviceCsr::upload(&dev, &a).unwrap();
+            let mut csr = DeviceCsr::upload(&dev, &a).unwrap();
             assert_eq!((csr.nrows(), csr.ncols(), csr.nnz()), (nr, nc, a.nnz()));
+            csr.prepare_merge(&dev).unwrap();
             let mut csr_kernels = vec![SpmvKernel::CsrScalar];
             csr_kernels.extend(autopcg_gpu::kernels::spmv::CSR_LANES.map(SpmvKernel::CsrVector));
+            csr_kernels.push(SpmvKernel::CsrMerge);
             for k in csr_kernels {
                 let odd = !k.needs_whole_warps();
-                for cfg in configs(&dev, k, &a, odd) {
+                let mut cfgs = configs(&dev, k, &a, odd);
+                if k == SpmvKernel::CsrMerge {
+                    // Compiled for at most MERGE_MAX_THREADS threads per block.
+                    cfgs.retain(|c| c.threads <= autopcg_gpu::kernels::spmv::MERGE_MAX_THREADS);
+                }
+                for cfg in cfgs {
                     let mut y = dev.upload(&poison).unwrap();
                     spmv_csr(&dev, &csr, k, cfg, &dx, &mut y).unwrap();
                     check(
@@ -186,6 +195,198 @@ fn spmv_all_formats_match_cpu() {
                 }
             }
         }
+    }
+}
+
+/// Matrices with very uneven rows, for the merge-path kernel.
+fn uneven_matrices() -> Vec<(String, CsrMatrix)> {
+    use autopcg_sparse::families::random_powerlaw_spd;
+    let mut v = vec![
+        (
+            "power-law 5000, mean 10, alpha 1.1".to_string(),
+            random_powerlaw_spd(5000, 10.0, 1.1, 61).unwrap(),
+        ),
+        (
+            "power-law 777, mean 30, alpha 0.9".to_string(),
+            random_powerlaw_spd(777, 30.0, 0.9, 62).unwrap(),
+        ),
+        ("random 1001x999".to_string(), random_csr(63, 1001, 999)),
+    ];
+    // Rows spanning many tiles (5000 entries, about 22 tiles of 224 steps) around empty rows
+    // and single entries; the last row long as well.
+    let n = 300;
+    let m = 5000;
+    let (mut r, mut c, mut x) = (vec![], vec![], vec![]);
+    let mut rg = rng(64);
+    for i in 0..n {
+        let len = match i {
+            0 | 150 | 299 => m,
+            _ if i % 4 == 0 => 0,
+            _ => rg.random_range(1..4),
+        };
+        for j in 0..len {
+            r.push(i as u32);
+            c.push(((j * 7 + i) % m) as u32);
+            x.push(rg.random_range(-1.0..1.0));
+        }
+    }
+    v.push((
+        "rows of 5000 entries".to_string(),
+        CsrMatrix::from_triplets(n, m, &r, &c, &x).unwrap(),
+    ));
+    v
+}
+
+/// The row at which the merge path enters each tile of `tile` steps, walking the path on the
+/// CPU: from (i, j) the path takes entry j while j < indptr[i + 1], else the end of row i.
+fn walk_tile_rows(a: &CsrMatrix, tile: u64) -> Vec<u32> {
+    let ptr = a.indptr();
+    let total = (a.nrows() + a.nnz()) as u64;
+    let ntiles = total.div_ceil(tile);
+    let (mut i, mut j, mut d) = (0usize, 0u32, 0u64);
+    let mut out = Vec::new();
+    for t in 0..=ntiles {
+        let target = (t * tile).min(total);
+        while d < target {
+            if j < ptr[i + 1] {
+                j += 1;
+            } else {
+                i += 1;
+            }
+            d += 1;
+        }
+        out.push(i as u32);
+    }
+    out
+}
+
+#[test]
+fn spmv_csr_merge_matches_cpu_on_uneven_rows() {
+    use autopcg_gpu::kernels::spmv::{merge_tiles, MERGE_TILE};
+    let dev = device_or_skip!("spmv_csr_merge_matches_cpu_on_uneven_rows");
+    let k = SpmvKernel::CsrMerge;
+    let mut rg = rng(65);
+    let mut all = uneven_matrices();
+    all.extend(matrices());
+    for (label, a) in all {
+        let (nr, nc) = (a.nrows(), a.ncols());
+        let mut csr = DeviceCsr::upload(&dev, &a).unwrap();
+        csr.prepare_merge(&dev).unwrap();
+        // A second call keeps the workspace.
+        csr.prepare_for(&dev, k).unwrap();
+        let ws = csr.merge_workspace().unwrap();
+        assert_eq!(ws.tiles() as u64, merge_tiles(nr, a.nnz()), "{label}");
+        assert_eq!(
+            ws.download_tile_rows(&dev).unwrap(),
+            walk_tile_rows(&a, u64::from(MERGE_TILE)),
+            "tile partition of {label}"
+        );
+        let x = uniform(&mut rg, nc, -1.0, 1.0);
+        let want = a.mul_vec(&x);
+        let scale = abs_spmv(&a, &x);
+        let dx = dev.upload(&x).unwrap();
+        let work = k.work_items(nr as u64, a.nnz() as u64);
+        let mut cfgs = configs(&dev, k, &a, false);
+        cfgs.retain(|c| c.threads <= 512);
+        cfgs.extend([
+            LaunchConfig::per_item(work, 64),
+            LaunchConfig::per_item(work, 512),
+            LaunchConfig::new(96, 7),
+        ]);
+        for cfg in cfgs {
+            // Twice: the carry-outs of the first call must not leak into the second.
+            for round in 0..2 {
+                let mut y = dev.upload(&vec![f64::NAN; nr]).unwrap();
+                spmv_csr(&dev, &csr, k, cfg, &dx, &mut y).unwrap();
+                check(
+                    &dev,
+                    &y,
+                    &want,
+                    &scale,
+                    &format!("{k} {cfg} on {label}, round {round}"),
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn spmv_csr_merge_checks_its_arguments() {
+    let dev = device_or_skip!("spmv_csr_merge_checks_its_arguments");
+    let k = SpmvKernel::CsrMerge;
+    let a = poisson2d(9);
+    let x = dev.upload(&[1.0; 81]).unwrap();
+    let mut y = dev.alloc_zeros::<f64>(81).unwrap();
+    let mut csr = DeviceCsr::upload(&dev, &a).unwrap();
+    let cfg = LaunchConfig::new(64, 2);
+    let launch_err = |e: Result<(), GpuError>| matches!(e, Err(GpuError::Launch { .. }));
+    // Without the workspace: refused, naming what to call.
+    match spmv_csr(&dev, &csr, k, cfg, &x, &mut y) {
+        Err(GpuError::Launch { reason, .. }) => assert!(reason.contains("prepare_merge")),
+        other => panic!("expected a launch error, got {other:?}"),
+    }
+    let before = csr.device_bytes();
+    csr.prepare_merge(&dev).unwrap();
+    assert!(csr.device_bytes() > before);
+    // Not whole warps, more threads than compiled for.
+    assert!(launch_err(spmv_csr(
+        &dev,
+        &csr,
+        k,
+        LaunchConfig::new(48, 2),
+        &x,
+        &mut y
+    )));
+    assert!(launch_err(spmv_csr(
+        &dev,
+        &csr,
+        k,
+        LaunchConfig::new(1024, 1),
+        &x,
+        &mut y
+    )));
+    spmv_csr(&dev, &csr, k, cfg, &x, &mut y).unwrap();
+    assert_eq!(dev.download(&y).unwrap(), a.mul_vec(&[1.0; 81]));
+    // The compiled kernel allows MERGE_MAX_THREADS threads per block, as the bench reads it.
+    let attrs = dev
+        .kernel(&autopcg_gpu::ModuleSpec::plain(k.source()), &k.to_string())
+        .unwrap()
+        .attrs();
+    assert!(attrs.max_threads_per_block <= autopcg_gpu::kernels::spmv::MERGE_MAX_THREADS);
+    // A 0 x 0 matrix: nothing to do.
+    let z = CsrMatrix::from_triplets(0, 0, &[], &[], &[]).unwrap();
+    let mut dz = DeviceCsr::upload(&dev, &z).unwrap();
+    dz.prepare_merge(&dev).unwrap();
+    let (mut e0, x0) = (
+        dev.alloc_zeros::<f64>(0).unwrap(),
+        dev.alloc_zeros::<f64>(0).unwrap(),
+    );
+    spmv_csr(&dev, &dz, k, cfg, &x0, &mut e0).unwrap();
+}
+
+/// CPU check of the partition walk the merge test compares with (runs everywhere).
+#[test]
+fn merge_path_walk_is_consistent() {
+    // Rows of lengths 2, 0, 3: path steps e e R R e e e R (e = entry, R = row end).
+    let a = CsrMatrix::from_triplets(
+        3,
+        3,
+        &[0, 0, 2, 2, 2],
+        &[0, 1, 0, 1, 2],
+        &[1.0, 1.0, 1.0, 1.0, 1.0],
+    )
+    .unwrap();
+    assert_eq!(walk_tile_rows(&a, 3), vec![0, 1, 2, 3]);
+    assert_eq!(walk_tile_rows(&a, 4), vec![0, 2, 3]);
+    assert_eq!(walk_tile_rows(&a, 100), vec![0, 3]);
+    let z = CsrMatrix::from_triplets(0, 0, &[], &[], &[]).unwrap();
+    assert_eq!(walk_tile_rows(&z, 4), vec![0]);
+    for (label, m) in uneven_matrices()
+        .into_iter()
+        .filter(|(l, _)| !l.starts_with("random"))
+    {
+        let longest = (0..m.nrows()).map(|i| m.row_len(i)).max().unwrap();
+        assert!(longest > 224, "{label}: longest row {longest}");
     }
 }
 

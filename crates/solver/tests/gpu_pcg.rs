@@ -481,6 +481,15 @@ fn other_formats_and_kernels_match_the_cpu() {
             coo_kernel: SpmvKernel::CooSegment,
             coo_config: stride(2 * n, 256),
         },
+        // The merge-path kernel twice: kernel by kernel (index 7), then from CUDA graphs.
+        SpmvMethod::Csr {
+            kernel: SpmvKernel::CsrMerge,
+            config: stride(SpmvKernel::CsrMerge.work_items(n, 5 * n), 128),
+        },
+        SpmvMethod::Csr {
+            kernel: SpmvKernel::CsrMerge,
+            config: LaunchConfig::new(512, 3),
+        },
     ];
     let variants = [
         (
@@ -549,6 +558,40 @@ fn other_formats_and_kernels_match_the_cpu() {
         GpuBackend::new(&dev, &a, &jac, &b, None, &c),
         Err(PcgError::InvalidParameter(_))
     ));
+}
+
+/// A power-law matrix (very uneven rows), A's SpMV by the merge-path CSR kernel from CUDA
+/// graphs: the same iterations as the CPU solve, to within 2, and the residual reached.
+#[test]
+fn merge_path_spmv_solves_a_power_law_matrix() {
+    let Some(dev) = device("merge_path_spmv_solves_a_power_law_matrix") else {
+        return;
+    };
+    let a = autopcg_sparse::families::random_powerlaw_spd(4000, 12.0, 1.1, 71).unwrap();
+    let n = a.nrows() as u64;
+    let b = rhs(a.nrows());
+    let (_, cpu) = solve_cpu(&a, &b, None, &PrecondKind::Jacobi, &params(1e-10, 2000, 1)).unwrap();
+    let pre = Preconditioner::build(&a, &PrecondKind::Jacobi).unwrap();
+    let k = SpmvKernel::CsrMerge;
+    for (threads, graph) in [(256u32, true), (64, false)] {
+        let mut c = GpuPlanChoice::default_for(&a, &pre, dev.props()).with_graph(graph);
+        c.a = SpmvChoice {
+            method: SpmvMethod::Csr {
+                kernel: k,
+                config: LaunchConfig::per_item(k.work_items(n, a.nnz() as u64), threads),
+            },
+            predicted_ms: None,
+        };
+        let (res, _, x) = run_gpu(&dev, &a, &pre, &b, None, &params(1e-10, 2000, 5), &c);
+        let info = res.unwrap_or_else(|e| panic!("{threads} threads: {e}"));
+        assert!(
+            info.iterations.abs_diff(cpu.iterations) <= 2,
+            "{} iterations, CPU {}",
+            info.iterations,
+            cpu.iterations
+        );
+        assert!(rel_residual(&a, &x, &b) < 1.5e-10);
+    }
 }
 
 /// More iterations than the history first holds, without reserving: the history grows in the

@@ -201,5 +201,11 @@ mod tests {
         assert!(check_padding("ELL", 5, 2, 60, &lim).is_err());
         assert!(check_padding("ELL", 4, 2, 101, &lim).is_err());
         assert!(check_padding("ELL", 1, 0, 12, &lim).is_err());
+        // The public form is the same check.
+        assert!(lim.check("DIA", 4, 2, 48).is_ok());
+        match lim.check("DIA", 5, 2, 60) {
+            Err(SparseError::TooMuchPadding { format, .. }) => assert_eq!(format, "DIA"),
+            other => panic!("expected TooMuchPadding, got {other:?}"),
+        }
     }
 }

@@ -43,6 +43,23 @@ pub struct PaddingLimits {
     pub max_bytes: u64,
 }
 
+impl PaddingLimits {
+    /// The check every padded conversion makes before allocating its arrays: `Ok` when `slots`
+    /// stored slots (padding included) holding `nnz` nonzeros in `bytes` bytes stay within both
+    /// limits, else [`SparseError::TooMuchPadding`] naming `format`. A NaN limit refuses. Other
+    /// crates that build padded formats (on a GPU, say) call it to refuse exactly what the host
+    /// conversions refuse.
+    pub fn check(
+        &self,
+        format: &'static str,
+        slots: u128,
+        nnz: usize,
+        bytes: u128,
+    ) -> Result<(), SparseError> {
+        build::check_padding(format, slots, nnz, bytes, self)
+    }
+}
+
 impl Default for PaddingLimits {
     fn default() -> Self {
         // Beyond 3x fill a padded format moves more bytes than CSR saves, and 4 GiB covers the

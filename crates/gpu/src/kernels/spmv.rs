@@ -1,4 +1,5 @@
-//! `spmv_*.cu`: y = A x in every device format.
+//! `spmv_*.cu`: y = A x in every device format, and the per-matrix workspace of the merge-path
+//! CSR kernel ([`CsrMergeWorkspace`]).
 use std::fmt;
 
 use cudarc::driver::PushKernelArg;
@@ -11,6 +12,35 @@ use crate::{DeviceProps, DeviceVec, GpuDevice, GpuError, LaunchConfig, DEFAULT_T
 /// Lanes per row the CSR vector kernel is compiled for.
 pub const CSR_LANES: [u32; 5] = [2, 4, 8, 16, 32];
 
+/// Merge-path steps (row ends plus entries) each lane of [`SpmvKernel::CsrMerge`] takes
+/// (`MERGE_ITEMS` in spmv_csr.cu). Odd, so that the lanes' shared-memory reads spread over the
+/// banks.
+pub const MERGE_ITEMS: u32 = 7;
+
+/// Merge-path steps per tile, one warp's share (`MERGE_TILE` in spmv_csr.cu).
+pub const MERGE_TILE: u32 = 32 * MERGE_ITEMS;
+
+/// Most threads per block [`SpmvKernel::CsrMerge`] is compiled for (its `__launch_bounds__`,
+/// `MERGE_MAX_THREADS` in spmv_csr.cu).
+pub const MERGE_MAX_THREADS: u32 = 512;
+
+/// Dynamic shared memory of [`SpmvKernel::CsrMerge`] per warp of a block, bytes: a tile of
+/// products (f64) and of row ends (u32).
+pub const MERGE_SMEM_PER_WARP: u32 = MERGE_TILE * 12;
+
+/// The kernel that cuts the merge path into tiles, run once per matrix.
+pub const MERGE_PARTITION: &str = "spmv_csr_merge_partition";
+
+/// The kernel that adds the carry-outs of rows cut by a tile boundary, run after every
+/// [`SpmvKernel::CsrMerge`] launch.
+pub const MERGE_FIXUP: &str = "spmv_csr_merge_fixup";
+
+/// Tiles of the merge path of a matrix with `nrows` rows and `nnz` entries:
+/// `ceil((nrows + nnz) / MERGE_TILE)`.
+pub fn merge_tiles(nrows: usize, nnz: usize) -> u64 {
+    (nrows as u64 + nnz as u64).div_ceil(u64::from(MERGE_TILE))
+}
+
 /// The SpMV kernels.
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
@@ -20,6 +50,11 @@ pub enum SpmvKernel {
     CsrScalar,
     /// CSR, this many lanes (one of [`CSR_LANES`]) per row.
     CsrVector(u32),
+    /// CSR, load-balanced by the merge path (Merrill & Garland, "Merge-based Parallel Sparse
+    /// Matrix-Vector Multiplication", SC 2016): one warp per tile of [`MERGE_TILE`] row ends
+    /// plus entries, whatever the row lengths. Needs the matrix's merge workspace
+    /// ([`DeviceCsr::prepare_merge`]); launches a small fixup kernel after the main one.
+    CsrMerge,
     /// ELLPACK, one thread per row.
     Ell,
     /// Diagonals, one thread per row.
@@ -36,6 +71,7 @@ impl SpmvKernel {
         let mut v = vec![SpmvKernel::CsrScalar];
         v.extend(CSR_LANES.iter().map(|&l| SpmvKernel::CsrVector(l)));
         v.extend([
+            SpmvKernel::CsrMerge,
             SpmvKernel::Ell,
             SpmvKernel::Dia,
             SpmvKernel::CooAtomic,
@@ -47,7 +83,9 @@ impl SpmvKernel {
     /// The source file it lives in.
     pub fn source(self) -> KernelSource {
         match self {
-            SpmvKernel::CsrScalar | SpmvKernel::CsrVector(_) => KernelSource::SpmvCsr,
+            SpmvKernel::CsrScalar | SpmvKernel::CsrVector(_) | SpmvKernel::CsrMerge => {
+                KernelSource::SpmvCsr
+            }
             SpmvKernel::Ell => KernelSource::SpmvEll,
             SpmvKernel::Dia => KernelSource::SpmvDia,
             SpmvKernel::CooAtomic | SpmvKernel::CooSegment => KernelSource::SpmvCoo,
@@ -57,7 +95,7 @@ impl SpmvKernel {
     /// The format it reads.
     pub fn format(self) -> Format {
         match self {
-            SpmvKernel::CsrScalar | SpmvKernel::CsrVector(_) => Format::Csr,
+            SpmvKernel::CsrScalar | SpmvKernel::CsrVector(_) | SpmvKernel::CsrMerge => Format::Csr,
             SpmvKernel::Ell => Format::Ell,
             SpmvKernel::Dia => Format::Dia,
             SpmvKernel::CooAtomic | SpmvKernel::CooSegment => Format::Coo,
@@ -66,18 +104,40 @@ impl SpmvKernel {
 
     /// True when threads per block must be a multiple of 32 (the warp-cooperative kernels).
     pub fn needs_whole_warps(self) -> bool {
-        matches!(self, SpmvKernel::CsrVector(_) | SpmvKernel::CooSegment)
+        matches!(
+            self,
+            SpmvKernel::CsrVector(_) | SpmvKernel::CsrMerge | SpmvKernel::CooSegment
+        )
+    }
+
+    /// Every entry point one SpMV with this kernel launches, the kernel itself first (the merge
+    /// kernel's fixup follows it).
+    pub fn entry_points(self) -> Vec<String> {
+        let mut v = vec![self.to_string()];
+        if self == SpmvKernel::CsrMerge {
+            v.push(MERGE_FIXUP.to_string());
+        }
+        v
+    }
+
+    /// Threads the kernel wants for a matrix of `nrows` rows and `nnz` entries: one per row
+    /// (scalar CSR, ELL, DIA), per row and lane (CSR vector), per entry (COO), or 32 per tile
+    /// of the merge path (CSR merge).
+    pub fn work_items(self, nrows: u64, nnz: u64) -> u64 {
+        match self {
+            SpmvKernel::CsrScalar | SpmvKernel::Ell | SpmvKernel::Dia => nrows,
+            SpmvKernel::CsrVector(l) => nrows.saturating_mul(u64::from(l)),
+            SpmvKernel::CsrMerge => {
+                (nrows.saturating_add(nnz)).div_ceil(u64::from(MERGE_TILE)) * 32
+            }
+            SpmvKernel::CooAtomic | SpmvKernel::CooSegment => nnz,
+        }
     }
 
     /// Default configuration: [`DEFAULT_THREADS`] threads, one resident wave, but no more threads
-    /// than work items (rows, rows x lanes, or entries).
+    /// than work items ([`SpmvKernel::work_items`]).
     pub fn default_config(self, nrows: u64, nnz: u64, props: &DeviceProps) -> LaunchConfig {
-        let work = match self {
-            SpmvKernel::CsrScalar | SpmvKernel::Ell | SpmvKernel::Dia => nrows,
-            SpmvKernel::CsrVector(l) => nrows.saturating_mul(u64::from(l)),
-            SpmvKernel::CooAtomic | SpmvKernel::CooSegment => nnz,
-        };
-        LaunchConfig::grid_stride(work, DEFAULT_THREADS, props)
+        LaunchConfig::grid_stride(self.work_items(nrows, nnz), DEFAULT_THREADS, props)
     }
 
     fn check(self, dev: &GpuDevice, cfg: LaunchConfig, format: Format) -> Result<(), GpuError> {
@@ -102,6 +162,29 @@ impl SpmvKernel {
                 format!("{} threads per block is not a multiple of 32", cfg.threads),
             ));
         }
+        if self == SpmvKernel::CsrMerge {
+            if cfg.threads > MERGE_MAX_THREADS {
+                return Err(GpuError::launch(
+                    self,
+                    format!(
+                        "{} threads per block; compiled for at most {MERGE_MAX_THREADS}",
+                        cfg.threads
+                    ),
+                ));
+            }
+            let smem = merge_smem_bytes(cfg.threads);
+            if smem > dev.props().smem_per_block {
+                return Err(GpuError::launch(
+                    self,
+                    format!(
+                        "{} threads per block need {smem} bytes of shared memory; the device \
+                         allows {} per block",
+                        cfg.threads,
+                        dev.props().smem_per_block
+                    ),
+                ));
+            }
+        }
         Ok(())
     }
 
@@ -115,6 +198,7 @@ impl fmt::Display for SpmvKernel {
         match self {
             SpmvKernel::CsrScalar => f.write_str("spmv_csr_scalar"),
             SpmvKernel::CsrVector(l) => write!(f, "spmv_csr_vector_{l}"),
+            SpmvKernel::CsrMerge => f.write_str("spmv_csr_merge"),
             SpmvKernel::Ell => f.write_str("spmv_ell"),
             SpmvKernel::Dia => f.write_str("spmv_dia"),
             SpmvKernel::CooAtomic => f.write_str("spmv_coo_atomic"),
@@ -134,7 +218,85 @@ fn check_xy(
     check_len(&kernel, "y", y.len(), nrows)
 }
 
-/// y = A x with a CSR kernel ([`SpmvKernel::CsrScalar`] or [`SpmvKernel::CsrVector`]).
+/// Dynamic shared memory of a [`SpmvKernel::CsrMerge`] launch with `threads` per block.
+pub fn merge_smem_bytes(threads: u32) -> u32 {
+    (threads / 32).saturating_mul(MERGE_SMEM_PER_WARP)
+}
+
+/// The device memory [`SpmvKernel::CsrMerge`] needs for one matrix, allocated once (by
+/// [`DeviceCsr::prepare_merge`]) and reused by every SpMV: where the merge path of the matrix
+/// crosses each tile boundary (computed when the workspace is made), and one carry-out (row,
+/// partial sum) per tile, overwritten by every SpMV.
+#[derive(Debug)]
+pub struct CsrMergeWorkspace {
+    nrows: usize,
+    nnz: usize,
+    ntiles: u32,
+    tile_rows: DeviceVec<u32>,
+    carry_rows: DeviceVec<u32>,
+    carry_vals: DeviceVec<f64>,
+}
+
+impl CsrMergeWorkspace {
+    /// Allocates the workspace of `a` and queues the partition kernel that fills its tile
+    /// boundaries.
+    pub(crate) fn new(dev: &GpuDevice, a: &DeviceCsr) -> Result<CsrMergeWorkspace, GpuError> {
+        let kernel = SpmvKernel::CsrMerge;
+        let tiles = merge_tiles(a.nrows(), a.nnz());
+        let ntiles = u32::try_from(tiles).map_err(|_| {
+            GpuError::launch(
+                kernel,
+                format!("{tiles} merge tiles exceed the 32-bit range"),
+            )
+        })?;
+        let nt = ntiles as usize;
+        let mut ws = CsrMergeWorkspace {
+            nrows: a.nrows(),
+            nnz: a.nnz(),
+            ntiles,
+            tile_rows: dev.alloc_zeros(nt + 1)?,
+            carry_rows: dev.alloc_zeros(nt)?,
+            carry_vals: dev.alloc_zeros(nt)?,
+        };
+        if a.nrows() == 0 {
+            return Ok(ws);
+        }
+        let cfg = LaunchConfig::grid_stride(tiles + 1, DEFAULT_THREADS, dev.props());
+        cfg.check(MERGE_PARTITION, dev.props())?;
+        let k = dev.kernel(&ModuleSpec::plain(KernelSource::SpmvCsr), MERGE_PARTITION)?;
+        let (nrows, nnz) = (a.nrows() as u32, a.nnz() as u32);
+        let mut b = dev.stream().launch_builder(&k.func);
+        b.arg(&nrows)
+            .arg(&nnz)
+            .arg(&a.indptr.buf)
+            .arg(&ntiles)
+            .arg(&mut ws.tile_rows.buf);
+        // SAFETY: matches `spmv_csr_merge_partition(u32 nrows, u32 nnz, const u32 *indptr,
+        // u32 ntiles, u32 *tile_rows)`; indptr holds nrows + 1 non-decreasing offsets ending at
+        // nnz (validated on upload), tile_rows ntiles + 1 entries (allocated above).
+        launched(unsafe { b.launch(cfg.to_cudarc()) }, &MERGE_PARTITION, cfg)?;
+        Ok(ws)
+    }
+
+    /// Tiles of the merge path.
+    pub fn tiles(&self) -> usize {
+        self.ntiles as usize
+    }
+
+    /// Bytes of device memory the workspace occupies.
+    pub fn device_bytes(&self) -> usize {
+        self.tile_rows.num_bytes() + self.carry_rows.num_bytes() + self.carry_vals.num_bytes()
+    }
+
+    /// The row at which the merge path enters each tile (tiles + 1 entries, the last one
+    /// nrows): a host copy, for tests.
+    pub fn download_tile_rows(&self, dev: &GpuDevice) -> Result<Vec<u32>, GpuError> {
+        dev.download(&self.tile_rows)
+    }
+}
+
+/// y = A x with a CSR kernel ([`SpmvKernel::CsrScalar`], [`SpmvKernel::CsrVector`] or
+/// [`SpmvKernel::CsrMerge`]; the merge kernel needs [`DeviceCsr::prepare_merge`] first).
 pub fn spmv_csr(
     dev: &GpuDevice,
     a: &DeviceCsr,
@@ -145,6 +307,9 @@ pub fn spmv_csr(
 ) -> Result<(), GpuError> {
     kernel.check(dev, cfg, Format::Csr)?;
     check_xy(kernel, a.nrows(), a.ncols(), x, y)?;
+    if kernel == SpmvKernel::CsrMerge {
+        return spmv_csr_merge(dev, a, cfg, x, y);
+    }
     if a.nrows() == 0 {
         return Ok(());
     }
@@ -162,6 +327,83 @@ pub fn spmv_csr(
     // validated on upload (indices < ncols = len(x)), y holds nrows (checked), threads are whole
     // warps for the vector kernels (checked).
     launched(unsafe { b.launch(cfg.to_cudarc()) }, &kernel, cfg)
+}
+
+/// The merge-path SpMV: the main kernel with `cfg` (checked by the caller), then the fixup.
+fn spmv_csr_merge(
+    dev: &GpuDevice,
+    a: &DeviceCsr,
+    cfg: LaunchConfig,
+    x: &DeviceVec<f64>,
+    y: &mut DeviceVec<f64>,
+) -> Result<(), GpuError> {
+    let kernel = SpmvKernel::CsrMerge;
+    let ws = a.merge.as_ref().ok_or_else(|| {
+        GpuError::launch(
+            kernel,
+            "the matrix has no merge workspace: call DeviceCsr::prepare_merge after the upload",
+        )
+    })?;
+    if (ws.nrows, ws.nnz) != (a.nrows(), a.nnz()) {
+        return Err(GpuError::launch(
+            kernel,
+            format!(
+                "the merge workspace was made for {} rows and {} entries, the matrix has {} and {}",
+                ws.nrows,
+                ws.nnz,
+                a.nrows(),
+                a.nnz()
+            ),
+        ));
+    }
+    if a.nrows() == 0 {
+        return Ok(());
+    }
+    let main = kernel.load(dev)?;
+    let (nrows, nnz) = (a.nrows() as u32, a.nnz() as u32);
+    let mut launch_cfg = cfg.to_cudarc();
+    launch_cfg.shared_mem_bytes = merge_smem_bytes(cfg.threads);
+    let mut b = dev.stream().launch_builder(&main.func);
+    b.arg(&nrows)
+        .arg(&nnz)
+        .arg(&a.indptr.buf)
+        .arg(&a.indices.buf)
+        .arg(&a.vals.buf)
+        .arg(&x.buf)
+        .arg(&mut y.buf)
+        .arg(&ws.tile_rows.buf)
+        .arg(&ws.carry_rows.buf)
+        .arg(&ws.carry_vals.buf);
+    // SAFETY: matches `spmv_csr_merge(u32 nrows, u32 nnz, const u32 *indptr,
+    // const u32 *indices, const double *vals, const double *x, double *y,
+    // const u32 *tile_rows, u32 *carry_rows, double *carry_vals)`; the CSR arrays were
+    // validated on upload (indices < ncols = len(x)), y holds nrows (checked); the workspace
+    // was made for this matrix (checked): tile_rows holds ntiles + 1 tile boundaries written by
+    // the partition kernel, carry_rows and carry_vals ntiles entries. The carry arrays are
+    // written through a shared reference: they are private scratch of this matrix that only
+    // this kernel and the fixup below touch, in order, on the device's one stream. Threads are
+    // whole warps, at most MERGE_MAX_THREADS, and the dynamic shared memory (threads / 32 x
+    // MERGE_SMEM_PER_WARP) fits the device (checked).
+    launched(unsafe { b.launch(launch_cfg) }, &kernel, cfg)?;
+
+    let fix = dev.kernel(&ModuleSpec::plain(KernelSource::SpmvCsr), MERGE_FIXUP)?;
+    let fix_cfg = LaunchConfig::grid_stride(u64::from(ws.ntiles), DEFAULT_THREADS, dev.props());
+    fix_cfg.check(MERGE_FIXUP, dev.props())?;
+    let mut b = dev.stream().launch_builder(&fix.func);
+    b.arg(&nrows)
+        .arg(&ws.ntiles)
+        .arg(&ws.carry_rows.buf)
+        .arg(&ws.carry_vals.buf)
+        .arg(&mut y.buf);
+    // SAFETY: matches `spmv_csr_merge_fixup(u32 nrows, u32 ntiles, const u32 *carry_rows,
+    // const double *carry_vals, double *y)`; the carry arrays hold ntiles entries written by
+    // the launch above (rows <= nrows; the kernel skips nrows), y holds nrows; DEFAULT_THREADS
+    // is a whole number of warps.
+    launched(
+        unsafe { b.launch(fix_cfg.to_cudarc()) },
+        &MERGE_FIXUP,
+        fix_cfg,
+    )
 }
 
 /// y = A x for ELLPACK.
@@ -291,6 +533,35 @@ mod tests {
     use super::*;
 
     #[test]
+    fn merge_constants_match_the_cuda_source() {
+        let src = KernelSource::SpmvCsr.text();
+        assert!(src.contains(&format!("#define MERGE_ITEMS {MERGE_ITEMS}\n")));
+        assert!(src.contains(&format!("#define MERGE_MAX_THREADS {MERGE_MAX_THREADS}\n")));
+        assert!(src.contains("#define MERGE_TILE (32 * MERGE_ITEMS)\n"));
+        assert!(src.contains("#define MERGE_SMEM_PER_WARP (MERGE_TILE * 12)\n"));
+        assert!(src.contains(&format!(
+            "__launch_bounds__(MERGE_MAX_THREADS)\n    {}(",
+            SpmvKernel::CsrMerge
+        )));
+        // The largest block fits the 48 KiB every device gives without opting in.
+        assert!(merge_smem_bytes(MERGE_MAX_THREADS) <= 48 * 1024);
+        assert_eq!(merge_smem_bytes(256), 8 * MERGE_TILE * 12);
+        assert_eq!(merge_tiles(0, 0), 0);
+        assert_eq!(merge_tiles(1, 0), 1);
+        assert_eq!(merge_tiles(100, 124), 1);
+        assert_eq!(merge_tiles(100, 125), 2);
+        let k = SpmvKernel::CsrMerge;
+        assert_eq!(k.work_items(100, 125), 64);
+        assert_eq!(k.entry_points(), ["spmv_csr_merge", MERGE_FIXUP]);
+        assert_eq!(SpmvKernel::CsrScalar.entry_points(), ["spmv_csr_scalar"]);
+        assert!(k.needs_whole_warps());
+        assert_eq!(
+            (k.format(), k.source()),
+            (Format::Csr, KernelSource::SpmvCsr)
+        );
+    }
+
+    #[test]
     fn names() {
         let names: Vec<String> = SpmvKernel::all().iter().map(|k| k.to_string()).collect();
         assert_eq!(
@@ -302,6 +573,7 @@ mod tests {
                 "spmv_csr_vector_8",
                 "spmv_csr_vector_16",
                 "spmv_csr_vector_32",
+                "spmv_csr_merge",
                 "spmv_ell",
                 "spmv_dia",
                 "spmv_coo_atomic",

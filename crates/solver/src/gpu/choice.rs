@@ -28,7 +28,9 @@ pub const MAX_GRAPH_ITERS: u32 = 64;
 /// configuration(s).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub enum SpmvMethod {
-    /// CSR with [`SpmvKernel::CsrScalar`] or [`SpmvKernel::CsrVector`].
+    /// CSR with [`SpmvKernel::CsrScalar`], [`SpmvKernel::CsrVector`] or
+    /// [`SpmvKernel::CsrMerge`] (load-balanced for very uneven rows; the backend makes its
+    /// per-matrix workspace on upload).
     Csr {
         /// The kernel.
         kernel: SpmvKernel,
@@ -721,6 +723,36 @@ mod tests {
         assert_eq!(GpuPlanChoice::graph_iters_for(100), 50);
         assert_eq!(GpuPlanChoice::graph_iters_for(127), 1);
         assert_eq!(GpuPlanChoice::graph_iters_for(0), 1);
+    }
+
+    #[test]
+    fn merge_path_csr_is_a_csr_method() {
+        let props = h100_like();
+        let m = SpmvMethod::Csr {
+            kernel: SpmvKernel::CsrMerge,
+            config: LaunchConfig::new(256, 40),
+        };
+        m.check("A", &props).unwrap();
+        assert_eq!(m.format(), Format::Csr);
+        assert_eq!(m.kernel_name(), "spmv_csr_merge");
+        // Warp-cooperative: whole warps only.
+        let odd = SpmvMethod::Csr {
+            kernel: SpmvKernel::CsrMerge,
+            config: LaunchConfig::new(100, 40),
+        };
+        assert!(odd
+            .check("A", &props)
+            .unwrap_err()
+            .to_string()
+            .contains("warps"));
+        let a = tridiag(300);
+        let pre = Preconditioner::build(&a, &PrecondKind::Jacobi).unwrap();
+        let mut c = GpuPlanChoice::default_for(&a, &pre, &props);
+        c.a.method = m;
+        c.check(300, &pre, &props).unwrap();
+        let back: GpuPlanChoice =
+            serde_json::from_str(&serde_json::to_string(&c).unwrap()).unwrap();
+        assert_eq!(back, c);
     }
 
     #[test]

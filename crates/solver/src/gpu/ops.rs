@@ -39,7 +39,8 @@ fn conversion(operand: &str, format: &str, e: SparseError) -> PcgError {
 }
 
 impl DeviceOperator {
-    /// Converts `a` to the format of `method` on the host and uploads it.
+    /// Converts `a` to the format of `method` on the host and uploads it, with whatever the
+    /// method's kernel needs beside the matrix (the merge-path CSR kernel's workspace).
     pub(crate) fn upload(
         dev: &GpuDevice,
         a: &CsrMatrix,
@@ -48,7 +49,12 @@ impl DeviceOperator {
         operand: &str,
     ) -> Result<DeviceOperator, PcgError> {
         let mat = match method {
-            SpmvMethod::Csr { .. } => DeviceMatrix::Csr(DeviceCsr::upload(dev, a)?),
+            SpmvMethod::Csr { kernel, .. } => {
+                let mut m = DeviceCsr::upload(dev, a)?;
+                // The merge-path kernel's workspace, made once here, before any graph capture.
+                m.prepare_for(dev, kernel)?;
+                DeviceMatrix::Csr(m)
+            }
             SpmvMethod::Ell { .. } => {
                 let e =
                     EllMatrix::from_csr(a, limits).map_err(|e| conversion(operand, "ELL", e))?;
@@ -113,8 +119,10 @@ impl DeviceOperator {
 }
 
 fn preload_spmv(dev: &GpuDevice, k: SpmvKernel) -> Result<(), GpuError> {
-    dev.kernel(&ModuleSpec::plain(k.source()), &k.to_string())
-        .map(|_| ())
+    for e in k.entry_points() {
+        dev.kernel(&ModuleSpec::plain(k.source()), &e)?;
+    }
+    Ok(())
 }
 
 /// Loads the element-wise kernel `k` of `precond.cu`.
