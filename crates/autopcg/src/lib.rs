@@ -2,7 +2,9 @@
 //! systems, with Chronopoulos–Gear PCG and an SSOR approximate-inverse preconditioner.
 //!
 //! This crate is the facade simulation codes call: [`Solver`] picks the backend and runs the
-//! solve; the building blocks are re-exported as [`sparse`], [`solver`] and [`gpu`].
+//! solve; the building blocks are re-exported as [`sparse`], [`solver`], [`gpu`], [`model`]
+//! (the performance models `autopcg tune` fits) and [`generator`] (the selection of a GPU plan
+//! from a model).
 //!
 //! ```
 //! use autopcg::{Solver, PrecondKind, sparse::families};
@@ -18,7 +20,9 @@ use std::ops::ControlFlow;
 use std::str::FromStr;
 use std::time::Instant;
 
+pub use autopcg_generator as generator;
 pub use autopcg_gpu as gpu;
+pub use autopcg_model as model;
 pub use autopcg_solver as solver;
 pub use autopcg_sparse as sparse;
 
@@ -75,6 +79,22 @@ pub enum Error {
     /// The requested device cannot be used.
     #[error("device unavailable: {0}")]
     DeviceUnavailable(String),
+    /// A model file named explicitly cannot be used.
+    #[error(transparent)]
+    Model(#[from] autopcg_model::ModelError),
+}
+
+/// Which performance model chooses the GPU plan.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum ModelChoice {
+    /// The model file of the device found by name ([`autopcg_model::store::find_model`]); the
+    /// default rule, with a note, when there is none or it cannot be read.
+    #[default]
+    Auto,
+    /// This model file; an error when it cannot be read or is for another device.
+    File(std::path::PathBuf),
+    /// No model: the default rule.
+    Off,
 }
 
 /// A finished solve (converged or not).
@@ -94,6 +114,15 @@ pub struct Solution {
     pub plan: Plan,
     /// One-line notes for the user (fallbacks, defaults taken).
     pub notes: Vec<String>,
+    /// The preconditioner as applied ([`Preconditioner::kind_name`]: `ssor-ai-factored` or
+    /// `ssor-ai-explicit` once the form is settled).
+    pub precond_applied: String,
+    /// The model file that chose the plan, when one did.
+    pub model: Option<String>,
+    /// How a model chose each step (empty without a model).
+    pub explain: Vec<autopcg_generator::StepExplain>,
+    /// Predicted milliseconds per iteration, when a model chose the plan.
+    pub predicted_iteration_ms: Option<f64>,
 }
 
 /// A solve that ended in an error; `partial` holds the last iterate when there is one
@@ -133,6 +162,9 @@ pub struct Solver<'a> {
     precond: PrecondKind,
     params: PcgParams,
     device: Device,
+    model: ModelChoice,
+    ssor_form_auto: bool,
+    expected_iterations: f64,
 }
 
 impl<'a> Solver<'a> {
@@ -144,7 +176,28 @@ impl<'a> Solver<'a> {
             precond: PrecondKind::ssor_ai().with_omega(autopcg_solver::auto_omega(a)),
             params: PcgParams::default(),
             device: Device::Auto,
+            model: ModelChoice::Auto,
+            ssor_form_auto: false,
+            expected_iterations: autopcg_generator::EXPECTED_ITERATIONS,
         }
+    }
+    /// Sets which performance model chooses the GPU plan (default: the device's model file).
+    pub fn model(mut self, model: ModelChoice) -> Self {
+        self.model = model;
+        self
+    }
+    /// Lets the model choose SSOR-AI's application form (factored or explicit) on a GPU, by
+    /// predicted time per iteration; the form of [`Solver::precond`] is then only the fallback
+    /// when no model is used.
+    pub fn ssor_form_auto(mut self, on: bool) -> Self {
+        self.ssor_form_auto = on;
+        self
+    }
+    /// Iterations a format conversion is amortised over when the model chooses formats
+    /// (default [`autopcg_generator::EXPECTED_ITERATIONS`]).
+    pub fn expected_iterations(mut self, iters: f64) -> Self {
+        self.expected_iterations = iters;
+        self
     }
     /// Sets the preconditioner.
     pub fn precond(mut self, kind: PrecondKind) -> Self {
@@ -199,18 +252,73 @@ impl<'a> Solver<'a> {
         b: &[f64],
         x0: Option<&[f64]>,
         progress: impl FnMut(&IterRecord) -> ControlFlow<()>,
-        notes: Vec<String>,
+        mut notes: Vec<String>,
     ) -> Result<Solution, SolveFailure> {
         use autopcg_solver::gpu::{GpuBackend, GpuPlanChoice};
         let t0 = Instant::now();
-        let pre = Preconditioner::build(self.a, &self.precond).map_err(Error::from)?;
+        let props = dev.props();
+        let model = self.load_model(&props.name, &mut notes)?;
+        let mut pre = Preconditioner::build(self.a, &self.precond).map_err(Error::from)?;
+        let mut explain = Vec::new();
+        if let (Some((m, _)), true, Preconditioner::SsorFactored { k, kt, .. }) =
+            (&model, self.ssor_form_auto, &pre)
+        {
+            if let Some(expl) = pre.to_explicit().map_err(Error::from)? {
+                let Preconditioner::SsorExplicit { m: mm } = &expl else {
+                    unreachable!("to_explicit gives the explicit form")
+                };
+                match autopcg_generator::choose_ssor_form(
+                    m,
+                    k,
+                    kt,
+                    mm,
+                    props,
+                    self.expected_iterations,
+                ) {
+                    Ok((form, e)) => {
+                        explain.push(e);
+                        if form == SsorForm::Explicit {
+                            pre = expl;
+                        }
+                    }
+                    Err(e) => notes.push(format!("SSOR-AI form left factored: {e}")),
+                }
+            }
+        }
         // Poll (synchronise) every GPU_CHECK_EVERY iterations unless the caller asked otherwise.
         let mut params = self.params.clone();
         if params.check_every == 1 {
             params.check_every = GPU_CHECK_EVERY;
         }
-        let choice = GpuPlanChoice::default_for(self.a, &pre, dev.props())
-            .with_graph_iters(GpuPlanChoice::graph_iters_for(params.check_every));
+        let graph_iters = GpuPlanChoice::graph_iters_for(params.check_every);
+        let mut model_used = None;
+        let mut predicted = None;
+        let choice = match &model {
+            Some((m, path)) => {
+                match autopcg_generator::select_plan(
+                    m,
+                    self.a,
+                    &pre,
+                    props,
+                    self.expected_iterations,
+                ) {
+                    Ok(sel) => {
+                        model_used = Some(path.clone());
+                        predicted = Some(sel.predicted_iteration_ms);
+                        explain.extend(sel.explain);
+                        let mut c = sel.choice;
+                        c.source = format!("model {path}");
+                        c.with_graph_iters(graph_iters)
+                    }
+                    Err(e) => {
+                        notes.push(format!("model {path} not used ({e}): default rule"));
+                        GpuPlanChoice::default_for(self.a, &pre, props)
+                            .with_graph_iters(graph_iters)
+                    }
+                }
+            }
+            None => GpuPlanChoice::default_for(self.a, &pre, props).with_graph_iters(graph_iters),
+        };
         let mut backend =
             GpuBackend::new(dev, self.a, &pre, b, x0, &choice).map_err(Error::from)?;
         backend
@@ -218,12 +326,67 @@ impl<'a> Solver<'a> {
             .map_err(Error::from)?;
         let setup_ms = t0.elapsed().as_secs_f64() * 1e3;
         let plan = backend.plan();
-        let device = format!("gpu {} ({})", dev.ordinal(), dev.props().name);
+        let device = format!("gpu {} ({})", dev.ordinal(), props.name);
         let t1 = Instant::now();
         let result = autopcg_solver::pcg(&mut backend, &params, progress);
         let x = backend.into_solution();
         let solve_ms = t1.elapsed().as_secs_f64() * 1e3;
-        finish(result, x, device, setup_ms, solve_ms, plan, notes)
+        let mut out = finish(result, x, device, setup_ms, solve_ms, plan, notes);
+        let applied = pre.kind_name().to_string();
+        let fill = |s: &mut Solution| {
+            s.precond_applied = applied.clone();
+            s.model = model_used.clone();
+            s.explain = explain.clone();
+            s.predicted_iteration_ms = predicted;
+        };
+        match &mut out {
+            Ok(s) => fill(s),
+            Err(f) => {
+                if let Some(s) = f.partial.as_deref_mut() {
+                    fill(s);
+                }
+            }
+        }
+        out
+    }
+
+    /// The model to use on a device called `name`, with the path it came from: an explicit
+    /// file must load (else an error); the automatic lookup falls back to the default rule
+    /// with a note.
+    fn load_model(
+        &self,
+        name: &str,
+        notes: &mut Vec<String>,
+    ) -> Result<Option<(autopcg_model::ModelFile, String)>, Error> {
+        use autopcg_model::{store, ModelFile};
+        match &self.model {
+            ModelChoice::Off => Ok(None),
+            ModelChoice::File(p) => Ok(Some((
+                ModelFile::load_for_device(p, name)?,
+                p.display().to_string(),
+            ))),
+            ModelChoice::Auto => match store::find_model(name) {
+                None => {
+                    notes.push(format!(
+                        "no model for {name} (looked for {} in {}): default rule; run `autopcg tune` to fit one",
+                        store::model_file_name(name),
+                        store::search_dirs()
+                            .iter()
+                            .map(|d| d.display().to_string())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ));
+                    Ok(None)
+                }
+                Some(p) => match ModelFile::load_for_device(&p, name) {
+                    Ok(m) => Ok(Some((m, p.display().to_string()))),
+                    Err(e) => {
+                        notes.push(format!("model not used ({e}): default rule"));
+                        Ok(None)
+                    }
+                },
+            },
+        }
     }
 
     fn solve_cpu(
@@ -258,7 +421,17 @@ impl<'a> Solver<'a> {
         let x = Ok(backend.into_solution());
         let solve_ms = t1.elapsed().as_secs_f64() * 1e3;
         let device = format!("cpu ({threads} threads)");
-        finish(result, x, device, setup_ms, solve_ms, plan, notes)
+        let applied = pre.kind_name().to_string();
+        let mut out = finish(result, x, device, setup_ms, solve_ms, plan, notes);
+        match &mut out {
+            Ok(s) => s.precond_applied = applied,
+            Err(f) => {
+                if let Some(s) = f.partial.as_deref_mut() {
+                    s.precond_applied = applied;
+                }
+            }
+        }
+        out
     }
 }
 
@@ -291,6 +464,10 @@ fn finish(
         solve_ms,
         plan: plan.clone(),
         notes: notes.clone(),
+        precond_applied: String::new(),
+        model: None,
+        explain: Vec::new(),
+        predicted_iteration_ms: None,
     };
     match result {
         Ok(info) => Ok(make(x.map_err(Error::from)?, info)),

@@ -16,8 +16,9 @@ use serde_json::json;
 use autopcg::sparse::families::{self, Family, FamilyParams};
 use autopcg::sparse::mm::{self, ReadOptions, SymmetryPolicy, WriteSymmetry};
 use autopcg::sparse::{features, CsrMatrix};
-use autopcg::{Device, Error, PcgError, PcgParams, PrecondKind, Solver, SsorForm};
+use autopcg::{Device, Error, ModelChoice, PcgError, PcgParams, PrecondKind, Solver, SsorForm};
 
+mod evalmodel;
 mod tune;
 
 #[derive(Parser)]
@@ -62,6 +63,15 @@ nothing, and running it again with the same profile resumes where it stopped. A 
 takes a few minutes. Without a GPU it exits with status 2."
     )]
     Tune(tune::TuneArgs),
+    /// Judge a fitted model on held-out matrices: prediction error and selection quality.
+    #[command(long_about = "Judge a fitted model on data it was not fitted on.\n\n\
+On a GPU, measures every SpMV candidate (and cuSPARSE) on the evaluation matrices (other seeds \
+and sizes of the benchmark families, and the real fixtures in matrices/ scaled up by Kronecker \
+products with Poisson matrices; never used for fitting) into an evaluation profile, then reports \
+the model's prediction error, how close its choice comes to the measured best, the fixed rule \
+`CSR scalar, 256 threads` and cuSPARSE, the classifier's agreement, and the decision trees' \
+held-out figures. With --from it judges an existing evaluation profile and needs no GPU.")]
+    EvalModel(evalmodel::EvalArgs),
 }
 
 #[derive(Copy, Clone, PartialEq, Eq, ValueEnum)]
@@ -78,6 +88,9 @@ enum PrecondArg {
 
 #[derive(Copy, Clone, PartialEq, Eq, ValueEnum)]
 enum FormArg {
+    /// The performance model picks by predicted time when one chooses the GPU plan; factored
+    /// otherwise.
+    Auto,
     /// t = K r; t = D^-1 t; z = K^T t (three sparse passes, fewer nonzeros).
     Factored,
     /// One SpMV with the explicit product K^T D^-1 K.
@@ -109,11 +122,21 @@ struct SolveArgs {
     #[arg(long, default_value = "auto")]
     omega: String,
     /// How SSOR-AI is applied.
-    #[arg(long, value_enum, default_value_t = FormArg::Factored)]
+    #[arg(long, value_enum, default_value_t = FormArg::Auto)]
     ssor_form: FormArg,
     /// Where to run: auto (a GPU when usable, else the CPU), cpu or gpu.
     #[arg(long, default_value = "auto")]
     device: Device,
+    /// Performance model choosing the GPU plan: `auto` (the model file of the GPU, found by its
+    /// name in $AUTOPCG_MODEL_DIR, ./models or a parent's, the install's models/, then
+    /// ~/.local/share/autopcg/models; the default rule with a note when there is none), `none`
+    /// (the default rule), or a model file.
+    #[arg(long, default_value = "auto")]
+    model: String,
+    /// Also show, for every step the model chose, the runners-up with their predicted times
+    /// and why the choice won.
+    #[arg(long)]
+    explain: bool,
     /// Use the lower triangle of a `general` file that is not symmetric, mirrored.
     #[arg(long)]
     assume_symmetric: bool,
@@ -135,6 +158,10 @@ struct FeaturesArgs {
     /// Print JSON.
     #[arg(long)]
     json: bool,
+    /// Performance model whose predicted SpMV time per candidate is shown: `auto` (the model
+    /// of the GPU present, found by its name; nothing without a GPU), `none`, or a model file.
+    #[arg(long, default_value = "auto")]
+    model: String,
 }
 
 #[derive(Args)]
@@ -308,6 +335,7 @@ fn try_main(cli: Cli) -> Result<u8, Fail> {
         Cmd::Bench(BenchCmd::Spmv(a)) => Ok(bench_spmv(a).map(|_| 0)?),
         Cmd::Bench(BenchCmd::Pcg(a)) => Ok(bench_pcg(a).map(|_| 0)?),
         Cmd::Tune(a) => Ok(tune::tune(a).map(|_| 0)?),
+        Cmd::EvalModel(a) => Ok(evalmodel::eval_model(a).map(|_| 0)?),
     }
 }
 
@@ -348,7 +376,7 @@ fn precond_kind(p: PrecondArg, form: FormArg, omega: f64) -> PrecondKind {
             order: if p == PrecondArg::SsorAi { 1 } else { 2 },
             omega,
             form: match form {
-                FormArg::Factored => SsorForm::Factored,
+                FormArg::Auto | FormArg::Factored => SsorForm::Factored,
                 FormArg::Explicit => SsorForm::Explicit,
             },
         },
@@ -423,6 +451,8 @@ fn solve(a: SolveArgs) -> Result<u8, Fail> {
         .precond(kind)
         .params(params)
         .device(a.device)
+        .model(model_choice(&a.model))
+        .ssor_form_auto(a.ssor_form == FormArg::Auto)
         .solve_with(&b, None, progress);
     if shown {
         eprintln!();
@@ -478,9 +508,15 @@ fn solve(a: SolveArgs) -> Result<u8, Fail> {
             "precond": kind.to_string(),
             "omega": matches!(kind, PrecondKind::SsorAi { .. }).then_some(omega),
             "tol": a.tol,
+            "precond_applied": sol.precond_applied,
             "plan": sol.plan,
+            "model": sol.model,
+            "predicted_ms_per_iteration": sol.predicted_iteration_ms,
             "notes": sol.notes,
         });
+        if a.explain {
+            j["explain"] = json!(sol.explain);
+        }
         if a.history {
             j["residual_history"] = json!(sol.info.residual_history);
         }
@@ -520,6 +556,7 @@ fn solve(a: SolveArgs) -> Result<u8, Fail> {
             "time: read {read_ms:.1} ms, setup {:.1} ms, solve {:.1} ms ({ms_per_iter:.4} ms per iteration)",
             sol.setup_ms, sol.solve_ms
         );
+        print_plan(&sol, a.explain);
         if let Some(out) = &a.out {
             println!("solution written to {}", out.display());
         }
@@ -530,6 +567,57 @@ fn solve(a: SolveArgs) -> Result<u8, Fail> {
     Ok(code)
 }
 
+/// `auto`, `none` or a file.
+fn model_choice(s: &str) -> ModelChoice {
+    match s {
+        "auto" => ModelChoice::Auto,
+        "none" => ModelChoice::Off,
+        f => ModelChoice::File(PathBuf::from(f)),
+    }
+}
+
+fn print_plan(sol: &autopcg::Solution, explain: bool) {
+    let predicted = sol
+        .predicted_iteration_ms
+        .map(|p| format!(", predicted {p:.4} ms per iteration"))
+        .unwrap_or_default();
+    println!("plan ({}{predicted}):", sol.plan.source);
+    for s in &sol.plan.steps {
+        let p = s
+            .predicted_ms
+            .map(|p| format!("  predicted {p:.4} ms"))
+            .unwrap_or_default();
+        println!(
+            "  {:<8} {:<8} {:<28} {}{p}",
+            s.step, s.format, s.kernel, s.config
+        );
+    }
+    if explain {
+        if sol.explain.is_empty() {
+            println!("no model chose this plan: nothing to explain");
+        }
+        for e in &sol.explain {
+            println!("{}: {}", e.step, e.why);
+            for (i, o) in e.options.iter().enumerate() {
+                let conv = o
+                    .conversion_ms
+                    .filter(|c| *c > 0.0)
+                    .map(|c| format!(" + conversion {c:.3} ms"))
+                    .unwrap_or_default();
+                println!(
+                    "  {} {:<44} {:.4} ms{conv}",
+                    if i == 0 { "*" } else { " " },
+                    o.name,
+                    o.predicted_ms
+                );
+            }
+            if let Some(c) = &e.classifier {
+                println!("  classifier's pick: {c}");
+            }
+        }
+    }
+}
+
 fn features_cmd(a: FeaturesArgs) -> Result<()> {
     let opts = ReadOptions {
         symmetry: SymmetryPolicy::AsStored,
@@ -537,8 +625,26 @@ fn features_cmd(a: FeaturesArgs) -> Result<()> {
     };
     let m = mm::read_matrix(&a.matrix, &opts)?.matrix;
     let f = features::features(&m);
+    let (model, note) = features_model(&a.model)?;
+    let predictions = model.as_ref().map(|(mf, path)| {
+        let w = autopcg::model::work::spmv_work(&m);
+        let classifier = mf.classifier.as_ref().and_then(|c| c.predict(&f, &w));
+        (path.clone(), mf.spmv.predict(&w), classifier)
+    });
     if a.json {
-        println!("{}", serde_json::to_string(&f)?);
+        let mut j = serde_json::to_value(&f)?;
+        if let Some((path, p, c)) = &predictions {
+            j["model"] = json!(path);
+            j["predicted_spmv"] = json!(p
+                .iter()
+                .map(
+                    |p| json!({"candidate": p.name(), "predicted_ms": p.predicted_ms,
+                                "conversion_ms": p.conversion_ms})
+                )
+                .collect::<Vec<_>>());
+            j["classifier"] = json!(c);
+        }
+        println!("{j}");
     } else {
         let v = serde_json::to_value(&f)?;
         println!("{}", a.matrix.display());
@@ -547,8 +653,62 @@ fn features_cmd(a: FeaturesArgs) -> Result<()> {
                 println!("  {k:<16} {v}");
             }
         }
+        match &predictions {
+            Some((path, p, c)) => {
+                println!("predicted SpMV time per candidate (model {path}), fastest first:");
+                for p in p {
+                    let conv = p
+                        .conversion_ms
+                        .filter(|c| *c > 0.0)
+                        .map(|c| format!("  (conversion {c:.3} ms)"))
+                        .unwrap_or_default();
+                    println!("  {:<44} {:>10.4} ms{conv}", p.name(), p.predicted_ms);
+                }
+                if let Some(c) = c {
+                    println!("classifier's pick: {c}");
+                }
+            }
+            None => {
+                if let Some(n) = note {
+                    eprintln!("note: {n}");
+                }
+            }
+        }
     }
     Ok(())
+}
+
+/// The model `features` predicts with, or why there is none (`auto` without a GPU or without a
+/// model file of the GPU is not an error).
+fn features_model(
+    choice: &str,
+) -> Result<(Option<(autopcg::model::ModelFile, String)>, Option<String>)> {
+    use autopcg::model::{store, ModelFile};
+    match model_choice(choice) {
+        ModelChoice::Off => Ok((None, None)),
+        ModelChoice::File(p) => Ok((Some((ModelFile::load(&p)?, p.display().to_string())), None)),
+        ModelChoice::Auto => {
+            if !autopcg::gpu::gpu_available() {
+                return Ok((
+                    None,
+                    Some("no GPU: no predicted SpMV times (give --model FILE for a model)".into()),
+                ));
+            }
+            let name = autopcg::gpu::GpuDevice::open(0)?.props().name.clone();
+            match store::find_model(&name) {
+                None => Ok((
+                    None,
+                    Some(format!(
+                        "no model for {name}: run `autopcg tune` for predicted SpMV times"
+                    )),
+                )),
+                Some(p) => match ModelFile::load_for_device(&p, &name) {
+                    Ok(m) => Ok((Some((m, p.display().to_string())), None)),
+                    Err(e) => Ok((None, Some(format!("model not used: {e}")))),
+                },
+            }
+        }
+    }
 }
 
 fn matgen(a: MatgenArgs) -> Result<()> {

@@ -1,2 +1,414 @@
-//! autopcg-generator: model + matrix -> plan.
+//! autopcg-generator: selection. A fitted [`ModelFile`] and a matrix give the GPU plan: the
+//! storage format, kernel and launch configuration of every step of a PCG iteration, each with
+//! its predicted time, and the runner-up choices with theirs.
+//!
+//! - SpMV operands (A; K and K^T of factored SSOR-AI; M of explicit SSOR-AI): the SpMV
+//!   performance model predicts every (format, kernel, threads, grid) candidate from the
+//!   operand's work counts; the pick minimises predicted time plus the predicted conversion
+//!   cost amortised over [`EXPECTED_ITERATIONS`] (method.md 3.3 and 3.4).
+//! - The fused update: the `cg_update` decision tree (Alg. 3-1) at the vector length.
+//! - The three-dot reduction: the `dot3` decision tree at the vector length.
+//! - SSOR-AI's form, when left to the model: factored (SpMV K, scaling, SpMV K^T) against
+//!   explicit (SpMV M), by predicted time per iteration.
+//! - Element-wise preconditioner kernels (Jacobi, the diagonal scaling) are not profiled: they
+//!   keep the default rule, and the plan says so.
 #![warn(missing_docs)]
+
+use autopcg_gpu::bench::GridPolicy;
+use autopcg_gpu::kernels::dot::Dot3Kernel;
+use autopcg_gpu::kernels::spmv::SpmvKernel;
+use autopcg_gpu::kernels::vector::VectorVariant;
+use autopcg_gpu::{DeviceProps, LaunchConfig, DOT_BLOCK_SIZES};
+use autopcg_model::file::ModelFile;
+use autopcg_model::spmv::SpmvPrediction;
+use autopcg_model::work::{spmv_work, SpmvWork};
+use autopcg_solver::gpu::{
+    Dot3Choice, GpuPlanChoice, PrecondChoice, SpmvChoice, SpmvMethod, UpdateChoice,
+};
+use autopcg_solver::{Preconditioner, SsorForm};
+use serde::Serialize;
+
+/// Iterations a conversion is amortised over when a solve does not say how many it expects.
+/// A guess of the order of the iteration counts of the benchmark families with SSOR-AI at a
+/// 1e-8 tolerance; a solve that expects far fewer should pass its own.
+pub const EXPECTED_ITERATIONS: f64 = 500.0;
+
+/// How many runner-up choices an explanation lists per step.
+pub const RUNNERS_UP: usize = 4;
+
+/// Why a model could not give a plan.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SelectError {
+    /// The model has no prediction for a step.
+    #[error("the model has no choice for {step}: {reason}")]
+    NoChoice {
+        /// The step.
+        step: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// One option considered for a step.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StepOption {
+    /// Candidate name (`format/kernel/tT/grid` for SpMV, `kernel tT bB` for vector steps).
+    pub name: String,
+    /// Predicted milliseconds per call.
+    pub predicted_ms: f64,
+    /// Predicted conversion milliseconds (SpMV only; 0 for CSR).
+    pub conversion_ms: Option<f64>,
+    /// What the choice minimised: predicted ms plus conversion / iterations.
+    pub score_ms: f64,
+}
+
+/// How one step was chosen.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StepExplain {
+    /// The step (`spmv A`, `spmv K`, `update`, `dots`...).
+    pub step: String,
+    /// The choice, then up to [`RUNNERS_UP`] runners-up, best first.
+    pub options: Vec<StepOption>,
+    /// Why, in words.
+    pub why: String,
+    /// The classifier's label for this operand, where there is one (a second opinion).
+    pub classifier: Option<String>,
+}
+
+/// A plan chosen by a model.
+#[derive(Debug, Clone)]
+pub struct Selection {
+    /// What the GPU backend runs.
+    pub choice: GpuPlanChoice,
+    /// How each step was chosen.
+    pub explain: Vec<StepExplain>,
+    /// Predicted milliseconds per iteration (sum of the predicted steps).
+    pub predicted_iteration_ms: f64,
+}
+
+/// The SpMV kernel whose [`std::fmt::Display`] is `name`.
+pub fn spmv_kernel(name: &str) -> Option<SpmvKernel> {
+    SpmvKernel::all()
+        .into_iter()
+        .find(|k| k.to_string() == name)
+}
+
+fn grid_policy(g: Option<&str>) -> Option<GridPolicy> {
+    match g? {
+        "wave" => Some(GridPolicy::Wave),
+        "cover" => Some(GridPolicy::Cover),
+        _ => None,
+    }
+}
+
+/// The method a SpMV prediction stands for on a matrix with work `w`, or `None` when the
+/// candidate names a kernel or grid policy this build does not have (or is cuSPARSE).
+pub fn method_of(p: &SpmvPrediction, w: &SpmvWork, props: &DeviceProps) -> Option<SpmvMethod> {
+    let c = &p.candidate;
+    let threads = c.threads?;
+    let g = grid_policy(c.grid.as_deref())?;
+    let (n, nnz) = (w.n, w.nnz);
+    let cfg = |k: SpmvKernel, nnz: u64| g.config(k.work_items(n, nnz), threads, props);
+    match c.format.as_str() {
+        "csr" => {
+            let k = spmv_kernel(&c.kernel)?;
+            Some(SpmvMethod::Csr {
+                kernel: k,
+                config: cfg(k, nnz),
+            })
+        }
+        "ell" => Some(SpmvMethod::Ell {
+            config: cfg(SpmvKernel::Ell, nnz),
+        }),
+        "dia" => Some(SpmvMethod::Dia {
+            config: cfg(SpmvKernel::Dia, nnz),
+        }),
+        "coo" => {
+            let k = spmv_kernel(&c.kernel)?;
+            Some(SpmvMethod::Coo {
+                kernel: k,
+                config: cfg(k, nnz),
+            })
+        }
+        "hyb" => {
+            let (ell, coo) = c.kernel.split_once('+')?;
+            if spmv_kernel(ell)? != SpmvKernel::Ell {
+                return None;
+            }
+            let ck = spmv_kernel(coo)?;
+            Some(SpmvMethod::Hyb {
+                split: None,
+                ell_config: cfg(SpmvKernel::Ell, nnz),
+                coo_kernel: ck,
+                coo_config: cfg(ck, w.hyb_coo_nnz),
+            })
+        }
+        _ => None,
+    }
+}
+
+/// Chooses the SpMV of operand `b` (named `step` in the explanation).
+pub fn select_spmv(
+    model: &ModelFile,
+    step: &str,
+    b: &autopcg_sparse::CsrMatrix,
+    props: &DeviceProps,
+    expected_iterations: f64,
+) -> Result<(SpmvChoice, StepExplain), SelectError> {
+    let w = spmv_work(b);
+    let iters = expected_iterations.max(1.0);
+    let mut scored: Vec<(f64, SpmvPrediction, SpmvMethod)> = model
+        .spmv
+        .predict(&w)
+        .into_iter()
+        .filter(|p| !p.candidate.is_cusparse())
+        .filter_map(|p| {
+            let m = method_of(&p, &w, props)?;
+            m.check(step, props).ok()?;
+            let score = p.predicted_ms + p.conversion_ms.unwrap_or(0.0) / iters;
+            Some((score, p, m))
+        })
+        .collect();
+    scored.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let Some((_, best, method)) = scored.first().cloned() else {
+        return Err(SelectError::NoChoice {
+            step: step.to_string(),
+            reason: "no candidate of the SpMV model applies to this matrix on this device".into(),
+        });
+    };
+    let options = scored
+        .iter()
+        .take(1 + RUNNERS_UP)
+        .map(|(s, p, _)| StepOption {
+            name: p.name(),
+            predicted_ms: p.predicted_ms,
+            conversion_ms: p.conversion_ms,
+            score_ms: *s,
+        })
+        .collect();
+    let why = format!(
+        "least predicted SpMV time plus conversion / {iters:.0} iterations, over {} candidates that apply",
+        scored.len()
+    );
+    let classifier = model.classifier.as_ref().and_then(|c| {
+        let f = autopcg_sparse::features::features(b);
+        c.predict(&f, &w)
+    });
+    Ok((
+        SpmvChoice {
+            method,
+            predicted_ms: Some(best.predicted_ms),
+        },
+        StepExplain {
+            step: step.to_string(),
+            options,
+            why,
+            classifier,
+        },
+    ))
+}
+
+fn vector_variant(name: &str) -> Option<VectorVariant> {
+    VectorVariant::ALL
+        .into_iter()
+        .find(|v| format!("cg_update_{}", variant_suffix(*v)) == name)
+}
+
+fn variant_suffix(v: VectorVariant) -> &'static str {
+    match v {
+        VectorVariant::Elem => "elem",
+        VectorVariant::ElemV2 => "elem_v2",
+        VectorVariant::Grid => "grid",
+        VectorVariant::GridV2 => "grid_v2",
+    }
+}
+
+/// Chooses the fused update for vectors of length `n`.
+pub fn select_update(
+    model: &ModelFile,
+    n: u64,
+    props: &DeviceProps,
+) -> Result<(UpdateChoice, StepExplain), SelectError> {
+    let no = |reason: String| SelectError::NoChoice {
+        step: "update".into(),
+        reason,
+    };
+    let p = model
+        .vector
+        .pick("cg_update", n)
+        .ok_or_else(|| no("the model has no cg_update tree".into()))?;
+    let variant = vector_variant(&p.kernel)
+        .ok_or_else(|| no(format!("unknown update kernel {:?}", p.kernel)))?;
+    let config = LaunchConfig {
+        threads: p.threads,
+        blocks: p.blocks,
+    };
+    if p.threads > props.max_threads_per_block || p.blocks == 0 {
+        return Err(no(format!(
+            "{} threads x {} blocks does not fit",
+            p.threads, p.blocks
+        )));
+    }
+    let name = format!("{} t{} b{}", p.kernel, p.threads, p.blocks);
+    Ok((
+        UpdateChoice {
+            variant,
+            config,
+            predicted_ms: Some(p.predicted_ms),
+        },
+        StepExplain {
+            step: "update".into(),
+            options: vec![StepOption {
+                name,
+                predicted_ms: p.predicted_ms,
+                conversion_ms: None,
+                score_ms: p.predicted_ms,
+            }],
+            why: format!("cg_update decision tree (Alg. 3-1) at n = {n}"),
+            classifier: None,
+        },
+    ))
+}
+
+/// Chooses the three-dot reduction for vectors of length `n`.
+pub fn select_dot3(model: &ModelFile, n: u64) -> Result<(Dot3Choice, StepExplain), SelectError> {
+    let no = |reason: String| SelectError::NoChoice {
+        step: "dots".into(),
+        reason,
+    };
+    let p = model
+        .dot
+        .pick("dot3", n)
+        .ok_or_else(|| no("the model has no dot3 tree".into()))?;
+    let kernel = Dot3Kernel::ALL
+        .into_iter()
+        .find(|k| k.to_string() == p.kernel)
+        .ok_or_else(|| no(format!("unknown reduction kernel {:?}", p.kernel)))?;
+    if !DOT_BLOCK_SIZES.contains(&p.threads) || p.blocks == 0 {
+        return Err(no(format!(
+            "{} threads x {} blocks is not a reduction launch",
+            p.threads, p.blocks
+        )));
+    }
+    let name = format!("{} t{} b{}", p.kernel, p.threads, p.blocks);
+    Ok((
+        Dot3Choice {
+            kernel,
+            config: LaunchConfig {
+                threads: p.threads,
+                blocks: p.blocks,
+            },
+            predicted_ms: Some(p.predicted_ms),
+        },
+        StepExplain {
+            step: "dots".into(),
+            options: vec![StepOption {
+                name,
+                predicted_ms: p.predicted_ms,
+                conversion_ms: None,
+                score_ms: p.predicted_ms,
+            }],
+            why: format!("dot3 decision tree (Alg. 3-1) at n = {n}"),
+            classifier: None,
+        },
+    ))
+}
+
+/// The plan for `a` with preconditioner `pre`: every modelled step from `model`, the rest by the
+/// default rule ([`GpuPlanChoice::default_for`]).
+pub fn select_plan(
+    model: &ModelFile,
+    a: &autopcg_sparse::CsrMatrix,
+    pre: &Preconditioner,
+    props: &DeviceProps,
+    expected_iterations: f64,
+) -> Result<Selection, SelectError> {
+    let n = a.nrows() as u64;
+    let mut choice = GpuPlanChoice::default_for(a, pre, props);
+    let mut explain = Vec::new();
+    let (ca, ea) = select_spmv(model, "spmv A", a, props, expected_iterations)?;
+    choice.a = ca;
+    explain.push(ea);
+    choice.precond = match (pre, choice.precond) {
+        (Preconditioner::SsorFactored { k, kt, .. }, PrecondChoice::Factored { scale, .. }) => {
+            let (ck, ek) = select_spmv(model, "spmv K", k, props, expected_iterations)?;
+            let (ckt, ekt) = select_spmv(model, "spmv K^T", kt, props, expected_iterations)?;
+            explain.push(ek);
+            explain.push(ekt);
+            PrecondChoice::Factored {
+                k: ck,
+                scale,
+                kt: ckt,
+            }
+        }
+        (Preconditioner::SsorExplicit { m }, PrecondChoice::Explicit { .. }) => {
+            let (cm, em) = select_spmv(model, "spmv M", m, props, expected_iterations)?;
+            explain.push(em);
+            PrecondChoice::Explicit { m: cm }
+        }
+        (_, other) => other,
+    };
+    let (cu, eu) = select_update(model, n, props)?;
+    choice.update = cu;
+    explain.push(eu);
+    let (cd, ed) = select_dot3(model, n)?;
+    choice.dot3 = cd;
+    explain.push(ed);
+    let predicted_iteration_ms = explain
+        .iter()
+        .filter_map(|e| e.options.first())
+        .map(|o| o.predicted_ms)
+        .sum();
+    Ok(Selection {
+        choice,
+        explain,
+        predicted_iteration_ms,
+    })
+}
+
+/// Picks SSOR-AI's application form by predicted time per application: SpMV(K) + SpMV(K^T)
+/// for the factored form against SpMV(M) for the explicit one. The factored form also runs a
+/// diagonal scaling (one vector pass), which is not profiled and not counted: the comparison
+/// favours the factored form by that pass.
+pub fn choose_ssor_form(
+    model: &ModelFile,
+    k: &autopcg_sparse::CsrMatrix,
+    kt: &autopcg_sparse::CsrMatrix,
+    m: &autopcg_sparse::CsrMatrix,
+    props: &DeviceProps,
+    expected_iterations: f64,
+) -> Result<(SsorForm, StepExplain), SelectError> {
+    let (ck, _) = select_spmv(model, "spmv K", k, props, expected_iterations)?;
+    let (ckt, _) = select_spmv(model, "spmv K^T", kt, props, expected_iterations)?;
+    let (cm, _) = select_spmv(model, "spmv M", m, props, expected_iterations)?;
+    let fact = ck.predicted_ms.unwrap_or(f64::INFINITY) + ckt.predicted_ms.unwrap_or(f64::INFINITY);
+    let expl = cm.predicted_ms.unwrap_or(f64::INFINITY);
+    let form = if expl < fact {
+        SsorForm::Explicit
+    } else {
+        SsorForm::Factored
+    };
+    let opt = |name: &str, ms: f64| StepOption {
+        name: name.into(),
+        predicted_ms: ms,
+        conversion_ms: None,
+        score_ms: ms,
+    };
+    let mut options = vec![
+        opt("factored: SpMV K + SpMV K^T", fact),
+        opt("explicit: SpMV M", expl),
+    ];
+    options.sort_by(|a, b| a.score_ms.total_cmp(&b.score_ms));
+    Ok((
+        form,
+        StepExplain {
+            step: "ssor-ai form".into(),
+            options,
+            why: "least predicted SpMV time per application (the factored form's diagonal \
+                  scaling, a vector pass, is not counted)"
+                .into(),
+            classifier: None,
+        },
+    ))
+}

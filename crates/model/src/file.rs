@@ -326,8 +326,14 @@ mod tests {
         assert!(m.quality.vector_held_out.meets_target());
         assert!(m.quality.dot_held_out.meets_target());
         // The two update lines cross at 0.004 / 1e-9 = 4e6.
-        assert_eq!(m.vector.pick("cg_update", 100_000).unwrap().kernel, "cg_update_grid_v2");
-        assert_eq!(m.vector.pick("cg_update", 10_000_000).unwrap().kernel, "cg_update_grid");
+        assert_eq!(
+            m.vector.pick("cg_update", 100_000).unwrap().kernel,
+            "cg_update_grid_v2"
+        );
+        assert_eq!(
+            m.vector.pick("cg_update", 10_000_000).unwrap().kernel,
+            "cg_update_grid"
+        );
         assert_eq!(m.dot.pick("dot3", 5_000).unwrap().kernel, "dot3_last_block");
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("sub/gpu.json");
@@ -347,7 +353,9 @@ mod tests {
         let good = serde_json::to_string_pretty(&m).unwrap();
         let path = Path::new("models/x.json");
 
-        let e = ModelFile::parse("{ not json", path).unwrap_err().to_string();
+        let e = ModelFile::parse("{ not json", path)
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with("models/x.json:1:"), "{e}");
 
         let e = ModelFile::parse(&good[..good.len() / 2], path).unwrap_err();

@@ -362,8 +362,7 @@ impl Measurer for GpuMeasurer<'_> {
                 status: status(c.status),
                 host_ms: c.host_ms,
                 upload_ms: c.upload_ms,
-                // The benchmark does not time device-side conversions yet.
-                device_ms: None,
+                device_ms: c.device_ms,
                 device_bytes: c.device_bytes,
             })
             .collect();

@@ -276,6 +276,20 @@ impl Preconditioner {
         }
     }
 
+    /// The explicit form of a factored SSOR-AI preconditioner: `M^-1 = K^T diag(s) K` as one
+    /// stored matrix (the same product [`Preconditioner::build`] forms for
+    /// [`SsorForm::Explicit`]); `None` for any other preconditioner.
+    pub fn to_explicit(&self) -> Result<Option<Preconditioner>, PcgError> {
+        match self {
+            Preconditioner::SsorFactored { k, kt, inv_diag } => {
+                Ok(Some(Preconditioner::SsorExplicit {
+                    m: gram_product(kt, k, inv_diag)?,
+                }))
+            }
+            _ => Ok(None),
+        }
+    }
+
     /// `z = M^-1 r`. `work` is scratch of length n (used by the factored SSOR form only; may be
     /// empty otherwise).
     ///
@@ -624,6 +638,17 @@ mod tests {
 #[cfg(test)]
 mod auto_omega_tests {
     use super::*;
+
+    #[test]
+    fn to_explicit_equals_the_explicit_build() {
+        let a = autopcg_sparse::families::poisson2d_5pt(7, 6).unwrap();
+        let kind = PrecondKind::ssor_ai().with_omega(1.2);
+        let fact = Preconditioner::build(&a, &kind).unwrap();
+        let expl = Preconditioner::build(&a, &kind.with_form(SsorForm::Explicit)).unwrap();
+        assert_eq!(fact.to_explicit().unwrap(), Some(expl.clone()));
+        assert_eq!(expl.to_explicit().unwrap(), None);
+        assert_eq!(Preconditioner::None.to_explicit().unwrap(), None);
+    }
 
     #[test]
     fn auto_omega_keeps_one_for_stencils_and_shrinks_for_strong_coupling() {
