@@ -36,6 +36,55 @@ pub(crate) struct EvalArgs {
     /// Print the whole report as one JSON object.
     #[arg(long)]
     json: bool,
+    /// Instead: compare two profiles of the same GPU (two tunes) and report the share of
+    /// measurements above 20 microseconds whose medians agree within 5%.
+    #[arg(long, num_args = 2, value_names = ["FIRST", "SECOND"], conflicts_with_all = ["from", "profile", "model"])]
+    stability: Option<Vec<PathBuf>>,
+}
+
+/// Medians below this (ms) are left out of the stability figure.
+const STABILITY_MIN_MS: f64 = 0.020;
+/// Relative tolerance of the stability figure.
+const STABILITY_TOL: f64 = 0.05;
+
+fn stability(paths: &[PathBuf], json: bool) -> Result<()> {
+    let [a, b] = paths else {
+        return Err(anyhow!("--stability takes two profile files"));
+    };
+    let (pa, pb) = (Profile::read(a)?, Profile::read(b)?);
+    if pa.device().map(|d| &d.name) != pb.device().map(|d| &d.name) {
+        return Err(anyhow!(
+            "{} and {} were measured on different GPUs",
+            a.display(),
+            b.display()
+        ));
+    }
+    let r = autopcg_model::profile::stability(&pa, &pb, STABILITY_MIN_MS, STABILITY_TOL);
+    if json {
+        println!("{}", serde_json::to_string(&r)?);
+        return Ok(());
+    }
+    println!(
+        "run-to-run stability of {} against {}: {} of {} measurements above {:.0} us agree \
+         within {:.0}% ({:.1}%) [target >= 90%]",
+        a.display(),
+        b.display(),
+        r.within,
+        r.compared,
+        r.min_ms * 1e3,
+        r.tolerance * 100.0,
+        100.0 * r.share()
+    );
+    for (k, c, w) in &r.by_kind {
+        println!(
+            "  {k:<8} {w:>6} of {c:>6} ({:.1}%)",
+            100.0 * *w as f64 / (*c).max(1) as f64
+        );
+    }
+    if let Some(k) = &r.worst_key {
+        println!("  largest difference {:.1}% at {k}", 100.0 * r.worst);
+    }
+    Ok(())
 }
 
 fn find_model_for(name: &str) -> Result<PathBuf> {
@@ -53,6 +102,9 @@ fn find_model_for(name: &str) -> Result<PathBuf> {
 }
 
 pub(crate) fn eval_model(a: EvalArgs) -> Result<()> {
+    if let Some(p) = &a.stability {
+        return stability(p, a.json);
+    }
     let (model_path, eval_path) = match &a.from {
         Some(from) => {
             let model_path = match &a.model {

@@ -64,22 +64,10 @@ fn a_tiny_sweep_runs_on_the_gpu_and_resumes() {
         "a SpMV kernel failed its check"
     );
     assert!(p.spmv.iter().any(|s| s.kernel.starts_with("cusparse")));
-    // The longest vectors take longer than the shortest, summed over every configuration.
-    let ns: Vec<u64> = p.vector.iter().map(|v| v.n).collect();
-    let (lo, hi) = (*ns.iter().min().unwrap(), *ns.iter().max().unwrap());
-    let total = |n: u64| -> f64 {
-        p.vector
-            .iter()
-            .filter(|v| v.n == n)
-            .map(|v| v.timing.median_ms)
-            .sum()
-    };
-    assert!(
-        total(hi) > total(lo),
-        "{} ms at n = {hi}, {} ms at n = {lo}",
-        total(hi),
-        total(lo)
-    );
+    // Every timing is a valid measurement (no comparison of times: at the tiny sizes of this
+    // sweep, launch latency hides the length, and timings are benchmarks, not tests).
+    assert!(p.vector.iter().all(|v| v.timing.is_valid() && v.timing.median_ms > 0.0));
+    assert!(p.dot.iter().all(|d| d.timing.is_valid() && d.timing.median_ms > 0.0));
 
     // Everything is there: a second run measures nothing and writes no measurement.
     let lines = std::fs::read_to_string(&path).unwrap().lines().count();
