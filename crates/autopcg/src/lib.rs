@@ -263,7 +263,29 @@ impl<'a> Solver<'a> {
         if let (Some((m, _)), true, Preconditioner::SsorFactored { k, kt, .. }) =
             (&model, self.ssor_form_auto, &pre)
         {
-            if let Some(expl) = pre.to_explicit().map_err(Error::from)? {
+            // nnz(K^T D K) <= sum over rows of K of len^2 (each row adds the outer product of
+            // its pattern). Past a few times nnz(A) the explicit form reads more than the
+            // factored one and forming it (a CPU SpGEMM) could take longer than the solve.
+            let bound: f64 = k
+                .indptr()
+                .windows(2)
+                .map(|w| f64::from(w[1] - w[0]).powi(2))
+                .sum();
+            let too_big =
+                bound > EXPLICIT_BOUND_FACTOR * self.a.nnz() as f64 && bound > EXPLICIT_BOUND_MIN;
+            if too_big {
+                notes.push(format!(
+                    "SSOR-AI kept factored: the explicit product could hold up to {bound:.3e} \
+                     entries ({:.1} times nnz(A))",
+                    bound / self.a.nnz().max(1) as f64
+                ));
+            }
+            if let Some(expl) = (!too_big)
+                .then(|| pre.to_explicit())
+                .transpose()
+                .map_err(Error::from)?
+                .flatten()
+            {
                 let Preconditioner::SsorExplicit { m: mm } = &expl else {
                     unreachable!("to_explicit gives the explicit form")
                 };
@@ -434,6 +456,13 @@ impl<'a> Solver<'a> {
         out
     }
 }
+
+/// The explicit SSOR-AI form is not considered when the bound on its nonzeros exceeds this
+/// many times nnz(A) (and [`EXPLICIT_BOUND_MIN`]).
+pub const EXPLICIT_BOUND_FACTOR: f64 = 8.0;
+/// Below this many entries the explicit form is always considered (small matrices, where one
+/// launch instead of three matters most).
+pub const EXPLICIT_BOUND_MIN: f64 = 4e6;
 
 /// Iterations between two polls of a GPU (each poll synchronises with the device).
 pub const GPU_CHECK_EVERY: usize = 16;
