@@ -472,6 +472,12 @@ impl LaunchLimits {
 /// HYB are refused when their fill ratio (slots over the nonzeros they hold) or their padded
 /// bytes exceed the limits, with the byte counts of the sparse crate's conversions; every other
 /// format always applies.
+///
+/// HYB is also refused when its COO part is empty (`hyb_coo_nnz == 0`, every row within the
+/// split, e.g. a stencil): it is then the ELL kernel plus an empty launch, which the ELL
+/// candidates already cover. The profile measures only one HYB kernel on such a matrix (its
+/// COO kernels have nothing to do), so a HYB model fitted on matrices with a COO part would
+/// otherwise be extrapolated to a case it never saw.
 pub fn format_applies(format: &str, w: &SpmvWork, limits: &PaddingLimits) -> bool {
     let within = |slots: u64, nnz: u64, bytes: f64| {
         let fill = if nnz == 0 {
@@ -492,11 +498,14 @@ pub fn format_applies(format: &str, w: &SpmvWork, limits: &PaddingLimits) -> boo
             w.nnz,
             8.0 * w.dia_slots as f64 + 4.0 * w.ndiag as f64,
         ),
-        "hyb" => within(
-            w.hyb_ell_slots,
-            w.nnz.saturating_sub(w.hyb_coo_nnz),
-            12.0 * w.hyb_ell_slots as f64,
-        ),
+        "hyb" => {
+            w.hyb_coo_nnz > 0
+                && within(
+                    w.hyb_ell_slots,
+                    w.nnz.saturating_sub(w.hyb_coo_nnz),
+                    12.0 * w.hyb_ell_slots as f64,
+                )
+        }
         _ => true,
     }
 }
@@ -1556,6 +1565,14 @@ mod tests {
             .predict(&stencil.work)
             .iter()
             .any(|p| p.candidate.format == "dia"));
+        // A stencil has no HYB COO part: HYB is the ELL kernel there and is not offered.
+        assert_eq!(stencil.work.hyb_coo_nnz, 0);
+        assert!(!m.applies("hyb", &stencil.work));
+        assert!(m
+            .predict(&stencil.work)
+            .iter()
+            .all(|p| p.candidate.format != "hyb"));
+        assert!(pl.work.hyb_coo_nnz > 0 && m.applies("hyb", &pl.work));
     }
 
     #[test]

@@ -6,8 +6,8 @@
 //!
 //! Figures (over the matrices of the set evaluated that have measured own candidates):
 //!
-//! - prediction accuracy: for every matrix and every measured candidate the model has, the
-//!   absolute relative error `|predicted - measured| / measured`; median and 90th percentile
+//! - prediction accuracy: for every matrix and every measured candidate the model has and
+//!   offers there ([`SpmvModel::applies`]), the absolute relative error `|predicted - measured| / measured`; median and 90th percentile
 //!   (targets [`TARGET_MEDIAN_REL_ERR`], [`TARGET_P90_REL_ERR`]);
 //! - selection quality: slowdown = measured time of the chosen candidate / fastest own
 //!   measured; share of matrices within [`NEAR_BEST`] of the best (target
@@ -232,6 +232,10 @@ pub fn evaluate(
             let Some(cm) = model.candidates.iter().find(|x| &x.candidate == c) else {
                 continue;
             };
+            // Only candidates the model offers on this matrix (see `format_applies`).
+            if !model.applies(&c.format, &m.work) {
+                continue;
+            }
             let p = cm.predict(&m.work, &model.limits);
             let e = ((p - ms) / ms).abs();
             errs.push(e);
@@ -595,6 +599,7 @@ mod physical {
             let (oc, _) = t
                 .own
                 .keys()
+                .filter(|c| model.applies(&c.format, &m.work))
                 .map(|c| (c, spmv_synth::physical_time(c, &m.work)))
                 .min_by(|a, b| a.1.total_cmp(&b.1))
                 .unwrap();
