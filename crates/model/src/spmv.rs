@@ -341,6 +341,18 @@ impl FeatureSet {
         out
     }
 
+    /// The sets of [`FeatureSet::defaults`] that treat the L2 regime (a split or bins), simplest
+    /// first. Where the fit matrices are few and their working sets straddle the L2 size, the
+    /// cross-validation cannot tell the L2 treatment from noise and the one-standard-error rule
+    /// falls back to sets without it, which over-predict the matrices that fit in L2; fitting
+    /// with these sets only makes the treatment a prior instead of a choice.
+    pub fn with_l2() -> Vec<FeatureSet> {
+        Self::defaults()
+            .into_iter()
+            .filter(|f| f.l2_fraction.is_some() || !f.l2_knots.is_empty())
+            .collect()
+    }
+
     /// Checks the fractions are finite and positive and the knots increasing.
     fn check(&self) -> Result<(), String> {
         for (what, v) in [("L2", self.l2_fraction), ("fill", self.fill_fraction)] {
@@ -1826,6 +1838,15 @@ mod tests {
             "chosen sets: median {med}, p90 {p90}"
         );
         assert!(bp90 > p90, "base set: median {bmed}, p90 {bp90}");
+    }
+
+    #[test]
+    fn the_l2_sets_all_treat_the_l2_regime() {
+        let sets = FeatureSet::with_l2();
+        assert_eq!(sets.len() + 6, FeatureSet::defaults().len());
+        assert!(sets
+            .iter()
+            .all(|f| f.l2_fraction.is_some() || !f.l2_knots.is_empty()));
     }
 
     #[test]
