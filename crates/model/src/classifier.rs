@@ -291,15 +291,27 @@ impl SpmvClassifier {
         let l2_bytes = u64::from(device.l2_bytes);
         let measured = measured_times(profile);
         let mut rows = Vec::new();
-        let mut times = Vec::new();
+        let mut owned: Vec<BTreeMap<SpmvCandidate, f64>> = Vec::new();
         let mut used: Vec<&MatrixRecord> = Vec::new();
         for m in profile.matrices.iter().filter(|m| m.set == opts.set) {
-            if let Some(t) = measured.get(&m.id).filter(|t| !t.own.is_empty()) {
+            // Only candidates whose format applies are labels (a HYB without a COO part is
+            // the ELL kernel and is never offered; the classifier could not pick it).
+            let Some(own) = measured.get(&m.id).map(|t| {
+                t.own
+                    .iter()
+                    .filter(|(c, _)| format_applies(&c.format, &m.work, &opts.padding))
+                    .map(|(c, &v)| (c.clone(), v))
+                    .collect::<BTreeMap<_, _>>()
+            }) else {
+                continue;
+            };
+            if !own.is_empty() {
                 rows.push(classifier_features(&m.features, &m.work, l2_bytes));
-                times.push(&t.own);
+                owned.push(own);
                 used.push(m);
             }
         }
+        let times: Vec<&BTreeMap<SpmvCandidate, f64>> = owned.iter().collect();
         if rows.len() < 2 {
             return Err(fit_err(format!(
                 "{} {:?}-set matrices with measured candidates; at least 2 needed",

@@ -23,6 +23,7 @@
 //! | `slots` | kernel's issued work, see below | padding and idle lanes |
 //! | `coo_nnz` | [`SpmvWork::hyb_coo_nnz`] | HYB's COO part |
 //! | `depth` | loop trips of the busiest thread | latency-bound critical path |
+//! | `contention` | [`atomic_contention`] (COO atomic only) | atomic adds to one row serialised in a warp |
 //!
 //! `slots` is the work the kernel issues, padding included: CSR scalar
 //! [`SpmvWork::scalar_warp_slots`] (each warp runs as long as its longest row), CSR vector with
@@ -189,9 +190,8 @@ impl KernelKind {
                 vec![Launch, Rows, Nnz, XLines, Slots]
             }
             KernelKind::Ell | KernelKind::Dia => vec![Launch, Rows, Nnz, XLines, Slots],
-            KernelKind::CooAtomic | KernelKind::CooSegment | KernelKind::Generic => {
-                vec![Launch, Rows, Nnz, XLines]
-            }
+            KernelKind::CooAtomic => vec![Launch, Rows, Nnz, XLines, Contention],
+            KernelKind::CooSegment | KernelKind::Generic => vec![Launch, Rows, Nnz, XLines],
             KernelKind::Hyb => vec![Launch, CooLaunch, Rows, Nnz, XLines, Slots, CooNnz],
         }
     }
@@ -217,6 +217,13 @@ pub enum Term {
     CooNnz,
     /// Loop trips of the busiest thread under the candidate's launch geometry.
     Depth,
+    /// Serialised atomic adds of the COO atomic kernel: the entries of one row that fall in
+    /// one warp's 32 consecutive entries add to the same address one after the other, so a
+    /// warp waits `min(len, 32)` steps on a row of `len` entries; summed over entries,
+    /// `sum_rows len * min(len, 32) / 32`, estimated as `min(nnz, sum_rows len^2 / 32)` from
+    /// the mean and standard deviation of the row lengths.
+    #[serde(rename = "contention")]
+    Contention,
 }
 
 impl Term {
@@ -332,6 +339,18 @@ impl FeatureSet {
             }
         }
         out
+    }
+
+    /// The sets of [`FeatureSet::defaults`] that treat the L2 regime (a split or bins), simplest
+    /// first. Where the fit matrices are few and their working sets straddle the L2 size, the
+    /// cross-validation cannot tell the L2 treatment from noise and the one-standard-error rule
+    /// falls back to sets without it, which over-predict the matrices that fit in L2; fitting
+    /// with these sets only makes the treatment a prior instead of a choice.
+    pub fn with_l2() -> Vec<FeatureSet> {
+        Self::defaults()
+            .into_iter()
+            .filter(|f| f.l2_fraction.is_some() || !f.l2_knots.is_empty())
+            .collect()
     }
 
     /// Checks the fractions are finite and positive and the knots increasing.
@@ -472,6 +491,12 @@ impl LaunchLimits {
 /// HYB are refused when their fill ratio (slots over the nonzeros they hold) or their padded
 /// bytes exceed the limits, with the byte counts of the sparse crate's conversions; every other
 /// format always applies.
+///
+/// HYB is also refused when its COO part is empty (`hyb_coo_nnz == 0`, every row within the
+/// split, e.g. a stencil): it is then the ELL kernel plus an empty launch, which the ELL
+/// candidates already cover. The profile measures only one HYB kernel on such a matrix (its
+/// COO kernels have nothing to do), so a HYB model fitted on matrices with a COO part would
+/// otherwise be extrapolated to a case it never saw.
 pub fn format_applies(format: &str, w: &SpmvWork, limits: &PaddingLimits) -> bool {
     let within = |slots: u64, nnz: u64, bytes: f64| {
         let fill = if nnz == 0 {
@@ -492,11 +517,14 @@ pub fn format_applies(format: &str, w: &SpmvWork, limits: &PaddingLimits) -> boo
             w.nnz,
             8.0 * w.dia_slots as f64 + 4.0 * w.ndiag as f64,
         ),
-        "hyb" => within(
-            w.hyb_ell_slots,
-            w.nnz.saturating_sub(w.hyb_coo_nnz),
-            12.0 * w.hyb_ell_slots as f64,
-        ),
+        "hyb" => {
+            w.hyb_coo_nnz > 0
+                && within(
+                    w.hyb_ell_slots,
+                    w.nnz.saturating_sub(w.hyb_coo_nnz),
+                    12.0 * w.hyb_ell_slots as f64,
+                )
+        }
         _ => true,
     }
 }
@@ -598,7 +626,20 @@ pub fn term_value(term: Term, cand: &SpmvCandidate, w: &SpmvWork, limits: &Launc
             }
         }
         Term::Depth => depth(cand, w, limits),
+        Term::Contention => atomic_contention(w),
     }
+}
+
+/// The [`Term::Contention`] value of `w`: `min(nnz, sum_rows len^2 / 32)`, the sum of squared
+/// row lengths from their mean and standard deviation.
+pub fn atomic_contention(w: &SpmvWork) -> f64 {
+    let n = w.n as f64;
+    if n <= 0.0 {
+        return 0.0;
+    }
+    let mean = w.nnz as f64 / n;
+    let sum_sq = n * (w.row_len_std * w.row_len_std + mean * mean);
+    (sum_sq / 32.0).min(w.nnz as f64)
 }
 
 /// Threads a launch of `cand` on `w` keeps in flight: its blocks times threads per block,
@@ -1556,6 +1597,14 @@ mod tests {
             .predict(&stencil.work)
             .iter()
             .any(|p| p.candidate.format == "dia"));
+        // A stencil has no HYB COO part: HYB is the ELL kernel there and is not offered.
+        assert_eq!(stencil.work.hyb_coo_nnz, 0);
+        assert!(!m.applies("hyb", &stencil.work));
+        assert!(m
+            .predict(&stencil.work)
+            .iter()
+            .all(|p| p.candidate.format != "hyb"));
+        assert!(pl.work.hyb_coo_nnz > 0 && m.applies("hyb", &pl.work));
     }
 
     #[test]
@@ -1789,6 +1838,37 @@ mod tests {
             "chosen sets: median {med}, p90 {p90}"
         );
         assert!(bp90 > p90, "base set: median {bmed}, p90 {bp90}");
+    }
+
+    #[test]
+    fn the_l2_sets_all_treat_the_l2_regime() {
+        let sets = FeatureSet::with_l2();
+        assert_eq!(sets.len() + 6, FeatureSet::defaults().len());
+        assert!(sets
+            .iter()
+            .all(|f| f.l2_fraction.is_some() || !f.l2_knots.is_empty()));
+    }
+
+    #[test]
+    fn atomic_contention_counts_serialised_adds() {
+        let mut w = crate::work::spmv_work(&autopcg_sparse::families::poisson2d_5pt(8, 8).unwrap());
+        // Rows of 5 and fewer entries: sum len^2 / 32, below nnz.
+        let n = w.n as f64;
+        let mean = w.nnz as f64 / n;
+        let want = n * (w.row_len_std.powi(2) + mean * mean) / 32.0;
+        assert!((atomic_contention(&w) - want).abs() < 1e-9 * want);
+        assert!(atomic_contention(&w) < w.nnz as f64);
+        // Long rows: every warp adds to one address, capped at nnz.
+        w.row_len_std = 0.0;
+        w.nnz = w.n * 100;
+        assert_eq!(atomic_contention(&w), w.nnz as f64);
+        let c = SpmvCandidate {
+            format: "coo".into(),
+            kernel: "spmv_coo_atomic".into(),
+            threads: Some(256),
+            grid: Some("cover".into()),
+        };
+        assert!(c.kind().terms().contains(&Term::Contention));
     }
 
     #[test]
