@@ -22,10 +22,10 @@ slug=$(echo "$gpu" | tr 'A-Z' 'a-z' | sed -E 's/[^a-z0-9]+/ /g' | awk '{s=$1; fo
 echo "gpu: $gpu ($slug)"
 step() { # name limit command...
   local name=$1 limit=$2; shift 2
-  local t0=$(date +%s.%N)
+  local t0=$(date +%s)
   timeout "$limit" "$@" > "$out/$name.log" 2>&1
   local rc=$?
-  printf '%-10s rc=%-3s %6.1f s\n' "$name" "$rc" "$(echo "$(date +%s.%N) - $t0" | bc)" | tee -a "$out/steps.txt"
+  printf "%-10s rc=%-3s %5d s\n" "$name" "$rc" "$(( $(date +%s) - t0 ))" | tee -a "$out/steps.txt"
   tail -n 4 "$out/$name.log" | sed 's/^/    /'
 }
 for s in $steps; do

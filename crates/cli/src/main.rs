@@ -680,9 +680,10 @@ fn features_cmd(a: FeaturesArgs) -> Result<()> {
 
 /// The model `features` predicts with, or why there is none (`auto` without a GPU or without a
 /// model file of the GPU is not an error).
-fn features_model(
-    choice: &str,
-) -> Result<(Option<(autopcg::model::ModelFile, String)>, Option<String>)> {
+/// A model file and the path it was read from.
+type LoadedModel = (autopcg::model::ModelFile, String);
+
+fn features_model(choice: &str) -> Result<(Option<LoadedModel>, Option<String>)> {
     use autopcg::model::{store, ModelFile};
     match model_choice(choice) {
         ModelChoice::Off => Ok((None, None)),

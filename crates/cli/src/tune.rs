@@ -35,6 +35,11 @@ pub(crate) struct TuneArgs {
     /// Which GPU (CUDA ordinal).
     #[arg(long, default_value_t = 0)]
     device_ordinal: usize,
+    /// Measure nothing: fit the model again from this existing profile (plain or .gz), for
+    /// example a committed one, and write it to --out (default: the model path of the
+    /// profile's GPU). Needs no GPU.
+    #[arg(long, value_name = "PROFILE", conflicts_with_all = ["quick", "profile"])]
+    refit: Option<PathBuf>,
 }
 
 /// Fits the performance models from the profile at `profile_path` and writes the model file to
@@ -228,6 +233,21 @@ impl Observer for Display {
 }
 
 pub(crate) fn tune(a: TuneArgs) -> Result<()> {
+    if let Some(profile) = &a.refit {
+        let p = Profile::read(profile)?;
+        let spec = p
+            .device()
+            .ok_or_else(|| anyhow!("{}: the profile has no header", profile.display()))?;
+        let model_path = match &a.out {
+            Some(o) => o.clone(),
+            None => default_model_dir()?.join(format!("{}.json", spec.slug())),
+        };
+        create_parent(&model_path)?;
+        let summary = fit_and_write_model(profile, &model_path)?;
+        println!("{summary}");
+        println!("model written to {}", model_path.display());
+        return Ok(());
+    }
     let t0 = Instant::now();
     let dev = crate::open_gpu(a.device_ordinal)?;
     let mut m = GpuMeasurer::new(&dev);

@@ -87,7 +87,7 @@ impl ModelFile {
         })?;
         let vector = VectorModels::fit(profile)?;
         let dot = DotModels::fit(profile)?;
-        let spmv = SpmvModel::fit(profile, &SpmvFitOptions::default())?;
+        let spmv = SpmvModel::fit(profile, &SpmvFitOptions::for_tune())?;
         let mut notes = spmv.notes.clone();
         let classifier = match SpmvClassifier::fit(profile, &ClassifierOptions::default()) {
             Ok(c) => Some(c),
