@@ -370,3 +370,146 @@ fn tune_without_a_gpu_exits_2_with_one_line() {
     assert!(!e.contains("panicked"), "{e}");
     assert!(!profile.exists() && !model.exists());
 }
+
+#[test]
+fn features_shows_predicted_spmv_times_with_a_model() {
+    let o = run(&[
+        "features",
+        "../../matrices/bcsstk13.mtx",
+        "--model",
+        "../../models/nvidia-h200.json",
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let p = j["predicted_spmv"].as_array().unwrap();
+    assert!(!p.is_empty());
+    let t: Vec<f64> = p.iter().map(|x| x["predicted_ms"].as_f64().unwrap()).collect();
+    assert!(t.windows(2).all(|w| w[0] <= w[1]), "fastest first");
+    assert!(t[0] > 0.0);
+    let o = run(&["features", "../../matrices/bcsstk13.mtx", "--model", "none"]);
+    assert_eq!(o.status.code(), Some(0));
+    assert!(!String::from_utf8_lossy(&o.stdout).contains("predicted"));
+}
+
+#[test]
+fn bad_model_files_are_clear_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = write(dir.path(), "bad.json", "{\"schema\": 1, \"oops\": ");
+    let o = run(&[
+        "features",
+        "../../matrices/bcsstk01.mtx",
+        "--model",
+        bad.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    let e = stderr(&o);
+    assert!(e.contains("bad.json:1:"), "{e}");
+    assert_eq!(e.trim().lines().count(), 1, "{e}");
+    let old = write(dir.path(), "old.json", "{\"schema\": 999}");
+    let o = run(&[
+        "eval-model",
+        "--from",
+        "../../models/nvidia-h200.eval.jsonl.gz",
+        "--model",
+        old.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("schema version 999"), "{}", stderr(&o));
+}
+
+#[test]
+fn eval_model_judges_a_committed_evaluation_profile_without_a_gpu() {
+    let o = run(&[
+        "eval-model",
+        "--from",
+        "../../models/nvidia-h200.eval.jsonl.gz",
+        "--model",
+        "../../models/nvidia-h200.json",
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(j["spmv"]["matrices"], 19);
+    assert!(j["spmv"]["median_rel_err"].as_f64().unwrap() > 0.0);
+    assert!(j["vector_held_out"]["count"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn tune_refit_fits_a_model_from_a_committed_profile() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("h100.json");
+    let o = run(&[
+        "tune",
+        "--refit",
+        "../../models/nvidia-h100.profile.jsonl.gz",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let fitted: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let committed: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string("../../models/nvidia-h100.json").unwrap(),
+    )
+    .unwrap();
+    // The committed model is what this code fits from the committed profile (to rounding:
+    // parallel sums may add in another order on another machine).
+    for part in ["spmv", "vector", "dot"] {
+        close(&fitted[part], &committed[part], part);
+    }
+    assert_eq!(fitted["device"]["name"], "NVIDIA H100 80GB HBM3");
+}
+
+#[test]
+fn stability_compares_two_profiles() {
+    let o = run(&[
+        "eval-model",
+        "--stability",
+        "../../models/nvidia-h200.profile.jsonl.gz",
+        "../../models/nvidia-h200.profile.jsonl.gz",
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(j["compared"], j["within"]);
+    let o = run(&[
+        "eval-model",
+        "--stability",
+        "../../models/nvidia-h200.profile.jsonl.gz",
+        "../../models/nvidia-h100.profile.jsonl.gz",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("different GPUs"), "{}", stderr(&o));
+}
+
+/// `a` and `b` are the same JSON but for numbers within a relative 1e-9.
+fn close(a: &serde_json::Value, b: &serde_json::Value, at: &str) {
+    use serde_json::Value as V;
+    match (a, b) {
+        (V::Number(x), V::Number(y)) => {
+            let (x, y) = (x.as_f64().unwrap(), y.as_f64().unwrap());
+            assert!(
+                (x - y).abs() <= 1e-9 * x.abs().max(y.abs()) + 1e-300,
+                "{at}: {x} vs {y}"
+            );
+        }
+        (V::Array(x), V::Array(y)) => {
+            assert_eq!(x.len(), y.len(), "{at}: lengths");
+            for (i, (x, y)) in x.iter().zip(y).enumerate() {
+                close(x, y, &format!("{at}[{i}]"));
+            }
+        }
+        (V::Object(x), V::Object(y)) => {
+            assert_eq!(
+                x.keys().collect::<Vec<_>>(),
+                y.keys().collect::<Vec<_>>(),
+                "{at}: keys"
+            );
+            for (k, v) in x {
+                close(v, &y[k], &format!("{at}.{k}"));
+            }
+        }
+        _ => assert_eq!(a, b, "{at}"),
+    }
+}

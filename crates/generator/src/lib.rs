@@ -412,3 +412,92 @@ pub fn choose_ssor_form(
         },
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use autopcg_gpu::testing::hopper_like_props;
+    use autopcg_solver::PrecondKind;
+    use autopcg_sparse::families;
+    use std::path::Path;
+
+    /// The committed H200 model: a real fit, read as any solve reads it.
+    fn model() -> ModelFile {
+        let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../models/nvidia-h200.json");
+        ModelFile::load(&p).expect("the committed H200 model loads")
+    }
+
+    fn check_choice(sel: &Selection, props: &DeviceProps) {
+        sel.choice.a.method.check("A", props).unwrap();
+        assert!(sel.choice.a.predicted_ms.is_some_and(|t| t > 0.0));
+        assert!(sel.choice.update.predicted_ms.is_some_and(|t| t > 0.0));
+        assert!(sel.choice.dot3.predicted_ms.is_some_and(|t| t > 0.0));
+        assert!(sel.predicted_iteration_ms > 0.0);
+        for e in &sel.explain {
+            assert!(!e.options.is_empty());
+            assert!(e.options.windows(2).all(|w| w[0].score_ms <= w[1].score_ms));
+        }
+    }
+
+    #[test]
+    fn stencil_plan_is_valid_and_never_hyb_without_a_coo_part() {
+        let m = model();
+        let props = hopper_like_props();
+        let a = families::poisson3d_7pt(24, 24, 24).unwrap();
+        let pre = Preconditioner::build(&a, &PrecondKind::ssor_ai()).unwrap();
+        let sel = select_plan(&m, &a, &pre, &props, EXPECTED_ITERATIONS).unwrap();
+        check_choice(&sel, &props);
+        assert_ne!(sel.choice.a.method.format(), autopcg_gpu::Format::Hyb);
+        let PrecondChoice::Factored { k, kt, .. } = sel.choice.precond else {
+            panic!("a factored preconditioner gets a factored choice")
+        };
+        k.method.check("K", &props).unwrap();
+        kt.method.check("K^T", &props).unwrap();
+        let steps: Vec<&str> = sel.explain.iter().map(|e| e.step.as_str()).collect();
+        assert_eq!(steps, ["spmv A", "spmv K", "spmv K^T", "update", "dots"]);
+    }
+
+    #[test]
+    fn power_law_and_explicit_plans_are_valid() {
+        let m = model();
+        let props = hopper_like_props();
+        let a = families::random_powerlaw_spd(20_000, 12.0, 1.4, 3).unwrap();
+        let kind = PrecondKind::ssor_ai().with_omega(autopcg_solver::auto_omega(&a));
+        let pre = Preconditioner::build(&a, &kind).unwrap();
+        let sel = select_plan(&m, &a, &pre, &props, EXPECTED_ITERATIONS).unwrap();
+        check_choice(&sel, &props);
+        let expl = pre.to_explicit().unwrap().unwrap();
+        let sel = select_plan(&m, &a, &expl, &props, EXPECTED_ITERATIONS).unwrap();
+        check_choice(&sel, &props);
+        assert!(matches!(sel.choice.precond, PrecondChoice::Explicit { .. }));
+        let (Preconditioner::SsorFactored { k, kt, .. }, Preconditioner::SsorExplicit { m: mm }) =
+            (&pre, &expl)
+        else {
+            panic!("factored then explicit")
+        };
+        let (_, e) = choose_ssor_form(&m, k, kt, mm, &props, EXPECTED_ITERATIONS).unwrap();
+        assert_eq!(e.options.len(), 2);
+    }
+
+    #[test]
+    fn amortised_conversions_favour_csr_for_one_iteration() {
+        let m = model();
+        let props = hopper_like_props();
+        let a = families::poisson2d_5pt(300, 300).unwrap();
+        let (one, _) = select_spmv(&m, "spmv A", &a, &props, 1.0).unwrap();
+        let (many, _) = select_spmv(&m, "spmv A", &a, &props, 1e9).unwrap();
+        assert_eq!(one.method.format(), autopcg_gpu::Format::Csr);
+        assert!(many.predicted_ms.unwrap() <= one.predicted_ms.unwrap());
+    }
+
+    #[test]
+    fn kernel_names_map_back_to_the_pool() {
+        for k in SpmvKernel::all() {
+            assert_eq!(spmv_kernel(&k.to_string()), Some(k));
+        }
+        assert_eq!(spmv_kernel("cusparse_spmv_csr_alg1"), None);
+        for v in VectorVariant::ALL {
+            assert_eq!(vector_variant(&format!("cg_update_{}", variant_suffix(v))), Some(v));
+        }
+    }
+}
