@@ -384,7 +384,10 @@ fn features_shows_predicted_spmv_times_with_a_model() {
     let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let p = j["predicted_spmv"].as_array().unwrap();
     assert!(!p.is_empty());
-    let t: Vec<f64> = p.iter().map(|x| x["predicted_ms"].as_f64().unwrap()).collect();
+    let t: Vec<f64> = p
+        .iter()
+        .map(|x| x["predicted_ms"].as_f64().unwrap())
+        .collect();
     assert!(t.windows(2).all(|w| w[0] <= w[1]), "fastest first");
     assert!(t[0] > 0.0);
     let o = run(&["features", "../../matrices/bcsstk13.mtx", "--model", "none"]);
@@ -449,10 +452,9 @@ fn tune_refit_fits_a_model_from_a_committed_profile() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let fitted: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
-    let committed: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string("../../models/nvidia-h100.json").unwrap(),
-    )
-    .unwrap();
+    let committed: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string("../../models/nvidia-h100.json").unwrap())
+            .unwrap();
     // The committed model is what this code fits from the committed profile (to rounding:
     // parallel sums may add in another order on another machine).
     for part in ["spmv", "vector", "dot"] {
