@@ -260,6 +260,7 @@ impl<'a> Solver<'a> {
         let model = self.load_model(&props.name, &mut notes)?;
         let mut pre = Preconditioner::build(self.a, &self.precond).map_err(Error::from)?;
         let mut explain = Vec::new();
+        let mut form_choice = None;
         if let (Some((m, _)), true, Preconditioner::SsorFactored { k, kt, .. }) =
             (&model, self.ssor_form_auto, &pre)
         {
@@ -297,11 +298,12 @@ impl<'a> Solver<'a> {
                     props,
                     self.expected_iterations,
                 ) {
-                    Ok((form, e)) => {
-                        explain.push(e);
-                        if form == SsorForm::Explicit {
+                    Ok(f) => {
+                        explain.push(f.explain.clone());
+                        if f.form == SsorForm::Explicit {
                             pre = expl;
                         }
+                        form_choice = Some(f);
                     }
                     Err(e) => notes.push(format!("SSOR-AI form left factored: {e}")),
                 }
@@ -323,6 +325,7 @@ impl<'a> Solver<'a> {
                     &pre,
                     props,
                     self.expected_iterations,
+                    form_choice.as_ref(),
                 ) {
                     Ok(sel) => {
                         model_used = Some(path.clone());

@@ -333,13 +333,15 @@ pub fn select_dot3(model: &ModelFile, n: u64) -> Result<(Dot3Choice, StepExplain
 }
 
 /// The plan for `a` with preconditioner `pre`: every modelled step from `model`, the rest by the
-/// default rule ([`GpuPlanChoice::default_for`]).
+/// default rule ([`GpuPlanChoice::default_for`]). `form`, when [`choose_ssor_form`] already
+/// chose SSOR-AI's form, supplies the SpMV choices of K, K^T or M.
 pub fn select_plan(
     model: &ModelFile,
     a: &autopcg_sparse::CsrMatrix,
     pre: &Preconditioner,
     props: &DeviceProps,
     expected_iterations: f64,
+    form: Option<&SsorFormChoice>,
 ) -> Result<Selection, SelectError> {
     let n = a.nrows() as u64;
     let mut choice = GpuPlanChoice::default_for(a, pre, props);
@@ -349,8 +351,13 @@ pub fn select_plan(
     explain.push(ea);
     choice.precond = match (pre, choice.precond) {
         (Preconditioner::SsorFactored { k, kt, .. }, PrecondChoice::Factored { scale, .. }) => {
-            let (ck, ek) = select_spmv(model, "spmv K", k, props, expected_iterations)?;
-            let (ckt, ekt) = select_spmv(model, "spmv K^T", kt, props, expected_iterations)?;
+            let ((ck, ek), (ckt, ekt)) = match form {
+                Some(f) => (f.k.clone(), f.kt.clone()),
+                None => (
+                    select_spmv(model, "spmv K", k, props, expected_iterations)?,
+                    select_spmv(model, "spmv K^T", kt, props, expected_iterations)?,
+                ),
+            };
             explain.push(ek);
             explain.push(ekt);
             PrecondChoice::Factored {
@@ -360,7 +367,10 @@ pub fn select_plan(
             }
         }
         (Preconditioner::SsorExplicit { m }, PrecondChoice::Explicit { .. }) => {
-            let (cm, em) = select_spmv(model, "spmv M", m, props, expected_iterations)?;
+            let (cm, em) = match form {
+                Some(f) => f.m.clone(),
+                None => select_spmv(model, "spmv M", m, props, expected_iterations)?,
+            };
             explain.push(em);
             PrecondChoice::Explicit { m: cm }
         }
@@ -395,12 +405,13 @@ pub fn choose_ssor_form(
     m: &autopcg_sparse::CsrMatrix,
     props: &DeviceProps,
     expected_iterations: f64,
-) -> Result<(SsorForm, StepExplain), SelectError> {
-    let (ck, _) = select_spmv(model, "spmv K", k, props, expected_iterations)?;
-    let (ckt, _) = select_spmv(model, "spmv K^T", kt, props, expected_iterations)?;
-    let (cm, _) = select_spmv(model, "spmv M", m, props, expected_iterations)?;
-    let fact = ck.predicted_ms.unwrap_or(f64::INFINITY) + ckt.predicted_ms.unwrap_or(f64::INFINITY);
-    let expl = cm.predicted_ms.unwrap_or(f64::INFINITY);
+) -> Result<SsorFormChoice, SelectError> {
+    let k = select_spmv(model, "spmv K", k, props, expected_iterations)?;
+    let kt = select_spmv(model, "spmv K^T", kt, props, expected_iterations)?;
+    let m = select_spmv(model, "spmv M", m, props, expected_iterations)?;
+    let fact =
+        k.0.predicted_ms.unwrap_or(f64::INFINITY) + kt.0.predicted_ms.unwrap_or(f64::INFINITY);
+    let expl = m.0.predicted_ms.unwrap_or(f64::INFINITY);
     let form = if expl < fact {
         SsorForm::Explicit
     } else {
@@ -417,9 +428,9 @@ pub fn choose_ssor_form(
         opt("explicit: SpMV M", expl),
     ];
     options.sort_by(|a, b| a.score_ms.total_cmp(&b.score_ms));
-    Ok((
+    Ok(SsorFormChoice {
         form,
-        StepExplain {
+        explain: StepExplain {
             step: "ssor-ai form".into(),
             options,
             why: "least predicted SpMV time per application (the factored form's diagonal \
@@ -427,7 +438,26 @@ pub fn choose_ssor_form(
                 .into(),
             classifier: None,
         },
-    ))
+        k,
+        kt,
+        m,
+    })
+}
+
+/// What [`choose_ssor_form`] found: the form, why, and the SpMV choices of K, K^T and M it
+/// compared, which [`select_plan`] reuses instead of choosing them again.
+#[derive(Debug, Clone)]
+pub struct SsorFormChoice {
+    /// The form with the least predicted time per application.
+    pub form: SsorForm,
+    /// The comparison.
+    pub explain: StepExplain,
+    /// SpMV with K.
+    pub k: (SpmvChoice, StepExplain),
+    /// SpMV with K^T.
+    pub kt: (SpmvChoice, StepExplain),
+    /// SpMV with M.
+    pub m: (SpmvChoice, StepExplain),
 }
 
 #[cfg(test)]
@@ -462,7 +492,7 @@ mod tests {
         let props = hopper_like_props();
         let a = families::poisson3d_7pt(24, 24, 24).unwrap();
         let pre = Preconditioner::build(&a, &PrecondKind::ssor_ai()).unwrap();
-        let sel = select_plan(&m, &a, &pre, &props, EXPECTED_ITERATIONS).unwrap();
+        let sel = select_plan(&m, &a, &pre, &props, EXPECTED_ITERATIONS, None).unwrap();
         check_choice(&sel, &props);
         assert_ne!(sel.choice.a.method.format(), autopcg_gpu::Format::Hyb);
         let PrecondChoice::Factored { k, kt, .. } = sel.choice.precond else {
@@ -481,10 +511,10 @@ mod tests {
         let a = families::random_powerlaw_spd(20_000, 12.0, 1.4, 3).unwrap();
         let kind = PrecondKind::ssor_ai().with_omega(autopcg_solver::auto_omega(&a));
         let pre = Preconditioner::build(&a, &kind).unwrap();
-        let sel = select_plan(&m, &a, &pre, &props, EXPECTED_ITERATIONS).unwrap();
+        let sel = select_plan(&m, &a, &pre, &props, EXPECTED_ITERATIONS, None).unwrap();
         check_choice(&sel, &props);
         let expl = pre.to_explicit().unwrap().unwrap();
-        let sel = select_plan(&m, &a, &expl, &props, EXPECTED_ITERATIONS).unwrap();
+        let sel = select_plan(&m, &a, &expl, &props, EXPECTED_ITERATIONS, None).unwrap();
         check_choice(&sel, &props);
         assert!(matches!(sel.choice.precond, PrecondChoice::Explicit { .. }));
         let (Preconditioner::SsorFactored { k, kt, .. }, Preconditioner::SsorExplicit { m: mm }) =
@@ -492,8 +522,11 @@ mod tests {
         else {
             panic!("factored then explicit")
         };
-        let (_, e) = choose_ssor_form(&m, k, kt, mm, &props, EXPECTED_ITERATIONS).unwrap();
-        assert_eq!(e.options.len(), 2);
+        let f = choose_ssor_form(&m, k, kt, mm, &props, EXPECTED_ITERATIONS).unwrap();
+        assert_eq!(f.explain.options.len(), 2);
+        // The plan reuses the form's choices and gives the same plan as choosing afresh.
+        let again = select_plan(&m, &a, &expl, &props, EXPECTED_ITERATIONS, Some(&f)).unwrap();
+        assert_eq!(again.choice, sel.choice);
     }
 
     #[test]
