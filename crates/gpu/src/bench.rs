@@ -26,7 +26,7 @@
 //! events (the copies of the counts to the host that each conversion waits for included), the
 //! median in [`ConversionRecord::device_ms`]; each result is dropped before the next, so the
 //! device holds the CSR matrix and one converted copy at a time.
-use std::fmt::{self, Write as _};
+use std::fmt::Write as _;
 use std::time::Instant;
 
 use autopcg_sparse::features::{features, MatrixFeatures};
@@ -52,42 +52,12 @@ pub const DEFAULT_BENCH_THREADS: [u32; 5] = [64, 128, 256, 512, 1024];
 /// far beyond any L2 cache.
 pub const TRIAD_ELEMS: usize = 32 << 20;
 
-/// Entry point of the triad kernel in `vector.cu`.
-pub const TRIAD_KERNEL: &str = "triad";
+pub use autopcg_catalog::kernels::TRIAD_KERNEL;
 
 /// Timed repetitions of each device conversion (after one untimed call).
 pub const DEVICE_CONVERSION_REPS: usize = 5;
 
-/// How many blocks a launch of a grid-stride kernel gets.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
-)]
-#[serde(rename_all = "snake_case")]
-pub enum GridPolicy {
-    /// One resident wave ([`LaunchConfig::grid_stride`]): each thread loops over several items.
-    Wave,
-    /// One thread (or lane) per work item ([`LaunchConfig::per_item`]).
-    Cover,
-}
-
-impl fmt::Display for GridPolicy {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            GridPolicy::Wave => "wave",
-            GridPolicy::Cover => "cover",
-        })
-    }
-}
-
-impl GridPolicy {
-    /// The configuration with `threads` per block for `work` items under this policy.
-    pub fn config(self, work: u64, threads: u32, props: &DeviceProps) -> LaunchConfig {
-        match self {
-            GridPolicy::Wave => LaunchConfig::grid_stride(work, threads, props),
-            GridPolicy::Cover => LaunchConfig::per_item(work, threads),
-        }
-    }
-}
+pub use autopcg_catalog::GridPolicy;
 
 /// What [`bench_spmv`] measures and how.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -1020,7 +990,11 @@ fn triad_launch(
     // SAFETY: matches `triad(u64 n, double s, const double *b, const double *c, double *a)` in
     // vector.cu; the three buffers hold n elements (checked) and a is distinct from b and c
     // (a &mut borrow); the kernel is grid-stride, so any block count covers n.
-    launched(unsafe { l.launch(cfg.to_cudarc()) }, &TRIAD_KERNEL, cfg)
+    launched(
+        unsafe { l.launch(crate::launch::cudarc_config(cfg)) },
+        &TRIAD_KERNEL,
+        cfg,
+    )
 }
 
 /// Measures the triad `a[i] = b[i] + s c[i]` over three buffers of `n` f64 with several launch
@@ -1434,7 +1408,7 @@ mod tests {
 
     #[test]
     fn triad_kernel_is_in_vector_cu() {
-        let text = KernelSource::Vector.text();
+        let text = crate::sources::source_text(KernelSource::Vector);
         assert!(text.contains("__global__ void triad(u64 n, double s,"));
     }
 

@@ -67,7 +67,10 @@ pub fn cache_key(spec: &ModuleSpec, target: Target, nvrtc: (i32, i32)) -> String
     };
     field("format", b"autopcg kernel cache 1");
     field("file", spec.source.file_name().as_bytes());
-    field("source", spec.source.text().as_bytes());
+    field(
+        "source",
+        crate::sources::source_text(spec.source).as_bytes(),
+    );
     for (name, text) in HEADERS {
         field("header", name.as_bytes());
         field("header-text", text.as_bytes());

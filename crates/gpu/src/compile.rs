@@ -78,7 +78,7 @@ fn cstring(what: &str, s: &str) -> Result<CString, GpuError> {
 pub fn compile_module(spec: &ModuleSpec, target: Target) -> Result<Vec<u8>, GpuError> {
     nvrtc_version()?;
     let file = spec.source.file_name();
-    let src = cstring(file, spec.source.text())?;
+    let src = cstring(file, crate::sources::source_text(spec.source))?;
     let name = cstring("kernel file name", file)?;
     let mut hdr_src = Vec::with_capacity(HEADERS.len());
     let mut hdr_name = Vec::with_capacity(HEADERS.len());

@@ -18,49 +18,17 @@ use crate::error::DriverContext;
 use crate::probe::guarded;
 use crate::{DeviceCsr, DeviceVec, GpuDevice, GpuError};
 
-/// The cuSPARSE SpMV algorithms for CSR.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
-)]
-pub enum CusparseAlg {
-    /// `CUSPARSE_SPMV_ALG_DEFAULT`: the library's choice.
-    Default,
-    /// `CUSPARSE_SPMV_CSR_ALG1`: the library's default CSR kernel, named explicitly.
-    CsrAlg1,
-    /// `CUSPARSE_SPMV_CSR_ALG2`: the merge-path style kernel, deterministic and balanced for
-    /// irregular rows.
-    CsrAlg2,
-}
+pub use autopcg_catalog::CusparseAlg;
 
-impl CusparseAlg {
-    /// Every algorithm, in the order the benchmark tries them.
-    pub const ALL: [CusparseAlg; 3] = [
-        CusparseAlg::Default,
-        CusparseAlg::CsrAlg1,
-        CusparseAlg::CsrAlg2,
-    ];
-
-    fn raw(self) -> csys::cusparseSpMVAlg_t {
-        match self {
-            CusparseAlg::Default => csys::cusparseSpMVAlg_t::CUSPARSE_SPMV_ALG_DEFAULT,
-            CusparseAlg::CsrAlg1 => csys::cusparseSpMVAlg_t::CUSPARSE_SPMV_CSR_ALG1,
-            CusparseAlg::CsrAlg2 => csys::cusparseSpMVAlg_t::CUSPARSE_SPMV_CSR_ALG2,
-        }
+/// cuSPARSE's enum value of `alg`.
+fn raw(alg: CusparseAlg) -> csys::cusparseSpMVAlg_t {
+    match alg {
+        CusparseAlg::Default => csys::cusparseSpMVAlg_t::CUSPARSE_SPMV_ALG_DEFAULT,
+        CusparseAlg::CsrAlg1 => csys::cusparseSpMVAlg_t::CUSPARSE_SPMV_CSR_ALG1,
+        CusparseAlg::CsrAlg2 => csys::cusparseSpMVAlg_t::CUSPARSE_SPMV_CSR_ALG2,
     }
 }
 
-impl fmt::Display for CusparseAlg {
-    /// The name the benchmark records: `cusparse_spmv_<alg>`.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            CusparseAlg::Default => "cusparse_spmv_alg_default",
-            CusparseAlg::CsrAlg1 => "cusparse_spmv_csr_alg1",
-            CusparseAlg::CsrAlg2 => "cusparse_spmv_csr_alg2",
-        })
-    }
-}
-
-/// The error for a cuSPARSE call that returned `status`.
 fn status_error(call: &str, what: impl fmt::Display, status: csys::cusparseStatus_t) -> GpuError {
     GpuError::launch(
         format!("{call} ({what})"),
@@ -263,7 +231,7 @@ impl<'a> CusparseSpmv<'a> {
                 &ZERO as *const f64 as *const c_void,
                 self.vec_y,
                 csys::cudaDataType::CUDA_R_64F,
-                alg.raw(),
+                raw(alg),
                 &mut bytes,
             )
         })?;
@@ -288,7 +256,7 @@ impl<'a> CusparseSpmv<'a> {
                 &ZERO as *const f64 as *const c_void,
                 self.vec_y,
                 csys::cudaDataType::CUDA_R_64F,
-                alg.raw(),
+                raw(alg),
                 buf,
             )
         })?;
@@ -365,7 +333,7 @@ impl<'a> CusparseSpmv<'a> {
                     &ZERO as *const f64 as *const c_void,
                     vy,
                     csys::cudaDataType::CUDA_R_64F,
-                    alg.raw(),
+                    raw(alg),
                     buf,
                 )
             })
@@ -418,7 +386,7 @@ mod tests {
             ]
         );
         assert_eq!(
-            CusparseAlg::CsrAlg2.raw() as u32,
+            raw(CusparseAlg::CsrAlg2) as u32,
             csys::cusparseSpMVAlg_t::CUSPARSE_SPMV_CSR_ALG2 as u32
         );
     }

@@ -19,101 +19,54 @@ use crate::probe::{device_count, guarded};
 use crate::sources::{catalog, ModuleSpec};
 use crate::GpuError;
 
-/// What the performance models need to know about a device.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct DeviceProps {
-    /// Marketing name, e.g. "NVIDIA H200".
-    pub name: String,
-    /// Compute capability (major, minor).
-    pub compute_capability: (u32, u32),
-    /// Streaming multiprocessors.
-    pub sm_count: u32,
-    /// Largest block.
-    pub max_threads_per_block: u32,
-    /// Resident threads per SM.
-    pub max_threads_per_sm: u32,
-    /// Resident blocks per SM.
-    pub max_blocks_per_sm: u32,
-    /// 32-bit registers per SM.
-    pub regs_per_sm: u32,
-    /// 32-bit registers one block may use.
-    pub regs_per_block: u32,
-    /// Shared memory per SM, bytes.
-    pub smem_per_sm: u32,
-    /// Shared memory one block may use without opting in, bytes.
-    pub smem_per_block: u32,
-    /// Shared memory one block may use after opting in, bytes.
-    pub smem_per_block_optin: u32,
-    /// Global memory, bytes.
-    pub total_mem: u64,
-    /// L2 cache, bytes.
-    pub l2_bytes: u32,
-    /// Threads per warp.
-    pub warp_size: u32,
-    /// Largest grid x-dimension.
-    pub max_grid_x: u32,
-    /// Peak memory clock, kHz, where the driver reports it.
-    pub mem_clock_khz: Option<u32>,
-    /// Memory bus width, bits, where the driver reports it.
-    pub mem_bus_width_bits: Option<u32>,
-}
+pub use autopcg_catalog::DeviceProps;
 
-impl DeviceProps {
-    /// Theoretical memory bandwidth in GB/s (double data rate), where clock and bus width are
-    /// known.
-    pub fn peak_bandwidth_gbs(&self) -> Option<f64> {
-        let clk = f64::from(self.mem_clock_khz?);
-        let bits = f64::from(self.mem_bus_width_bits?);
-        Some(2.0 * clk * 1e3 * bits / 8.0 / 1e9)
-    }
-
-    /// The architecture number XY of compute capability X.Y (90 for Hopper).
-    pub fn arch(&self) -> u32 {
-        10 * self.compute_capability.0 + self.compute_capability.1
-    }
-
-    fn read(dev: dsys::CUdevice) -> Result<DeviceProps, GpuError> {
-        use dsys::CUdevice_attribute_enum as A;
-        let get = |a: A| -> Result<u32, GpuError> {
-            // SAFETY: `dev` is a device handle obtained from cuDeviceGet after cuInit.
-            let v = unsafe { dres::device::get_attribute(dev, a) }
-                .during(|| format!("reading device attribute {a:?}"))?;
-            Ok(u32::try_from(v).unwrap_or(0))
-        };
-        let opt = |a: A| -> Option<u32> {
-            // SAFETY: as above.
-            unsafe { dres::device::get_attribute(dev, a) }
-                .ok()
-                .and_then(|v| u32::try_from(v).ok())
-                .filter(|&v| v > 0)
-        };
-        let name = dres::device::get_name(dev).during(|| "reading the device name".into())?;
+/// Reads the properties of device `dev` from the driver.
+fn read_props(dev: dsys::CUdevice) -> Result<DeviceProps, GpuError> {
+    use dsys::CUdevice_attribute_enum as A;
+    let get = |a: A| -> Result<u32, GpuError> {
+        // SAFETY: `dev` is a device handle obtained from cuDeviceGet after cuInit.
+        let v = unsafe { dres::device::get_attribute(dev, a) }
+            .during(|| format!("reading device attribute {a:?}"))?;
+        Ok(u32::try_from(v).unwrap_or(0))
+    };
+    let opt = |a: A| -> Option<u32> {
         // SAFETY: as above.
-        let total_mem =
-            unsafe { dres::device::total_mem(dev) }.during(|| "reading the memory size".into())?;
-        Ok(DeviceProps {
-            name,
-            compute_capability: (
-                get(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?,
-                get(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?,
-            ),
-            sm_count: get(A::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?,
-            max_threads_per_block: get(A::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK)?,
-            max_threads_per_sm: get(A::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR)?,
-            max_blocks_per_sm: get(A::CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR)?,
-            regs_per_sm: get(A::CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR)?,
-            regs_per_block: get(A::CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK)?,
-            smem_per_sm: get(A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR)?,
-            smem_per_block: get(A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK)?,
-            smem_per_block_optin: get(A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?,
-            total_mem: total_mem as u64,
-            l2_bytes: get(A::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)?,
-            warp_size: get(A::CU_DEVICE_ATTRIBUTE_WARP_SIZE)?,
-            max_grid_x: get(A::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X)?,
-            mem_clock_khz: opt(A::CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE),
-            mem_bus_width_bits: opt(A::CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH),
-        })
-    }
+        unsafe { dres::device::get_attribute(dev, a) }
+            .ok()
+            .and_then(|v| u32::try_from(v).ok())
+            .filter(|&v| v > 0)
+    };
+    let name = dres::device::get_name(dev).during(|| "reading the device name".into())?;
+    // SAFETY: as above.
+    let total_mem =
+        unsafe { dres::device::total_mem(dev) }.during(|| "reading the memory size".into())?;
+    Ok(DeviceProps {
+        name,
+        compute_capability: (
+            get(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?,
+            get(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?,
+        ),
+        sm_count: get(A::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?,
+        max_threads_per_block: get(A::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK)?,
+        max_threads_per_sm: get(A::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR)?,
+        max_blocks_per_sm: get(A::CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR)?,
+        regs_per_sm: get(A::CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR)?,
+        regs_per_block: get(A::CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK)?,
+        smem_per_sm: get(A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR)?,
+        smem_per_block: get(A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK)?,
+        smem_per_block_optin: get(A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?,
+        total_mem: total_mem as u64,
+        l2_bytes: get(A::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)?,
+        warp_size: get(A::CU_DEVICE_ATTRIBUTE_WARP_SIZE)?,
+        max_grid_x: get(A::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X)?,
+        mem_clock_khz: opt(A::CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE),
+        mem_bus_width_bits: opt(A::CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH),
+        driver_version: None,
+        nvrtc_version: crate::probe::nvrtc_version()
+            .ok()
+            .and_then(|(a, b)| Some((u32::try_from(a).ok()?, u32::try_from(b).ok()?))),
+    })
 }
 
 /// A device found by [`GpuDevice::discover`].
@@ -216,7 +169,7 @@ impl GpuDevice {
                         .during(|| format!("cuDeviceGet({ordinal})"))?;
                     Ok(DeviceInfo {
                         ordinal,
-                        props: DeviceProps::read(dev)?,
+                        props: read_props(dev)?,
                     })
                 })
                 .collect()
@@ -245,7 +198,7 @@ impl GpuDevice {
                 .during(|| format!("creating a stream on device {ordinal}"))?;
             let dev =
                 dres::device::get(ordinal as i32).during(|| format!("cuDeviceGet({ordinal})"))?;
-            let props = DeviceProps::read(dev)?;
+            let props = read_props(dev)?;
             let target =
                 Target::for_capability(props.compute_capability.0, props.compute_capability.1);
             Ok(GpuDevice {

@@ -101,6 +101,15 @@ impl GpuError {
     }
 }
 
+impl From<autopcg_catalog::LaunchError> for GpuError {
+    fn from(e: autopcg_catalog::LaunchError) -> Self {
+        GpuError::Launch {
+            kernel: e.kernel,
+            reason: e.reason,
+        }
+    }
+}
+
 /// Adds "during what" to a driver result.
 pub(crate) trait DriverContext<T> {
     /// Maps a [`DriverError`] into [`GpuError::Driver`] naming `during`.

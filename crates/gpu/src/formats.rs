@@ -1,7 +1,6 @@
 //! Sparse matrices on the device, uploaded from the host formats of `autopcg-sparse` or from raw
 //! arrays. Every upload checks the structure first (lengths, index ranges, ordering), because a
 //! bad index on the device is an illegal memory access, not an error message.
-use std::fmt;
 
 use autopcg_sparse::ell::ELL_PAD;
 use autopcg_sparse::{CooMatrix, CsrMatrix, DiaMatrix, EllMatrix, HybMatrix};
@@ -14,34 +13,7 @@ use crate::{DeviceVec, GpuDevice, GpuError};
 /// ([`DeviceCoo::download`]).
 pub type HostArrays = (Vec<u32>, Vec<u32>, Vec<f64>);
 
-/// The storage formats.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
-)]
-pub enum Format {
-    /// Compressed sparse rows.
-    Csr,
-    /// Padded ELLPACK, column-major.
-    Ell,
-    /// Diagonals.
-    Dia,
-    /// Coordinates sorted by row.
-    Coo,
-    /// ELL + COO.
-    Hyb,
-}
-
-impl fmt::Display for Format {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Format::Csr => "csr",
-            Format::Ell => "ell",
-            Format::Dia => "dia",
-            Format::Coo => "coo",
-            Format::Hyb => "hyb",
-        })
-    }
-}
+pub use autopcg_catalog::Format;
 
 fn invalid(what: &str, reason: String) -> GpuError {
     GpuError::InvalidInput {

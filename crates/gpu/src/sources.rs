@@ -2,9 +2,7 @@
 //! (a source plus `-D` defines) and the entry points each module must contain.
 use std::fmt;
 
-/// Threads-per-block values for which the reduction modules (`dot.cu`, compiled with
-/// `-DBLOCK_SIZE=B`) exist.
-pub const DOT_BLOCK_SIZES: [u32; 5] = [64, 128, 256, 512, 1024];
+pub use autopcg_catalog::DOT_BLOCK_SIZES;
 
 /// Headers the kernel files include with `#include "name"`, handed to NVRTC by name.
 pub const HEADERS: [(&str, &str); 2] = [
@@ -15,73 +13,19 @@ pub const HEADERS: [(&str, &str); 2] = [
     ),
 ];
 
-/// One CUDA source file of the kernel pool.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
-pub enum KernelSource {
-    /// `vector.cu`: axpy, xpay, the fused Chronopoulos–Gear update.
-    Vector,
-    /// `dot.cu`: the reduction ladder and the fused three-dot reduction (needs `BLOCK_SIZE`).
-    Dot,
-    /// `precond.cu`: Jacobi and diagonal scaling.
-    Precond,
-    /// `spmv_csr.cu`: CSR scalar, vector and merge-path kernels.
-    SpmvCsr,
-    /// `spmv_ell.cu`: ELLPACK (also the ELL part of HYB).
-    SpmvEll,
-    /// `spmv_dia.cu`: diagonal format.
-    SpmvDia,
-    /// `spmv_coo.cu`: COO by atomics (also the COO part of HYB).
-    SpmvCoo,
-    /// `convert.cu`: row-length histogram, COO row counts, exclusive scan, and the ELL, DIA and
-    /// HYB conversions from CSR.
-    Convert,
-}
+pub use autopcg_catalog::KernelSource;
 
-impl KernelSource {
-    /// Every source file.
-    pub const ALL: [KernelSource; 8] = [
-        KernelSource::Vector,
-        KernelSource::Dot,
-        KernelSource::Precond,
-        KernelSource::SpmvCsr,
-        KernelSource::SpmvEll,
-        KernelSource::SpmvDia,
-        KernelSource::SpmvCoo,
-        KernelSource::Convert,
-    ];
-
-    /// File name under `kernels/`.
-    pub fn file_name(self) -> &'static str {
-        match self {
-            KernelSource::Vector => "vector.cu",
-            KernelSource::Dot => "dot.cu",
-            KernelSource::Precond => "precond.cu",
-            KernelSource::SpmvCsr => "spmv_csr.cu",
-            KernelSource::SpmvEll => "spmv_ell.cu",
-            KernelSource::SpmvDia => "spmv_dia.cu",
-            KernelSource::SpmvCoo => "spmv_coo.cu",
-            KernelSource::Convert => "convert.cu",
-        }
-    }
-
-    /// The source text, as embedded at build time.
-    pub fn text(self) -> &'static str {
-        match self {
-            KernelSource::Vector => include_str!("../../../kernels/vector.cu"),
-            KernelSource::Dot => include_str!("../../../kernels/dot.cu"),
-            KernelSource::Precond => include_str!("../../../kernels/precond.cu"),
-            KernelSource::SpmvCsr => include_str!("../../../kernels/spmv_csr.cu"),
-            KernelSource::SpmvEll => include_str!("../../../kernels/spmv_ell.cu"),
-            KernelSource::SpmvDia => include_str!("../../../kernels/spmv_dia.cu"),
-            KernelSource::SpmvCoo => include_str!("../../../kernels/spmv_coo.cu"),
-            KernelSource::Convert => include_str!("../../../kernels/convert.cu"),
-        }
-    }
-}
-
-impl fmt::Display for KernelSource {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.file_name())
+/// The text of `src`, as embedded at build time.
+pub fn source_text(src: KernelSource) -> &'static str {
+    match src {
+        KernelSource::Vector => include_str!("../../../kernels/vector.cu"),
+        KernelSource::Dot => include_str!("../../../kernels/dot.cu"),
+        KernelSource::Precond => include_str!("../../../kernels/precond.cu"),
+        KernelSource::SpmvCsr => include_str!("../../../kernels/spmv_csr.cu"),
+        KernelSource::SpmvEll => include_str!("../../../kernels/spmv_ell.cu"),
+        KernelSource::SpmvDia => include_str!("../../../kernels/spmv_dia.cu"),
+        KernelSource::SpmvCoo => include_str!("../../../kernels/spmv_coo.cu"),
+        KernelSource::Convert => include_str!("../../../kernels/convert.cu"),
     }
 }
 
@@ -225,7 +169,7 @@ mod tests {
     fn every_catalog_entry_is_declared_in_its_source() {
         for (spec, entries) in catalog() {
             assert!(!entries.is_empty(), "{spec} has no entry points");
-            let text = spec.source.text();
+            let text = crate::sources::source_text(spec.source);
             for e in entries {
                 // The name followed by "(" and preceded by a blank or ")" (a __launch_bounds__).
                 let pat = format!("{e}(");

@@ -37,23 +37,5 @@ pub fn test_nvrtc(name: &str) -> Result<bool, GpuError> {
 /// Properties of an H100-like device (132 SMs, compute capability 9.0), for CPU tests of launch
 /// rules and plans that need a [`DeviceProps`] without a GPU.
 pub fn hopper_like_props() -> DeviceProps {
-    DeviceProps {
-        name: "test".into(),
-        compute_capability: (9, 0),
-        sm_count: 132,
-        max_threads_per_block: 1024,
-        max_threads_per_sm: 2048,
-        max_blocks_per_sm: 32,
-        regs_per_sm: 65536,
-        regs_per_block: 65536,
-        smem_per_sm: 233472,
-        smem_per_block: 49152,
-        smem_per_block_optin: 232448,
-        total_mem: 80 << 30,
-        l2_bytes: 50 << 20,
-        warp_size: 32,
-        max_grid_x: i32::MAX as u32,
-        mem_clock_khz: None,
-        mem_bus_width_bits: None,
-    }
+    DeviceProps::hopper_like()
 }

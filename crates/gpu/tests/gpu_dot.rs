@@ -22,7 +22,7 @@ fn cpu_dot(x: &[f64], y: &[f64]) -> (f64, f64) {
 fn configs(dev: &GpuDevice, k: DotKernel, n: usize, threads: u32) -> Vec<LaunchConfig> {
     match k.elements_per_thread() {
         Some(e) => {
-            let exact = LaunchConfig::per_item((n as u64).div_ceil(e), threads);
+            let exact = LaunchConfig::per_item((n as u64).div_ceil(u64::from(e)), threads);
             vec![exact, LaunchConfig::new(threads, exact.blocks + 2)]
         }
         None => {

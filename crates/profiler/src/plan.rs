@@ -607,7 +607,7 @@ impl Sweep {
                     DotOp::Dot3(_) => None,
                 };
                 match per_thread {
-                    Some(e) => dfixed.push((op, b, e)),
+                    Some(e) => dfixed.push((op, b, u64::from(e))),
                     None => {
                         let nbt = nb(op.to_string(), b, &res);
                         for &i in dmult {

@@ -9,7 +9,6 @@
 //! allocates nothing but the counting temporaries. It assumes the canonical CSR that
 //! `CsrMatrix` uploads (columns ascending within a row, no duplicates); any CSR that passed
 //! the upload checks gives a result that is safe to read.
-use std::fmt;
 
 use autopcg_sparse::{PaddingLimits, SparseError};
 use cudarc::driver::PushKernelArg;
@@ -28,80 +27,13 @@ pub const HIST_BINS: usize = 1024;
 /// Elements each thread of the scan handles (`SCAN_ITEMS` in convert.cu).
 pub const SCAN_ITEMS: usize = 8;
 
-/// The kernels of `convert.cu`.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
-)]
-pub enum ConvertKernel {
-    /// Row-length histogram with per-block shared-memory bins.
-    HistRowLengths,
-    /// Entries per row of a COO matrix.
-    CooRowCounts,
-    /// Scan stage 1: tile sums.
-    ScanTileSums,
-    /// Scan stage 2: exclusive scan of the tile sums.
-    ScanTileOffsets,
-    /// Scan stage 3: scan inside tiles plus tile offsets.
-    ScanApply,
-    /// Row-length histogram of the rows at least `base` long.
-    HistRowLengthsFrom,
-    /// The longest row.
-    RowLengthMax,
-    /// ELL (or HYB's ELL part) from CSR.
-    EllFromCsr,
-    /// Entries per row past the HYB split.
-    HybOverflowCounts,
-    /// HYB's COO part from CSR.
-    HybCooFromCsr,
-    /// Flags of the diagonals holding an entry.
-    DiaMark,
-    /// DIA offsets from the scanned flags.
-    DiaOffsets,
-    /// The DIA band from CSR.
-    DiaFromCsr,
-}
+pub use autopcg_catalog::ConvertKernel;
 
-impl ConvertKernel {
-    /// Every kernel of the file.
-    pub const ALL: [ConvertKernel; 13] = [
-        ConvertKernel::HistRowLengths,
-        ConvertKernel::CooRowCounts,
-        ConvertKernel::ScanTileSums,
-        ConvertKernel::ScanTileOffsets,
-        ConvertKernel::ScanApply,
-        ConvertKernel::HistRowLengthsFrom,
-        ConvertKernel::RowLengthMax,
-        ConvertKernel::EllFromCsr,
-        ConvertKernel::HybOverflowCounts,
-        ConvertKernel::HybCooFromCsr,
-        ConvertKernel::DiaMark,
-        ConvertKernel::DiaOffsets,
-        ConvertKernel::DiaFromCsr,
-    ];
-
-    fn load(self, dev: &GpuDevice) -> Result<crate::device::Kernel, GpuError> {
-        dev.kernel(&ModuleSpec::plain(KernelSource::Convert), &self.to_string())
-    }
-}
-
-impl fmt::Display for ConvertKernel {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            ConvertKernel::HistRowLengths => "hist_row_lengths",
-            ConvertKernel::CooRowCounts => "coo_row_counts",
-            ConvertKernel::ScanTileSums => "scan_tile_sums",
-            ConvertKernel::ScanTileOffsets => "scan_tile_offsets",
-            ConvertKernel::ScanApply => "scan_apply",
-            ConvertKernel::HistRowLengthsFrom => "hist_row_lengths_from",
-            ConvertKernel::RowLengthMax => "row_length_max",
-            ConvertKernel::EllFromCsr => "ell_from_csr",
-            ConvertKernel::HybOverflowCounts => "hyb_overflow_counts",
-            ConvertKernel::HybCooFromCsr => "hyb_coo_from_csr",
-            ConvertKernel::DiaMark => "dia_mark",
-            ConvertKernel::DiaOffsets => "dia_offsets",
-            ConvertKernel::DiaFromCsr => "dia_from_csr",
-        })
-    }
+fn load(kernel: ConvertKernel, dev: &GpuDevice) -> Result<crate::device::Kernel, GpuError> {
+    dev.kernel(
+        &ModuleSpec::plain(KernelSource::Convert),
+        &kernel.to_string(),
+    )
 }
 
 /// Histogram of the row lengths of `a` into `hist` ([`HIST_BINS`] entries, overwritten).
@@ -118,13 +50,17 @@ pub fn row_length_histogram(
     if a.nrows() == 0 {
         return Ok(());
     }
-    let k = kernel.load(dev)?;
+    let k = load(kernel, dev)?;
     let nrows = a.nrows() as u32;
     let mut b = dev.stream().launch_builder(&k.func);
     b.arg(&nrows).arg(&a.indptr.buf).arg(&mut hist.buf);
     // SAFETY: matches `hist_row_lengths(u32 nrows, const u32 *indptr, u32 *hist)`; indptr has
     // nrows + 1 entries (validated on upload), hist HIST_BINS (checked) and zeroed above.
-    launched(unsafe { b.launch(cfg.to_cudarc()) }, &kernel, cfg)
+    launched(
+        unsafe { b.launch(crate::launch::cudarc_config(cfg)) },
+        &kernel,
+        cfg,
+    )
 }
 
 /// Entries per row of `a` into `counts` (nrows entries, overwritten).
@@ -141,13 +77,17 @@ pub fn coo_row_counts(
     if a.nnz() == 0 {
         return Ok(());
     }
-    let k = kernel.load(dev)?;
+    let k = load(kernel, dev)?;
     let nnz = a.nnz() as u32;
     let mut b = dev.stream().launch_builder(&k.func);
     b.arg(&nnz).arg(&a.rows.buf).arg(&mut counts.buf);
     // SAFETY: matches `coo_row_counts(u32 nnz, const u32 *rows, u32 *count)`; rows holds nnz
     // indices below nrows = len(counts) (validated on upload and checked), counts zeroed above.
-    launched(unsafe { b.launch(cfg.to_cudarc()) }, &kernel, cfg)
+    launched(
+        unsafe { b.launch(crate::launch::cudarc_config(cfg)) },
+        &kernel,
+        cfg,
+    )
 }
 
 /// Device memory of the scan: one sum per tile.
@@ -206,28 +146,28 @@ pub fn exclusive_scan(
         return dev.fill_zeros(out);
     }
     let t32 = tiles as u32;
-    let sums = ConvertKernel::ScanTileSums.load(dev)?;
+    let sums = load(ConvertKernel::ScanTileSums, dev)?;
     let mut b = dev.stream().launch_builder(&sums.func);
     b.arg(&n32).arg(&input.buf).arg(&mut ws.tile_sums.buf);
     // SAFETY: matches `scan_tile_sums(u32 n, const u32 *in, u32 *tile_sums)`; in holds n, the
     // workspace >= tiles = blocks entries (checked); threads a multiple of 32 (checked).
     launched(
-        unsafe { b.launch(cfg.to_cudarc()) },
+        unsafe { b.launch(crate::launch::cudarc_config(cfg)) },
         &ConvertKernel::ScanTileSums,
         cfg,
     )?;
-    let offs = ConvertKernel::ScanTileOffsets.load(dev)?;
+    let offs = load(ConvertKernel::ScanTileOffsets, dev)?;
     let one = LaunchConfig::new(threads, 1);
     let mut b = dev.stream().launch_builder(&offs.func);
     b.arg(&t32).arg(&mut ws.tile_sums.buf);
     // SAFETY: matches `scan_tile_offsets(u32 ntiles, u32 *tile_sums)`; the workspace holds
     // >= ntiles entries; one block whose size is a multiple of 32.
     launched(
-        unsafe { b.launch(one.to_cudarc()) },
+        unsafe { b.launch(crate::launch::cudarc_config(one)) },
         &ConvertKernel::ScanTileOffsets,
         one,
     )?;
-    let apply = kernel.load(dev)?;
+    let apply = load(kernel, dev)?;
     let mut b = dev.stream().launch_builder(&apply.func);
     b.arg(&n32)
         .arg(&input.buf)
@@ -235,7 +175,11 @@ pub fn exclusive_scan(
         .arg(&ws.tile_sums.buf);
     // SAFETY: matches `scan_apply(u32 n, const u32 *in, u32 *out, const u32 *tile_offsets)`;
     // in holds n, out n + 1 (checked), tile_offsets one per block; same threads as stage 1.
-    launched(unsafe { b.launch(cfg.to_cudarc()) }, &kernel, cfg)
+    launched(
+        unsafe { b.launch(crate::launch::cudarc_config(cfg)) },
+        &kernel,
+        cfg,
+    )
 }
 
 /// CSR row pointers (nrows + 1 entries) of a row-sorted COO matrix: row counts, then an
@@ -268,7 +212,7 @@ pub fn row_length_histogram_from(
     if a.nrows() == 0 {
         return Ok(());
     }
-    let k = kernel.load(dev)?;
+    let k = load(kernel, dev)?;
     let nrows = a.nrows() as u32;
     let mut b = dev.stream().launch_builder(&k.func);
     b.arg(&nrows)
@@ -278,7 +222,11 @@ pub fn row_length_histogram_from(
     // SAFETY: matches `hist_row_lengths_from(u32 nrows, u32 base, const u32 *indptr,
     // u32 *hist)`; indptr has nrows + 1 entries (validated on upload), hist HIST_BINS (checked)
     // and zeroed above.
-    launched(unsafe { b.launch(cfg.to_cudarc()) }, &kernel, cfg)
+    launched(
+        unsafe { b.launch(crate::launch::cudarc_config(cfg)) },
+        &kernel,
+        cfg,
+    )
 }
 
 /// The grid-stride configuration of the conversion kernels: [`DEFAULT_THREADS`] threads, one
@@ -296,14 +244,18 @@ pub fn max_row_length(dev: &GpuDevice, a: &DeviceCsr) -> Result<usize, GpuError>
     let cfg = conversion_config(dev, a.nrows() as u64);
     cfg.check(kernel, dev.props())?;
     let mut out = dev.alloc_zeros::<u32>(1)?;
-    let k = kernel.load(dev)?;
+    let k = load(kernel, dev)?;
     let nrows = a.nrows() as u32;
     let mut b = dev.stream().launch_builder(&k.func);
     b.arg(&nrows).arg(&a.indptr.buf).arg(&mut out.buf);
     // SAFETY: matches `row_length_max(u32 nrows, const u32 *indptr, u32 *out)`; indptr has
     // nrows + 1 entries (validated on upload), out one zeroed entry; DEFAULT_THREADS threads
     // per block are whole warps.
-    launched(unsafe { b.launch(cfg.to_cudarc()) }, &kernel, cfg)?;
+    launched(
+        unsafe { b.launch(crate::launch::cudarc_config(cfg)) },
+        &kernel,
+        cfg,
+    )?;
     Ok(dev.download(&out)?[0] as usize)
 }
 
@@ -396,7 +348,7 @@ fn fill_ell(
     }
     let cfg = conversion_config(dev, a.nrows() as u64);
     cfg.check(kernel, dev.props())?;
-    let k = kernel.load(dev)?;
+    let k = load(kernel, dev)?;
     let nrows = a.nrows() as u32;
     let mut b = dev.stream().launch_builder(&k.func);
     b.arg(&nrows)
@@ -410,7 +362,11 @@ fn fill_ell(
     // const u32 *indices, const double *vals, u32 *ecols, double *evals)`; the CSR arrays were
     // validated on upload (entry start + k < indptr[row + 1] <= nnz for k < len), ecols and
     // evals hold width x nrows slots (checked).
-    launched(unsafe { b.launch(cfg.to_cudarc()) }, &kernel, cfg)
+    launched(
+        unsafe { b.launch(crate::launch::cudarc_config(cfg)) },
+        &kernel,
+        cfg,
+    )
 }
 
 /// `width` as the kernels' u32, or a [`GpuError::Sparse`] `TooLarge`.
@@ -504,7 +460,7 @@ pub fn csr_to_dia(
         let kernel = ConvertKernel::DiaMark;
         let cfg = conversion_config(dev, a.nnz() as u64);
         cfg.check(kernel, dev.props())?;
-        let k = kernel.load(dev)?;
+        let k = load(kernel, dev)?;
         let (nrows, nnz) = (n as u32, a.nnz() as u32);
         let mut b = dev.stream().launch_builder(&k.func);
         b.arg(&nrows)
@@ -516,7 +472,11 @@ pub fn csr_to_dia(
         // u32 *flags)`; indptr is non-decreasing from 0 to nnz and indices < ncols (validated
         // on upload), so every flag index j + nrows - 1 - i is below nrows + ncols - 1 = the
         // length of flags.
-        launched(unsafe { b.launch(cfg.to_cudarc()) }, &kernel, cfg)?;
+        launched(
+            unsafe { b.launch(crate::launch::cudarc_config(cfg)) },
+            &kernel,
+            cfg,
+        )?;
     }
     // SAFETY: exclusive_scan writes all nbits + 1 entries.
     let mut rank = unsafe { dev.alloc_uninit::<u32>(nbits + 1)? };
@@ -548,7 +508,7 @@ pub fn csr_to_dia(
         let kernel = ConvertKernel::DiaOffsets;
         let cfg = conversion_config(dev, nbits as u64);
         cfg.check(kernel, dev.props())?;
-        let k = kernel.load(dev)?;
+        let k = load(kernel, dev)?;
         let shift32 = shift as u32;
         let mut b = dev.stream().launch_builder(&k.func);
         b.arg(&nbits32)
@@ -560,12 +520,16 @@ pub fn csr_to_dia(
         // const u32 *rank, int *offsets)`; flags holds nbits entries, rank their exclusive
         // scan (nbits + 1 entries), so rank[b] < ndiag = len(offsets) for every set flag; the
         // offsets fit i32 (checked above).
-        launched(unsafe { b.launch(cfg.to_cudarc()) }, &kernel, cfg)?;
+        launched(
+            unsafe { b.launch(crate::launch::cudarc_config(cfg)) },
+            &kernel,
+            cfg,
+        )?;
 
         let kernel = ConvertKernel::DiaFromCsr;
         let cfg = conversion_config(dev, n as u64);
         cfg.check(kernel, dev.props())?;
-        let k = kernel.load(dev)?;
+        let k = load(kernel, dev)?;
         let nrows = n as u32;
         let mut b = dev.stream().launch_builder(&k.func);
         b.arg(&nrows)
@@ -578,7 +542,11 @@ pub fn csr_to_dia(
         // const double *vals, const u32 *rank, double *data)`; every entry's flag is set (by
         // dia_mark above), so its rank is below ndiag and the slot rank * nrows + row is below
         // ndiag * nrows = len(data).
-        launched(unsafe { b.launch(cfg.to_cudarc()) }, &kernel, cfg)?;
+        launched(
+            unsafe { b.launch(crate::launch::cudarc_config(cfg)) },
+            &kernel,
+            cfg,
+        )?;
     }
     Ok(DeviceDia::from_device(n, m, offsets, data))
 }
@@ -611,7 +579,7 @@ pub fn csr_to_hyb(
         let kernel = ConvertKernel::HybOverflowCounts;
         let cfg = conversion_config(dev, n as u64);
         cfg.check(kernel, dev.props())?;
-        let k = kernel.load(dev)?;
+        let k = load(kernel, dev)?;
         let nrows = n as u32;
         let mut b = dev.stream().launch_builder(&k.func);
         b.arg(&nrows)
@@ -620,7 +588,11 @@ pub fn csr_to_hyb(
             .arg(&mut counts.buf);
         // SAFETY: matches `hyb_overflow_counts(u32 nrows, u32 split, const u32 *indptr,
         // u32 *counts)`; indptr has nrows + 1 entries (validated on upload), counts nrows.
-        launched(unsafe { b.launch(cfg.to_cudarc()) }, &kernel, cfg)?;
+        launched(
+            unsafe { b.launch(crate::launch::cudarc_config(cfg)) },
+            &kernel,
+            cfg,
+        )?;
         let mut ws = ScanWorkspace::new(dev, ScanWorkspace::tiles(n, threads))?;
         exclusive_scan(dev, threads, &counts, &mut coo_ptr, &mut ws)?;
     }
@@ -653,7 +625,7 @@ pub fn csr_to_hyb(
         let kernel = ConvertKernel::HybCooFromCsr;
         let cfg = conversion_config(dev, coo_nnz as u64);
         cfg.check(kernel, dev.props())?;
-        let k = kernel.load(dev)?;
+        let k = load(kernel, dev)?;
         let (nrows, cnnz) = (n as u32, coo_nnz as u32);
         let mut b = dev.stream().launch_builder(&k.func);
         b.arg(&nrows)
@@ -672,7 +644,11 @@ pub fn csr_to_hyb(
         // entries past split per row (nrows + 1 entries, ending at coo_nnz), so entry p lies
         // in a row i with coo_ptr[i] <= p < coo_ptr[i + 1] and its source indptr[i] + split +
         // p - coo_ptr[i] < indptr[i + 1]; the outputs hold coo_nnz entries.
-        launched(unsafe { b.launch(cfg.to_cudarc()) }, &kernel, cfg)?;
+        launched(
+            unsafe { b.launch(crate::launch::cudarc_config(cfg)) },
+            &kernel,
+            cfg,
+        )?;
     }
     let coo = DeviceCoo::from_device(n, m, crows, ccols, cvals);
     DeviceHyb::from_parts(ell, coo)
@@ -684,7 +660,7 @@ mod tests {
 
     #[test]
     fn constants_match_the_cuda_source() {
-        let src = KernelSource::Convert.text();
+        let src = crate::sources::source_text(KernelSource::Convert);
         assert!(src.contains(&format!("#define HIST_BINS {HIST_BINS}\n")));
         assert!(src.contains(&format!("#define SCAN_ITEMS {SCAN_ITEMS}\n")));
         assert_eq!(ScanWorkspace::tiles(0, 256), 0);

@@ -10,136 +10,10 @@ use cudarc::driver::PushKernelArg;
 
 use super::{check_covers, check_len, launched};
 use crate::sources::{ModuleSpec, DOT_BLOCK_SIZES};
-use crate::{
-    CgScalars, DeviceProps, DeviceVec, GpuDevice, GpuError, LaunchConfig, DEFAULT_THREADS,
-};
+use crate::{CgScalars, DeviceVec, GpuDevice, GpuError, LaunchConfig};
 
-/// Entry point of the second stage (adds per-block partial sums).
-pub const DOT_FINISH: &str = "dot_finish";
-
-/// The rungs of the reduction ladder.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
-)]
-pub enum DotKernel {
-    /// Interleaved addressing with a divergent branch.
-    Interleaved,
-    /// Interleaved addressing by a strided index (no divergence, bank conflicts).
-    Strided,
-    /// Sequential addressing.
-    Sequential,
-    /// First addition during the load.
-    FirstAdd,
-    /// Last warp unrolled with shuffles.
-    WarpUnroll,
-    /// Tree fully unrolled on the compile-time block size.
-    FullUnroll,
-    /// Several elements per thread, grid-stride.
-    GridStride,
-    /// Several elements per thread, a contiguous chunk per block.
-    BlockStride,
-    /// Grid-stride with double2 loads.
-    Vec2,
-    /// Double2 grid-stride whose last block adds the partials (one launch).
-    LastBlock,
-}
-
-impl DotKernel {
-    /// Every rung, in ladder order.
-    pub const ALL: [DotKernel; 10] = [
-        DotKernel::Interleaved,
-        DotKernel::Strided,
-        DotKernel::Sequential,
-        DotKernel::FirstAdd,
-        DotKernel::WarpUnroll,
-        DotKernel::FullUnroll,
-        DotKernel::GridStride,
-        DotKernel::BlockStride,
-        DotKernel::Vec2,
-        DotKernel::LastBlock,
-    ];
-
-    /// Elements each thread loads for the fixed-coverage rungs (1 or 2); `None` for rungs that
-    /// take any block count.
-    pub fn elements_per_thread(self) -> Option<u64> {
-        match self {
-            DotKernel::Interleaved | DotKernel::Strided | DotKernel::Sequential => Some(1),
-            DotKernel::FirstAdd | DotKernel::WarpUnroll | DotKernel::FullUnroll => Some(2),
-            _ => None,
-        }
-    }
-
-    /// Default configuration for n elements: [`DEFAULT_THREADS`] threads; exactly covering
-    /// blocks for the fixed-coverage rungs, one resident wave for the others.
-    pub fn default_config(self, n: u64, props: &DeviceProps) -> LaunchConfig {
-        match self.elements_per_thread() {
-            Some(e) => LaunchConfig::per_item(n.div_ceil(e), DEFAULT_THREADS),
-            None => LaunchConfig::grid_stride(n, DEFAULT_THREADS, props),
-        }
-    }
-}
-
-impl fmt::Display for DotKernel {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            DotKernel::Interleaved => "dot_interleaved",
-            DotKernel::Strided => "dot_strided",
-            DotKernel::Sequential => "dot_sequential",
-            DotKernel::FirstAdd => "dot_first_add",
-            DotKernel::WarpUnroll => "dot_warp_unroll",
-            DotKernel::FullUnroll => "dot_full_unroll",
-            DotKernel::GridStride => "dot_grid_stride",
-            DotKernel::BlockStride => "dot_block_stride",
-            DotKernel::Vec2 => "dot_vec2",
-            DotKernel::LastBlock => "dot_last_block",
-        })
-    }
-}
-
-/// The fused three-dot reductions.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
-)]
-pub enum Dot3Kernel {
-    /// `dot3_two_pass` then `dot3_finish` (two launches).
-    TwoPass,
-    /// `dot3_last_block` (one launch; the last block finishes).
-    LastBlock,
-}
-
-impl Dot3Kernel {
-    /// Both kernels.
-    pub const ALL: [Dot3Kernel; 2] = [Dot3Kernel::TwoPass, Dot3Kernel::LastBlock];
-
-    /// The entry points it launches, in order.
-    pub fn entry_points(self) -> &'static [&'static str] {
-        match self {
-            Dot3Kernel::TwoPass => &["dot3_two_pass", "dot3_finish"],
-            Dot3Kernel::LastBlock => &["dot3_last_block"],
-        }
-    }
-
-    /// The entry points of the variant that takes its iteration from the scalar buffer
-    /// ([`dot3_advance_next`]), in launch order.
-    pub fn next_entry_points(self) -> &'static [&'static str] {
-        match self {
-            Dot3Kernel::TwoPass => &["dot3_two_pass", "dot3_finish_next"],
-            Dot3Kernel::LastBlock => &["dot3_last_block_next"],
-        }
-    }
-
-    /// Default configuration for vectors of n elements: [`DEFAULT_THREADS`] threads, one
-    /// resident wave (capped by the double2 work).
-    pub fn default_config(self, n: u64, props: &DeviceProps) -> LaunchConfig {
-        LaunchConfig::grid_stride(n.div_ceil(2), DEFAULT_THREADS, props)
-    }
-}
-
-impl fmt::Display for Dot3Kernel {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.entry_points()[0])
-    }
-}
+pub use autopcg_catalog::kernels::DOT_FINISH;
+pub use autopcg_catalog::{Dot3Kernel, DotKernel, Reduction};
 
 fn check_block_size(kernel: &dyn fmt::Display, cfg: LaunchConfig) -> Result<(), GpuError> {
     if !DOT_BLOCK_SIZES.contains(&cfg.threads) {
@@ -220,7 +94,7 @@ pub fn dot(
     check_blocks(&kernel, cfg, ws.max_blocks)?;
     let n = x.len() as u64;
     if let Some(e) = kernel.elements_per_thread() {
-        check_covers(&kernel, cfg, n.div_ceil(e))?;
+        check_covers(&kernel, cfg, n.div_ceil(u64::from(e)))?;
     }
     let spec = ModuleSpec::dot(cfg.threads);
     let k = dev.kernel(&spec, &kernel.to_string())?;
@@ -236,14 +110,22 @@ pub fn dot(
         // double *partial, u32 *counter, double *out)`; x and y hold n elements, partial
         // holds >= blocks entries (checked), counter and out one each; the counter is zero
         // between launches (zeroed at allocation, reset by the kernel).
-        return launched(unsafe { b.launch(cfg.to_cudarc()) }, &kernel, cfg);
+        return launched(
+            unsafe { b.launch(crate::launch::cudarc_config(cfg)) },
+            &kernel,
+            cfg,
+        );
     }
     let mut b = dev.stream().launch_builder(&k.func);
     b.arg(&n).arg(&x.buf).arg(&y.buf).arg(&mut ws.partial.buf);
     // SAFETY: matches `dot_<rung>(u64 n, const double *x, const double *y, double *partial)`;
     // x and y hold n elements, partial >= blocks entries (checked), threads == BLOCK_SIZE of
     // the module (it was chosen from cfg.threads).
-    launched(unsafe { b.launch(cfg.to_cudarc()) }, &kernel, cfg)?;
+    launched(
+        unsafe { b.launch(crate::launch::cudarc_config(cfg)) },
+        &kernel,
+        cfg,
+    )?;
     let fin = dev.kernel(&spec, DOT_FINISH)?;
     let m = cfg.blocks;
     let fin_cfg = LaunchConfig::new(cfg.threads, 1);
@@ -252,7 +134,7 @@ pub fn dot(
     // SAFETY: matches `dot_finish(u32 m, const double *partial, double *out)`; partial holds
     // m = blocks sums written by the first stage, out one element; one block of BLOCK_SIZE.
     launched(
-        unsafe { b.launch(fin_cfg.to_cudarc()) },
+        unsafe { b.launch(crate::launch::cudarc_config(fin_cfg)) },
         &DOT_FINISH,
         fin_cfg,
     )
@@ -349,7 +231,11 @@ pub fn dot3_advance(
             // double *history, u32 history_cap, u32 iteration)`; r, u, w hold n elements,
             // partial 3 * max_blocks >= 3 * blocks, scalars CG_SCALARS_LEN, history
             // 3 * history_cap; the counter is zero between launches.
-            launched(unsafe { b.launch(cfg.to_cudarc()) }, &kernel, cfg)
+            launched(
+                unsafe { b.launch(crate::launch::cudarc_config(cfg)) },
+                &kernel,
+                cfg,
+            )
         }
         Dot3Kernel::TwoPass => {
             let mut b = dev.stream().launch_builder(&k.func);
@@ -361,7 +247,11 @@ pub fn dot3_advance(
             // SAFETY: matches `dot3_two_pass(u64 n, const double *r, const double *u,
             // const double *w, double *partial)`; r, u, w hold n elements, partial
             // 3 * max_blocks >= 3 * blocks entries.
-            launched(unsafe { b.launch(cfg.to_cudarc()) }, &kernel, cfg)?;
+            launched(
+                unsafe { b.launch(crate::launch::cudarc_config(cfg)) },
+                &kernel,
+                cfg,
+            )?;
             let fin = dev.kernel(&spec, entries[1])?;
             let m = cfg.blocks;
             let fin_cfg = LaunchConfig::new(cfg.threads, 1);
@@ -376,7 +266,7 @@ pub fn dot3_advance(
             // double *history, u32 history_cap, u32 iteration)`; partial holds the 3 * m sums
             // of the first stage laid out by its block count m; one block of BLOCK_SIZE.
             launched(
-                unsafe { b.launch(fin_cfg.to_cudarc()) },
+                unsafe { b.launch(crate::launch::cudarc_config(fin_cfg)) },
                 &entries[1],
                 fin_cfg,
             )
@@ -430,7 +320,11 @@ pub fn dot3_advance_next(
             // double *history, u32 history_cap)`; r, u, w hold n elements, partial
             // 3 * max_blocks >= 3 * blocks, scalars CG_SCALARS_LEN, history 3 * history_cap
             // (the kernel writes only below it); the counter is zero between launches.
-            launched(unsafe { b.launch(cfg.to_cudarc()) }, &entries[0], cfg)
+            launched(
+                unsafe { b.launch(crate::launch::cudarc_config(cfg)) },
+                &entries[0],
+                cfg,
+            )
         }
         Dot3Kernel::TwoPass => {
             let mut b = dev.stream().launch_builder(&k.func);
@@ -442,7 +336,11 @@ pub fn dot3_advance_next(
             // SAFETY: matches `dot3_two_pass(u64 n, const double *r, const double *u,
             // const double *w, double *partial)`; r, u, w hold n elements, partial
             // 3 * max_blocks >= 3 * blocks entries.
-            launched(unsafe { b.launch(cfg.to_cudarc()) }, &entries[0], cfg)?;
+            launched(
+                unsafe { b.launch(crate::launch::cudarc_config(cfg)) },
+                &entries[0],
+                cfg,
+            )?;
             let fin = dev.kernel(&spec, entries[1])?;
             let m = cfg.blocks;
             let fin_cfg = LaunchConfig::new(cfg.threads, 1);
@@ -456,7 +354,7 @@ pub fn dot3_advance_next(
             // double *history, u32 history_cap)`; partial holds the 3 * m sums of the first
             // stage laid out by its block count m; one block of BLOCK_SIZE.
             launched(
-                unsafe { b.launch(fin_cfg.to_cudarc()) },
+                unsafe { b.launch(crate::launch::cudarc_config(fin_cfg)) },
                 &entries[1],
                 fin_cfg,
             )

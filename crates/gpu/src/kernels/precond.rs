@@ -1,62 +1,13 @@
 //! `precond.cu`: Jacobi application and diagonal scaling (the element-wise parts of the
 //! preconditioners; the rest is SpMV).
-use std::fmt;
 
 use cudarc::driver::PushKernelArg;
 
 use super::{check_len, launched};
 use crate::sources::{KernelSource, ModuleSpec};
-use crate::{DeviceProps, DeviceVec, GpuDevice, GpuError, LaunchConfig, DEFAULT_THREADS};
+use crate::{DeviceVec, GpuDevice, GpuError, LaunchConfig};
 
-/// Scalar or double2 loads (both grid-stride, any block count).
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
-)]
-pub enum Loads {
-    /// One double at a time.
-    Scalar,
-    /// Two doubles at a time.
-    Double2,
-}
-
-/// The kernels of `precond.cu`.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
-)]
-pub enum PrecondKernel {
-    /// `z = inv_diag .* r`.
-    Jacobi(Loads),
-    /// `x = d .* x` in place.
-    DiagScale(Loads),
-}
-
-impl PrecondKernel {
-    /// Every kernel of the file.
-    pub const ALL: [PrecondKernel; 4] = [
-        PrecondKernel::Jacobi(Loads::Scalar),
-        PrecondKernel::Jacobi(Loads::Double2),
-        PrecondKernel::DiagScale(Loads::Scalar),
-        PrecondKernel::DiagScale(Loads::Double2),
-    ];
-
-    /// Default configuration for n elements: [`DEFAULT_THREADS`] threads, one resident wave.
-    pub fn default_config(self, n: u64, props: &DeviceProps) -> LaunchConfig {
-        LaunchConfig::grid_stride(n, DEFAULT_THREADS, props)
-    }
-}
-
-impl fmt::Display for PrecondKernel {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let (op, l) = match self {
-            PrecondKernel::Jacobi(l) => ("jacobi_apply", l),
-            PrecondKernel::DiagScale(l) => ("diag_scale", l),
-        };
-        match l {
-            Loads::Scalar => f.write_str(op),
-            Loads::Double2 => write!(f, "{op}_v2"),
-        }
-    }
-}
+pub use autopcg_catalog::{Loads, PrecondKernel};
 
 /// `z = inv_diag .* r`.
 pub fn jacobi_apply(
@@ -83,7 +34,11 @@ pub fn jacobi_apply(
     b.arg(&n).arg(&inv_diag.buf).arg(&r.buf).arg(&mut z.buf);
     // SAFETY: matches `jacobi_apply[_v2](u64 n, const double *inv_diag, const double *r,
     // double *z)`; all three hold n elements (checked) and z is distinct from the inputs.
-    launched(unsafe { b.launch(cfg.to_cudarc()) }, &kernel, cfg)
+    launched(
+        unsafe { b.launch(crate::launch::cudarc_config(cfg)) },
+        &kernel,
+        cfg,
+    )
 }
 
 /// `x = d .* x` in place.
@@ -109,7 +64,11 @@ pub fn diag_scale(
     b.arg(&n).arg(&d.buf).arg(&mut x.buf);
     // SAFETY: matches `diag_scale[_v2](u64 n, const double *d, double *x)`; both hold n
     // elements (checked) and are distinct buffers.
-    launched(unsafe { b.launch(cfg.to_cudarc()) }, &kernel, cfg)
+    launched(
+        unsafe { b.launch(crate::launch::cudarc_config(cfg)) },
+        &kernel,
+        cfg,
+    )
 }
 
 #[cfg(test)]

@@ -1,210 +1,37 @@
 //! `spmv_*.cu`: y = A x in every device format, and the per-matrix workspace of the merge-path
 //! CSR kernel ([`CsrMergeWorkspace`]).
-use std::fmt;
 
 use cudarc::driver::PushKernelArg;
 
 use super::{check_len, launched};
 use crate::formats::{DeviceCoo, DeviceCsr, DeviceDia, DeviceEll, DeviceHyb, Format};
 use crate::sources::{KernelSource, ModuleSpec};
-use crate::{DeviceProps, DeviceVec, GpuDevice, GpuError, LaunchConfig, DEFAULT_THREADS};
+use crate::{DeviceVec, GpuDevice, GpuError, LaunchConfig, DEFAULT_THREADS};
 
-/// Lanes per row the CSR vector kernel is compiled for.
-pub const CSR_LANES: [u32; 5] = [2, 4, 8, 16, 32];
+pub use autopcg_catalog::kernels::{
+    merge_smem_bytes, merge_tiles, CSR_LANES, MERGE_FIXUP, MERGE_ITEMS, MERGE_MAX_THREADS,
+    MERGE_PARTITION, MERGE_SMEM_PER_WARP, MERGE_TILE,
+};
+pub use autopcg_catalog::SpmvKernel;
 
-/// Merge-path steps (row ends plus entries) each lane of [`SpmvKernel::CsrMerge`] takes
-/// (`MERGE_ITEMS` in spmv_csr.cu). Odd, so that the lanes' shared-memory reads spread over the
-/// banks.
-pub const MERGE_ITEMS: u32 = 7;
-
-/// Merge-path steps per tile, one warp's share (`MERGE_TILE` in spmv_csr.cu).
-pub const MERGE_TILE: u32 = 32 * MERGE_ITEMS;
-
-/// Most threads per block [`SpmvKernel::CsrMerge`] is compiled for (its `__launch_bounds__`,
-/// `MERGE_MAX_THREADS` in spmv_csr.cu).
-pub const MERGE_MAX_THREADS: u32 = 512;
-
-/// Dynamic shared memory of [`SpmvKernel::CsrMerge`] per warp of a block, bytes: a tile of
-/// products (f64) and of row ends (u32).
-pub const MERGE_SMEM_PER_WARP: u32 = MERGE_TILE * 12;
-
-/// The kernel that cuts the merge path into tiles, run once per matrix.
-pub const MERGE_PARTITION: &str = "spmv_csr_merge_partition";
-
-/// The kernel that adds the carry-outs of rows cut by a tile boundary, run after every
-/// [`SpmvKernel::CsrMerge`] launch.
-pub const MERGE_FIXUP: &str = "spmv_csr_merge_fixup";
-
-/// Tiles of the merge path of a matrix with `nrows` rows and `nnz` entries:
-/// `ceil((nrows + nnz) / MERGE_TILE)`.
-pub fn merge_tiles(nrows: usize, nnz: usize) -> u64 {
-    (nrows as u64 + nnz as u64).div_ceil(u64::from(MERGE_TILE))
+/// Checks that `kernel` reads `format` and can run `cfg` on `dev`.
+fn check(
+    kernel: SpmvKernel,
+    dev: &GpuDevice,
+    cfg: LaunchConfig,
+    format: Format,
+) -> Result<(), GpuError> {
+    if kernel.format() != format {
+        return Err(GpuError::launch(
+            kernel,
+            format!("reads {} but was given a {format} matrix", kernel.format()),
+        ));
+    }
+    Ok(kernel.check_launch(cfg, dev.props())?)
 }
 
-/// The SpMV kernels.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
-)]
-pub enum SpmvKernel {
-    /// CSR, one thread per row.
-    CsrScalar,
-    /// CSR, this many lanes (one of [`CSR_LANES`]) per row.
-    CsrVector(u32),
-    /// CSR, load-balanced by the merge path (Merrill & Garland, "Merge-based Parallel Sparse
-    /// Matrix-Vector Multiplication", SC 2016): one warp per tile of [`MERGE_TILE`] row ends
-    /// plus entries, whatever the row lengths. Needs the matrix's merge workspace
-    /// ([`DeviceCsr::prepare_merge`]); launches a small fixup kernel after the main one.
-    CsrMerge,
-    /// ELLPACK, one thread per row.
-    Ell,
-    /// Diagonals, one thread per row.
-    Dia,
-    /// COO, one atomic add per entry.
-    CooAtomic,
-    /// COO, warp-segmented reduction, one atomic per row and tile of 32 entries.
-    CooSegment,
-}
-
-impl SpmvKernel {
-    /// Every kernel.
-    pub fn all() -> Vec<SpmvKernel> {
-        let mut v = vec![SpmvKernel::CsrScalar];
-        v.extend(CSR_LANES.iter().map(|&l| SpmvKernel::CsrVector(l)));
-        v.extend([
-            SpmvKernel::CsrMerge,
-            SpmvKernel::Ell,
-            SpmvKernel::Dia,
-            SpmvKernel::CooAtomic,
-            SpmvKernel::CooSegment,
-        ]);
-        v
-    }
-
-    /// The source file it lives in.
-    pub fn source(self) -> KernelSource {
-        match self {
-            SpmvKernel::CsrScalar | SpmvKernel::CsrVector(_) | SpmvKernel::CsrMerge => {
-                KernelSource::SpmvCsr
-            }
-            SpmvKernel::Ell => KernelSource::SpmvEll,
-            SpmvKernel::Dia => KernelSource::SpmvDia,
-            SpmvKernel::CooAtomic | SpmvKernel::CooSegment => KernelSource::SpmvCoo,
-        }
-    }
-
-    /// The format it reads.
-    pub fn format(self) -> Format {
-        match self {
-            SpmvKernel::CsrScalar | SpmvKernel::CsrVector(_) | SpmvKernel::CsrMerge => Format::Csr,
-            SpmvKernel::Ell => Format::Ell,
-            SpmvKernel::Dia => Format::Dia,
-            SpmvKernel::CooAtomic | SpmvKernel::CooSegment => Format::Coo,
-        }
-    }
-
-    /// True when threads per block must be a multiple of 32 (the warp-cooperative kernels).
-    pub fn needs_whole_warps(self) -> bool {
-        matches!(
-            self,
-            SpmvKernel::CsrVector(_) | SpmvKernel::CsrMerge | SpmvKernel::CooSegment
-        )
-    }
-
-    /// Every entry point one SpMV with this kernel launches, the kernel itself first (the merge
-    /// kernel's fixup follows it).
-    pub fn entry_points(self) -> Vec<String> {
-        let mut v = vec![self.to_string()];
-        if self == SpmvKernel::CsrMerge {
-            v.push(MERGE_FIXUP.to_string());
-        }
-        v
-    }
-
-    /// Threads the kernel wants for a matrix of `nrows` rows and `nnz` entries: one per row
-    /// (scalar CSR, ELL, DIA), per row and lane (CSR vector), per entry (COO), or 32 per tile
-    /// of the merge path (CSR merge).
-    pub fn work_items(self, nrows: u64, nnz: u64) -> u64 {
-        match self {
-            SpmvKernel::CsrScalar | SpmvKernel::Ell | SpmvKernel::Dia => nrows,
-            SpmvKernel::CsrVector(l) => nrows.saturating_mul(u64::from(l)),
-            SpmvKernel::CsrMerge => {
-                (nrows.saturating_add(nnz)).div_ceil(u64::from(MERGE_TILE)) * 32
-            }
-            SpmvKernel::CooAtomic | SpmvKernel::CooSegment => nnz,
-        }
-    }
-
-    /// Default configuration: [`DEFAULT_THREADS`] threads, one resident wave, but no more threads
-    /// than work items ([`SpmvKernel::work_items`]).
-    pub fn default_config(self, nrows: u64, nnz: u64, props: &DeviceProps) -> LaunchConfig {
-        LaunchConfig::grid_stride(self.work_items(nrows, nnz), DEFAULT_THREADS, props)
-    }
-
-    fn check(self, dev: &GpuDevice, cfg: LaunchConfig, format: Format) -> Result<(), GpuError> {
-        if self.format() != format {
-            return Err(GpuError::launch(
-                self,
-                format!("reads {} but was given a {format} matrix", self.format()),
-            ));
-        }
-        if let SpmvKernel::CsrVector(l) = self {
-            if !CSR_LANES.contains(&l) {
-                return Err(GpuError::launch(
-                    self,
-                    format!("{l} lanes per row; compiled for {CSR_LANES:?}"),
-                ));
-            }
-        }
-        cfg.check(self, dev.props())?;
-        if self.needs_whole_warps() && cfg.threads % 32 != 0 {
-            return Err(GpuError::launch(
-                self,
-                format!("{} threads per block is not a multiple of 32", cfg.threads),
-            ));
-        }
-        if self == SpmvKernel::CsrMerge {
-            if cfg.threads > MERGE_MAX_THREADS {
-                return Err(GpuError::launch(
-                    self,
-                    format!(
-                        "{} threads per block; compiled for at most {MERGE_MAX_THREADS}",
-                        cfg.threads
-                    ),
-                ));
-            }
-            let smem = merge_smem_bytes(cfg.threads);
-            if smem > dev.props().smem_per_block {
-                return Err(GpuError::launch(
-                    self,
-                    format!(
-                        "{} threads per block need {smem} bytes of shared memory; the device \
-                         allows {} per block",
-                        cfg.threads,
-                        dev.props().smem_per_block
-                    ),
-                ));
-            }
-        }
-        Ok(())
-    }
-
-    fn load(self, dev: &GpuDevice) -> Result<crate::device::Kernel, GpuError> {
-        dev.kernel(&ModuleSpec::plain(self.source()), &self.to_string())
-    }
-}
-
-impl fmt::Display for SpmvKernel {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            SpmvKernel::CsrScalar => f.write_str("spmv_csr_scalar"),
-            SpmvKernel::CsrVector(l) => write!(f, "spmv_csr_vector_{l}"),
-            SpmvKernel::CsrMerge => f.write_str("spmv_csr_merge"),
-            SpmvKernel::Ell => f.write_str("spmv_ell"),
-            SpmvKernel::Dia => f.write_str("spmv_dia"),
-            SpmvKernel::CooAtomic => f.write_str("spmv_coo_atomic"),
-            SpmvKernel::CooSegment => f.write_str("spmv_coo_segment"),
-        }
-    }
+fn load(kernel: SpmvKernel, dev: &GpuDevice) -> Result<crate::device::Kernel, GpuError> {
+    dev.kernel(&ModuleSpec::plain(kernel.source()), &kernel.to_string())
 }
 
 fn check_xy(
@@ -216,11 +43,6 @@ fn check_xy(
 ) -> Result<(), GpuError> {
     check_len(&kernel, "x", x.len(), ncols)?;
     check_len(&kernel, "y", y.len(), nrows)
-}
-
-/// Dynamic shared memory of a [`SpmvKernel::CsrMerge`] launch with `threads` per block.
-pub fn merge_smem_bytes(threads: u32) -> u32 {
-    (threads / 32).saturating_mul(MERGE_SMEM_PER_WARP)
 }
 
 /// The device memory [`SpmvKernel::CsrMerge`] needs for one matrix, allocated once (by
@@ -274,7 +96,11 @@ impl CsrMergeWorkspace {
         // SAFETY: matches `spmv_csr_merge_partition(u32 nrows, u32 nnz, const u32 *indptr,
         // u32 ntiles, u32 *tile_rows)`; indptr holds nrows + 1 non-decreasing offsets ending at
         // nnz (validated on upload), tile_rows ntiles + 1 entries (allocated above).
-        launched(unsafe { b.launch(cfg.to_cudarc()) }, &MERGE_PARTITION, cfg)?;
+        launched(
+            unsafe { b.launch(crate::launch::cudarc_config(cfg)) },
+            &MERGE_PARTITION,
+            cfg,
+        )?;
         Ok(ws)
     }
 
@@ -305,7 +131,7 @@ pub fn spmv_csr(
     x: &DeviceVec<f64>,
     y: &mut DeviceVec<f64>,
 ) -> Result<(), GpuError> {
-    kernel.check(dev, cfg, Format::Csr)?;
+    check(kernel, dev, cfg, Format::Csr)?;
     check_xy(kernel, a.nrows(), a.ncols(), x, y)?;
     if kernel == SpmvKernel::CsrMerge {
         return spmv_csr_merge(dev, a, cfg, x, y);
@@ -313,7 +139,7 @@ pub fn spmv_csr(
     if a.nrows() == 0 {
         return Ok(());
     }
-    let k = kernel.load(dev)?;
+    let k = load(kernel, dev)?;
     let nrows = a.nrows() as u32;
     let mut b = dev.stream().launch_builder(&k.func);
     b.arg(&nrows)
@@ -326,7 +152,11 @@ pub fn spmv_csr(
     // const u32 *indices, const double *vals, const double *x, double *y)`; the arrays were
     // validated on upload (indices < ncols = len(x)), y holds nrows (checked), threads are whole
     // warps for the vector kernels (checked).
-    launched(unsafe { b.launch(cfg.to_cudarc()) }, &kernel, cfg)
+    launched(
+        unsafe { b.launch(crate::launch::cudarc_config(cfg)) },
+        &kernel,
+        cfg,
+    )
 }
 
 /// The merge-path SpMV: the main kernel with `cfg` (checked by the caller), then the fixup.
@@ -359,9 +189,9 @@ fn spmv_csr_merge(
     if a.nrows() == 0 {
         return Ok(());
     }
-    let main = kernel.load(dev)?;
+    let main = load(kernel, dev)?;
     let (nrows, nnz) = (a.nrows() as u32, a.nnz() as u32);
-    let mut launch_cfg = cfg.to_cudarc();
+    let mut launch_cfg = crate::launch::cudarc_config(cfg);
     launch_cfg.shared_mem_bytes = merge_smem_bytes(cfg.threads);
     let mut b = dev.stream().launch_builder(&main.func);
     b.arg(&nrows)
@@ -400,7 +230,7 @@ fn spmv_csr_merge(
     // the launch above (rows <= nrows; the kernel skips nrows), y holds nrows; DEFAULT_THREADS
     // is a whole number of warps.
     launched(
-        unsafe { b.launch(fix_cfg.to_cudarc()) },
+        unsafe { b.launch(crate::launch::cudarc_config(fix_cfg)) },
         &MERGE_FIXUP,
         fix_cfg,
     )
@@ -415,12 +245,12 @@ pub fn spmv_ell(
     y: &mut DeviceVec<f64>,
 ) -> Result<(), GpuError> {
     let kernel = SpmvKernel::Ell;
-    kernel.check(dev, cfg, Format::Ell)?;
+    check(kernel, dev, cfg, Format::Ell)?;
     check_xy(kernel, a.nrows(), a.ncols(), x, y)?;
     if a.nrows() == 0 {
         return Ok(());
     }
-    let k = kernel.load(dev)?;
+    let k = load(kernel, dev)?;
     let nrows = a.nrows() as u32;
     let width = a.width() as u32;
     let mut b = dev.stream().launch_builder(&k.func);
@@ -433,7 +263,11 @@ pub fn spmv_ell(
     // SAFETY: matches `spmv_ell(u32 nrows, u32 width, const u32 *cols, const double *vals,
     // const double *x, double *y)`; cols and vals hold width x nrows slots whose columns are
     // ELL_PAD or < ncols = len(x) (validated on upload); y holds nrows (checked).
-    launched(unsafe { b.launch(cfg.to_cudarc()) }, &kernel, cfg)
+    launched(
+        unsafe { b.launch(crate::launch::cudarc_config(cfg)) },
+        &kernel,
+        cfg,
+    )
 }
 
 /// y = A x for the diagonal format.
@@ -445,12 +279,12 @@ pub fn spmv_dia(
     y: &mut DeviceVec<f64>,
 ) -> Result<(), GpuError> {
     let kernel = SpmvKernel::Dia;
-    kernel.check(dev, cfg, Format::Dia)?;
+    check(kernel, dev, cfg, Format::Dia)?;
     check_xy(kernel, a.nrows(), a.ncols(), x, y)?;
     if a.nrows() == 0 {
         return Ok(());
     }
-    let k = kernel.load(dev)?;
+    let k = load(kernel, dev)?;
     let nrows = a.nrows() as u32;
     let ncols = a.ncols() as u32;
     let ndiag = a.ndiag() as u32;
@@ -465,7 +299,11 @@ pub fn spmv_dia(
     // SAFETY: matches `spmv_dia(u32 nrows, u32 ncols, u32 ndiag, const int *offsets,
     // const double *data, const double *x, double *y)`; data holds ndiag x nrows values
     // (validated), the kernel reads x only at columns in [0, ncols) = [0, len(x)), y holds nrows.
-    launched(unsafe { b.launch(cfg.to_cudarc()) }, &kernel, cfg)
+    launched(
+        unsafe { b.launch(crate::launch::cudarc_config(cfg)) },
+        &kernel,
+        cfg,
+    )
 }
 
 /// y += A x for COO (no zeroing: the HYB path adds to the ELL result).
@@ -477,12 +315,12 @@ pub fn spmv_coo_accumulate(
     x: &DeviceVec<f64>,
     y: &mut DeviceVec<f64>,
 ) -> Result<(), GpuError> {
-    kernel.check(dev, cfg, Format::Coo)?;
+    check(kernel, dev, cfg, Format::Coo)?;
     check_xy(kernel, a.nrows(), a.ncols(), x, y)?;
     if a.nnz() == 0 {
         return Ok(());
     }
-    let k = kernel.load(dev)?;
+    let k = load(kernel, dev)?;
     let nnz = a.nnz() as u32;
     let mut b = dev.stream().launch_builder(&k.func);
     b.arg(&nnz)
@@ -494,7 +332,11 @@ pub fn spmv_coo_accumulate(
     // SAFETY: matches `spmv_coo_atomic` / `spmv_coo_segment(u32 nnz, const u32 *rows,
     // const u32 *cols, const double *vals, const double *x, double *y)`; rows < nrows = len(y),
     // cols < ncols = len(x), rows sorted (validated on upload); whole warps (checked).
-    launched(unsafe { b.launch(cfg.to_cudarc()) }, &kernel, cfg)
+    launched(
+        unsafe { b.launch(crate::launch::cudarc_config(cfg)) },
+        &kernel,
+        cfg,
+    )
 }
 
 /// y = A x for COO: zeroes y, then [`spmv_coo_accumulate`].
@@ -506,7 +348,7 @@ pub fn spmv_coo(
     x: &DeviceVec<f64>,
     y: &mut DeviceVec<f64>,
 ) -> Result<(), GpuError> {
-    kernel.check(dev, cfg, Format::Coo)?;
+    check(kernel, dev, cfg, Format::Coo)?;
     check_xy(kernel, a.nrows(), a.ncols(), x, y)?;
     dev.fill_zeros(y)?;
     spmv_coo_accumulate(dev, a, kernel, cfg, x, y)
@@ -523,7 +365,7 @@ pub fn spmv_hyb(
     x: &DeviceVec<f64>,
     y: &mut DeviceVec<f64>,
 ) -> Result<(), GpuError> {
-    coo_kernel.check(dev, coo_cfg, Format::Coo)?;
+    check(coo_kernel, dev, coo_cfg, Format::Coo)?;
     spmv_ell(dev, &a.ell, ell_cfg, x, y)?;
     spmv_coo_accumulate(dev, &a.coo, coo_kernel, coo_cfg, x, y)
 }
@@ -534,7 +376,7 @@ mod tests {
 
     #[test]
     fn merge_constants_match_the_cuda_source() {
-        let src = KernelSource::SpmvCsr.text();
+        let src = crate::sources::source_text(KernelSource::SpmvCsr);
         assert!(src.contains(&format!("#define MERGE_ITEMS {MERGE_ITEMS}\n")));
         assert!(src.contains(&format!("#define MERGE_MAX_THREADS {MERGE_MAX_THREADS}\n")));
         assert!(src.contains("#define MERGE_TILE (32 * MERGE_ITEMS)\n"));

@@ -1,120 +1,12 @@
 //! `vector.cu`: axpy, xpay and the fused Chronopoulos–Gear update.
-use std::fmt;
 
 use cudarc::driver::PushKernelArg;
 
 use super::{check_covers, check_len, launched};
 use crate::sources::{KernelSource, ModuleSpec};
-use crate::{
-    CgScalars, DeviceProps, DeviceVec, GpuDevice, GpuError, LaunchConfig, DEFAULT_THREADS,
-};
+use crate::{CgScalars, DeviceVec, GpuDevice, GpuError, LaunchConfig};
 
-/// How a vector kernel maps elements to threads.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
-)]
-pub enum VectorVariant {
-    /// One element per thread; blocks x threads must cover n.
-    Elem,
-    /// One double2 (two elements) per thread; blocks x threads must cover ceil(n / 2).
-    ElemV2,
-    /// Grid-stride loop; any block count.
-    Grid,
-    /// Grid-stride loop over double2; any block count.
-    GridV2,
-}
-
-impl VectorVariant {
-    /// Every variant.
-    pub const ALL: [VectorVariant; 4] = [
-        VectorVariant::Elem,
-        VectorVariant::ElemV2,
-        VectorVariant::Grid,
-        VectorVariant::GridV2,
-    ];
-
-    fn suffix(self) -> &'static str {
-        match self {
-            VectorVariant::Elem => "elem",
-            VectorVariant::ElemV2 => "elem_v2",
-            VectorVariant::Grid => "grid",
-            VectorVariant::GridV2 => "grid_v2",
-        }
-    }
-
-    /// Threads needed to cover n elements: `Some(items)` for the one-item-per-thread variants,
-    /// `None` for grid-stride ones.
-    pub fn items(self, n: u64) -> Option<u64> {
-        match self {
-            VectorVariant::Elem => Some(n),
-            VectorVariant::ElemV2 => Some(n.div_ceil(2)),
-            VectorVariant::Grid | VectorVariant::GridV2 => None,
-        }
-    }
-
-    /// Default configuration for n elements: [`DEFAULT_THREADS`] threads; exactly covering
-    /// blocks for the per-element variants, one resident wave for grid-stride ones.
-    pub fn default_config(self, n: u64, props: &DeviceProps) -> LaunchConfig {
-        match self.items(n) {
-            Some(items) => LaunchConfig::per_item(items, DEFAULT_THREADS),
-            None => {
-                let work = if self == VectorVariant::GridV2 {
-                    n.div_ceil(2)
-                } else {
-                    n
-                };
-                LaunchConfig::grid_stride(work, DEFAULT_THREADS, props)
-            }
-        }
-    }
-}
-
-/// The kernels of `vector.cu`.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
-)]
-pub enum VectorKernel {
-    /// `y = y + a x`.
-    Axpy(VectorVariant),
-    /// `y = x + a y`.
-    Xpay(VectorVariant),
-    /// The fused Chronopoulos–Gear update.
-    CgUpdate(VectorVariant),
-}
-
-impl VectorKernel {
-    /// Every kernel of the file.
-    pub fn all() -> Vec<VectorKernel> {
-        VectorVariant::ALL
-            .iter()
-            .flat_map(|&v| {
-                [
-                    VectorKernel::Axpy(v),
-                    VectorKernel::Xpay(v),
-                    VectorKernel::CgUpdate(v),
-                ]
-            })
-            .collect()
-    }
-
-    /// The variant.
-    pub fn variant(self) -> VectorVariant {
-        match self {
-            VectorKernel::Axpy(v) | VectorKernel::Xpay(v) | VectorKernel::CgUpdate(v) => v,
-        }
-    }
-}
-
-impl fmt::Display for VectorKernel {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let op = match self {
-            VectorKernel::Axpy(_) => "axpy",
-            VectorKernel::Xpay(_) => "xpay",
-            VectorKernel::CgUpdate(_) => "cg_update",
-        };
-        write!(f, "{op}_{}", self.variant().suffix())
-    }
-}
+pub use autopcg_catalog::{VectorKernel, VectorOp, VectorVariant};
 
 fn prepare(
     dev: &GpuDevice,
@@ -155,7 +47,11 @@ pub fn axpy(
     b.arg(&n).arg(&a).arg(&x.buf).arg(&mut y.buf);
     // SAFETY: matches `axpy_*(u64 n, double a, const double *x, double *y)` in vector.cu; x and
     // y hold n elements (checked above) and are distinct buffers.
-    launched(unsafe { b.launch(cfg.to_cudarc()) }, &kernel, cfg)
+    launched(
+        unsafe { b.launch(crate::launch::cudarc_config(cfg)) },
+        &kernel,
+        cfg,
+    )
 }
 
 /// `y = x + a y` with kernel `xpay_<variant>`.
@@ -177,7 +73,11 @@ pub fn xpay(
     b.arg(&n).arg(&a).arg(&x.buf).arg(&mut y.buf);
     // SAFETY: matches `xpay_*(u64 n, double a, const double *x, double *y)` in vector.cu; x and
     // y hold n elements (checked above) and are distinct buffers.
-    launched(unsafe { b.launch(cfg.to_cudarc()) }, &kernel, cfg)
+    launched(
+        unsafe { b.launch(crate::launch::cudarc_config(cfg)) },
+        &kernel,
+        cfg,
+    )
 }
 
 /// The vectors of the fused update.
@@ -231,7 +131,11 @@ pub fn cg_update(
     // const double *w, double *p, double *s, double *x, double *r)` in vector.cu; the scalar
     // buffer has CG_SCALARS_LEN entries, every vector n (checked above), and the four written
     // vectors are distinct buffers (distinct &mut borrows).
-    launched(unsafe { b.launch(cfg.to_cudarc()) }, &kernel, cfg)
+    launched(
+        unsafe { b.launch(crate::launch::cudarc_config(cfg)) },
+        &kernel,
+        cfg,
+    )
 }
 
 #[cfg(test)]

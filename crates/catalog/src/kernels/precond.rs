@@ -1,0 +1,87 @@
+//! The element-wise preconditioner kernels of `precond.cu`.
+use std::fmt;
+use std::str::FromStr;
+
+use super::by_name;
+use crate::strser::string_serde;
+use crate::{DeviceProps, LaunchConfig, ParseError, DEFAULT_THREADS};
+
+/// Scalar or double2 loads (both grid-stride, any block count).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Loads {
+    /// One double at a time.
+    Scalar,
+    /// Two doubles at a time.
+    Double2,
+}
+
+impl fmt::Display for Loads {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Loads::Scalar => "scalar",
+            Loads::Double2 => "double2",
+        })
+    }
+}
+
+impl FromStr for Loads {
+    type Err = ParseError;
+    fn from_str(s: &str) -> Result<Self, ParseError> {
+        by_name([Loads::Scalar, Loads::Double2], s, "load width")
+    }
+}
+
+string_serde!(Loads);
+
+/// The kernels of `precond.cu`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum PrecondKernel {
+    /// `z = inv_diag .* r`.
+    Jacobi(Loads),
+    /// `x = d .* x` in place.
+    DiagScale(Loads),
+}
+
+impl PrecondKernel {
+    /// Every kernel of the file.
+    pub const ALL: [PrecondKernel; 4] = [
+        PrecondKernel::Jacobi(Loads::Scalar),
+        PrecondKernel::Jacobi(Loads::Double2),
+        PrecondKernel::DiagScale(Loads::Scalar),
+        PrecondKernel::DiagScale(Loads::Double2),
+    ];
+
+    /// Default configuration for n elements: [`DEFAULT_THREADS`] threads, one resident wave.
+    pub fn default_config(self, n: u64, props: &DeviceProps) -> LaunchConfig {
+        LaunchConfig::grid_stride(n, DEFAULT_THREADS, props)
+    }
+
+    /// The load width.
+    pub fn loads(self) -> Loads {
+        match self {
+            PrecondKernel::Jacobi(l) | PrecondKernel::DiagScale(l) => l,
+        }
+    }
+}
+
+impl fmt::Display for PrecondKernel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (op, l) = match self {
+            PrecondKernel::Jacobi(l) => ("jacobi_apply", l),
+            PrecondKernel::DiagScale(l) => ("diag_scale", l),
+        };
+        match l {
+            Loads::Scalar => f.write_str(op),
+            Loads::Double2 => write!(f, "{op}_v2"),
+        }
+    }
+}
+
+impl FromStr for PrecondKernel {
+    type Err = ParseError;
+    fn from_str(s: &str) -> Result<Self, ParseError> {
+        by_name(PrecondKernel::ALL, s, "preconditioner kernel")
+    }
+}
+
+string_serde!(PrecondKernel);

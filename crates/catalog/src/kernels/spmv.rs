@@ -1,0 +1,263 @@
+//! The SpMV kernels (`spmv_*.cu`) and the constants of the merge-path CSR kernel.
+use std::fmt;
+use std::str::FromStr;
+
+use super::by_name;
+use crate::strser::string_serde;
+use crate::{DeviceProps, Format, KernelSource, LaunchConfig, LaunchError, ParseError};
+
+/// Lanes per row the CSR vector kernel is compiled for.
+pub const CSR_LANES: [u32; 5] = [2, 4, 8, 16, 32];
+
+/// Merge-path steps (row ends plus entries) each lane of [`SpmvKernel::CsrMerge`] takes
+/// (`MERGE_ITEMS` in spmv_csr.cu). Odd, so that the lanes' shared-memory reads spread over the
+/// banks.
+pub const MERGE_ITEMS: u32 = 7;
+
+/// Merge-path steps per tile, one warp's share (`MERGE_TILE` in spmv_csr.cu).
+pub const MERGE_TILE: u32 = 32 * MERGE_ITEMS;
+
+/// Most threads per block [`SpmvKernel::CsrMerge`] is compiled for (its `__launch_bounds__`,
+/// `MERGE_MAX_THREADS` in spmv_csr.cu).
+pub const MERGE_MAX_THREADS: u32 = 512;
+
+/// Dynamic shared memory of [`SpmvKernel::CsrMerge`] per warp of a block, bytes: a tile of
+/// products (f64) and of row ends (u32).
+pub const MERGE_SMEM_PER_WARP: u32 = MERGE_TILE * 12;
+
+/// The kernel that cuts the merge path into tiles, run once per matrix.
+pub const MERGE_PARTITION: &str = "spmv_csr_merge_partition";
+
+/// The kernel that adds the carry-outs of rows cut by a tile boundary, run after every
+/// [`SpmvKernel::CsrMerge`] launch.
+pub const MERGE_FIXUP: &str = "spmv_csr_merge_fixup";
+
+/// Tiles of the merge path of a matrix with `nrows` rows and `nnz` entries:
+/// `ceil((nrows + nnz) / MERGE_TILE)`.
+pub fn merge_tiles(nrows: usize, nnz: usize) -> u64 {
+    (nrows as u64 + nnz as u64).div_ceil(u64::from(MERGE_TILE))
+}
+
+/// Dynamic shared memory of a [`SpmvKernel::CsrMerge`] launch with `threads` per block.
+pub fn merge_smem_bytes(threads: u32) -> u32 {
+    (threads / 32).saturating_mul(MERGE_SMEM_PER_WARP)
+}
+
+/// The SpMV kernels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum SpmvKernel {
+    /// CSR, one thread per row.
+    CsrScalar,
+    /// CSR, this many lanes (one of [`CSR_LANES`]) per row.
+    CsrVector(u32),
+    /// CSR, load-balanced by the merge path (Merrill & Garland, "Merge-based Parallel Sparse
+    /// Matrix-Vector Multiplication", SC 2016): one warp per tile of [`MERGE_TILE`] row ends
+    /// plus entries, whatever the row lengths. Needs a per-matrix workspace; launches a small
+    /// fixup kernel ([`MERGE_FIXUP`]) after the main one.
+    CsrMerge,
+    /// ELLPACK, one thread per row.
+    Ell,
+    /// Diagonals, one thread per row.
+    Dia,
+    /// COO, one atomic add per entry.
+    CooAtomic,
+    /// COO, warp-segmented reduction, one atomic per row and tile of 32 entries.
+    CooSegment,
+}
+
+impl SpmvKernel {
+    /// Every kernel.
+    pub fn all() -> Vec<SpmvKernel> {
+        let mut v = vec![SpmvKernel::CsrScalar];
+        v.extend(CSR_LANES.iter().map(|&l| SpmvKernel::CsrVector(l)));
+        v.extend([
+            SpmvKernel::CsrMerge,
+            SpmvKernel::Ell,
+            SpmvKernel::Dia,
+            SpmvKernel::CooAtomic,
+            SpmvKernel::CooSegment,
+        ]);
+        v
+    }
+
+    /// The source file it lives in.
+    pub fn source(self) -> KernelSource {
+        match self {
+            SpmvKernel::CsrScalar | SpmvKernel::CsrVector(_) | SpmvKernel::CsrMerge => {
+                KernelSource::SpmvCsr
+            }
+            SpmvKernel::Ell => KernelSource::SpmvEll,
+            SpmvKernel::Dia => KernelSource::SpmvDia,
+            SpmvKernel::CooAtomic | SpmvKernel::CooSegment => KernelSource::SpmvCoo,
+        }
+    }
+
+    /// The format it reads.
+    pub fn format(self) -> Format {
+        match self {
+            SpmvKernel::CsrScalar | SpmvKernel::CsrVector(_) | SpmvKernel::CsrMerge => Format::Csr,
+            SpmvKernel::Ell => Format::Ell,
+            SpmvKernel::Dia => Format::Dia,
+            SpmvKernel::CooAtomic | SpmvKernel::CooSegment => Format::Coo,
+        }
+    }
+
+    /// True when threads per block must be a multiple of 32 (the warp-cooperative kernels).
+    pub fn needs_whole_warps(self) -> bool {
+        matches!(
+            self,
+            SpmvKernel::CsrVector(_) | SpmvKernel::CsrMerge | SpmvKernel::CooSegment
+        )
+    }
+
+    /// True when y must be zeroed before the kernel adds into it (the COO kernels).
+    pub fn accumulates(self) -> bool {
+        matches!(self, SpmvKernel::CooAtomic | SpmvKernel::CooSegment)
+    }
+
+    /// Every entry point one SpMV with this kernel launches, the kernel itself first (the merge
+    /// kernel's fixup follows it).
+    pub fn entry_points(self) -> Vec<String> {
+        let mut v = vec![self.to_string()];
+        if self == SpmvKernel::CsrMerge {
+            v.push(MERGE_FIXUP.to_string());
+        }
+        v
+    }
+
+    /// Threads the kernel wants for a matrix of `nrows` rows and `nnz` entries: one per row
+    /// (scalar CSR, ELL, DIA), per row and lane (CSR vector), per entry (COO), or 32 per tile
+    /// of the merge path (CSR merge).
+    pub fn work_items(self, nrows: u64, nnz: u64) -> u64 {
+        match self {
+            SpmvKernel::CsrScalar | SpmvKernel::Ell | SpmvKernel::Dia => nrows,
+            SpmvKernel::CsrVector(l) => nrows.saturating_mul(u64::from(l)),
+            SpmvKernel::CsrMerge => {
+                (nrows.saturating_add(nnz)).div_ceil(u64::from(MERGE_TILE)) * 32
+            }
+            SpmvKernel::CooAtomic | SpmvKernel::CooSegment => nnz,
+        }
+    }
+
+    /// Dynamic shared memory of a launch with `threads` per block, bytes.
+    pub fn dynamic_smem_bytes(self, threads: u32) -> u32 {
+        match self {
+            SpmvKernel::CsrMerge => merge_smem_bytes(threads),
+            _ => 0,
+        }
+    }
+
+    /// Default configuration: [`crate::DEFAULT_THREADS`] threads, one resident wave, but no
+    /// more threads than work items ([`SpmvKernel::work_items`]).
+    pub fn default_config(self, nrows: u64, nnz: u64, props: &DeviceProps) -> LaunchConfig {
+        LaunchConfig::grid_stride(self.work_items(nrows, nnz), crate::DEFAULT_THREADS, props)
+    }
+
+    /// Checks that `cfg` is a launch this kernel can run on `props`: the device's limits, a
+    /// compiled lane count, whole warps for the warp-cooperative kernels, and the merge
+    /// kernel's block-size and shared-memory bounds.
+    pub fn check_launch(self, cfg: LaunchConfig, props: &DeviceProps) -> Result<(), LaunchError> {
+        if let SpmvKernel::CsrVector(l) = self {
+            if !CSR_LANES.contains(&l) {
+                return Err(LaunchError::new(
+                    self,
+                    format!("{l} lanes per row; compiled for {CSR_LANES:?}"),
+                ));
+            }
+        }
+        cfg.check(self, props)?;
+        if self.needs_whole_warps() && cfg.threads % 32 != 0 {
+            return Err(LaunchError::new(
+                self,
+                format!(
+                    "needs whole warps: {} threads per block is not a multiple of 32",
+                    cfg.threads
+                ),
+            ));
+        }
+        if self == SpmvKernel::CsrMerge {
+            if cfg.threads > MERGE_MAX_THREADS {
+                return Err(LaunchError::new(
+                    self,
+                    format!(
+                        "{} threads per block; compiled for at most {MERGE_MAX_THREADS}",
+                        cfg.threads
+                    ),
+                ));
+            }
+            let smem = merge_smem_bytes(cfg.threads);
+            if smem > props.smem_per_block {
+                return Err(LaunchError::new(
+                    self,
+                    format!(
+                        "{} threads per block need {smem} bytes of shared memory; the device \
+                         allows {} per block",
+                        cfg.threads, props.smem_per_block
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for SpmvKernel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SpmvKernel::CsrScalar => f.write_str("spmv_csr_scalar"),
+            SpmvKernel::CsrVector(l) => write!(f, "spmv_csr_vector_{l}"),
+            SpmvKernel::CsrMerge => f.write_str("spmv_csr_merge"),
+            SpmvKernel::Ell => f.write_str("spmv_ell"),
+            SpmvKernel::Dia => f.write_str("spmv_dia"),
+            SpmvKernel::CooAtomic => f.write_str("spmv_coo_atomic"),
+            SpmvKernel::CooSegment => f.write_str("spmv_coo_segment"),
+        }
+    }
+}
+
+impl FromStr for SpmvKernel {
+    type Err = ParseError;
+    fn from_str(s: &str) -> Result<Self, ParseError> {
+        by_name(SpmvKernel::all(), s, "SpMV kernel")
+    }
+}
+
+string_serde!(SpmvKernel);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for k in SpmvKernel::all() {
+            assert_eq!(k.to_string().parse::<SpmvKernel>(), Ok(k));
+        }
+        assert!("spmv_csr_vector_64".parse::<SpmvKernel>().is_err());
+        assert!("csr".parse::<SpmvKernel>().is_err());
+    }
+
+    #[test]
+    fn launch_checks() {
+        let p = DeviceProps::hopper_like();
+        let ok = LaunchConfig::new(256, 40);
+        for k in SpmvKernel::all() {
+            k.check_launch(ok, &p).unwrap();
+        }
+        let odd = LaunchConfig::new(100, 40);
+        assert!(SpmvKernel::CsrVector(8)
+            .check_launch(odd, &p)
+            .unwrap_err()
+            .to_string()
+            .contains("warps"));
+        SpmvKernel::CsrScalar.check_launch(odd, &p).unwrap();
+        assert!(SpmvKernel::CsrMerge
+            .check_launch(LaunchConfig::new(1024, 4), &p)
+            .is_err());
+        assert!(SpmvKernel::CsrVector(3).check_launch(ok, &p).is_err());
+        assert_eq!(SpmvKernel::CsrMerge.entry_points().len(), 2);
+        assert_eq!(SpmvKernel::CsrVector(4).work_items(10, 30), 40);
+        assert_eq!(SpmvKernel::CsrMerge.work_items(0, 0), 0);
+        assert_eq!(SpmvKernel::CsrMerge.work_items(1, 0), 32);
+    }
+}
