@@ -121,7 +121,7 @@ pub(crate) fn eval_model(a: EvalArgs) -> Result<()> {
             (model_path, from.clone())
         }
         None => {
-            let dev = crate::open_gpu(a.device_ordinal)?;
+            let dev = crate::common::open_gpu(a.device_ordinal)?;
             let mut m = GpuMeasurer::new(&dev);
             let spec = m.device().clone();
             let model_path = match &a.model {

@@ -249,7 +249,7 @@ pub(crate) fn tune(a: TuneArgs) -> Result<()> {
         return Ok(());
     }
     let t0 = Instant::now();
-    let dev = crate::open_gpu(a.device_ordinal)?;
+    let dev = crate::common::open_gpu(a.device_ordinal)?;
     let mut m = GpuMeasurer::new(&dev);
     let spec = m.device().clone();
     let slug = if a.quick {

@@ -1,42 +1,50 @@
-//! autopcg-generator: selection. A fitted [`ModelFile`] and a matrix give the GPU plan: the
-//! storage format, kernel and launch configuration of every step of a PCG iteration, each with
-//! its predicted time, and the runner-up choices with theirs.
+//! autopcg-generator: ALL selection. One entry point, [`plan`], turns a matrix, a
+//! preconditioner, an optional fitted model and a target (the CPU, or a GPU's properties) into
+//! a [`SolvePlan`]: the preconditioner in its chosen form, what every step of an iteration
+//! runs (format, kernel and launch, with predicted times where a model chose), the polling
+//! cadence, and why. The solver only executes plans; the facade never decides again.
 //!
-//! - SpMV operands (A; K and K^T of factored SSOR-AI; M of explicit SSOR-AI): the SpMV
-//!   performance model predicts every (format, kernel, threads, grid) candidate from the
-//!   operand's work counts; the pick minimises predicted time plus the predicted conversion
-//!   cost amortised over [`EXPECTED_ITERATIONS`] (method.md 3.3 and 3.4).
-//! - The fused update: the `cg_update` decision tree (Alg. 3-1) at the vector length.
-//! - The three-dot reduction: the `dot3` decision tree at the vector length.
-//! - SSOR-AI's form, when left to the model: factored (SpMV K, scaling, SpMV K^T) against
-//!   explicit (SpMV M), by predicted time per iteration.
-//! - Element-wise preconditioner kernels (Jacobi, the diagonal scaling) are not profiled: they
-//!   keep the default rule, and the plan says so.
+//! - [`fallback`]: the documented fixed rule used without a model (and for the element-wise
+//!   preconditioner kernels, which no model covers).
+//! - [`select`]: model-driven choices per step (SpMV by least amortised predicted time, the
+//!   update and the reduction from their Alg. 3-1 trees), and the one amortisation formula
+//!   ([`select::amortised_ms`]).
+//! - [`ssor`]: SSOR-AI's application form (factored or explicit) and the bound on the explicit
+//!   product's size that is checked before it is formed.
+//! - [`explain`]: how each step was chosen, with its runners-up.
 #![warn(missing_docs)]
 
-use autopcg_gpu::bench::GridPolicy;
-use autopcg_gpu::kernels::dot::Dot3Kernel;
-use autopcg_gpu::kernels::spmv::SpmvKernel;
-use autopcg_gpu::kernels::vector::VectorVariant;
-use autopcg_gpu::{DeviceProps, LaunchConfig, DOT_BLOCK_SIZES};
+use std::time::Instant;
+
+use autopcg_catalog::DeviceProps;
 use autopcg_model::file::ModelFile;
-use autopcg_model::spmv::SpmvPrediction;
-use autopcg_model::work::{spmv_work, SpmvWork};
-use autopcg_solver::gpu::{
-    Dot3Choice, GpuPlanChoice, PrecondChoice, SpmvChoice, SpmvMethod, UpdateChoice,
-};
-use autopcg_solver::{Preconditioner, SsorForm};
-use serde::Serialize;
+use autopcg_solver::gpu::{GpuPlanChoice, PrecondChoice};
+use autopcg_solver::{PcgError, Plan, PrecondKind, Preconditioner, SsorForm};
+use autopcg_sparse::CsrMatrix;
+
+pub mod explain;
+pub mod fallback;
+pub mod select;
+pub mod ssor;
+
+pub use explain::{StepExplain, StepOption, RUNNERS_UP};
+pub use select::{select_dot3, select_spmv, select_update};
+pub use ssor::{choose_ssor_form, SsorFormChoice};
 
 /// Iterations a conversion is amortised over when a solve does not say how many it expects.
 /// A guess of the order of the iteration counts of the benchmark families with SSOR-AI at a
 /// 1e-8 tolerance; a solve that expects far fewer should pass its own.
 pub const EXPECTED_ITERATIONS: f64 = 500.0;
 
-/// How many runner-up choices an explanation lists per step.
-pub const RUNNERS_UP: usize = 4;
+/// Iterations between two polls of a GPU (each poll synchronises with the device), unless the
+/// caller asks for another interval.
+pub const GPU_CHECK_EVERY: usize = 16;
 
-/// Why a model could not give a plan.
+/// Iterations between two polls on the CPU (polling costs nothing there).
+pub const CPU_CHECK_EVERY: usize = 1;
+
+/// Why a model gave no plan for a step (the entry point then falls back to the fixed rule and
+/// says so in a note).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum SelectError {
@@ -50,301 +58,236 @@ pub enum SelectError {
     },
 }
 
-/// One option considered for a step.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct StepOption {
-    /// Candidate name (`format/kernel/tT/grid` for SpMV, `kernel tT bB` for vector steps).
-    pub name: String,
-    /// Predicted milliseconds per call.
-    pub predicted_ms: f64,
-    /// Predicted conversion milliseconds (SpMV only; 0 for CSR).
-    pub conversion_ms: Option<f64>,
-    /// What the choice minimised: predicted ms plus conversion / iterations.
-    pub score_ms: f64,
+/// Why no plan could be made.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PlanError {
+    /// The preconditioner cannot be built for this matrix (a non-positive diagonal, a bad
+    /// relaxation factor...), or the plan does not fit the device.
+    #[error(transparent)]
+    Solver(#[from] PcgError),
 }
 
-/// How one step was chosen.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct StepExplain {
-    /// The step (`spmv A`, `spmv K`, `update`, `dots`...).
-    pub step: String,
-    /// The choice, then up to [`RUNNERS_UP`] runners-up, best first.
-    pub options: Vec<StepOption>,
-    /// Why, in words.
-    pub why: String,
-    /// The classifier's label for this operand, where there is one (a second opinion).
-    pub classifier: Option<String>,
+/// Where a solve runs, as far as selection is concerned.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Target {
+    /// The CPU with this many threads.
+    Cpu {
+        /// Worker threads.
+        threads: usize,
+    },
+    /// A GPU with these properties.
+    Gpu(DeviceProps),
 }
 
-/// A plan chosen by a model.
+/// A fitted model and how to name it in reports (usually its file path).
+#[derive(Debug, Clone, Copy)]
+pub struct ModelRef<'a> {
+    /// The model.
+    pub file: &'a ModelFile,
+    /// Its name in plans and notes.
+    pub label: &'a str,
+}
+
+/// Everything [`plan`] decides from.
 #[derive(Debug, Clone)]
-pub struct Selection {
-    /// What the GPU backend runs.
-    pub choice: GpuPlanChoice,
-    /// How each step was chosen.
+pub struct PlanRequest<'a> {
+    /// The matrix A.
+    pub matrix: &'a CsrMatrix,
+    /// The preconditioner asked for (its `form` is the SSOR-AI form unless `ssor_form_auto`).
+    pub precond: PrecondKind,
+    /// Let the model choose SSOR-AI's form by predicted time (with a model on a GPU only).
+    pub ssor_form_auto: bool,
+    /// The fitted model of the target GPU, if one is to choose.
+    pub model: Option<ModelRef<'a>>,
+    /// Where the solve runs.
+    pub target: Target,
+    /// Iterations a format conversion is amortised over.
+    pub expected_iterations: f64,
+    /// The caller's polling interval; `None` for the target's default ([`GPU_CHECK_EVERY`],
+    /// [`CPU_CHECK_EVERY`]).
+    pub check_every: Option<usize>,
+}
+
+impl<'a> PlanRequest<'a> {
+    /// A request with no model, the preconditioner's own form, [`EXPECTED_ITERATIONS`] and the
+    /// target's polling interval.
+    pub fn new(matrix: &'a CsrMatrix, precond: PrecondKind, target: Target) -> Self {
+        PlanRequest {
+            matrix,
+            precond,
+            ssor_form_auto: false,
+            model: None,
+            target,
+            expected_iterations: EXPECTED_ITERATIONS,
+            check_every: None,
+        }
+    }
+}
+
+/// A plan: what to build and what each step runs.
+#[derive(Debug, Clone)]
+pub struct SolvePlan {
+    /// The preconditioner, built on the host in the chosen form.
+    pub preconditioner: Preconditioner,
+    /// What the GPU runs (`None` on the CPU).
+    pub gpu: Option<GpuPlanChoice>,
+    /// Poll the backend every this many iterations.
+    pub check_every: usize,
+    /// Every step of one iteration, for reports.
+    pub steps: Plan,
+    /// The model that chose (its label), when one did.
+    pub model: Option<String>,
+    /// How a model chose each step (empty without a model).
     pub explain: Vec<StepExplain>,
-    /// Predicted milliseconds per iteration (sum of the predicted steps).
-    pub predicted_iteration_ms: f64,
+    /// Predicted milliseconds per iteration, when a model chose the plan.
+    pub predicted_iteration_ms: Option<f64>,
+    /// One-line notes (fallbacks taken and why).
+    pub notes: Vec<String>,
+    /// Milliseconds spent building the preconditioner (both forms when both were needed).
+    pub precond_ms: f64,
+    /// Milliseconds spent choosing.
+    pub select_ms: f64,
 }
 
-/// The SpMV kernel whose [`std::fmt::Display`] is `name`.
-pub fn spmv_kernel(name: &str) -> Option<SpmvKernel> {
-    SpmvKernel::all()
-        .into_iter()
-        .find(|k| k.to_string() == name)
-}
-
-fn grid_policy(g: Option<&str>) -> Option<GridPolicy> {
-    match g? {
-        "wave" => Some(GridPolicy::Wave),
-        "cover" => Some(GridPolicy::Cover),
-        _ => None,
+impl SolvePlan {
+    /// The preconditioner as applied ([`Preconditioner::kind_name`]).
+    pub fn precond_applied(&self) -> &str {
+        self.preconditioner.kind_name()
     }
 }
 
-/// The method a SpMV prediction stands for on a matrix with work `w`, or `None` when the
-/// candidate names a kernel or grid policy this build does not have (or is cuSPARSE).
-pub fn method_of(p: &SpmvPrediction, w: &SpmvWork, props: &DeviceProps) -> Option<SpmvMethod> {
-    let c = &p.candidate;
-    let threads = c.threads?;
-    let g = grid_policy(c.grid.as_deref())?;
-    let (n, nnz) = (w.n, w.nnz);
-    let cfg = |k: SpmvKernel, nnz: u64| g.config(k.work_items(n, nnz), threads, props);
-    match c.format.as_str() {
-        "csr" => {
-            let k = spmv_kernel(&c.kernel)?;
-            Some(SpmvMethod::Csr {
-                kernel: k,
-                config: cfg(k, nnz),
-            })
+/// The one selection entry point: builds the preconditioner, settles SSOR-AI's form, and
+/// chooses every step for the target — from the model where it has an answer, else by the
+/// fallback rule with a note — and the polling cadence. The GPU plan is checked against the
+/// device before it is returned.
+pub fn plan(req: &PlanRequest) -> Result<SolvePlan, PlanError> {
+    let a = req.matrix;
+    let t0 = Instant::now();
+    let mut pre = Preconditioner::build(a, &req.precond)?;
+    let mut precond_ms = t0.elapsed().as_secs_f64() * 1e3;
+    let props = match &req.target {
+        Target::Cpu { threads } => {
+            let check_every = req.check_every.unwrap_or(CPU_CHECK_EVERY);
+            let steps = cpu_steps(&pre, *threads);
+            let notes = req
+                .model
+                .map(|m| format!("model {} not used on the CPU", m.label))
+                .into_iter()
+                .collect();
+            return Ok(SolvePlan {
+                preconditioner: pre,
+                gpu: None,
+                check_every,
+                steps,
+                model: None,
+                explain: Vec::new(),
+                predicted_iteration_ms: None,
+                notes,
+                precond_ms,
+                select_ms: 0.0,
+            });
         }
-        "ell" => Some(SpmvMethod::Ell {
-            config: cfg(SpmvKernel::Ell, nnz),
-        }),
-        "dia" => Some(SpmvMethod::Dia {
-            config: cfg(SpmvKernel::Dia, nnz),
-        }),
-        "coo" => {
-            let k = spmv_kernel(&c.kernel)?;
-            Some(SpmvMethod::Coo {
-                kernel: k,
-                config: cfg(k, nnz),
-            })
-        }
-        "hyb" => {
-            let (ell, coo) = c.kernel.split_once('+')?;
-            if spmv_kernel(ell)? != SpmvKernel::Ell {
-                return None;
+        Target::Gpu(p) => p,
+    };
+    let t1 = Instant::now();
+    let mut notes = Vec::new();
+    let mut explain = Vec::new();
+    let mut form_choice = None;
+    let mut spent_building = 0.0;
+    if let (Some(m), true, Preconditioner::SsorFactored { k, kt, .. }) =
+        (req.model, req.ssor_form_auto, &pre)
+    {
+        let bound = ssor::explicit_nnz_bound(k);
+        if !ssor::explicit_within_bound(bound, a.nnz()) {
+            notes.push(format!(
+                "SSOR-AI kept factored: the explicit product could hold up to {bound:.3e} \
+                 entries ({:.1} times nnz(A))",
+                bound / a.nnz().max(1) as f64
+            ));
+        } else {
+            let tb = Instant::now();
+            let expl = pre.to_explicit()?;
+            spent_building = tb.elapsed().as_secs_f64() * 1e3;
+            if let Some(expl) = expl {
+                let Preconditioner::SsorExplicit { m: mm } = &expl else {
+                    return Err(PcgError::Backend(
+                        "the explicit SSOR-AI form is not explicit (internal error)".into(),
+                    )
+                    .into());
+                };
+                match choose_ssor_form(m.file, k, kt, mm, props, req.expected_iterations) {
+                    Ok(f) => {
+                        explain.push(f.explain.clone());
+                        if f.form == SsorForm::Explicit {
+                            pre = expl;
+                        }
+                        form_choice = Some(f);
+                    }
+                    Err(e) => notes.push(format!("SSOR-AI form left factored: {e}")),
+                }
             }
-            let ck = spmv_kernel(coo)?;
-            Some(SpmvMethod::Hyb {
-                split: None,
-                ell_config: cfg(SpmvKernel::Ell, nnz),
-                coo_kernel: ck,
-                coo_config: cfg(ck, w.hyb_coo_nnz),
-            })
         }
-        _ => None,
     }
+    precond_ms += spent_building;
+    let check_every = req.check_every.unwrap_or(GPU_CHECK_EVERY).max(1);
+    let graph_iters = GpuPlanChoice::graph_iters_for(check_every);
+    let mut model_used = None;
+    let mut predicted = None;
+    let choice = match req.model {
+        Some(m) => match select_plan(
+            m.file,
+            a,
+            &pre,
+            props,
+            req.expected_iterations,
+            form_choice.as_ref(),
+        ) {
+            Ok((mut c, ex, p)) => {
+                model_used = Some(m.label.to_string());
+                predicted = Some(p);
+                explain.extend(ex);
+                c.source = format!("model {}", m.label);
+                c
+            }
+            Err(e) => {
+                notes.push(format!("model {} not used ({e}): default rule", m.label));
+                fallback::gpu_choice(a, &pre, props)
+            }
+        },
+        None => fallback::gpu_choice(a, &pre, props),
+    }
+    .with_graph_iters(graph_iters);
+    choice.check(a.nrows(), &pre, props)?;
+    let steps = choice.plan();
+    let select_ms = (t1.elapsed().as_secs_f64() * 1e3 - spent_building).max(0.0);
+    Ok(SolvePlan {
+        preconditioner: pre,
+        gpu: Some(choice),
+        check_every,
+        steps,
+        model: model_used,
+        explain,
+        predicted_iteration_ms: predicted,
+        notes,
+        precond_ms,
+        select_ms,
+    })
 }
 
-/// Chooses the SpMV of operand `b` (named `step` in the explanation).
-pub fn select_spmv(
+/// Every modelled step of the GPU plan from `model`, the rest by the fallback rule; `form`,
+/// when [`choose_ssor_form`] already chose SSOR-AI's form, supplies the SpMV choices of K, K^T
+/// or M. Returns the choice, the explanations and the predicted milliseconds per iteration.
+fn select_plan(
     model: &ModelFile,
-    step: &str,
-    b: &autopcg_sparse::CsrMatrix,
-    props: &DeviceProps,
-    expected_iterations: f64,
-) -> Result<(SpmvChoice, StepExplain), SelectError> {
-    let w = spmv_work(b);
-    let iters = expected_iterations.max(1.0);
-    let mut scored: Vec<(f64, SpmvPrediction, SpmvMethod)> = model
-        .spmv
-        .predict(&w)
-        .into_iter()
-        .filter(|p| !p.candidate.is_cusparse())
-        .filter_map(|p| {
-            let m = method_of(&p, &w, props)?;
-            m.check(step, props).ok()?;
-            let score = p.predicted_ms + p.conversion_ms.unwrap_or(0.0) / iters;
-            Some((score, p, m))
-        })
-        .collect();
-    scored.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let Some((_, best, method)) = scored.first().cloned() else {
-        return Err(SelectError::NoChoice {
-            step: step.to_string(),
-            reason: "no candidate of the SpMV model applies to this matrix on this device".into(),
-        });
-    };
-    let options = scored
-        .iter()
-        .take(1 + RUNNERS_UP)
-        .map(|(s, p, _)| StepOption {
-            name: p.name(),
-            predicted_ms: p.predicted_ms,
-            conversion_ms: p.conversion_ms,
-            score_ms: *s,
-        })
-        .collect();
-    let why = format!(
-        "least predicted SpMV time plus conversion / {iters:.0} iterations, over {} candidates that apply",
-        scored.len()
-    );
-    let classifier = model.classifier.as_ref().and_then(|c| {
-        let f = autopcg_sparse::features::features(b);
-        c.predict(&f, &w)
-    });
-    Ok((
-        SpmvChoice {
-            method,
-            predicted_ms: Some(best.predicted_ms),
-        },
-        StepExplain {
-            step: step.to_string(),
-            options,
-            why,
-            classifier,
-        },
-    ))
-}
-
-fn vector_variant(name: &str) -> Option<VectorVariant> {
-    VectorVariant::ALL
-        .into_iter()
-        .find(|v| format!("cg_update_{}", variant_suffix(*v)) == name)
-}
-
-fn variant_suffix(v: VectorVariant) -> &'static str {
-    match v {
-        VectorVariant::Elem => "elem",
-        VectorVariant::ElemV2 => "elem_v2",
-        VectorVariant::Grid => "grid",
-        VectorVariant::GridV2 => "grid_v2",
-    }
-}
-
-/// A tree's block count for `items` work items of `threads` threads each, capped at the blocks
-/// that cover the items once. The trees' grid-stride candidates keep their block count at every
-/// length, and at the shortest lengths profiled (timed back to back, where the launches
-/// overlap) blocks without work cost nothing measurable; replayed from a CUDA graph they do
-/// (bcsstk13 without preconditioner on an H200: 0.0114 ms per iteration with 1584 and 264
-/// blocks for 2003 rows, 0.0094 with the fixed rule's 4). A grid-stride kernel with fewer
-/// blocks does the same work with no idle block, so the cap never adds work.
-fn cap_blocks(blocks: u32, items: u64, threads: u32) -> u32 {
-    let cover = items.div_ceil(u64::from(threads.max(1))).max(1);
-    u32::try_from(cover).map_or(blocks, |c| blocks.min(c))
-}
-
-/// Chooses the fused update for vectors of length `n`.
-pub fn select_update(
-    model: &ModelFile,
-    n: u64,
-    props: &DeviceProps,
-) -> Result<(UpdateChoice, StepExplain), SelectError> {
-    let no = |reason: String| SelectError::NoChoice {
-        step: "update".into(),
-        reason,
-    };
-    let p = model
-        .vector
-        .pick("cg_update", n)
-        .ok_or_else(|| no("the model has no cg_update tree".into()))?;
-    let variant = vector_variant(&p.kernel)
-        .ok_or_else(|| no(format!("unknown update kernel {:?}", p.kernel)))?;
-    let items = match variant {
-        VectorVariant::ElemV2 | VectorVariant::GridV2 => n.div_ceil(2),
-        VectorVariant::Elem | VectorVariant::Grid => n,
-    };
-    let config = LaunchConfig {
-        threads: p.threads,
-        blocks: cap_blocks(p.blocks, items, p.threads),
-    };
-    if p.threads > props.max_threads_per_block || p.blocks == 0 {
-        return Err(no(format!(
-            "{} threads x {} blocks does not fit",
-            p.threads, p.blocks
-        )));
-    }
-    let name = format!("{} t{} b{}", p.kernel, p.threads, config.blocks);
-    Ok((
-        UpdateChoice {
-            variant,
-            config,
-            predicted_ms: Some(p.predicted_ms),
-        },
-        StepExplain {
-            step: "update".into(),
-            options: vec![StepOption {
-                name,
-                predicted_ms: p.predicted_ms,
-                conversion_ms: None,
-                score_ms: p.predicted_ms,
-            }],
-            why: format!("cg_update decision tree (Alg. 3-1) at n = {n}"),
-            classifier: None,
-        },
-    ))
-}
-
-/// Chooses the three-dot reduction for vectors of length `n`.
-pub fn select_dot3(model: &ModelFile, n: u64) -> Result<(Dot3Choice, StepExplain), SelectError> {
-    let no = |reason: String| SelectError::NoChoice {
-        step: "dots".into(),
-        reason,
-    };
-    let p = model
-        .dot
-        .pick("dot3", n)
-        .ok_or_else(|| no("the model has no dot3 tree".into()))?;
-    let kernel = Dot3Kernel::ALL
-        .into_iter()
-        .find(|k| k.to_string() == p.kernel)
-        .ok_or_else(|| no(format!("unknown reduction kernel {:?}", p.kernel)))?;
-    if !DOT_BLOCK_SIZES.contains(&p.threads) || p.blocks == 0 {
-        return Err(no(format!(
-            "{} threads x {} blocks is not a reduction launch",
-            p.threads, p.blocks
-        )));
-    }
-    let blocks = cap_blocks(p.blocks, n.div_ceil(2), p.threads);
-    let name = format!("{} t{} b{}", p.kernel, p.threads, blocks);
-    Ok((
-        Dot3Choice {
-            kernel,
-            config: LaunchConfig {
-                threads: p.threads,
-                blocks,
-            },
-            predicted_ms: Some(p.predicted_ms),
-        },
-        StepExplain {
-            step: "dots".into(),
-            options: vec![StepOption {
-                name,
-                predicted_ms: p.predicted_ms,
-                conversion_ms: None,
-                score_ms: p.predicted_ms,
-            }],
-            why: format!("dot3 decision tree (Alg. 3-1) at n = {n}"),
-            classifier: None,
-        },
-    ))
-}
-
-/// The plan for `a` with preconditioner `pre`: every modelled step from `model`, the rest by the
-/// default rule ([`GpuPlanChoice::default_for`]). `form`, when [`choose_ssor_form`] already
-/// chose SSOR-AI's form, supplies the SpMV choices of K, K^T or M.
-pub fn select_plan(
-    model: &ModelFile,
-    a: &autopcg_sparse::CsrMatrix,
+    a: &CsrMatrix,
     pre: &Preconditioner,
     props: &DeviceProps,
     expected_iterations: f64,
     form: Option<&SsorFormChoice>,
-) -> Result<Selection, SelectError> {
+) -> Result<(GpuPlanChoice, Vec<StepExplain>, f64), SelectError> {
     let n = a.nrows() as u64;
-    let mut choice = GpuPlanChoice::default_for(a, pre, props);
+    let mut choice = fallback::gpu_choice(a, pre, props);
     let mut explain = Vec::new();
     let (ca, ea) = select_spmv(model, "spmv A", a, props, expected_iterations)?;
     choice.a = ca;
@@ -382,191 +325,33 @@ pub fn select_plan(
     let (cd, ed) = select_dot3(model, n)?;
     choice.dot3 = cd;
     explain.push(ed);
-    let predicted_iteration_ms = explain
+    let predicted = explain
         .iter()
         .filter_map(|e| e.options.first())
         .map(|o| o.predicted_ms)
         .sum();
-    Ok(Selection {
-        choice,
-        explain,
-        predicted_iteration_ms,
-    })
+    Ok((choice, explain, predicted))
 }
 
-/// Picks SSOR-AI's application form by predicted time per application: SpMV(K) + SpMV(K^T)
-/// for the factored form against SpMV(M) for the explicit one. The factored form also runs a
-/// diagonal scaling (one vector pass), which is not profiled and not counted: the comparison
-/// favours the factored form by that pass.
-pub fn choose_ssor_form(
-    model: &ModelFile,
-    k: &autopcg_sparse::CsrMatrix,
-    kt: &autopcg_sparse::CsrMatrix,
-    m: &autopcg_sparse::CsrMatrix,
-    props: &DeviceProps,
-    expected_iterations: f64,
-) -> Result<SsorFormChoice, SelectError> {
-    let k = select_spmv(model, "spmv K", k, props, expected_iterations)?;
-    let kt = select_spmv(model, "spmv K^T", kt, props, expected_iterations)?;
-    let m = select_spmv(model, "spmv M", m, props, expected_iterations)?;
-    let fact =
-        k.0.predicted_ms.unwrap_or(f64::INFINITY) + kt.0.predicted_ms.unwrap_or(f64::INFINITY);
-    let expl = m.0.predicted_ms.unwrap_or(f64::INFINITY);
-    let form = if expl < fact {
-        SsorForm::Explicit
-    } else {
-        SsorForm::Factored
+/// The steps of a CPU iteration: fixed kernels (the fused update, the preconditioner, the SpMV
+/// with the three dots in one pass) on `threads` threads.
+fn cpu_steps(pre: &Preconditioner, threads: usize) -> Plan {
+    let mut plan = Plan {
+        steps: Vec::new(),
+        source: "fixed CPU kernels".into(),
     };
-    let opt = |name: &str, ms: f64| StepOption {
-        name: name.into(),
-        predicted_ms: ms,
-        conversion_ms: None,
-        score_ms: ms,
+    let cfg = format!("{threads} CPU threads");
+    plan.push("update", "-", "cpu_cg_update_fused", cfg.clone(), None);
+    let pformat = match pre {
+        Preconditioner::None => "-",
+        Preconditioner::Jacobi { .. } => "diagonal",
+        Preconditioner::SsorFactored { .. } => "csr (K, K^T)",
+        Preconditioner::SsorExplicit { .. } => "csr (K^T D^-1 K)",
     };
-    let mut options = vec![
-        opt("factored: SpMV K + SpMV K^T", fact),
-        opt("explicit: SpMV M", expl),
-    ];
-    options.sort_by(|a, b| a.score_ms.total_cmp(&b.score_ms));
-    Ok(SsorFormChoice {
-        form,
-        explain: StepExplain {
-            step: "ssor-ai form".into(),
-            options,
-            why: "least predicted SpMV time per application (the factored form's diagonal \
-                  scaling, a vector pass, is not counted)"
-                .into(),
-            classifier: None,
-        },
-        k,
-        kt,
-        m,
-    })
-}
-
-/// What [`choose_ssor_form`] found: the form, why, and the SpMV choices of K, K^T and M it
-/// compared, which [`select_plan`] reuses instead of choosing them again.
-#[derive(Debug, Clone)]
-pub struct SsorFormChoice {
-    /// The form with the least predicted time per application.
-    pub form: SsorForm,
-    /// The comparison.
-    pub explain: StepExplain,
-    /// SpMV with K.
-    pub k: (SpmvChoice, StepExplain),
-    /// SpMV with K^T.
-    pub kt: (SpmvChoice, StepExplain),
-    /// SpMV with M.
-    pub m: (SpmvChoice, StepExplain),
+    plan.push("precond", pformat, pre.kind_name(), cfg.clone(), None);
+    plan.push("spmv+dots", "csr", "cpu_csr_spmv_dots_fused", cfg, None);
+    plan
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use autopcg_gpu::testing::hopper_like_props;
-    use autopcg_solver::PrecondKind;
-    use autopcg_sparse::families;
-    use std::path::Path;
-
-    /// The committed H200 model: a real fit, read as any solve reads it.
-    fn model() -> ModelFile {
-        let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../models/nvidia-h200.json");
-        ModelFile::load(&p).expect("the committed H200 model loads")
-    }
-
-    fn check_choice(sel: &Selection, props: &DeviceProps) {
-        sel.choice.a.method.check("A", props).unwrap();
-        assert!(sel.choice.a.predicted_ms.is_some_and(|t| t > 0.0));
-        assert!(sel.choice.update.predicted_ms.is_some_and(|t| t > 0.0));
-        assert!(sel.choice.dot3.predicted_ms.is_some_and(|t| t > 0.0));
-        assert!(sel.predicted_iteration_ms > 0.0);
-        for e in &sel.explain {
-            assert!(!e.options.is_empty());
-            assert!(e.options.windows(2).all(|w| w[0].score_ms <= w[1].score_ms));
-        }
-    }
-
-    #[test]
-    fn stencil_plan_is_valid_and_never_hyb_without_a_coo_part() {
-        let m = model();
-        let props = hopper_like_props();
-        let a = families::poisson3d_7pt(24, 24, 24).unwrap();
-        let pre = Preconditioner::build(&a, &PrecondKind::ssor_ai()).unwrap();
-        let sel = select_plan(&m, &a, &pre, &props, EXPECTED_ITERATIONS, None).unwrap();
-        check_choice(&sel, &props);
-        assert_ne!(sel.choice.a.method.format(), autopcg_gpu::Format::Hyb);
-        let PrecondChoice::Factored { k, kt, .. } = sel.choice.precond else {
-            panic!("a factored preconditioner gets a factored choice")
-        };
-        k.method.check("K", &props).unwrap();
-        kt.method.check("K^T", &props).unwrap();
-        let steps: Vec<&str> = sel.explain.iter().map(|e| e.step.as_str()).collect();
-        assert_eq!(steps, ["spmv A", "spmv K", "spmv K^T", "update", "dots"]);
-    }
-
-    #[test]
-    fn power_law_and_explicit_plans_are_valid() {
-        let m = model();
-        let props = hopper_like_props();
-        let a = families::random_powerlaw_spd(20_000, 12.0, 1.4, 3).unwrap();
-        let kind = PrecondKind::ssor_ai().with_omega(autopcg_solver::auto_omega(&a));
-        let pre = Preconditioner::build(&a, &kind).unwrap();
-        let sel = select_plan(&m, &a, &pre, &props, EXPECTED_ITERATIONS, None).unwrap();
-        check_choice(&sel, &props);
-        let expl = pre.to_explicit().unwrap().unwrap();
-        let sel = select_plan(&m, &a, &expl, &props, EXPECTED_ITERATIONS, None).unwrap();
-        check_choice(&sel, &props);
-        assert!(matches!(sel.choice.precond, PrecondChoice::Explicit { .. }));
-        let (Preconditioner::SsorFactored { k, kt, .. }, Preconditioner::SsorExplicit { m: mm }) =
-            (&pre, &expl)
-        else {
-            panic!("factored then explicit")
-        };
-        let f = choose_ssor_form(&m, k, kt, mm, &props, EXPECTED_ITERATIONS).unwrap();
-        assert_eq!(f.explain.options.len(), 2);
-        // The plan reuses the form's choices and gives the same plan as choosing afresh.
-        let again = select_plan(&m, &a, &expl, &props, EXPECTED_ITERATIONS, Some(&f)).unwrap();
-        assert_eq!(again.choice, sel.choice);
-    }
-
-    #[test]
-    fn amortised_conversions_favour_csr_for_one_iteration() {
-        let m = model();
-        let props = hopper_like_props();
-        let a = families::poisson2d_5pt(300, 300).unwrap();
-        let (one, _) = select_spmv(&m, "spmv A", &a, &props, 1.0).unwrap();
-        let (many, _) = select_spmv(&m, "spmv A", &a, &props, 1e9).unwrap();
-        assert_eq!(one.method.format(), autopcg_gpu::Format::Csr);
-        assert!(many.predicted_ms.unwrap() <= one.predicted_ms.unwrap());
-    }
-
-    #[test]
-    fn small_vectors_get_no_idle_blocks() {
-        let m = model();
-        let props = hopper_like_props();
-        let (u, _) = select_update(&m, 2003, &props).unwrap();
-        let per = match u.variant {
-            VectorVariant::ElemV2 | VectorVariant::GridV2 => 1002,
-            _ => 2003,
-        };
-        assert!(u.config.blocks as u64 <= (per as u64).div_ceil(u64::from(u.config.threads)));
-        let (d, _) = select_dot3(&m, 2003).unwrap();
-        assert!(d.config.blocks as u64 <= 1002u64.div_ceil(u64::from(d.config.threads)));
-        assert_eq!(cap_blocks(264, 10, 1024), 1);
-        assert_eq!(cap_blocks(264, 1 << 30, 256), 264);
-    }
-
-    #[test]
-    fn kernel_names_map_back_to_the_pool() {
-        for k in SpmvKernel::all() {
-            assert_eq!(spmv_kernel(&k.to_string()), Some(k));
-        }
-        assert_eq!(spmv_kernel("cusparse_spmv_csr_alg1"), None);
-        for v in VectorVariant::ALL {
-            assert_eq!(
-                vector_variant(&format!("cg_update_{}", variant_suffix(v))),
-                Some(v)
-            );
-        }
-    }
-}
+mod tests;

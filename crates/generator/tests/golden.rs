@@ -9,11 +9,10 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use autopcg_generator::{choose_ssor_form, select_plan, EXPECTED_ITERATIONS};
-use autopcg_gpu::DeviceProps;
+use autopcg_catalog::DeviceProps;
+use autopcg_generator::{plan, ModelRef, PlanRequest, Target};
 use autopcg_model::file::ModelFile;
-use autopcg_solver::gpu::GpuPlanChoice;
-use autopcg_solver::{auto_omega, PrecondKind, Preconditioner, SsorForm};
+use autopcg_solver::{auto_omega, PrecondKind, SsorForm};
 use autopcg_sparse::mm::{read_matrix, ReadOptions};
 use autopcg_sparse::{families, CsrMatrix};
 use serde::{Deserialize, Serialize};
@@ -72,7 +71,7 @@ fn matrices() -> Vec<(String, CsrMatrix)> {
 /// the model's device record; the rest are those of a Hopper GPU).
 fn props_of(m: &ModelFile) -> DeviceProps {
     let d = &m.device;
-    let mut p = autopcg_gpu::testing::hopper_like_props();
+    let mut p = DeviceProps::hopper_like();
     p.name = d.name.clone();
     p.compute_capability = d.compute_capability;
     p.sm_count = d.sm_count;
@@ -107,9 +106,8 @@ fn kinds(a: &CsrMatrix) -> Vec<(&'static str, PrecondKind, bool)> {
     ]
 }
 
-/// The plan as `solve --device gpu` chose it before selection moved into one entry point: the
-/// explicit-form bound and the form comparison (with a model and `--ssor-form auto`), then
-/// every step from the model, else the fallback rule; polls every 16 iterations.
+/// The plan the entry point chooses, as `solve --device gpu` asks for it: omega auto, the
+/// model's form choice for `auto`, polling every 16 iterations.
 fn plan_now(
     a: &CsrMatrix,
     kind: &PrecondKind,
@@ -117,49 +115,23 @@ fn plan_now(
     model: Option<&ModelFile>,
     props: &DeviceProps,
 ) -> GoldenPlan {
-    let mut pre = Preconditioner::build(a, kind).expect("preconditioner");
-    let mut form_choice = None;
-    if let (Some(m), true, Preconditioner::SsorFactored { k, kt, .. }) = (model, form_auto, &pre) {
-        let bound: f64 = k
-            .indptr()
-            .windows(2)
-            .map(|w| f64::from(w[1] - w[0]).powi(2))
-            .sum();
-        let too_big = bound > 8.0 * a.nnz() as f64 && bound > 4e6;
-        if !too_big {
-            if let Some(expl) = pre.to_explicit().expect("explicit") {
-                let Preconditioner::SsorExplicit { m: mm } = &expl else {
-                    unreachable!()
-                };
-                let f = choose_ssor_form(m, k, kt, mm, props, EXPECTED_ITERATIONS).expect("form");
-                if f.form == SsorForm::Explicit {
-                    pre = expl;
-                }
-                form_choice = Some(f);
-            }
-        }
-    }
-    let graph_iters = GpuPlanChoice::graph_iters_for(16);
-    let (choice, predicted) = match model {
-        Some(m) => {
-            let sel = select_plan(m, a, &pre, props, EXPECTED_ITERATIONS, form_choice.as_ref())
-                .expect("selection");
-            (sel.choice, Some(sel.predicted_iteration_ms))
-        }
-        None => (GpuPlanChoice::default_for(a, &pre, props), None),
-    };
-    let choice = choice.with_graph_iters(graph_iters);
-    choice.check(a.nrows(), &pre, props).expect("valid plan");
-    let plan = choice.plan();
+    let mut req = PlanRequest::new(a, *kind, Target::Gpu(props.clone()));
+    req.ssor_form_auto = form_auto;
+    req.model = model.map(|file| ModelRef {
+        file,
+        label: "golden",
+    });
+    let p = plan(&req).expect("plan");
     GoldenPlan {
-        precond_applied: pre.kind_name().to_string(),
-        steps: plan
+        precond_applied: p.precond_applied().to_string(),
+        steps: p
+            .steps
             .steps
             .iter()
             .map(|s| format!("{} | {} | {} | {}", s.step, s.format, s.kernel, s.config))
             .collect(),
-        predicted_ms: plan.steps.iter().map(|s| s.predicted_ms).collect(),
-        predicted_iteration_ms: predicted,
+        predicted_ms: p.steps.steps.iter().map(|s| s.predicted_ms).collect(),
+        predicted_iteration_ms: p.predicted_iteration_ms,
     }
 }
 

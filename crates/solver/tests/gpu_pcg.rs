@@ -13,9 +13,7 @@ use autopcg_gpu::kernels::precond::Loads;
 use autopcg_gpu::kernels::spmv::SpmvKernel;
 use autopcg_gpu::kernels::vector::VectorVariant;
 use autopcg_gpu::{GpuDevice, LaunchConfig};
-use autopcg_solver::gpu::{
-    solve_gpu, GpuBackend, GpuPlanChoice, PrecondChoice, SpmvChoice, SpmvMethod,
-};
+use autopcg_solver::gpu::{GpuBackend, GpuPlanChoice, PrecondChoice, SpmvChoice, SpmvMethod};
 use autopcg_solver::{
     pcg, solve_cpu, IterRecord, PcgError, PcgInfo, PcgParams, PrecondKind, Preconditioner, SsorForm,
 };
@@ -203,7 +201,7 @@ fn gpu_matches_cpu_on_small_spd_matrices() {
             let p = params(tol, 5000, 1);
             let (xc, ic) = solve_cpu(&a, &b, None, &kind, &p)
                 .unwrap_or_else(|f| panic!("{name} {kind} CPU: {f}"));
-            let (xg, ig) = solve_gpu(&dev, &a, &b, None, &kind, &p, None)
+            let (xg, ig) = solve_gpu_default(&dev, &a, &b, None, &kind, &p)
                 .unwrap_or_else(|f| panic!("{name} {kind} GPU: {f}"));
             assert!(ig.converged, "{name} {kind}");
             assert!(
@@ -248,7 +246,7 @@ fn graph_replay_and_polling_interval_give_identical_records() {
     ] {
         let b = rhs(a.nrows());
         let pre = Preconditioner::build(&a, &kind).unwrap();
-        let base = GpuPlanChoice::default_for(&a, &pre, dev.props());
+        let base = autopcg_generator::fallback::gpu_choice(&a, &pre, dev.props());
         let cases = [
             (false, 1u32, 1usize),
             (true, 1, 1),
@@ -301,8 +299,9 @@ fn polling_every_1_7_50_detects_the_same_iteration() {
         let (_, cpu) = solve_cpu(&a, &b, None, &kind, &params(1e-9, 5000, 1)).unwrap();
         let mut its = Vec::new();
         for every in [1usize, 7, 50] {
-            let (x, info) = solve_gpu(&dev, &a, &b, None, &kind, &params(1e-9, 5000, every), None)
-                .unwrap_or_else(|f| panic!("{kind} every {every}: {f}"));
+            let (x, info) =
+                solve_gpu_default(&dev, &a, &b, None, &kind, &params(1e-9, 5000, every))
+                    .unwrap_or_else(|f| panic!("{kind} every {every}: {f}"));
             assert!(info.converged);
             assert!(info.iterations_run >= info.iterations);
             assert!(info.iterations_run < info.iterations + every);
@@ -331,7 +330,8 @@ fn non_spd_matrices_give_not_spd() {
     for every in [1usize, 7] {
         for graph in [false, true] {
             let pre = Preconditioner::None;
-            let choice = GpuPlanChoice::default_for(&a, &pre, dev.props()).with_graph(graph);
+            let choice =
+                autopcg_generator::fallback::gpu_choice(&a, &pre, dev.props()).with_graph(graph);
             let (res, recs, _) = run_gpu(
                 &dev,
                 &a,
@@ -380,7 +380,7 @@ fn non_spd_matrices_give_not_spd() {
     ] {
         let p = params(1e-10, 2000, 1);
         let cpu = solve_cpu(&shifted, &b, None, &kind, &p);
-        let gpu = solve_gpu(&dev, &shifted, &b, None, &kind, &p, None);
+        let gpu = solve_gpu_default(&dev, &shifted, &b, None, &kind, &p);
         let it = |r: &Result<_, autopcg_solver::SolveFailure>| match r {
             Err(f) => match &f.error {
                 PcgError::NotSpd { iteration, .. } => *iteration,
@@ -405,7 +405,7 @@ fn zero_rhs_gives_zero_solution() {
     let b = vec![0.0; a.nrows()];
     let x0 = rhs(a.nrows());
     for kind in [PrecondKind::Jacobi, PrecondKind::ssor_ai()] {
-        let (x, info) = solve_gpu(&dev, &a, &b, Some(&x0), &kind, &params(1e-10, 100, 5), None)
+        let (x, info) = solve_gpu_default(&dev, &a, &b, Some(&x0), &kind, &params(1e-10, 100, 5))
             .unwrap_or_else(|f| panic!("{kind}: {f}"));
         assert!(info.converged);
         assert_eq!(info.iterations, 0);
@@ -422,7 +422,8 @@ fn one_by_one_system() {
     for kind in all_kinds() {
         for graph in [false, true] {
             let pre = Preconditioner::build(&a, &kind).unwrap();
-            let choice = GpuPlanChoice::default_for(&a, &pre, dev.props()).with_graph(graph);
+            let choice =
+                autopcg_generator::fallback::gpu_choice(&a, &pre, dev.props()).with_graph(graph);
             let (res, recs, x) =
                 run_gpu(&dev, &a, &pre, &[2.0], None, &params(1e-12, 10, 1), &choice);
             let info = res.unwrap_or_else(|e| panic!("{kind}: {e}"));
@@ -514,7 +515,7 @@ fn other_formats_and_kernels_match_the_cpu() {
     let pre = Preconditioner::build(&a, &PrecondKind::ssor_ai()).unwrap();
     for (mi, method) in methods.iter().enumerate() {
         let (vv, dk, dt, loads) = variants[mi % variants.len()];
-        let mut c = GpuPlanChoice::default_for(&a, &pre, &props);
+        let mut c = autopcg_generator::fallback::gpu_choice(&a, &pre, &props);
         c.a = SpmvChoice {
             method: *method,
             predicted_ms: None,
@@ -529,7 +530,7 @@ fn other_formats_and_kernels_match_the_cpu() {
                 config: stride(n, 256),
                 predicted_ms: None,
             },
-            kt: SpmvChoice::default_for(&a),
+            kt: autopcg_generator::fallback::spmv_choice(&a),
         };
         c.update.variant = vv;
         c.update.config = vv.default_config(n, &props);
@@ -553,7 +554,7 @@ fn other_formats_and_kernels_match_the_cpu() {
     }
     // A plan whose preconditioner step does not match is refused before anything runs.
     let jac = Preconditioner::build(&a, &PrecondKind::Jacobi).unwrap();
-    let c = GpuPlanChoice::default_for(&a, &pre, &props);
+    let c = autopcg_generator::fallback::gpu_choice(&a, &pre, &props);
     assert!(matches!(
         GpuBackend::new(&dev, &a, &jac, &b, None, &c),
         Err(PcgError::InvalidParameter(_))
@@ -574,7 +575,8 @@ fn merge_path_spmv_solves_a_power_law_matrix() {
     let pre = Preconditioner::build(&a, &PrecondKind::Jacobi).unwrap();
     let k = SpmvKernel::CsrMerge;
     for (threads, graph) in [(256u32, true), (64, false)] {
-        let mut c = GpuPlanChoice::default_for(&a, &pre, dev.props()).with_graph(graph);
+        let mut c =
+            autopcg_generator::fallback::gpu_choice(&a, &pre, dev.props()).with_graph(graph);
         c.a = SpmvChoice {
             method: SpmvMethod::Csr {
                 kernel: k,
@@ -606,7 +608,8 @@ fn history_grows_without_changing_the_records() {
     let b = a.mul_vec(&vec![1.0; a.nrows()]);
     let pre = Preconditioner::build(&a, &PrecondKind::Jacobi).unwrap();
     let p = params(1e-8, 5000, 50);
-    let choice = GpuPlanChoice::default_for(&a, &pre, dev.props()).with_graph_iters(50);
+    let choice =
+        autopcg_generator::fallback::gpu_choice(&a, &pre, dev.props()).with_graph_iters(50);
     let (res, grown, _) = run_gpu(&dev, &a, &pre, &b, None, &p, &choice);
     let info = res.unwrap();
     assert!(
@@ -636,7 +639,8 @@ fn profile_steps_leaves_the_solve_undisturbed() {
     let a = poisson3d(12);
     let b = rhs(a.nrows());
     let pre = Preconditioner::build(&a, &PrecondKind::ssor_ai()).unwrap();
-    let choice = GpuPlanChoice::default_for(&a, &pre, dev.props()).with_graph_iters(10);
+    let choice =
+        autopcg_generator::fallback::gpu_choice(&a, &pre, dev.props()).with_graph_iters(10);
     let p = params(1e-10, 2000, 10);
     let (_, plain, _) = run_gpu(&dev, &a, &pre, &b, None, &p, &choice);
     let mut be = GpuBackend::new(&dev, &a, &pre, &b, None, &choice).unwrap();
@@ -697,7 +701,7 @@ fn fixtures_converge_like_the_cpu() {
         let (_, ic) = solve_cpu(&a, &b, None, &kind, &p.clone().with_check_every(1).unwrap())
             .unwrap_or_else(|f| panic!("{name} {kind} CPU: {f}"));
         let t0 = std::time::Instant::now();
-        let (x, ig) = solve_gpu(&dev, &a, &b, None, &kind, &p, None)
+        let (x, ig) = solve_gpu_default(&dev, &a, &b, None, &kind, &p)
             .unwrap_or_else(|f| panic!("{name} {kind} GPU: {f}"));
         let ms = t0.elapsed().as_secs_f64() * 1e3;
         let tr = rel_residual(&a, &x, &b);
@@ -734,7 +738,7 @@ fn ssor_ai_fails_cleanly_on_s3rmt3m3() {
     let a = fixture("s3rmt3m3");
     let b = a.mul_vec(&vec![1.0; a.nrows()]);
     let p = params(1e-8, 1000, 50);
-    match solve_gpu(&dev, &a, &b, None, &PrecondKind::ssor_ai(), &p, None) {
+    match solve_gpu_default(&dev, &a, &b, None, &PrecondKind::ssor_ai(), &p) {
         Err(f) => match &f.error {
             PcgError::NotConverged { info } => {
                 assert!(info.true_relative_residual.is_finite());
@@ -759,7 +763,8 @@ fn profile_s3rmt3m3_jacobi() {
     let b = a.mul_vec(&vec![1.0; a.nrows()]);
     let pre = Preconditioner::build(&a, &PrecondKind::Jacobi).unwrap();
     for k in [1u32, 50] {
-        let choice = GpuPlanChoice::default_for(&a, &pre, dev.props()).with_graph_iters(k);
+        let choice =
+            autopcg_generator::fallback::gpu_choice(&a, &pre, dev.props()).with_graph_iters(k);
         let mut be = GpuBackend::new(&dev, &a, &pre, &b, None, &choice).unwrap();
         let t = be.profile_steps(2000).unwrap();
         println!(
@@ -786,4 +791,21 @@ fn profile_s3rmt3m3_jacobi() {
             assert!(s.median_ms > 0.0 && s.median_ms.is_finite(), "{t:?}");
         }
     }
+}
+
+/// Builds the preconditioner `kind` and solves on `dev` with the generator's fallback plan,
+/// polling as `params` says (graphs of as many iterations as fit the polling interval).
+pub fn solve_gpu_default(
+    dev: &autopcg_gpu::GpuDevice,
+    a: &CsrMatrix,
+    b: &[f64],
+    x0: Option<&[f64]>,
+    kind: &autopcg_solver::PrecondKind,
+    params: &autopcg_solver::PcgParams,
+) -> Result<(Vec<f64>, autopcg_solver::PcgInfo), autopcg_solver::SolveFailure> {
+    use autopcg_solver::gpu::GpuPlanChoice;
+    let pre = autopcg_solver::Preconditioner::build(a, kind)?;
+    let choice = autopcg_generator::fallback::gpu_choice(a, &pre, dev.props())
+        .with_graph_iters(GpuPlanChoice::graph_iters_for(params.check_every));
+    autopcg_solver::gpu::solve_gpu(dev, a, &pre, b, x0, params, &choice)
 }

@@ -40,14 +40,14 @@ use autopcg_sparse::CsrMatrix;
 use serde::Serialize;
 
 use crate::backend::{Dots, GearScalars, Halt, IterRecord, PcgBackend};
-use crate::{pcg, PcgError, PcgInfo, PcgParams, Plan, PrecondKind, Preconditioner, SolveFailure};
+use crate::{pcg, PcgError, PcgInfo, PcgParams, Plan, Preconditioner, SolveFailure};
 
 mod choice;
 mod ops;
 
 pub use choice::{
     Dot3Choice, ElementwiseChoice, GpuPlanChoice, PrecondChoice, SpmvChoice, SpmvMethod,
-    UpdateChoice, DEFAULT_RULE, MAX_GRAPH_ITERS,
+    UpdateChoice, MAX_GRAPH_ITERS,
 };
 use ops::{preload_dot3, preload_vector, DeviceOperator, DevicePrecond};
 
@@ -793,28 +793,21 @@ impl PcgBackend for GpuBackend<'_> {
     }
 }
 
-/// Builds the preconditioner `kind` for `a` and solves `A x = b` on `dev` from `x0` (zero when
-/// `None`), as `choice` says ([`GpuPlanChoice::default_for`] when `None`, with graphs of as many
-/// iterations as fit the polling interval: [`GpuPlanChoice::graph_iters_for`]).
+/// Solves `A x = b` on `dev` from `x0` (zero when `None`) with the preconditioner `pre` as
+/// `choice` says (the generator chooses plans: `autopcg_generator::plan`).
 ///
 /// Returns the solution and what the solve did, or a [`SolveFailure`] that still carries the
 /// last iterate when the solve ran out of iterations.
 pub fn solve_gpu(
     dev: &GpuDevice,
     a: &CsrMatrix,
+    pre: &Preconditioner,
     b: &[f64],
     x0: Option<&[f64]>,
-    kind: &PrecondKind,
     params: &PcgParams,
-    choice: Option<GpuPlanChoice>,
+    choice: &GpuPlanChoice,
 ) -> Result<(Vec<f64>, PcgInfo), SolveFailure> {
-    let precond = Preconditioner::build(a, kind)?;
-    let choice = match choice {
-        Some(c) => c,
-        None => GpuPlanChoice::default_for(a, &precond, dev.props())
-            .with_graph_iters(GpuPlanChoice::graph_iters_for(params.check_every)),
-    };
-    let mut backend = GpuBackend::new(dev, a, &precond, b, x0, &choice)?;
+    let mut backend = GpuBackend::new(dev, a, pre, b, x0, choice)?;
     backend.reserve_iterations(params.max_iter)?;
     match pcg(&mut backend, params, |_| ControlFlow::Continue(())) {
         Ok(info) => Ok((backend.into_solution()?, info)),

@@ -1,0 +1,47 @@
+//! Where a solve runs, and opening a GPU without panicking on machines without CUDA.
+use std::fmt;
+use std::str::FromStr;
+
+use autopcg_gpu::GpuDevice;
+
+/// Where a solve runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Device {
+    /// A GPU when one is usable, else the CPU (with a note).
+    #[default]
+    Auto,
+    /// The CPU (rayon threads).
+    Cpu,
+    /// A GPU; an error if none is usable.
+    Gpu,
+}
+
+impl fmt::Display for Device {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Device::Auto => "auto",
+            Device::Cpu => "cpu",
+            Device::Gpu => "gpu",
+        })
+    }
+}
+
+impl FromStr for Device {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "auto" => Ok(Device::Auto),
+            "cpu" => Ok(Device::Cpu),
+            "gpu" => Ok(Device::Gpu),
+            _ => Err(format!("unknown device '{s}' (expected auto, cpu or gpu)")),
+        }
+    }
+}
+
+/// Opens GPU `ordinal`, or says in one line why there is none.
+pub fn open_gpu(ordinal: usize) -> Result<GpuDevice, String> {
+    if !autopcg_gpu::gpu_available() {
+        return Err("no usable NVIDIA GPU (CUDA driver not found or no device)".into());
+    }
+    GpuDevice::open(ordinal).map_err(|e| format!("GPU {ordinal} could not be opened: {e}"))
+}

@@ -1,0 +1,259 @@
+//! `autopcg bench`: the Matrix Market reader, every SpMV candidate on a GPU, and the PCG
+//! iteration of the plan `solve` would run, step by step.
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Subcommand};
+use serde_json::json;
+
+use autopcg::sparse::mm::{self, ReadOptions, SymmetryPolicy};
+
+use crate::common::{
+    init_threads, open_gpu, parse_omega, precond_kind, read_matrix, FormArg, PrecondArg,
+};
+
+#[derive(Subcommand)]
+pub(crate) enum BenchCmd {
+    /// Time the Matrix Market reader (median of repeated reads).
+    Mmread(MmreadArgs),
+    /// Time every SpMV format x kernel x launch configuration on a GPU, and cuSPARSE.
+    #[command(
+        long_about = "Time every SpMV format x kernel x launch configuration that applies \
+to the matrix on the first GPU, plus cuSPARSE's generic CSR SpMV, each as the median of repeated \
+runs timed with CUDA events after a warm-up, every result checked against the CPU first. \
+Formats whose padding would be too large (ELL, DIA, HYB's ELL part; fill ratio above 3) are \
+listed as skipped. GB/s counts the same bytes for every candidate: the CSR minimum traffic \
+12 nnz + 20 n (f64 values and i32 column indices per nonzero; x read, y written and an i32 row \
+pointer per row); each format's own byte count is in the JSON."
+    )]
+    Spmv(SpmvArgs),
+    /// Time one PCG iteration on the GPU, step by step (update, preconditioner, SpMV + dots),
+    /// kernel by kernel and replayed from CUDA graphs.
+    Pcg(PcgBenchArgs),
+}
+
+#[derive(Args)]
+pub(crate) struct PcgBenchArgs {
+    /// Matrix Market file of an SPD matrix.
+    matrix: PathBuf,
+    /// Preconditioner.
+    #[arg(long, value_enum, default_value_t = PrecondArg::SsorAi)]
+    precond: PrecondArg,
+    /// How SSOR-AI is applied (`auto`: as `solve` chooses it).
+    #[arg(long, value_enum, default_value_t = FormArg::Auto)]
+    ssor_form: FormArg,
+    /// SSOR relaxation factor: `auto` or a number in (0, 2), as for `solve`.
+    #[arg(long, default_value = "auto")]
+    omega: String,
+    /// Performance model choosing the plan: `auto`, `none` or a file, as for `solve`.
+    #[arg(long, default_value = "auto")]
+    model: String,
+    /// Iterations per timed sample.
+    #[arg(long, default_value_t = 200)]
+    iters: usize,
+    /// Use the lower triangle of a `general` file that is not symmetric, mirrored.
+    #[arg(long)]
+    assume_symmetric: bool,
+    /// Which GPU (CUDA ordinal).
+    #[arg(long, default_value_t = 0)]
+    gpu: usize,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+pub(crate) struct SpmvArgs {
+    /// Matrix Market file.
+    matrix: PathBuf,
+    /// Print one JSON object with every record.
+    #[arg(long)]
+    json: bool,
+    /// A short run (two thread counts, few repetitions): for a quick look, not for figures.
+    #[arg(long)]
+    quick: bool,
+    /// Leave cuSPARSE out.
+    #[arg(long)]
+    no_cusparse: bool,
+    /// Which GPU (CUDA ordinal).
+    #[arg(long, default_value_t = 0)]
+    gpu: usize,
+}
+
+#[derive(Args)]
+pub(crate) struct MmreadArgs {
+    /// Matrix Market file.
+    file: PathBuf,
+    /// Threads (default: all cores).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Timed reads after one warm-up read.
+    #[arg(long, default_value_t = 5)]
+    repeat: usize,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+pub(crate) fn bench_mmread(a: MmreadArgs) -> Result<()> {
+    init_threads(a.threads)?;
+    if a.repeat == 0 {
+        bail!("--repeat must be at least 1");
+    }
+    let opts = ReadOptions {
+        symmetry: SymmetryPolicy::AsStored,
+        require_square: false,
+    };
+    let warm = mm::read_matrix(&a.file, &opts)?;
+    let (n, nnz) = (warm.matrix.nrows(), warm.matrix.nnz());
+    drop(warm);
+    let mut times = Vec::with_capacity(a.repeat);
+    for _ in 0..a.repeat {
+        let t = Instant::now();
+        let m = mm::read_matrix(&a.file, &opts)?;
+        times.push(t.elapsed().as_secs_f64() * 1e3);
+        drop(m);
+    }
+    times.sort_by(f64::total_cmp);
+    let median = times[times.len() / 2];
+    let bytes = std::fs::metadata(&a.file).map(|m| m.len()).unwrap_or(0);
+    let threads = rayon::current_num_threads();
+    if a.json {
+        println!(
+            "{}",
+            json!({"file": a.file.display().to_string(), "bytes": bytes, "n": n, "nnz": nnz,
+                   "threads": threads, "repeat": a.repeat, "median_ms": median,
+                   "min_ms": times[0], "max_ms": times[times.len() - 1],
+                   "mb_per_s": bytes as f64 / 1e6 / (median / 1e3)})
+        );
+    } else {
+        println!(
+            "{}: {:.1} MB, n = {n}, nnz = {nnz}: median {median:.1} ms over {} reads ({threads} threads, {:.0} MB/s)",
+            a.file.display(),
+            bytes as f64 / 1e6,
+            a.repeat,
+            bytes as f64 / 1e6 / (median / 1e3)
+        );
+    }
+    Ok(())
+}
+
+pub(crate) fn bench_spmv(a: SpmvArgs) -> Result<()> {
+    use autopcg::gpu::bench::{bench_spmv, SpmvBenchOptions};
+    let opts = ReadOptions {
+        symmetry: SymmetryPolicy::AsStored,
+        require_square: false,
+    };
+    let m = mm::read_matrix(&a.matrix, &opts)?.matrix;
+    let dev = open_gpu(a.gpu)?;
+    let mut o = if a.quick {
+        SpmvBenchOptions::quick()
+    } else {
+        SpmvBenchOptions::default()
+    };
+    o.cusparse = !a.no_cusparse;
+    eprintln!(
+        "timing SpMV on {} (n = {}, nnz = {}) on {} ...",
+        a.matrix.display(),
+        m.nrows(),
+        m.nnz(),
+        dev.props().name
+    );
+    let r = bench_spmv(&dev, &m, &o)?;
+    if a.json {
+        println!("{}", serde_json::to_string(&r)?);
+    } else {
+        print!("{}", r.table());
+    }
+    Ok(())
+}
+
+pub(crate) fn bench_pcg(a: PcgBenchArgs) -> Result<()> {
+    use autopcg::generator::{plan, ModelRef, PlanRequest, Target};
+    use autopcg::solver::gpu::GpuBackend;
+    use autopcg::solver::PcgBackend;
+    if a.iters == 0 {
+        bail!("--iters must be at least 1");
+    }
+    let m = read_matrix(&a.matrix, a.assume_symmetric)?;
+    let omega = parse_omega(&a.omega)?.unwrap_or_else(|| autopcg::solver::auto_omega(&m));
+    let kind = precond_kind(a.precond, a.ssor_form, omega);
+    let dev = open_gpu(a.gpu)?;
+    let choice: autopcg::ModelChoice = match a.model.parse() {
+        Ok(c) => c,
+        Err(e) => match e {},
+    };
+    // The plan `solve` would run: the same model, form choice and polling interval.
+    let resolved = autopcg::resolve_model(&choice, Some(&dev.props().name))?;
+    for n in &resolved.notes {
+        eprintln!("note: {n}");
+    }
+    let label = resolved.model.as_ref().map(|m| m.label());
+    let mut req = PlanRequest::new(&m, kind, Target::Gpu(dev.props().clone()));
+    req.ssor_form_auto = a.ssor_form == FormArg::Auto;
+    req.model = match (&resolved.model, &label) {
+        (Some(lm), Some(l)) => Some(ModelRef {
+            file: &lm.file,
+            label: l,
+        }),
+        _ => None,
+    };
+    let planned = plan(&req).with_context(|| a.matrix.display().to_string())?;
+    for n in &planned.notes {
+        eprintln!("note: {n}");
+    }
+    let Some(gpu_plan) = planned.gpu.as_ref() else {
+        bail!("the plan has no GPU steps");
+    };
+    let b = m.mul_vec(&vec![1.0; m.nrows()]);
+    let mut backend = GpuBackend::new(&dev, &m, &planned.preconditioner, &b, None, gpu_plan)?;
+    backend.start()?;
+    let t = backend.profile_steps(a.iters)?;
+    let plan = backend.plan();
+    if a.json {
+        println!(
+            "{}",
+            json!({"matrix": a.matrix.display().to_string(), "n": m.nrows(), "nnz": m.nnz(),
+                   "device": dev.props().name, "precond": kind.to_string(), "plan": plan,
+                   "precond_applied": planned.precond_applied(), "model": planned.model,
+                   "predicted_ms_per_iteration": planned.predicted_iteration_ms,
+                   "times_ms": t})
+        );
+        return Ok(());
+    }
+    println!(
+        "{}: n = {}, nnz = {}, precond = {kind}, {}",
+        a.matrix.display(),
+        m.nrows(),
+        m.nnz(),
+        dev.props().name
+    );
+    for s in &plan.steps {
+        println!(
+            "  {:<10} {:<18} {:<28} {}",
+            s.step, s.format, s.kernel, s.config
+        );
+    }
+    println!(
+        "median microseconds per execution ({} per sample):",
+        t.batch
+    );
+    let row = |name: &str, v: &autopcg::gpu::TimingStats| {
+        println!(
+            "  {name:<34} {:>10.2}   (min {:.2}, max {:.2})",
+            v.median_ms * 1e3,
+            v.min_ms * 1e3,
+            v.max_ms * 1e3
+        )
+    };
+    row("update (p, s, x, r)", &t.update);
+    row("preconditioner", &t.precond);
+    row("spmv + three dots + recurrence", &t.spmv_dots);
+    row("iteration, kernel by kernel", &t.iteration);
+    row("iteration, one-iteration graph", &t.iteration_graph);
+    if let Some(g) = &t.iteration_graph_batch {
+        row(&format!("iteration, {}-iteration graph", t.graph_iters), g);
+    }
+    Ok(())
+}

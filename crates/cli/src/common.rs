@@ -1,0 +1,95 @@
+//! What several subcommands share: the preconditioner and form arguments, reading a matrix for
+//! solving, the thread pool.
+use std::path::Path;
+
+use anyhow::{anyhow, bail, Context, Result};
+use clap::ValueEnum;
+
+use autopcg::sparse::mm::{self, ReadOptions, SymmetryPolicy};
+use autopcg::{CsrMatrix, PrecondKind, SsorForm};
+
+#[derive(Copy, Clone, PartialEq, Eq, ValueEnum)]
+pub(crate) enum PrecondArg {
+    /// No preconditioner (plain CG).
+    None,
+    /// Jacobi: M = diag(A).
+    Jacobi,
+    /// SSOR approximate inverse, first-order Neumann series.
+    SsorAi,
+    /// SSOR approximate inverse, second-order Neumann series.
+    SsorAi2,
+}
+
+#[derive(Copy, Clone, PartialEq, Eq, ValueEnum)]
+pub(crate) enum FormArg {
+    /// The performance model picks by predicted time when one chooses the GPU plan; factored
+    /// otherwise.
+    Auto,
+    /// t = K r; t = D^-1 t; z = K^T t (three sparse passes, fewer nonzeros).
+    Factored,
+    /// One SpMV with the explicit product K^T D^-1 K.
+    Explicit,
+}
+
+pub(crate) fn init_threads(threads: Option<usize>) -> Result<()> {
+    if let Some(t) = threads {
+        if t == 0 {
+            bail!("--threads must be at least 1");
+        }
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(t)
+            .build_global()
+            .context("could not start the thread pool")?;
+    }
+    Ok(())
+}
+
+pub(crate) fn read_matrix(path: &Path, assume_symmetric: bool) -> Result<CsrMatrix> {
+    let opts = ReadOptions {
+        symmetry: if assume_symmetric {
+            SymmetryPolicy::AssumeSymmetric
+        } else {
+            SymmetryPolicy::RequireSymmetric
+        },
+        require_square: true,
+    };
+    Ok(mm::read_matrix(path, &opts)?.matrix)
+}
+
+pub(crate) fn norm2(v: &[f64]) -> f64 {
+    v.iter().map(|x| x * x).sum::<f64>().sqrt()
+}
+
+pub(crate) fn precond_kind(p: PrecondArg, form: FormArg, omega: f64) -> PrecondKind {
+    match p {
+        PrecondArg::None => PrecondKind::None,
+        PrecondArg::Jacobi => PrecondKind::Jacobi,
+        PrecondArg::SsorAi | PrecondArg::SsorAi2 => PrecondKind::SsorAi {
+            order: if p == PrecondArg::SsorAi { 1 } else { 2 },
+            omega,
+            form: match form {
+                FormArg::Auto | FormArg::Factored => SsorForm::Factored,
+                FormArg::Explicit => SsorForm::Explicit,
+            },
+        },
+    }
+}
+
+/// `--omega`: `auto` (None) or a number in (0, 2).
+pub(crate) fn parse_omega(text: &str) -> Result<Option<f64>> {
+    if text.eq_ignore_ascii_case("auto") {
+        return Ok(None);
+    }
+    let w: f64 = text
+        .parse()
+        .map_err(|_| anyhow!("--omega must be `auto` or a number in (0, 2), got '{text}'"))?;
+    if !(w > 0.0 && w < 2.0) {
+        bail!("--omega must be in (0, 2), got {w}");
+    }
+    Ok(Some(w))
+}
+
+/// Opens GPU `ordinal`, or explains why there is none.
+pub(crate) fn open_gpu(ordinal: usize) -> Result<autopcg::gpu::GpuDevice> {
+    autopcg::open_gpu(ordinal).map_err(|why| anyhow!(why))
+}

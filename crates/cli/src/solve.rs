@@ -1,0 +1,327 @@
+//! `autopcg solve`: read, plan, solve, report (text or one JSON object).
+use std::io::{IsTerminal, Write};
+use std::ops::ControlFlow;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::anyhow;
+use clap::Args;
+use serde::Serialize;
+
+use autopcg::generator::StepExplain;
+use autopcg::sparse::mm;
+use autopcg::{Device, Error, ModelChoice, PcgError, PcgParams, PrecondKind, SetupTimes, Solver};
+
+use crate::common::{
+    init_threads, norm2, parse_omega, precond_kind, read_matrix, FormArg, PrecondArg,
+};
+use crate::Fail;
+
+#[derive(Args)]
+pub(crate) struct SolveArgs {
+    /// Matrix Market file of A (.mtx or .mtx.gz).
+    matrix: PathBuf,
+    /// Right-hand side b (Matrix Market array or n x 1 coordinate). Default: b = A * ones.
+    #[arg(long)]
+    rhs: Option<PathBuf>,
+    /// Write the solution x here (Matrix Market array).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Relative tolerance: stop when ||r|| <= tol * ||b||.
+    #[arg(long, default_value_t = 1e-8)]
+    tol: f64,
+    /// Iteration limit.
+    #[arg(long, default_value_t = 10_000)]
+    max_iter: usize,
+    /// Preconditioner.
+    #[arg(long, value_enum, default_value_t = PrecondArg::SsorAi)]
+    precond: PrecondArg,
+    /// SSOR relaxation factor: a number in (0, 2), or `auto` = min(1, 1/||D^-1/2 L D^-1/2||_inf),
+    /// which keeps the truncated Neumann series a useful inverse on strongly coupled matrices
+    /// and is 1 on stencil matrices.
+    #[arg(long, default_value = "auto")]
+    omega: String,
+    /// How SSOR-AI is applied.
+    #[arg(long, value_enum, default_value_t = FormArg::Auto)]
+    ssor_form: FormArg,
+    /// Where to run: auto (a GPU when usable, else the CPU), cpu or gpu.
+    #[arg(long, default_value = "auto")]
+    device: Device,
+    /// Performance model choosing the GPU plan: `auto` (the model file of the GPU, found by its
+    /// name in $AUTOPCG_MODEL_DIR, ./models or a parent's, the install's models/, then
+    /// ~/.local/share/autopcg/models; the default rule with a note when there is none), `none`
+    /// (the default rule), or a model file.
+    #[arg(long, default_value = "auto")]
+    model: String,
+    /// Also show, for every step the model chose, the runners-up with their predicted times
+    /// and why the choice won.
+    #[arg(long)]
+    explain: bool,
+    /// Use the lower triangle of a `general` file that is not symmetric, mirrored.
+    #[arg(long)]
+    assume_symmetric: bool,
+    /// CPU threads (default: all cores).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+    /// Include the residual history in the JSON output.
+    #[arg(long)]
+    history: bool,
+}
+
+/// What `solve --json` prints: one object, the JSON contract of the README.
+#[derive(Serialize)]
+struct SolveReport<'a> {
+    matrix: String,
+    n: usize,
+    nnz: usize,
+    iterations: usize,
+    converged: bool,
+    /// True ||b - A x|| / ||b||, recomputed at the end.
+    relative_residual: f64,
+    recurrence_relative_residual: f64,
+    error_vs_ones: Option<f64>,
+    read_ms: f64,
+    setup_ms: f64,
+    setup: &'a SetupTimes,
+    solve_ms: f64,
+    ms_per_iteration: f64,
+    device: &'a str,
+    precond: String,
+    omega: Option<f64>,
+    tol: f64,
+    precond_applied: &'a str,
+    check_every: usize,
+    plan: &'a autopcg::Plan,
+    model: Option<&'a str>,
+    predicted_ms_per_iteration: Option<f64>,
+    notes: &'a [String],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    explain: Option<&'a [StepExplain]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    residual_history: Option<&'a [f64]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+}
+
+pub(crate) fn solve(a: SolveArgs) -> Result<u8, Fail> {
+    init_threads(a.threads)?;
+    let omega_arg = parse_omega(&a.omega)?;
+    let model: ModelChoice = match a.model.parse() {
+        Ok(m) => m,
+        Err(e) => match e {},
+    };
+
+    let t_read = Instant::now();
+    let m = read_matrix(&a.matrix, a.assume_symmetric)?;
+    let n = m.nrows();
+    let omega = omega_arg.unwrap_or_else(|| autopcg::solver::auto_omega(&m));
+    let kind = precond_kind(a.precond, a.ssor_form, omega);
+    let params = PcgParams::new()
+        .with_tol(a.tol)?
+        .with_max_iter(a.max_iter)?
+        .with_history(a.history);
+    let (b, generated) = match &a.rhs {
+        Some(p) => {
+            let b = mm::read_vector(p)?;
+            if b.len() != n {
+                return Err(anyhow!(
+                    "{}: right-hand side has {} entries but the matrix {} has {} rows",
+                    p.display(),
+                    b.len(),
+                    a.matrix.display(),
+                    n
+                )
+                .into());
+            }
+            (b, false)
+        }
+        None => (m.mul_vec(&vec![1.0; n]), true),
+    };
+    let read_ms = t_read.elapsed().as_secs_f64() * 1e3;
+
+    // Progress on a terminal for long solves: a line refreshed at most twice a second.
+    let interactive = !a.json && std::io::stderr().is_terminal();
+    let bnorm = norm2(&b).max(f64::MIN_POSITIVE);
+    let mut last = Instant::now();
+    let mut shown = false;
+    let progress = |r: &autopcg::IterRecord| {
+        if interactive && last.elapsed().as_millis() >= 500 {
+            eprint!(
+                "\r  iteration {:>7}  relative residual {:.3e}   ",
+                r.iteration,
+                r.dots.rr.max(0.0).sqrt() / bnorm
+            );
+            let _ = std::io::stderr().flush();
+            last = Instant::now();
+            shown = true;
+        }
+        ControlFlow::Continue(())
+    };
+
+    let outcome = Solver::new(&m)
+        .precond(kind)
+        .params(params)
+        .device(a.device)
+        .model(model)
+        .ssor_form_auto(a.ssor_form == FormArg::Auto)
+        .solve_with(&b, None, progress);
+    if shown {
+        eprintln!();
+    }
+    let (sol, code, err) = match outcome {
+        Ok(s) => (s, 0u8, None),
+        Err(f) => match (f.partial, f.error) {
+            (Some(p), e) => (*p, 1u8, Some(e)),
+            (None, Error::Pcg(e @ (PcgError::NotSpd { .. } | PcgError::Breakdown { .. }))) => {
+                return Err(Fail {
+                    code: 1,
+                    err: anyhow!(
+                        "{}: {e}: the matrix (or the preconditioner built from it) is not \
+                         symmetric positive definite",
+                        a.matrix.display()
+                    ),
+                });
+            }
+            (None, e @ Error::Model(_)) => {
+                return Err(anyhow::Error::new(e).context("--model").into())
+            }
+            (None, e) => {
+                return Err(anyhow::Error::new(e)
+                    .context(a.matrix.display().to_string())
+                    .into())
+            }
+        },
+    };
+
+    if let Some(out) = &a.out {
+        mm::write_vector(out, &sol.x)?;
+    }
+    let error_vs_ones =
+        generated.then(|| sol.x.iter().map(|v| (v - 1.0).abs()).fold(0.0f64, f64::max));
+    let iters = sol.info.iterations;
+    let ms_per_iter = if iters > 0 {
+        sol.solve_ms / iters as f64
+    } else {
+        0.0
+    };
+    let is_ssor = matches!(kind, PrecondKind::SsorAi { .. });
+    if a.json {
+        let report = SolveReport {
+            matrix: a.matrix.display().to_string(),
+            n,
+            nnz: m.nnz(),
+            iterations: iters,
+            converged: sol.info.converged,
+            relative_residual: sol.info.true_relative_residual,
+            recurrence_relative_residual: sol.info.recurrence_relative_residual,
+            error_vs_ones,
+            read_ms,
+            setup_ms: sol.setup_ms,
+            setup: &sol.setup,
+            solve_ms: sol.solve_ms,
+            ms_per_iteration: ms_per_iter,
+            device: &sol.device,
+            precond: kind.to_string(),
+            omega: is_ssor.then_some(omega),
+            tol: a.tol,
+            precond_applied: &sol.precond_applied,
+            check_every: sol.check_every,
+            plan: &sol.plan,
+            model: sol.model.as_deref(),
+            predicted_ms_per_iteration: sol.predicted_iteration_ms,
+            notes: &sol.notes,
+            explain: a.explain.then_some(sol.explain.as_slice()),
+            residual_history: a.history.then_some(sol.info.residual_history.as_slice()),
+            error: err.as_ref().map(|e| e.to_string()),
+        };
+        println!(
+            "{}",
+            serde_json::to_string(&report).map_err(anyhow::Error::from)?
+        );
+    } else {
+        for note in &sol.notes {
+            eprintln!("note: {note}");
+        }
+        let w = if is_ssor {
+            format!(" (omega {omega:.3})")
+        } else {
+            String::new()
+        };
+        println!(
+            "{}: n = {n}, nnz = {}, precond = {kind}{w}, device = {}",
+            a.matrix.display(),
+            m.nnz(),
+            sol.device
+        );
+        println!(
+            "{} after {iters} iterations: relative residual {:.3e} (recurrence {:.3e})",
+            if sol.info.converged {
+                "converged"
+            } else {
+                "NOT converged"
+            },
+            sol.info.true_relative_residual,
+            sol.info.recurrence_relative_residual
+        );
+        if let Some(e) = error_vs_ones {
+            println!("max |x - 1| = {e:.3e} (b = A * ones)");
+        }
+        println!(
+            "time: read {read_ms:.1} ms, setup {:.1} ms, solve {:.1} ms ({ms_per_iter:.4} ms per iteration)",
+            sol.setup_ms, sol.solve_ms
+        );
+        print_plan(&sol, a.explain);
+        if let Some(out) = &a.out {
+            println!("solution written to {}", out.display());
+        }
+    }
+    if let Some(e) = err {
+        eprintln!("autopcg: {e}");
+    }
+    Ok(code)
+}
+
+fn print_plan(sol: &autopcg::Solution, explain: bool) {
+    let predicted = sol
+        .predicted_iteration_ms
+        .map(|p| format!(", predicted {p:.4} ms per iteration"))
+        .unwrap_or_default();
+    println!("plan ({}{predicted}):", sol.plan.source);
+    for s in &sol.plan.steps {
+        let p = s
+            .predicted_ms
+            .map(|p| format!("  predicted {p:.4} ms"))
+            .unwrap_or_default();
+        println!(
+            "  {:<8} {:<8} {:<28} {}{p}",
+            s.step, s.format, s.kernel, s.config
+        );
+    }
+    if explain {
+        if sol.explain.is_empty() {
+            println!("no model chose this plan: nothing to explain");
+        }
+        for e in &sol.explain {
+            println!("{}: {}", e.step, e.why);
+            for (i, o) in e.options.iter().enumerate() {
+                let conv = o
+                    .conversion_ms
+                    .filter(|c| *c > 0.0)
+                    .map(|c| format!(" + conversion {c:.3} ms"))
+                    .unwrap_or_default();
+                println!(
+                    "  {} {:<44} {:.4} ms{conv}",
+                    if i == 0 { "*" } else { " " },
+                    o.name,
+                    o.predicted_ms
+                );
+            }
+            if let Some(c) = &e.classifier {
+                println!("  classifier's pick: {c}");
+            }
+        }
+    }
+}

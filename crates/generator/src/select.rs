@@ -1,0 +1,207 @@
+//! Model-driven choices, step by step (method.md 3.1 to 3.4):
+//!
+//! - SpMV operands (A; K and K^T of factored SSOR-AI; M of explicit SSOR-AI): the SpMV
+//!   performance model predicts every (format, kernel, threads, grid) candidate from the
+//!   operand's work counts; the pick minimises [`amortised_ms`], the predicted time plus the
+//!   predicted conversion cost spread over the expected iterations.
+//! - The fused update: the `cg_update` decision tree (Alg. 3-1) at the vector length.
+//! - The three-dot reduction: the `dot3` decision tree at the vector length.
+//!
+//! Grid-stride launches from the trees are capped at the blocks that cover the vector
+//! ([`autopcg_catalog::LaunchConfig::capped_at_work`]): the trees keep their block count at
+//! every length, and blocks without work cost time under graph replay.
+use autopcg_catalog::{
+    DeviceProps, Dot3Kernel, LaunchConfig, SpmvCandidate, SpmvMethod, SpmvShape, VectorKernel,
+    DOT_BLOCK_SIZES,
+};
+use autopcg_model::file::ModelFile;
+use autopcg_model::spmv::SpmvPrediction;
+use autopcg_model::work::{spmv_work, SpmvWork};
+use autopcg_solver::gpu::{Dot3Choice, SpmvChoice, UpdateChoice};
+use autopcg_sparse::CsrMatrix;
+
+use crate::explain::{StepExplain, StepOption, RUNNERS_UP};
+use crate::SelectError;
+
+/// The one amortisation formula: predicted SpMV time plus the predicted conversion from CSR
+/// spread over `iterations` SpMVs. A non-CSR candidate whose conversion cost the model cannot
+/// predict has no score (it is not chosen: an unknown cost is not a free one).
+pub fn amortised_ms(
+    predicted_ms: f64,
+    conversion_ms: Option<f64>,
+    csr: bool,
+    iterations: f64,
+) -> Option<f64> {
+    let conversion = match conversion_ms {
+        Some(c) => c,
+        None if csr => 0.0,
+        None => return None,
+    };
+    Some(predicted_ms + conversion / iterations.max(1.0))
+}
+
+/// The catalogue candidate a prediction stands for.
+fn candidate_of(p: &SpmvPrediction) -> Option<SpmvCandidate> {
+    let c = &p.candidate;
+    Some(SpmvCandidate {
+        format: c.format.parse().ok()?,
+        kernel: c.kernel.parse().ok()?,
+        threads: c.threads,
+        grid: match &c.grid {
+            Some(g) => Some(g.parse().ok()?),
+            None => None,
+        },
+    })
+}
+
+/// The launch geometry inputs of a matrix with work counts `w`.
+pub fn shape_of(w: &SpmvWork) -> SpmvShape {
+    SpmvShape {
+        nrows: w.n,
+        nnz: w.nnz,
+        hyb_coo_nnz: w.hyb_coo_nnz,
+    }
+}
+
+/// The method a SpMV prediction stands for on a matrix with work `w`, or `None` for cuSPARSE
+/// or a candidate this build cannot run.
+pub fn method_of(p: &SpmvPrediction, w: &SpmvWork, props: &DeviceProps) -> Option<SpmvMethod> {
+    candidate_of(p)?.method_for(shape_of(w), props)
+}
+
+/// Chooses the SpMV of operand `b` (named `step` in the explanation).
+pub fn select_spmv(
+    model: &ModelFile,
+    step: &str,
+    b: &CsrMatrix,
+    props: &DeviceProps,
+    expected_iterations: f64,
+) -> Result<(SpmvChoice, StepExplain), SelectError> {
+    let w = spmv_work(b);
+    let iters = expected_iterations.max(1.0);
+    let mut scored: Vec<(f64, SpmvPrediction, SpmvMethod)> = model
+        .spmv
+        .predict(&w)
+        .into_iter()
+        .filter(|p| !p.candidate.is_cusparse())
+        .filter_map(|p| {
+            let m = method_of(&p, &w, props)?;
+            m.check(step, props).ok()?;
+            let csr = m.format() == autopcg_catalog::Format::Csr;
+            let score = amortised_ms(p.predicted_ms, p.conversion_ms, csr, iters)?;
+            Some((score, p, m))
+        })
+        .collect();
+    scored.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let Some((_, best, method)) = scored.first().cloned() else {
+        return Err(SelectError::NoChoice {
+            step: step.to_string(),
+            reason: "no candidate of the SpMV model applies to this matrix on this device".into(),
+        });
+    };
+    let options = scored
+        .iter()
+        .take(1 + RUNNERS_UP)
+        .map(|(s, p, _)| StepOption {
+            name: p.name(),
+            predicted_ms: p.predicted_ms,
+            conversion_ms: p.conversion_ms,
+            score_ms: *s,
+        })
+        .collect();
+    let why = format!(
+        "least predicted SpMV time plus conversion / {iters:.0} iterations, over {} candidates that apply",
+        scored.len()
+    );
+    let classifier = model.classifier.as_ref().and_then(|c| {
+        let f = autopcg_sparse::features::features(b);
+        c.predict(&f, &w)
+    });
+    Ok((
+        SpmvChoice {
+            method,
+            predicted_ms: Some(best.predicted_ms),
+        },
+        StepExplain {
+            step: step.to_string(),
+            options,
+            why,
+            classifier,
+        },
+    ))
+}
+
+/// Chooses the fused update for vectors of length `n`.
+pub fn select_update(
+    model: &ModelFile,
+    n: u64,
+    props: &DeviceProps,
+) -> Result<(UpdateChoice, StepExplain), SelectError> {
+    let no = |reason: String| SelectError::NoChoice {
+        step: "update".into(),
+        reason,
+    };
+    let p = model
+        .vector
+        .pick("cg_update", n)
+        .ok_or_else(|| no("the model has no cg_update tree".into()))?;
+    let variant = match p.kernel.parse::<VectorKernel>() {
+        Ok(VectorKernel::CgUpdate(v)) => v,
+        _ => return Err(no(format!("{:?} is not an update kernel", p.kernel))),
+    };
+    if p.threads > props.max_threads_per_block || p.blocks == 0 {
+        return Err(no(format!(
+            "{} threads x {} blocks does not fit",
+            p.threads, p.blocks
+        )));
+    }
+    let config = LaunchConfig::new(p.threads, p.blocks).capped_at_work(variant.work(n));
+    let name = format!("{} t{} b{}", p.kernel, p.threads, config.blocks);
+    Ok((
+        UpdateChoice {
+            variant,
+            config,
+            predicted_ms: Some(p.predicted_ms),
+        },
+        StepExplain {
+            step: "update".into(),
+            options: vec![StepOption::timed(name, p.predicted_ms)],
+            why: format!("cg_update decision tree (Alg. 3-1) at n = {n}"),
+            classifier: None,
+        },
+    ))
+}
+
+/// Chooses the three-dot reduction for vectors of length `n`.
+pub fn select_dot3(model: &ModelFile, n: u64) -> Result<(Dot3Choice, StepExplain), SelectError> {
+    let no = |reason: String| SelectError::NoChoice {
+        step: "dots".into(),
+        reason,
+    };
+    let p = model
+        .dot
+        .pick("dot3", n)
+        .ok_or_else(|| no("the model has no dot3 tree".into()))?;
+    let kernel: Dot3Kernel = p.kernel.parse().map_err(|e| no(format!("{e}")))?;
+    if !DOT_BLOCK_SIZES.contains(&p.threads) || p.blocks == 0 {
+        return Err(no(format!(
+            "{} threads x {} blocks is not a reduction launch",
+            p.threads, p.blocks
+        )));
+    }
+    let config = LaunchConfig::new(p.threads, p.blocks).capped_at_work(n.div_ceil(2));
+    let name = format!("{} t{} b{}", p.kernel, p.threads, config.blocks);
+    Ok((
+        Dot3Choice {
+            kernel,
+            config,
+            predicted_ms: Some(p.predicted_ms),
+        },
+        StepExplain {
+            step: "dots".into(),
+            options: vec![StepOption::timed(name, p.predicted_ms)],
+            why: format!("dot3 decision tree (Alg. 3-1) at n = {n}"),
+            classifier: None,
+        },
+    ))
+}

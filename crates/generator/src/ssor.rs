@@ -1,0 +1,127 @@
+//! SSOR-AI's application form (method.md 2 and 3.4): factored (SpMV with K, a diagonal
+//! scaling, SpMV with K^T) or explicit (one SpMV with M = K^T D^-1 K), chosen by predicted
+//! time per application once the explicit product is known not to be far larger than A.
+use autopcg_catalog::DeviceProps;
+use autopcg_model::file::ModelFile;
+use autopcg_solver::gpu::SpmvChoice;
+use autopcg_solver::SsorForm;
+use autopcg_sparse::CsrMatrix;
+
+use crate::explain::{StepExplain, StepOption};
+use crate::select::select_spmv;
+use crate::SelectError;
+
+/// The explicit form is not considered when the bound on its nonzeros exceeds this many times
+/// nnz(A) (and [`EXPLICIT_BOUND_MIN`]): past a few times nnz(A) it reads more than the
+/// factored form, and forming it could take longer than the solve.
+pub const EXPLICIT_BOUND_FACTOR: f64 = 8.0;
+
+/// Below this many entries the explicit form is always considered (small matrices, where one
+/// launch instead of three matters most).
+pub const EXPLICIT_BOUND_MIN: f64 = 4e6;
+
+/// An upper bound on nnz(K^T D K) from the pattern of K: every row of K adds the outer product
+/// of its pattern, so the product has at most the sum over rows of (row length)^2 entries.
+pub fn explicit_nnz_bound(k: &CsrMatrix) -> f64 {
+    k.indptr()
+        .windows(2)
+        .map(|w| f64::from(w[1] - w[0]).powi(2))
+        .sum()
+}
+
+/// True when the explicit product may be worth forming for a matrix with `nnz_a` entries:
+/// its bound is within [`EXPLICIT_BOUND_FACTOR`] times nnz(A), or below
+/// [`EXPLICIT_BOUND_MIN`].
+pub fn explicit_within_bound(bound: f64, nnz_a: usize) -> bool {
+    !(bound > EXPLICIT_BOUND_FACTOR * nnz_a as f64 && bound > EXPLICIT_BOUND_MIN)
+}
+
+/// What [`choose_ssor_form`] found: the form, why, and the SpMV choices of K, K^T and M it
+/// compared (the plan reuses them instead of choosing them again).
+#[derive(Debug, Clone)]
+pub struct SsorFormChoice {
+    /// The form with the least predicted time per application.
+    pub form: SsorForm,
+    /// The comparison.
+    pub explain: StepExplain,
+    /// SpMV with K.
+    pub k: (SpmvChoice, StepExplain),
+    /// SpMV with K^T.
+    pub kt: (SpmvChoice, StepExplain),
+    /// SpMV with M.
+    pub m: (SpmvChoice, StepExplain),
+}
+
+/// The form with the smaller predicted time per application; a tie keeps the factored form
+/// (fewer nonzeros, nothing to form).
+pub fn faster_form(factored_ms: f64, explicit_ms: f64) -> SsorForm {
+    if explicit_ms < factored_ms {
+        SsorForm::Explicit
+    } else {
+        SsorForm::Factored
+    }
+}
+
+/// Picks SSOR-AI's application form by predicted time per application: SpMV(K) + SpMV(K^T)
+/// for the factored form against SpMV(M) for the explicit one. The factored form also runs a
+/// diagonal scaling (one vector pass), which is not profiled and not counted: the comparison
+/// favours the factored form by that pass.
+pub fn choose_ssor_form(
+    model: &ModelFile,
+    k: &CsrMatrix,
+    kt: &CsrMatrix,
+    m: &CsrMatrix,
+    props: &DeviceProps,
+    expected_iterations: f64,
+) -> Result<SsorFormChoice, SelectError> {
+    let k = select_spmv(model, "spmv K", k, props, expected_iterations)?;
+    let kt = select_spmv(model, "spmv K^T", kt, props, expected_iterations)?;
+    let m = select_spmv(model, "spmv M", m, props, expected_iterations)?;
+    let fact =
+        k.0.predicted_ms.unwrap_or(f64::INFINITY) + kt.0.predicted_ms.unwrap_or(f64::INFINITY);
+    let expl = m.0.predicted_ms.unwrap_or(f64::INFINITY);
+    let form = faster_form(fact, expl);
+    let mut options = vec![
+        StepOption::timed("factored: SpMV K + SpMV K^T", fact),
+        StepOption::timed("explicit: SpMV M", expl),
+    ];
+    options.sort_by(|a, b| a.score_ms.total_cmp(&b.score_ms));
+    Ok(SsorFormChoice {
+        form,
+        explain: StepExplain {
+            step: "ssor-ai form".into(),
+            options,
+            why: "least predicted SpMV time per application (the factored form's diagonal \
+                  scaling, a vector pass, is not counted)"
+                .into(),
+            classifier: None,
+        },
+        k,
+        kt,
+        m,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_form_wins_where_it_is_faster() {
+        assert_eq!(faster_form(0.02, 0.01), SsorForm::Explicit);
+        assert_eq!(faster_form(0.01, 0.02), SsorForm::Factored);
+        assert_eq!(faster_form(0.01, 0.01), SsorForm::Factored);
+        assert_eq!(faster_form(0.01, f64::INFINITY), SsorForm::Factored);
+    }
+
+    #[test]
+    fn the_bound_keeps_small_products_and_refuses_huge_ones() {
+        // Below the floor: always considered.
+        assert!(explicit_within_bound(3.9e6, 1000));
+        // Above the floor, within 8 nnz(A): considered; beyond: refused.
+        assert!(explicit_within_bound(8e7, 10_000_000));
+        assert!(!explicit_within_bound(8.1e7, 10_000_000));
+        let k = autopcg_sparse::CsrMatrix::identity(10).unwrap();
+        assert_eq!(explicit_nnz_bound(&k), 10.0);
+    }
+}

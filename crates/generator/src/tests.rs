@@ -1,0 +1,206 @@
+//! Selection on the committed H200 model: plans are valid, every decision the entry point
+//! makes is pinned (form, fallback, polling, CPU), not only checked for validity.
+use std::path::Path;
+
+use autopcg_catalog::{DeviceProps, Format, LaunchConfig, VectorVariant};
+use autopcg_solver::gpu::PrecondChoice;
+use autopcg_solver::{auto_omega, PrecondKind, SsorForm};
+use autopcg_sparse::families;
+
+use super::*;
+
+/// The committed H200 model: a real fit, read as any solve reads it.
+fn model() -> ModelFile {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../models/nvidia-h200.json");
+    ModelFile::load(&p).expect("the committed H200 model loads")
+}
+
+fn gpu() -> Target {
+    Target::Gpu(DeviceProps::hopper_like())
+}
+
+fn fixture(name: &str) -> CsrMatrix {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../matrices")
+        .join(format!("{name}.mtx"));
+    autopcg_sparse::mm::read_matrix(&p, &Default::default())
+        .expect("fixture")
+        .matrix
+}
+
+fn with_model<'a>(a: &'a CsrMatrix, kind: PrecondKind, m: &'a ModelFile) -> PlanRequest<'a> {
+    let mut r = PlanRequest::new(a, kind, gpu());
+    r.model = Some(ModelRef {
+        file: m,
+        label: "h200",
+    });
+    r
+}
+
+fn check_modelled(p: &SolvePlan) {
+    let c = p.gpu.as_ref().expect("a GPU plan");
+    assert!(c.a.predicted_ms.is_some_and(|t| t > 0.0));
+    assert!(c.update.predicted_ms.is_some_and(|t| t > 0.0));
+    assert!(c.dot3.predicted_ms.is_some_and(|t| t > 0.0));
+    assert!(p.predicted_iteration_ms.is_some_and(|t| t > 0.0));
+    assert_eq!(p.model.as_deref(), Some("h200"));
+    for e in &p.explain {
+        assert!(!e.options.is_empty());
+        assert!(e.options.windows(2).all(|w| w[0].score_ms <= w[1].score_ms));
+    }
+}
+
+#[test]
+fn stencil_plan_is_valid_and_never_hyb_without_a_coo_part() {
+    let m = model();
+    let a = families::poisson3d_7pt(24, 24, 24).unwrap();
+    let p = plan(&with_model(&a, PrecondKind::ssor_ai(), &m)).unwrap();
+    check_modelled(&p);
+    let c = p.gpu.as_ref().unwrap();
+    assert_ne!(c.a.method.format(), Format::Hyb);
+    assert!(matches!(c.precond, PrecondChoice::Factored { .. }));
+    let steps: Vec<&str> = p.explain.iter().map(|e| e.step.as_str()).collect();
+    assert_eq!(steps, ["spmv A", "spmv K", "spmv K^T", "update", "dots"]);
+}
+
+#[test]
+fn the_model_chooses_the_explicit_form_where_it_predicts_it_faster() {
+    let m = model();
+    let a = fixture("s3rmt3m3");
+    let kind = PrecondKind::ssor_ai().with_omega(auto_omega(&a));
+    let mut r = with_model(&a, kind, &m);
+    r.ssor_form_auto = true;
+    let p = plan(&r).unwrap();
+    check_modelled(&p);
+    assert_eq!(p.precond_applied(), "ssor-ai-explicit");
+    let form = &p.explain[0];
+    assert_eq!(form.step, "ssor-ai form");
+    assert!(form.options[0].name.starts_with("explicit"));
+    assert!(form.options[0].predicted_ms < form.options[1].predicted_ms);
+    // Without `ssor_form_auto`, the asked form stays.
+    r.ssor_form_auto = false;
+    assert_eq!(plan(&r).unwrap().precond_applied(), "ssor-ai-factored");
+}
+
+#[test]
+fn the_explicit_form_is_not_formed_past_its_bound() {
+    let m = model();
+    let a = families::random_powerlaw_spd(30_000, 12.0, 1.4, 3).unwrap();
+    let kind = PrecondKind::ssor_ai().with_omega(auto_omega(&a));
+    let mut r = with_model(&a, kind, &m);
+    r.ssor_form_auto = true;
+    let p = plan(&r).unwrap();
+    assert_eq!(p.precond_applied(), "ssor-ai-factored");
+    assert!(
+        p.notes.iter().any(|n| n.contains("kept factored")),
+        "{:?}",
+        p.notes
+    );
+    assert!(p.explain.iter().all(|e| e.step != "ssor-ai form"));
+}
+
+#[test]
+fn amortised_conversions_favour_csr_for_one_iteration() {
+    let m = model();
+    let props = DeviceProps::hopper_like();
+    let a = families::poisson2d_5pt(300, 300).unwrap();
+    let (one, _) = select_spmv(&m, "spmv A", &a, &props, 1.0).unwrap();
+    let (many, _) = select_spmv(&m, "spmv A", &a, &props, 1e9).unwrap();
+    assert_eq!(one.method.format(), Format::Csr);
+    assert!(many.predicted_ms.unwrap() <= one.predicted_ms.unwrap());
+    // An unknown conversion cost is not free: only CSR may go without one.
+    assert_eq!(select::amortised_ms(1.0, None, false, 10.0), None);
+    assert_eq!(select::amortised_ms(1.0, None, true, 10.0), Some(1.0));
+    assert_eq!(select::amortised_ms(1.0, Some(5.0), false, 10.0), Some(1.5));
+}
+
+#[test]
+fn small_vectors_get_no_idle_blocks() {
+    let m = model();
+    let props = DeviceProps::hopper_like();
+    let (u, _) = select_update(&m, 2003, &props).unwrap();
+    let per = match u.variant {
+        VectorVariant::ElemV2 | VectorVariant::GridV2 => 1002,
+        _ => 2003,
+    };
+    assert!(u64::from(u.config.blocks) <= (per as u64).div_ceil(u64::from(u.config.threads)));
+    let (d, _) = select_dot3(&m, 2003).unwrap();
+    assert!(u64::from(d.config.blocks) <= 1002u64.div_ceil(u64::from(d.config.threads)));
+}
+
+#[test]
+fn without_a_model_the_fallback_rule_plans_and_polls_every_16_iterations() {
+    let a = families::poisson2d_5pt(50, 50).unwrap();
+    let p = plan(&PlanRequest::new(&a, PrecondKind::Jacobi, gpu())).unwrap();
+    let c = p.gpu.as_ref().unwrap();
+    assert_eq!(c.source, fallback::FALLBACK_RULE);
+    assert_eq!(p.check_every, GPU_CHECK_EVERY);
+    assert_eq!(c.graph_iters, 16);
+    assert!(p.model.is_none() && p.explain.is_empty() && p.predicted_iteration_ms.is_none());
+    assert_eq!(
+        c.a.method,
+        autopcg_catalog::SpmvMethod::Dia {
+            config: LaunchConfig::new(256, 10)
+        }
+    );
+}
+
+#[test]
+fn a_caller_polling_interval_is_kept() {
+    let a = families::poisson2d_5pt(50, 50).unwrap();
+    let mut r = PlanRequest::new(&a, PrecondKind::None, gpu());
+    r.check_every = Some(1);
+    let p = plan(&r).unwrap();
+    assert_eq!(p.check_every, 1);
+    assert_eq!(p.gpu.unwrap().graph_iters, 1);
+    r.check_every = Some(100);
+    let p = plan(&r).unwrap();
+    assert_eq!((p.check_every, p.gpu.unwrap().graph_iters), (100, 50));
+}
+
+#[test]
+fn a_model_without_an_answer_falls_back_with_a_note() {
+    let mut m = model();
+    m.dot.families.clear();
+    let a = families::poisson2d_5pt(50, 50).unwrap();
+    let p = plan(&with_model(&a, PrecondKind::None, &m)).unwrap();
+    let c = p.gpu.as_ref().unwrap();
+    assert_eq!(c.source, fallback::FALLBACK_RULE);
+    assert!(p.model.is_none());
+    assert!(
+        p.notes
+            .iter()
+            .any(|n| n.contains("not used") && n.contains("dot3")),
+        "{:?}",
+        p.notes
+    );
+}
+
+#[test]
+fn the_cpu_runs_fixed_kernels_and_polls_every_iteration() {
+    let m = model();
+    let a = families::poisson2d_5pt(20, 20).unwrap();
+    let mut r = PlanRequest::new(
+        &a,
+        PrecondKind::ssor_ai().with_form(SsorForm::Explicit),
+        Target::Cpu { threads: 3 },
+    );
+    r.model = Some(ModelRef {
+        file: &m,
+        label: "h200",
+    });
+    let p = plan(&r).unwrap();
+    assert!(p.gpu.is_none());
+    assert_eq!(p.check_every, CPU_CHECK_EVERY);
+    assert_eq!(p.precond_applied(), "ssor-ai-explicit");
+    assert_eq!(p.steps.source, "fixed CPU kernels");
+    assert!(p.steps.steps.iter().all(|s| s.config == "3 CPU threads"));
+    assert!(p.notes.iter().any(|n| n.contains("not used on the CPU")));
+}
+
+#[test]
+fn a_bad_diagonal_is_an_error_not_a_plan() {
+    let a = CsrMatrix::from_triplets(2, 2, &[0, 1], &[0, 1], &[1.0, -1.0]).unwrap();
+    let e = plan(&PlanRequest::new(&a, PrecondKind::Jacobi, gpu())).unwrap_err();
+    assert!(e.to_string().contains("diagonal"), "{e}");
+}
