@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 
 use crate::cusparse::cusparse_available;
 use crate::probe::{gpu_available, gpu_required, nvrtc_version, REQUIRE_GPU_ENV};
-use crate::{DeviceProps, GpuDevice, GpuError};
+use crate::{DeviceProps, GpuDevice};
 
 /// What a test needs from the machine to run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -244,34 +244,6 @@ macro_rules! test_main {
             ::libtest_mimic::run(&args, trials).exit_code()
         }
     };
-}
-
-/// Device 0 for the test `name`; `Ok(None)` (after printing one line) when there is none and
-/// none is required, `Err` when `AUTOPCG_REQUIRE_GPU=1` and no device opens.
-pub fn test_device(name: &str) -> Result<Option<GpuDevice>, GpuError> {
-    match GpuDevice::open(0) {
-        Ok(d) => Ok(Some(d)),
-        Err(e) if gpu_required() => Err(e),
-        Err(e) => {
-            println!(
-                "{name}: skipped, no CUDA device ({e}); set {REQUIRE_GPU_ENV}=1 to fail instead"
-            );
-            Ok(None)
-        }
-    }
-}
-
-/// Whether NVRTC is usable for the test `name`; `Ok(false)` (after printing one line) when it
-/// is not and no GPU is required, `Err` when `AUTOPCG_REQUIRE_GPU=1`.
-pub fn test_nvrtc(name: &str) -> Result<bool, GpuError> {
-    match nvrtc_version() {
-        Ok(_) => Ok(true),
-        Err(e) if gpu_required() => Err(e),
-        Err(e) => {
-            println!("{name}: skipped, NVRTC not loadable ({e}); set {REQUIRE_GPU_ENV}=1 to fail instead");
-            Ok(false)
-        }
-    }
 }
 
 /// Properties of an H100-like device (132 SMs, compute capability 9.0), for CPU tests of launch
