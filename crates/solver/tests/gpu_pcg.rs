@@ -4,8 +4,8 @@
 //! sizes, other storage formats and kernels, history growth, and the committed fixtures
 //! bcsstk13 and s3rmt3m3.
 //!
-//! Without a CUDA device every test prints one line and returns (with AUTOPCG_REQUIRE_GPU=1 it
-//! fails instead).
+//! Without a CUDA device the runner reports each GPU test as ignored
+//! (with AUTOPCG_REQUIRE_GPU=1 it fails instead); see autopcg_gpu::testing.
 use std::ops::ControlFlow;
 
 use autopcg_gpu::kernels::dot::Dot3Kernel;
@@ -21,13 +21,6 @@ use autopcg_sparse::mm::{read_matrix, ReadOptions};
 use autopcg_sparse::CsrMatrix;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-
-fn device(name: &str) -> Option<GpuDevice> {
-    match autopcg_gpu::testing::test_device(name) {
-        Ok(d) => d,
-        Err(e) => panic!("{name}: AUTOPCG_REQUIRE_GPU=1 but no device opens: {e}"),
-    }
-}
 
 // ------------------------------------------------------------------------------ matrices
 
@@ -189,11 +182,7 @@ fn run_gpu(
 
 // ------------------------------------------------------------------------------ tests
 
-#[test]
-fn gpu_matches_cpu_on_small_spd_matrices() {
-    let Some(dev) = device("gpu_matches_cpu_on_small_spd_matrices") else {
-        return;
-    };
+fn gpu_matches_cpu_on_small_spd_matrices(dev: GpuDevice) {
     let tol = 1e-10;
     for (name, a) in small_matrices() {
         let b = rhs(a.nrows());
@@ -230,11 +219,7 @@ fn gpu_matches_cpu_on_small_spd_matrices() {
     }
 }
 
-#[test]
-fn graph_replay_and_polling_interval_give_identical_records() {
-    let Some(dev) = device("graph_replay_and_polling_interval_give_identical_records") else {
-        return;
-    };
+fn graph_replay_and_polling_interval_give_identical_records(dev: GpuDevice) {
     for (name, a, kind) in [
         ("poisson2d 30x30", poisson2d(30, 30), PrecondKind::ssor_ai()),
         ("random spd 900", random_spd(900, 11), PrecondKind::Jacobi),
@@ -284,11 +269,7 @@ fn graph_replay_and_polling_interval_give_identical_records() {
     }
 }
 
-#[test]
-fn polling_every_1_7_50_detects_the_same_iteration() {
-    let Some(dev) = device("polling_every_1_7_50_detects_the_same_iteration") else {
-        return;
-    };
+fn polling_every_1_7_50_detects_the_same_iteration(dev: GpuDevice) {
     let a = poisson2d(40, 25);
     let b = rhs(a.nrows());
     for kind in [
@@ -317,11 +298,7 @@ fn polling_every_1_7_50_detects_the_same_iteration() {
     }
 }
 
-#[test]
-fn non_spd_matrices_give_not_spd() {
-    let Some(dev) = device("non_spd_matrices_give_not_spd") else {
-        return;
-    };
+fn non_spd_matrices_give_not_spd(dev: GpuDevice) {
     // [[1, 2], [2, 1]] (eigenvalues 3 and -1), b = e1, no preconditioner: in exact (here
     // exactly representable) arithmetic alpha0 = 1, then gamma1 = 4, delta1 = 4, beta1 = 4 and
     // the curvature is 4 - 4 * 4 / 1 = -12 at iteration 1.
@@ -396,11 +373,7 @@ fn non_spd_matrices_give_not_spd() {
     }
 }
 
-#[test]
-fn zero_rhs_gives_zero_solution() {
-    let Some(dev) = device("zero_rhs_gives_zero_solution") else {
-        return;
-    };
+fn zero_rhs_gives_zero_solution(dev: GpuDevice) {
     let a = poisson2d(9, 9);
     let b = vec![0.0; a.nrows()];
     let x0 = rhs(a.nrows());
@@ -413,11 +386,7 @@ fn zero_rhs_gives_zero_solution() {
     }
 }
 
-#[test]
-fn one_by_one_system() {
-    let Some(dev) = device("one_by_one_system") else {
-        return;
-    };
+fn one_by_one_system(dev: GpuDevice) {
     let a = from_triplets(1, &[(0, 0, 4.0)]);
     for kind in all_kinds() {
         for graph in [false, true] {
@@ -435,11 +404,7 @@ fn one_by_one_system() {
 }
 
 /// Every storage format and several kernels and variants, for A and the SSOR-AI factors.
-#[test]
-fn other_formats_and_kernels_match_the_cpu() {
-    let Some(dev) = device("other_formats_and_kernels_match_the_cpu") else {
-        return;
-    };
+fn other_formats_and_kernels_match_the_cpu(dev: GpuDevice) {
     let props = dev.props().clone();
     let a = poisson2d(33, 21);
     let b = rhs(a.nrows());
@@ -563,11 +528,7 @@ fn other_formats_and_kernels_match_the_cpu() {
 
 /// A power-law matrix (very uneven rows), A's SpMV by the merge-path CSR kernel from CUDA
 /// graphs: the same iterations as the CPU solve, to within 2, and the residual reached.
-#[test]
-fn merge_path_spmv_solves_a_power_law_matrix() {
-    let Some(dev) = device("merge_path_spmv_solves_a_power_law_matrix") else {
-        return;
-    };
+fn merge_path_spmv_solves_a_power_law_matrix(dev: GpuDevice) {
     let a = autopcg_sparse::families::random_powerlaw_spd(4000, 12.0, 1.1, 71).unwrap();
     let n = a.nrows() as u64;
     let b = rhs(a.nrows());
@@ -598,11 +559,7 @@ fn merge_path_spmv_solves_a_power_law_matrix() {
 
 /// More iterations than the history first holds, without reserving: the history grows in the
 /// middle of graph batches, and the records are those of a run that reserved ahead.
-#[test]
-fn history_grows_without_changing_the_records() {
-    let Some(dev) = device("history_grows_without_changing_the_records") else {
-        return;
-    };
+fn history_grows_without_changing_the_records(dev: GpuDevice) {
     // About 1360 iterations with Jacobi at 1e-8 (more than the first history holds).
     let a = fixture("bcsstk13");
     let b = a.mul_vec(&vec![1.0; a.nrows()]);
@@ -631,11 +588,7 @@ fn history_grows_without_changing_the_records() {
 
 /// Profiling restarts from the same x and leaves the solve undisturbed; prints the step
 /// times.
-#[test]
-fn profile_steps_leaves_the_solve_undisturbed() {
-    let Some(dev) = device("profile_steps_leaves_the_solve_undisturbed") else {
-        return;
-    };
+fn profile_steps_leaves_the_solve_undisturbed(dev: GpuDevice) {
     let a = poisson3d(12);
     let b = rhs(a.nrows());
     let pre = Preconditioner::build(&a, &PrecondKind::ssor_ai()).unwrap();
@@ -677,11 +630,7 @@ fn fixture(name: &str) -> CsrMatrix {
 /// b = A * ones. CG on these ill-conditioned matrices (cond ~ 1e10) is sensitive to rounding,
 /// so CPU and GPU iteration counts are compared to within 5% rather than 2 iterations, and
 /// the solutions through their true residuals.
-#[test]
-fn fixtures_converge_like_the_cpu() {
-    let Some(dev) = device("fixtures_converge_like_the_cpu") else {
-        return;
-    };
+fn fixtures_converge_like_the_cpu(dev: GpuDevice) {
     let tol = 1e-8;
     let cases = [
         ("bcsstk13", PrecondKind::Jacobi),
@@ -730,11 +679,7 @@ fn fixtures_converge_like_the_cpu() {
 
 /// SSOR-AI cannot precondition s3rmt3m3 (its truncated series is no approximate inverse there):
 /// the GPU solve must stop at the limit, not converged, with a finite residual, as the CPU does.
-#[test]
-fn ssor_ai_fails_cleanly_on_s3rmt3m3() {
-    let Some(dev) = device("ssor_ai_fails_cleanly_on_s3rmt3m3") else {
-        return;
-    };
+fn ssor_ai_fails_cleanly_on_s3rmt3m3(dev: GpuDevice) {
     let a = fixture("s3rmt3m3");
     let b = a.mul_vec(&vec![1.0; a.nrows()]);
     let p = params(1e-8, 1000, 50);
@@ -754,11 +699,7 @@ fn ssor_ai_fails_cleanly_on_s3rmt3m3() {
 /// The figure of the performance target: s3rmt3m3 (5357 rows, 207k nonzeros) with Jacobi,
 /// per-step and per-iteration times with and without graphs. Prints a table; asserts only
 /// that the figures are sane.
-#[test]
-fn profile_s3rmt3m3_jacobi() {
-    let Some(dev) = device("profile_s3rmt3m3_jacobi") else {
-        return;
-    };
+fn profile_s3rmt3m3_jacobi(dev: GpuDevice) {
     let a = fixture("s3rmt3m3");
     let b = a.mul_vec(&vec![1.0; a.nrows()]);
     let pre = Preconditioner::build(&a, &PrecondKind::Jacobi).unwrap();
@@ -791,6 +732,24 @@ fn profile_s3rmt3m3_jacobi() {
             assert!(s.median_ms > 0.0 && s.median_ms.is_finite(), "{t:?}");
         }
     }
+}
+
+autopcg_gpu::test_main! {
+    gpu: [
+        gpu_matches_cpu_on_small_spd_matrices,
+        graph_replay_and_polling_interval_give_identical_records,
+        polling_every_1_7_50_detects_the_same_iteration,
+        non_spd_matrices_give_not_spd,
+        zero_rhs_gives_zero_solution,
+        one_by_one_system,
+        other_formats_and_kernels_match_the_cpu,
+        merge_path_spmv_solves_a_power_law_matrix,
+        history_grows_without_changing_the_records,
+        profile_steps_leaves_the_solve_undisturbed,
+        fixtures_converge_like_the_cpu,
+        ssor_ai_fails_cleanly_on_s3rmt3m3,
+        profile_s3rmt3m3_jacobi,
+    ],
 }
 
 /// Builds the preconditioner `kind` and solves on `dev` with the generator's fallback plan,
