@@ -13,10 +13,7 @@ pub use autopcg_catalog::DOT_BLOCK_SIZES;
 /// Headers the kernel files include with `#include "name"`, handed to NVRTC by name.
 pub const HEADERS: [(&str, &str); 2] = [
     ("common.cuh", include_str!("../kernels/common.cuh")),
-    (
-        "cg_scalars.cuh",
-        include_str!("../kernels/cg_scalars.cuh"),
-    ),
+    ("cg_scalars.cuh", include_str!("../kernels/cg_scalars.cuh")),
 ];
 
 pub use autopcg_catalog::KernelSource;

@@ -103,7 +103,10 @@ fn package_lists_every_embedded_kernel_file() {
         String::from_utf8_lossy(&out.stderr)
     );
     let listed: BTreeSet<&str> = stdout.lines().map(str::trim).collect();
-    assert!(listed.contains("src/lib.rs"), "unexpected listing:\n{stdout}");
+    assert!(
+        listed.contains("src/lib.rs"),
+        "unexpected listing:\n{stdout}"
+    );
     let missing: Vec<String> = embedded_files()
         .into_iter()
         .filter(|f| !listed.contains(f.as_str()))
