@@ -3,10 +3,12 @@
 //! ignored (with AUTOPCG_REQUIRE_GPU=1 they fail instead); see autopcg_gpu::testing.
 mod common;
 
+use autopcg_catalog::SpmvImpl;
 use autopcg_gpu::bench::{
     bench_spmv, csr_min_bytes, measure_triad, GridPolicy, RecordStatus, SpmvBenchOptions,
 };
 use autopcg_gpu::cusparse::{cusparse_available, CusparseAlg, CusparseSpmv};
+use autopcg_gpu::kernels::spmv::SpmvKernel;
 use autopcg_gpu::{DeviceCsr, Format, GpuDevice, GpuError};
 use autopcg_sparse::{CsrMatrix, PaddingLimits};
 use common::{abs_spmv, assert_close, poisson2d, random_csr, rng, uniform};
@@ -99,13 +101,13 @@ fn bench_measures_every_format_and_marks_the_fastest(dev: GpuDevice) {
     let csr_ours = b
         .records
         .iter()
-        .filter(|r| r.format == Format::Csr && r.kernel.starts_with("spmv_"))
+        .filter(|r| r.format == Format::Csr && !r.is_cusparse())
         .count();
     assert_eq!(csr_ours, 7 * opts.threads.len());
     assert!(
         b.records
             .iter()
-            .any(|r| r.kernel == "spmv_csr_merge" && r.status.is_ok()),
+            .any(|r| r.kernel == SpmvImpl::Kernel(SpmvKernel::CsrMerge) && r.status.is_ok()),
         "no timed merge-path record"
     );
     // The padded formats were also built on the device, and timed.
@@ -120,10 +122,11 @@ fn bench_measures_every_format_and_marks_the_fastest(dev: GpuDevice) {
     if cusparse_available().is_ok() {
         assert!(b.cusparse_version.is_some());
         for alg in CusparseAlg::ALL {
-            let name = alg.to_string();
             assert!(
-                b.records.iter().any(|r| r.kernel == name),
-                "no record for {name}"
+                b.records
+                    .iter()
+                    .any(|r| r.kernel == SpmvImpl::Cusparse(alg)),
+                "no record for {alg}"
             );
         }
     }
@@ -174,7 +177,7 @@ fn bench_skips_refused_formats(dev: GpuDevice) {
             "{conv:?}"
         );
     }
-    assert!(b.records.iter().all(|r| r.kernel.starts_with("spmv_")));
+    assert!(b.records.iter().all(|r| !r.is_cusparse()));
     assert!(b
         .records
         .iter()

@@ -336,7 +336,7 @@ impl Measurer for GpuMeasurer<'_> {
             .map(|r| SpmvRecord {
                 matrix: id.to_string(),
                 format: r.format.to_string(),
-                kernel: r.kernel,
+                kernel: r.kernel.to_string(),
                 threads: r.threads,
                 blocks: r.blocks,
                 coo_blocks: r.coo_blocks,
