@@ -231,6 +231,49 @@ mod tests {
     }
 
     #[test]
+    fn range_artefacts_are_breakdowns_not_verdicts() {
+        let d = |gamma: f64, delta: f64, rr: f64| Dots { gamma, delta, rr };
+        // Overflowed curvature or delta: not a proof of indefiniteness.
+        for (h, dots) in [
+            (
+                Halt::CurvatureNotPositive(f64::INFINITY),
+                d(1.0, 1e300, 1.0),
+            ),
+            (Halt::CurvatureNotPositive(-1.0), d(1.0, f64::INFINITY, 1.0)),
+            // Underflowed inner products.
+            (Halt::CurvatureNotPositive(0.0), d(1e-300, 1e-310, 1e-300)),
+            (
+                Halt::CurvatureNotPositive(-1e-320),
+                d(1e-295, 1e-300, 1e-290),
+            ),
+            (Halt::GammaNotPositive(0.0), d(0.0, 1.0, 1e-310)),
+        ] {
+            let e = h.classify(3, dots);
+            assert!(
+                matches!(e, PcgError::Breakdown { iteration: 3, .. }),
+                "{h:?} {dots:?}: {e}"
+            );
+        }
+        // Real verdicts stay NotSpd.
+        for (h, dots) in [
+            (Halt::CurvatureNotPositive(-0.5), d(1.0, 0.5, 1.0)),
+            (Halt::CurvatureNotPositive(0.0), d(1.0, 2.0, 1.0)),
+            (Halt::GammaNotPositive(-1.0), d(-1.0, 1.0, 1.0)),
+            (Halt::GammaNotPositive(0.0), d(0.0, 1.0, 1.0)),
+        ] {
+            let e = h.classify(3, dots);
+            assert!(
+                matches!(e, PcgError::NotSpd { iteration: 3, .. }),
+                "{h:?} {dots:?}: {e}"
+            );
+        }
+        assert!(matches!(
+            Halt::NotFinite.classify(0, d(f64::NAN, 1.0, 1.0)),
+            PcgError::Breakdown { .. }
+        ));
+    }
+
+    #[test]
     fn non_spd_is_detected() {
         let s0 = GearScalars::start(Dots {
             gamma: 1.0,

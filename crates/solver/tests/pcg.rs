@@ -437,6 +437,8 @@ fn not_converged_keeps_the_iterate_and_the_info() {
     let f = solve_cpu(&a, &b, None, &PrecondKind::Jacobi, &params(1e-12, 5)).unwrap_err();
     let info = f.error.info().expect("NotConverged carries its info");
     assert_eq!((info.iterations, info.converged), (5, false));
+    assert_eq!(info.reason, autopcg_solver::StopReason::MaxIter);
+    assert_eq!(info.replacements, 0);
     assert_eq!(info.residual_history.len(), 6);
     let x = f.x.expect("the last iterate is returned");
     assert!((rel_residual(&a, &x, &b) - info.true_relative_residual).abs() < 1e-12);
@@ -458,6 +460,7 @@ fn callback_can_stop_the_solve() {
     })
     .unwrap_err();
     assert_eq!(e.info().map(|i| i.iterations), Some(3));
+    assert_eq!(e.reason(), Some(autopcg_solver::StopReason::Stopped));
 }
 
 #[test]
