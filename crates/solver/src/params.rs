@@ -125,12 +125,14 @@ pub enum HistoryNorm {
 /// What a solve did.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PcgInfo {
-    /// Iterations performed (SpMV-preconditioner-reduction rounds after the initial one) up to
-    /// the one whose residual met the tolerance (or the last one, when it did not converge).
+    /// Iterations performed (SpMV-preconditioner-reduction rounds after each start), counted
+    /// over every residual replacement, up to the record that ended the solve: the one whose
+    /// residual met the tolerance, or the last one examined.
     pub iterations: usize,
-    /// Iterations the backend actually ran, i.e. the iterate x holds. Equal to `iterations`
-    /// when the backend is polled every iteration; up to `check_every - 1` more otherwise (a
-    /// backend cannot undo them). `true_relative_residual` is measured on this iterate.
+    /// Iterations the backend actually ran, i.e. the iterate x holds, counted the same way.
+    /// Equal to `iterations` when the backend is polled every iteration; up to
+    /// `check_every - 1` more otherwise (a backend cannot undo them; after a replacement the
+    /// next round starts from this iterate). `true_relative_residual` is measured on it.
     pub iterations_run: usize,
     /// Whether the true residual of the iterate met the tolerance (`reason` is then
     /// [`StopReason::Converged`]).
