@@ -19,7 +19,10 @@ pub struct PcgParams {
     /// Periodic residual replacement: also recompute `r = b - A x` and restart the recurrence
     /// every this many iterations (at the first poll at or after that many iterations since
     /// the last start). `None` (the default): replace only when the recurrence meets the
-    /// tolerance and the true residual does not.
+    /// tolerance and the true residual does not. Off by default because a replacement restarts
+    /// CG and loses its Krylov space: on a 20k-point FEM system with Jacobi (tol 1e-10, 823
+    /// iterations and one replacement without it), replacing every 200 iterations took 5568
+    /// iterations and every 50 took 25711, for the same final residual.
     pub replace_every: Option<usize>,
 }
 
