@@ -70,7 +70,7 @@ pub struct Solution {
 }
 
 /// A solve that ended in an error; `partial` holds the last iterate when there is one
-/// (the iteration limit was reached).
+/// (the iteration limit was reached, or the solve stagnated at the attainable accuracy).
 #[derive(Debug)]
 pub struct SolveFailure {
     /// What went wrong.
@@ -320,10 +320,14 @@ fn finish(
     };
     match result {
         Ok(info) => Ok(make(x.map_err(Error::from)?, info)),
-        Err(PcgError::NotConverged { info }) => {
-            let partial = x.ok().map(|x| Box::new(make(x, (*info).clone())));
+        // The iteration limit, or stagnation at the attainable accuracy: x is still usable.
+        Err(e) if e.info().is_some() => {
+            let partial = match (x, e.info()) {
+                (Ok(x), Some(info)) => Some(Box::new(make(x, info.clone()))),
+                _ => None,
+            };
             Err(SolveFailure {
-                error: Error::Pcg(PcgError::NotConverged { info }),
+                error: Error::Pcg(e),
                 partial,
             })
         }

@@ -26,6 +26,13 @@
 //!
 //! The history of dots grows on demand (doubling, with one synchronisation each time);
 //! [`GpuBackend::reserve_iterations`] sizes it ahead of a solve.
+//!
+//! As on the CPU, construction refuses a non-positive diagonal and uploads a badly scaled
+//! system scaled by powers of two ([`crate::scaling`]); [`PcgBackend::solution`] scales the
+//! iterate back on the host. Residual replacement is the driver's: it calls
+//! [`PcgBackend::start`] again, whose reduction at iteration 0 resets the device recurrence
+//! (a halt included).
+use std::borrow::Cow;
 use std::ops::ControlFlow;
 
 use autopcg_gpu::kernels::dot::{
@@ -40,6 +47,7 @@ use autopcg_sparse::CsrMatrix;
 use serde::Serialize;
 
 use crate::backend::{Dots, GearScalars, Halt, IterRecord, PcgBackend};
+use crate::scaling::{first_bad_diagonal, inf_norm, ScaleFactors};
 use crate::{pcg, PcgError, PcgInfo, PcgParams, Plan, Preconditioner, SolveFailure};
 
 mod choice;
@@ -121,6 +129,10 @@ pub struct GpuBackend<'d> {
     pending_iters: u32,
     /// Steps of the current iteration asked for but not yet launched (graph mode).
     stage: Stage,
+    /// The powers of two the uploaded system is scaled by.
+    scale: ScaleFactors,
+    /// ||A||_inf of the uploaded (scaled) matrix, computed on the host at construction.
+    a_norm: f64,
 }
 
 impl std::fmt::Debug for GpuBackend<'_> {
@@ -202,7 +214,10 @@ impl<'d> GpuBackend<'d> {
     /// Uploads A (in the format `choice` names), the preconditioner's arrays, b and x0 (zero
     /// when `None`) to `dev`, allocates the work vectors, the scalar buffer and the history, and
     /// loads every kernel the plan uses (compiling on first use), so that later steps only
-    /// queue work. Checks dimensions and the choice ([`GpuPlanChoice::check`]).
+    /// queue work. Checks dimensions, the choice ([`GpuPlanChoice::check`]) and that the
+    /// diagonal is positive ([`PcgError::BadDiagonal`]). A badly scaled system is uploaded
+    /// scaled by powers of two ([`ScaleFactors::for_system`], the preconditioner scaled to
+    /// match); the solution is scaled back when downloaded.
     pub fn new(
         dev: &'d GpuDevice,
         a: &CsrMatrix,
@@ -214,6 +229,19 @@ impl<'d> GpuBackend<'d> {
         let n = dimension_checks(a, pre, b, x0)?;
         let props = dev.props();
         choice.check(n, pre, props)?;
+        let scale = ScaleFactors::for_system(a, b);
+        if let Some((row, value)) = first_bad_diagonal(a) {
+            return Err(PcgError::BadDiagonal {
+                row,
+                value,
+                precond: pre.kind_name().to_string(),
+            });
+        }
+        let a: Cow<'_, CsrMatrix> = scale.scale_matrix(a);
+        let pre = scale.scale_preconditioner(pre);
+        let b = scale.scale_rhs(b);
+        let x0 = x0.map(|x| scale.scale_solution(x));
+        let a_norm = inf_norm(&a);
         let aux = AuxKernels {
             xpay: (
                 VectorVariant::GridV2,
@@ -224,9 +252,9 @@ impl<'d> GpuBackend<'d> {
                 DotKernel::LastBlock.default_config(n as u64, props),
             ),
         };
-        let a_dev = DeviceOperator::upload(dev, a, choice.a.method, &choice.padding, "A")?;
-        let pre_dev = DevicePrecond::upload(dev, pre, &choice.precond, &choice.padding)?;
-        let x = match x0 {
+        let a_dev = DeviceOperator::upload(dev, &a, choice.a.method, &choice.padding, "A")?;
+        let pre_dev = DevicePrecond::upload(dev, &pre, &choice.precond, &choice.padding)?;
+        let x = match &x0 {
             Some(x0) => dev.upload(x0)?,
             None => dev.alloc_zeros(n)?,
         };
@@ -236,7 +264,7 @@ impl<'d> GpuBackend<'d> {
             aux,
             a: a_dev,
             pre: pre_dev,
-            b: dev.upload(b)?,
+            b: dev.upload(&b)?,
             x,
             r: dev.alloc_zeros(n)?,
             u: dev.alloc_zeros(n)?,
@@ -257,6 +285,8 @@ impl<'d> GpuBackend<'d> {
             host_scalars: None,
             pending_iters: 0,
             stage: Stage::Idle,
+            scale,
+            a_norm,
         };
         backend.preload()?;
         Ok(backend)
@@ -265,6 +295,12 @@ impl<'d> GpuBackend<'d> {
     /// The device.
     pub fn device(&self) -> &'d GpuDevice {
         self.dev
+    }
+
+    /// The powers of two the system is solved scaled by ([`ScaleFactors::IDENTITY`] for an
+    /// ordinary system).
+    pub fn scale_factors(&self) -> ScaleFactors {
+        self.scale
     }
 
     /// What each step runs.
@@ -777,9 +813,26 @@ impl PcgBackend for GpuBackend<'_> {
         Ok(self.ws.result(dev)?.max(0.0).sqrt())
     }
 
+    fn matrix_norm(&mut self) -> Result<f64, PcgError> {
+        Ok(self.a_norm)
+    }
+
+    fn solution_norm(&mut self) -> Result<f64, PcgError> {
+        self.flush()?;
+        let (k, cfg) = self.aux.dot;
+        dot(self.dev, k, cfg, &self.x, &self.x, &mut self.ws)?;
+        Ok(self.ws.result(self.dev)?.max(0.0).sqrt())
+    }
+
+    fn norm_factor(&self) -> f64 {
+        self.scale.norm_factor()
+    }
+
     fn solution(&mut self) -> Result<Vec<f64>, PcgError> {
         self.flush()?;
-        Ok(self.dev.download(&self.x)?)
+        let mut x = self.dev.download(&self.x)?;
+        self.scale.unscale_solution(&mut x);
+        Ok(x)
     }
 
     fn zero_solution(&mut self) -> Result<(), PcgError> {
@@ -797,7 +850,7 @@ impl PcgBackend for GpuBackend<'_> {
 /// `choice` says (the generator chooses plans: `autopcg_generator::plan`).
 ///
 /// Returns the solution and what the solve did, or a [`SolveFailure`] that still carries the
-/// last iterate when the solve ran out of iterations.
+/// last iterate when the solve ran out of iterations or stagnated.
 pub fn solve_gpu(
     dev: &GpuDevice,
     a: &CsrMatrix,
@@ -811,10 +864,12 @@ pub fn solve_gpu(
     backend.reserve_iterations(params.max_iter)?;
     match pcg(&mut backend, params, |_| ControlFlow::Continue(())) {
         Ok(info) => Ok((backend.into_solution()?, info)),
-        Err(error @ PcgError::NotConverged { .. }) => Err(SolveFailure {
-            error,
-            x: backend.into_solution().ok(),
-        }),
+        Err(error @ (PcgError::NotConverged { .. } | PcgError::Stagnated { .. })) => {
+            Err(SolveFailure {
+                error,
+                x: backend.into_solution().ok(),
+            })
+        }
         Err(error) => Err(SolveFailure { error, x: None }),
     }
 }
