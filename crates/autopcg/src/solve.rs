@@ -150,16 +150,17 @@ impl<'a> Solver<'a> {
         self.precond = kind;
         self
     }
-    /// Sets tolerance, iteration limit and history. The polling interval of `params` is used
-    /// only if set with [`Solver::check_every`]; otherwise the generator's default for the
-    /// device applies (every iteration on the CPU, every 16 on a GPU).
+    /// Sets tolerance, iteration limit, history, replacement and polling. A polling interval
+    /// left unset ([`PcgParams::check_every`] `None`) is chosen by the generator for the device
+    /// (every iteration on the CPU, every 16 on a GPU); one that is set is kept.
     pub fn params(mut self, params: PcgParams) -> Self {
         self.params = params;
         self
     }
-    /// Polls (synchronises with the device, checks convergence) every `k` iterations.
+    /// Polls (synchronises with the device, checks convergence) every `k` iterations (at least
+    /// 1), overriding the interval of [`Solver::params`].
     pub fn check_every(mut self, k: usize) -> Self {
-        self.check_every = Some(k);
+        self.check_every = Some(k.max(1));
         self
     }
     /// Sets the device.
@@ -211,7 +212,7 @@ impl<'a> Solver<'a> {
         let mut req = PlanRequest::new(self.a, self.precond, target);
         req.ssor_form_auto = self.ssor_form_auto;
         req.expected_iterations = self.expected_iterations;
-        req.check_every = self.check_every;
+        req.check_every = self.check_every.or(self.params.check_every);
         req.model = match (&model, &label) {
             (Some(m), Some(l)) => Some(ModelRef {
                 file: &m.file,
@@ -232,7 +233,7 @@ impl<'a> Solver<'a> {
             backend_ms: 0.0,
         };
         let mut params = self.params.clone();
-        params.check_every = plan.check_every;
+        params.check_every = Some(plan.check_every);
         match &gpu {
             Some(dev) => self.run_gpu(dev, &plan, b, x0, &params, progress, &mut setup, notes),
             None => self.run_cpu(&plan, b, x0, &params, progress, &mut setup, notes),

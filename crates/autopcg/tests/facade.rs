@@ -89,3 +89,15 @@ fn not_converged_keeps_the_last_iterate() {
     assert_eq!(p.info.iterations, 3);
     assert_eq!(p.x.len(), a.nrows());
 }
+
+#[test]
+fn a_polling_interval_in_the_params_is_kept() {
+    let a = families::poisson2d_5pt(20, 20).unwrap();
+    let b = a.mul_vec(&vec![1.0; a.nrows()]);
+    let sol = Solver::new(&a)
+        .device(Device::Cpu)
+        .params(PcgParams::new().with_check_every(3).unwrap())
+        .solve(&b)
+        .unwrap();
+    assert_eq!(sol.check_every, 3);
+}

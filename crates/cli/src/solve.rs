@@ -9,6 +9,7 @@ use clap::Args;
 use serde::Serialize;
 
 use autopcg::generator::StepExplain;
+use autopcg::solver::{HistoryNorm, StopReason};
 use autopcg::sparse::mm;
 use autopcg::{Device, Error, ModelChoice, PcgError, PcgParams, PrecondKind, SetupTimes, Solver};
 
@@ -66,9 +67,15 @@ pub(crate) struct SolveArgs {
     /// Print one JSON object instead of text.
     #[arg(long)]
     json: bool,
-    /// Include the residual history in the JSON output.
+    /// Include the residual history in the JSON output (`residual_history_norm` says which
+    /// norm it holds).
     #[arg(long)]
     history: bool,
+    /// Also replace the residual (r = b - A x, restarting the recurrence) every K iterations.
+    /// Off by default: the solver already replaces it whenever the recurrence meets the
+    /// tolerance and the true residual does not, and a restart loses the Krylov space.
+    #[arg(long, value_name = "K")]
+    replace_every: Option<usize>,
 }
 
 /// What `solve --json` prints: one object, the JSON contract of the README.
@@ -79,6 +86,11 @@ struct SolveReport<'a> {
     nnz: usize,
     iterations: usize,
     converged: bool,
+    /// Why the solve stopped: converged, max_iter, stagnated (and, without a solution,
+    /// not_spd or breakdown).
+    reason: StopReason,
+    /// Residual replacements made.
+    replacements: usize,
     /// True ||b - A x|| / ||b||, recomputed at the end.
     relative_residual: f64,
     recurrence_relative_residual: f64,
@@ -103,6 +115,8 @@ struct SolveReport<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     residual_history: Option<&'a [f64]>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    residual_history_norm: Option<HistoryNorm>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<String>,
 }
 
@@ -122,7 +136,8 @@ pub(crate) fn solve(a: SolveArgs) -> Result<u8, Fail> {
     let params = PcgParams::new()
         .with_tol(a.tol)?
         .with_max_iter(a.max_iter)?
-        .with_history(a.history);
+        .with_history(a.history)
+        .with_replace_every(a.replace_every)?;
     let (b, generated) = match &a.rhs {
         Some(p) => {
             let b = mm::read_vector(p)?;
@@ -176,6 +191,17 @@ pub(crate) fn solve(a: SolveArgs) -> Result<u8, Fail> {
         Err(f) => match (f.partial, f.error) {
             (Some(p), e) => (*p, 1u8, Some(e)),
             (None, Error::Pcg(e @ (PcgError::NotSpd { .. } | PcgError::Breakdown { .. }))) => {
+                if a.json {
+                    let j = serde_json::json!({
+                        "matrix": a.matrix.display().to_string(),
+                        "n": n,
+                        "nnz": m.nnz(),
+                        "converged": false,
+                        "reason": e.reason(),
+                        "error": e.to_string(),
+                    });
+                    println!("{j}");
+                }
                 return Err(Fail {
                     code: 1,
                     err: anyhow!(
@@ -215,6 +241,8 @@ pub(crate) fn solve(a: SolveArgs) -> Result<u8, Fail> {
             nnz: m.nnz(),
             iterations: iters,
             converged: sol.info.converged,
+            reason: sol.info.reason,
+            replacements: sol.info.replacements,
             relative_residual: sol.info.true_relative_residual,
             recurrence_relative_residual: sol.info.recurrence_relative_residual,
             error_vs_ones,
@@ -235,6 +263,7 @@ pub(crate) fn solve(a: SolveArgs) -> Result<u8, Fail> {
             notes: &sol.notes,
             explain: a.explain.then_some(sol.explain.as_slice()),
             residual_history: a.history.then_some(sol.info.residual_history.as_slice()),
+            residual_history_norm: a.history.then_some(sol.info.history_norm),
             error: err.as_ref().map(|e| e.to_string()),
         };
         println!(
@@ -256,13 +285,19 @@ pub(crate) fn solve(a: SolveArgs) -> Result<u8, Fail> {
             m.nnz(),
             sol.device
         );
+        let verdict = match sol.info.reason {
+            StopReason::Converged => "converged",
+            StopReason::Stagnated => "NOT converged (stagnated)",
+            StopReason::MaxIter => "NOT converged (iteration limit)",
+            _ => "NOT converged",
+        };
+        let replaced = match sol.info.replacements {
+            0 => String::new(),
+            1 => ", 1 residual replacement".to_string(),
+            k => format!(", {k} residual replacements"),
+        };
         println!(
-            "{} after {iters} iterations: relative residual {:.3e} (recurrence {:.3e})",
-            if sol.info.converged {
-                "converged"
-            } else {
-                "NOT converged"
-            },
+            "{verdict} after {iters} iterations{replaced}: relative residual {:.3e} (recurrence {:.3e})",
             sol.info.true_relative_residual,
             sol.info.recurrence_relative_residual
         );

@@ -515,3 +515,73 @@ fn close(a: &serde_json::Value, b: &serde_json::Value, at: &str) {
         _ => assert_eq!(a, b, "{at}"),
     }
 }
+
+#[test]
+fn json_says_why_the_solve_stopped() {
+    // Converged.
+    let o = run(&[
+        "solve",
+        "../../matrices/fem2d_3000.mtx",
+        "--device",
+        "cpu",
+        "--json",
+        "--history",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(j["reason"], "converged");
+    assert!(j["replacements"].is_u64());
+    assert_eq!(j["residual_history_norm"], "recurrence");
+    // A tolerance below what double precision allows: stagnated, exit 1, the estimate said.
+    let o = run(&[
+        "solve",
+        "../../matrices/fem2d_3000.mtx",
+        "--device",
+        "cpu",
+        "--tol",
+        "1e-15",
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(j["reason"], "stagnated");
+    assert_eq!(j["converged"], false);
+    assert!(j["replacements"].as_u64().unwrap() >= 1);
+    assert!(stderr(&o).contains("attainable"), "{}", stderr(&o));
+    // The iteration limit.
+    let o = run(&[
+        "solve",
+        "../../matrices/fem2d_3000.mtx",
+        "--device",
+        "cpu",
+        "--max-iter",
+        "3",
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(j["reason"], "max_iter");
+}
+
+#[test]
+fn a_named_model_is_checked_on_the_cpu_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let empty = write(dir.path(), "empty.json", "");
+    for m in [dir.path().join("missing.json"), empty] {
+        let o = run(&[
+            "solve",
+            "../../matrices/bcsstk01.mtx",
+            "--device",
+            "cpu",
+            "--model",
+            m.to_str().unwrap(),
+        ]);
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        let e = stderr(&o);
+        assert!(
+            e.contains("--model") && e.contains(m.file_name().unwrap().to_str().unwrap()),
+            "{e}"
+        );
+        assert_eq!(e.trim().lines().count(), 1, "{e}");
+    }
+}

@@ -12,8 +12,9 @@ pub struct PcgParams {
     /// Iteration limit.
     pub max_iter: usize,
     /// Poll the backend (host synchronisation, convergence and breakdown checks) every this many
-    /// iterations. 1 on the CPU; larger on a GPU to avoid a synchronisation per iteration.
-    pub check_every: usize,
+    /// iterations; `None` (the default) leaves it to whoever plans the solve (the generator
+    /// polls every iteration on the CPU and every 16 on a GPU); [`crate::pcg()`] itself takes 1.
+    pub check_every: Option<usize>,
     /// Keep the residual norm of every iteration in [`PcgInfo::residual_history`].
     pub record_history: bool,
     /// Periodic residual replacement: also recompute `r = b - A x` and restart the recurrence
@@ -31,7 +32,7 @@ impl Default for PcgParams {
         PcgParams {
             tol: 1e-8,
             max_iter: 10_000,
-            check_every: 1,
+            check_every: None,
             record_history: true,
             replace_every: None,
         }
@@ -39,7 +40,8 @@ impl Default for PcgParams {
 }
 
 impl PcgParams {
-    /// Defaults: tol 1e-8, 10 000 iterations, check every iteration, history on.
+    /// Defaults: tol 1e-8, 10 000 iterations, the polling interval left to the plan, history
+    /// on.
     pub fn new() -> Self {
         Self::default()
     }
@@ -70,8 +72,12 @@ impl PcgParams {
                 "check_every must be at least 1".into(),
             ));
         }
-        self.check_every = k;
+        self.check_every = Some(k);
         Ok(self)
+    }
+    /// The polling interval: the one set, else 1.
+    pub fn poll_interval(&self) -> usize {
+        self.check_every.unwrap_or(1)
     }
     /// Turns residual history recording on or off.
     pub fn with_history(mut self, on: bool) -> Self {
@@ -235,9 +241,13 @@ pub enum PcgError {
     /// A parameter out of range.
     #[error("invalid parameter: {0}")]
     InvalidParameter(String),
-    /// The backend failed (device error, out of memory...).
+    /// The backend failed in a way it describes in words (an internal inconsistency).
     #[error("backend error: {0}")]
     Backend(String),
+    /// The GPU failed (driver, compiler, out of memory, a launch it refused); the GPU crate's
+    /// error is the source.
+    #[error("GPU error: {0}")]
+    Gpu(#[source] std::sync::Arc<autopcg_gpu::GpuError>),
 }
 
 impl PcgError {

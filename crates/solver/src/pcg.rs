@@ -116,7 +116,7 @@ pub fn pcg<B: PcgBackend + ?Sized>(
             params.tol
         )));
     }
-    if params.check_every == 0 {
+    if params.check_every == Some(0) {
         return Err(PcgError::InvalidParameter(
             "check_every must be at least 1".into(),
         ));
@@ -289,7 +289,7 @@ pub fn pcg<B: PcgBackend + ?Sized>(
             }
         }
         // Run up to the next polling point.
-        let mut next = (issued + params.check_every).min(params.max_iter - offset);
+        let mut next = (issued + params.poll_interval()).min(params.max_iter - offset);
         if let Some(k) = params.replace_every {
             next = next.min(k.max(issued + 1));
         }

@@ -974,6 +974,6 @@ pub fn solve_gpu_default(
     use autopcg_solver::gpu::GpuPlanChoice;
     let pre = autopcg_solver::Preconditioner::build(a, kind)?;
     let choice = autopcg_generator::fallback::gpu_choice(a, &pre, dev.props())
-        .with_graph_iters(GpuPlanChoice::graph_iters_for(params.check_every));
+        .with_graph_iters(GpuPlanChoice::graph_iters_for(params.poll_interval()));
     autopcg_solver::gpu::solve_gpu(dev, a, &pre, b, x0, params, &choice)
 }

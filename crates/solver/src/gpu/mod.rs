@@ -68,7 +68,7 @@ pub const MAX_RESERVED_HISTORY: u32 = 1 << 20;
 
 impl From<GpuError> for PcgError {
     fn from(e: GpuError) -> Self {
-        PcgError::Backend(e.to_string())
+        PcgError::Gpu(std::sync::Arc::new(e))
     }
 }
 
