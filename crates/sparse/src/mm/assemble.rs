@@ -81,6 +81,9 @@ pub(super) fn assemble(
     mut cols: Vec<Index>,
     mut vals: Vec<f64>,
 ) -> Result<CsrMatrix, SparseError> {
+    if few(vals.len(), nrows) {
+        return from_few(nrows, ncols, &rows, &cols, &vals);
+    }
     let nnz = vals.len();
     let by_row = nnz < (u32::MAX - 1) as usize
         && rows.last().is_none_or(|&r| (r as usize) < nrows)
@@ -198,6 +201,26 @@ fn sort_row(c: &mut [Index], v: &mut [f64]) {
 
 /// The lower triangle of `a` (diagonal included) and its mirror: an exactly symmetric matrix.
 pub(super) fn mirror_lower(a: &CsrMatrix) -> Result<CsrMatrix, SparseError> {
+    let n = a.nrows();
+    if few(a.nnz(), n) {
+        let lower: Vec<(Index, Index, f64)> = (0..n)
+            .into_par_iter()
+            .with_min_len(1 << 14)
+            .flat_map_iter(|i| {
+                let (c, v) = a.row(i);
+                c.iter()
+                    .zip(v)
+                    .take_while(move |(&j, _)| j as usize <= i)
+                    .map(move |(&j, &x)| (i as Index, j, x))
+            })
+            .collect();
+        let (rows, cols, vals): (Vec<Index>, Vec<Index>, Vec<f64>) = (
+            lower.iter().map(|t| t.0).collect(),
+            lower.iter().map(|t| t.1).collect(),
+            lower.iter().map(|t| t.2).collect(),
+        );
+        return symmetric_from_few(n, &rows, &cols, &vals);
+    }
     let l = a.lower_triangle();
     join_triangles(&l, &l.transpose())
 }
@@ -214,6 +237,9 @@ pub(super) fn symmetric_from_lower(
     cols: Vec<Index>,
     vals: Vec<f64>,
 ) -> Result<CsrMatrix, SparseError> {
+    if few(vals.len(), n) {
+        return symmetric_from_few(n, &rows, &cols, &vals);
+    }
     let ordered = |x: &[Index]| x.par_windows(2).all(|w| w[0] <= w[1]);
     if ordered(&rows) {
         let l = assemble(n, n, rows, cols, vals)?;
@@ -343,4 +369,77 @@ pub(super) fn dense(
         }
     }
     CsrMatrix::from_triplets(nrows, ncols, &t.rows, &t.cols, &t.vals)
+}
+
+/// Whether a matrix has so few entries for its rows (fewer than one per 8 rows) that the rows,
+/// not the entries, decide the cost: then it is assembled by [`from_few`], whose only row-sized
+/// array is the row pointer.
+pub(super) fn few(nnz: usize, nrows: usize) -> bool {
+    nnz < nrows / 8
+}
+
+/// The CSR matrix of triplets far fewer than its rows: the triplets are sorted by position,
+/// stably (so repeated positions keep file order and are summed in it, as
+/// [`CsrMatrix::from_triplets`] sums them: the result is the same bit for bit), and the row
+/// pointer is counted in one pass. It needs the row pointer and what the entries take, where the
+/// other paths hold several row-sized work arrays (a matrix of 10^8 rows and 5 entries took
+/// seconds and gigabytes).
+pub(super) fn from_few(
+    nrows: usize,
+    ncols: usize,
+    rows: &[Index],
+    cols: &[Index],
+    vals: &[f64],
+) -> Result<CsrMatrix, SparseError> {
+    let nnz = vals.len();
+    let mut perm: Vec<usize> = (0..nnz).collect();
+    perm.par_sort_by_key(|&k| (rows[k], cols[k]));
+    let mut out_rows: Vec<Index> = Vec::with_capacity(nnz);
+    let mut idx: Vec<Index> = Vec::with_capacity(nnz);
+    let mut val: Vec<f64> = Vec::with_capacity(nnz);
+    for &k in &perm {
+        let (r, c, v) = (rows[k], cols[k], vals[k]);
+        match (out_rows.last(), idx.last(), val.last_mut()) {
+            (Some(&pr), Some(&pc), Some(pv)) if (pr, pc) == (r, c) => *pv += v,
+            _ => {
+                out_rows.push(r);
+                idx.push(c);
+                val.push(v);
+            }
+        }
+    }
+    drop(perm);
+    // Zeroed allocations are fresh pages from the system: only the rows touched cost.
+    let mut indptr = vec![0 as Index; nrows + 1];
+    for &r in &out_rows {
+        indptr[r as usize + 1] += 1;
+    }
+    let mut acc: Index = 0;
+    for p in indptr.iter_mut() {
+        acc += *p;
+        *p = acc;
+    }
+    CsrMatrix::try_from_parts(nrows, ncols, indptr, idx, val)
+}
+
+/// [`from_few`] for the symmetric matrix whose lower triangle the triplets give: each entry
+/// followed by its mirror, as [`symmetric_from_lower`] builds it.
+fn symmetric_from_few(
+    n: usize,
+    rows: &[Index],
+    cols: &[Index],
+    vals: &[f64],
+) -> Result<CsrMatrix, SparseError> {
+    let mut t = Triplets::default();
+    for ((&i, &j), &v) in rows.iter().zip(cols).zip(vals) {
+        t.rows.push(i);
+        t.cols.push(j);
+        t.vals.push(v);
+        if i != j {
+            t.rows.push(j);
+            t.cols.push(i);
+            t.vals.push(v);
+        }
+    }
+    from_few(n, n, &t.rows, &t.cols, &t.vals)
 }

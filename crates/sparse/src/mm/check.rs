@@ -14,6 +14,11 @@ use crate::{CsrMatrix, SparseError};
 /// for them this is a small part of what their entries take.
 pub(super) const ROW_BYTES: u64 = 64;
 
+/// The most bytes a matrix with far fewer entries than rows holds per row (see
+/// `assemble::from_few`): its row pointer, and the row pointer of its mirrored form while the
+/// first is alive.
+pub(super) const FEW_ROW_BYTES: u64 = 8;
+
 /// Needs below this are taken for granted, as every allocation of a Rust program is.
 const PROBE_FROM: u64 = 64 << 20;
 
@@ -82,9 +87,15 @@ fn available_memory() -> Option<u64> {
     None
 }
 
-/// The memory check for the row structures of an `n`-row matrix (see [`ROW_BYTES`]).
-pub(super) fn ensure_rows(label: &str, n: usize, limit: Option<u64>) -> Result<(), SparseError> {
-    let bytes = (n as u64).saturating_add(1).saturating_mul(ROW_BYTES);
+/// The memory check for the row structures of an `n`-row matrix, `per_row` bytes a row
+/// ([`ROW_BYTES`] or [`FEW_ROW_BYTES`]).
+pub(super) fn ensure_rows(
+    label: &str,
+    n: usize,
+    per_row: u64,
+    limit: Option<u64>,
+) -> Result<(), SparseError> {
+    let bytes = (n as u64).saturating_add(1).saturating_mul(per_row);
     ensure_memory(label, bytes, || format!("{n} rows"), limit)
 }
 
@@ -234,12 +245,12 @@ mod tests {
 
     #[test]
     fn memory_beyond_the_limit_is_refused_in_human_units() {
-        let e = ensure_rows("big.mtx", 4_000_000_000, Some(1 << 30)).err();
+        let e = ensure_rows("big.mtx", 4_000_000_000, ROW_BYTES, Some(1 << 30)).err();
         let e = e.map(|e| e.to_string()).unwrap_or_default();
         assert_eq!(
             e,
             "big.mtx: needs 256.0 GB for 4000000000 rows, more than the limit of 1.1 GB"
         );
-        assert!(ensure_rows("small.mtx", 1000, None).is_ok());
+        assert!(ensure_rows("small.mtx", 1000, ROW_BYTES, None).is_ok());
     }
 }

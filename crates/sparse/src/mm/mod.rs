@@ -27,10 +27,12 @@
 //!   count: a file of mostly blank lines takes the block path, whose arrays grow with the
 //!   entries found, and reading stops at the first entry beyond the declared count.
 //! - Rows: the row structures of an `n`-row matrix (row pointers and the assembly's work arrays,
-//!   up to 64 bytes a row) are only allocated after a check: refused with
-//!   [`SparseError::OutOfMemory`], saying what was needed ("needs 256.0 GB for 4000000000
-//!   rows"), when they exceed [`ReadChecks::memory_limit`], the memory the system says is
-//!   available, or what a fallible allocation of that size gets. With
+//!   up to 64 bytes a row; 8 for a matrix with fewer entries than one per 8 rows, which is
+//!   assembled from its sorted entries with the row pointer as its only row-sized array) are
+//!   only allocated after a check: refused with [`SparseError::OutOfMemory`], saying what was
+//!   needed ("needs 32.0 GB for 4000000000 rows"), when they exceed
+//!   [`ReadChecks::memory_limit`], the memory the system says is available, or what a fallible
+//!   allocation of that size gets. With
 //!   [`ReadChecks::positive_diagonal`], a matrix with fewer diagonal entries than rows is refused
 //!   before anything of its order is allocated.
 //! - Every large array is allocated fallibly: a failure is an [`SparseError::OutOfMemory`], never
@@ -159,7 +161,8 @@ pub struct ReadChecks {
     /// allocated.
     pub positive_diagonal: bool,
     /// The most bytes the row structures of the matrix may take (row pointers and assembly work
-    /// arrays: up to 64 bytes a row), beyond which the file is refused with
+    /// arrays: up to 64 bytes a row, 8 for a matrix with fewer than one entry per 8 rows), beyond
+    /// which the file is refused with
     /// [`SparseError::OutOfMemory`]. `None`: what the machine can give.
     pub memory_limit: Option<u64>,
 }
@@ -664,7 +667,12 @@ fn finish_coordinate(
             });
         }
     }
-    check::ensure_rows(label, h.nrows, checks.memory_limit)?;
+    let per_row = if assemble::few(t.vals.len(), h.nrows) {
+        check::FEW_ROW_BYTES
+    } else {
+        check::ROW_BYTES
+    };
+    check::ensure_rows(label, h.nrows, per_row, checks.memory_limit)?;
     let a = match mode {
         Mode::General => assemble::assemble(h.nrows, h.ncols, t.rows, t.cols, t.vals)?,
         Mode::SymmetricFile | Mode::DropUpper => {
@@ -712,7 +720,7 @@ fn finish_dense(
     checks: &ReadChecks,
 ) -> Result<CsrMatrix, SparseError> {
     let h = pre.header;
-    check::ensure_rows(label, h.nrows, checks.memory_limit)?;
+    check::ensure_rows(label, h.nrows, check::ROW_BYTES, checks.memory_limit)?;
     let symmetric = h.symmetry == Symmetry::Symmetric;
     let a = assemble::dense(h.nrows, h.ncols, symmetric, vals)?;
     if checks.positive_diagonal {
