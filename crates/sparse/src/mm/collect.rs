@@ -11,6 +11,7 @@
 //! many.
 use std::io::{self, Read};
 use std::ops::Range;
+use std::sync::mpsc;
 
 use rayon::prelude::*;
 
@@ -250,9 +251,9 @@ fn block_triplets(
     Ok(acc.t)
 }
 
-/// Parses a stream's data section block by block, in memory bounded by one block and the
+/// Parses a stream's data section block by block, in memory bounded by a few blocks and the
 /// entries found.
-pub(super) fn stream_triplets<R: Read>(
+pub(super) fn stream_triplets<R: Read + Send>(
     s: &mut Stream<R>,
     label: &str,
     pre: &Prelude,
@@ -260,13 +261,10 @@ pub(super) fn stream_triplets<R: Read>(
     io: &dyn Fn(io::Error) -> SparseError,
 ) -> Result<Triplets, SparseError> {
     let mut acc = Acc::default();
-    while let Some(block) = s.next_block().map_err(|e| block_err(e, label, io))? {
-        let origin = Origin::Block {
-            first_line: block.first_line,
-        };
-        let len = block.text.len();
-        coordinate_block(block.text, 0..len, origin, label, pre, mode, &mut acc)?;
-    }
+    for_each_block(s, label, io, |text, first_line| {
+        let origin = Origin::Block { first_line };
+        coordinate_block(text, 0..text.len(), origin, label, pre, mode, &mut acc)
+    })?;
     if acc.entries < pre.header.entries {
         return Err(too_few(label, pre, acc.entries));
     }
@@ -274,24 +272,63 @@ pub(super) fn stream_triplets<R: Read>(
 }
 
 /// Values of a stream's `array` section, block by block.
-pub(super) fn stream_values<R: Read>(
+pub(super) fn stream_values<R: Read + Send>(
     s: &mut Stream<R>,
     label: &str,
     pre: &Prelude,
     io: &dyn Fn(io::Error) -> SparseError,
 ) -> Result<Vec<f64>, SparseError> {
     let mut out = Vec::new();
-    while let Some(block) = s.next_block().map_err(|e| block_err(e, label, io))? {
-        let origin = Origin::Block {
-            first_line: block.first_line,
-        };
-        let len = block.text.len();
-        values_block(block.text, 0..len, origin, label, pre, &mut out)?;
-    }
+    for_each_block(s, label, io, |text, first_line| {
+        let origin = Origin::Block { first_line };
+        values_block(text, 0..text.len(), origin, label, pre, &mut out)
+    })?;
     if out.len() < pre.header.entries {
         return Err(too_few(label, pre, out.len()));
     }
     Ok(out)
+}
+
+/// Hands the blocks of `s` to `each` in order, with their first line numbers. The next block is
+/// read (for a `.gz` file: decompressed, which runs on one core) on a thread of its own while
+/// `each` parses the current one on the thread pool; at most three blocks are held at a time.
+/// The first error stops both.
+fn for_each_block<R: Read + Send>(
+    s: &mut Stream<R>,
+    label: &str,
+    io: &dyn Fn(io::Error) -> SparseError,
+    mut each: impl FnMut(&[u8], usize) -> Result<(), SparseError>,
+) -> Result<(), SparseError> {
+    type Msg = Result<(Vec<u8>, usize), BlockError>;
+    let (full_tx, full_rx) = mpsc::sync_channel::<Msg>(1);
+    let (free_tx, free_rx) = mpsc::channel::<Vec<u8>>();
+    std::thread::scope(|scope| {
+        scope.spawn(move || loop {
+            let msg = match s.next_block() {
+                Ok(None) => break,
+                Ok(Some(b)) => {
+                    let mut buf = free_rx.try_recv().unwrap_or_default();
+                    buf.clear();
+                    buf.extend_from_slice(b.text);
+                    Ok((buf, b.first_line))
+                }
+                Err(e) => Err(e),
+            };
+            let failed = msg.is_err();
+            // A closed channel means the parser stopped at an error: stop too.
+            if full_tx.send(msg).is_err() || failed {
+                break;
+            }
+        });
+        // Dropping the receiver on an error (returning early) ends the reading thread.
+        let full_rx = full_rx;
+        for msg in full_rx.iter() {
+            let (buf, first_line) = msg.map_err(|e| block_err(e, label, io))?;
+            each(&buf, first_line)?;
+            let _ = free_tx.send(buf);
+        }
+        Ok(())
+    })
 }
 
 fn block_err(e: BlockError, label: &str, io: &dyn Fn(io::Error) -> SparseError) -> SparseError {

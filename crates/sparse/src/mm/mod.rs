@@ -3,9 +3,9 @@
 //! Reading maps a plain file into memory, reads the banner and size line, then cuts the data
 //! section into chunks at line boundaries and parses them in parallel, with a hand-written index
 //! parser and `lexical-core` for the values, straight into the final triplet arrays. A `.gz` file
-//! is streamed instead: decompressed a block of whole lines at a time, each block
-//! parsed in parallel the same way, so that memory holds one block and the entries found, never
-//! the decompressed text. Line numbers are only worked out on the error path (for a stream, by
+//! is streamed instead: decompressed a block of whole lines at a time, on a thread of its own
+//! while the previous block is parsed in parallel the same way, so that memory holds a few
+//! blocks and the entries found, never the decompressed text. Line numbers are only worked out on the error path (for a stream, by
 //! counting the newlines of the block at fault, or by decompressing the file again). Triplets
 //! that come by row (or, for a symmetric file, by row or by column) are assembled in place; any
 //! other order goes to [`CsrMatrix::from_triplets`]. Either way duplicates are summed in file
@@ -37,7 +37,8 @@
 //!   before anything of its order is allocated.
 //! - Every large array is allocated fallibly: a failure is an [`SparseError::OutOfMemory`], never
 //!   an abort.
-//! - A `.gz` file holds one block of decompressed text (8 MiB) whatever it expands to; blank space at the start of a line and comment
+//! - A `.gz` file holds a few blocks of decompressed text (8 MiB each: one being decompressed,
+//!   on a thread of its own, one waiting, one being parsed) whatever it expands to; blank space at the start of a line and comment
 //!   lines of any length are skipped without being kept, and a data line longer than a block is
 //!   refused.
 //!
@@ -404,13 +405,13 @@ fn read_bytes(path: &Path) -> Result<Input, SparseError> {
 }
 
 /// A stream over the text of `path`: decompressed when its name ends in `.gz`.
-fn open_stream(path: &Path, capacity: usize) -> Result<Stream<Box<dyn Read>>, SparseError> {
+fn open_stream(path: &Path, capacity: usize) -> Result<Stream<Box<dyn Read + Send>>, SparseError> {
     let file = std::fs::File::open(path).map_err(|source| SparseError::Io {
         path: path.to_path_buf(),
         source,
     })?;
     let src = BufReader::with_capacity(1 << 20, file);
-    let src: Box<dyn Read> = if is_gz(path) {
+    let src: Box<dyn Read + Send> = if is_gz(path) {
         Box::new(flate2::read::MultiGzDecoder::new(src))
     } else {
         Box::new(src)
