@@ -37,9 +37,13 @@ pub fn write_atomic(
         path: path.to_path_buf(),
         source,
     };
-    // Follow a symbolic link, so that the link itself is not replaced by a regular file.
+    // Follow a symbolic link, so that the link itself is not replaced by a regular file (a
+    // dangling one names the file to create, as for `File::create`).
     let target = match fs::symlink_metadata(path) {
-        Ok(m) if m.file_type().is_symlink() => fs::canonicalize(path).map_err(io_err)?,
+        Ok(m) if m.file_type().is_symlink() => match fs::canonicalize(path) {
+            Ok(t) => t,
+            Err(_) => parent_of(path).join(fs::read_link(path).map_err(io_err)?),
+        },
         _ => path.to_path_buf(),
     };
     let existing = fs::metadata(&target).ok();

@@ -587,6 +587,20 @@ fn writing_through_a_symbolic_link_keeps_the_link() {
         assert!(std::fs::read_to_string(&target)
             .unwrap()
             .starts_with("%%MatrixMarket"));
+        // A dangling link names the file to create.
+        let dangling = dir.path().join("dangling.mtx");
+        std::os::unix::fs::symlink("new.mtx", &dangling).unwrap();
+        write_matrix(
+            &dangling,
+            &CsrMatrix::identity(2).unwrap(),
+            WriteSymmetry::General,
+        )
+        .unwrap();
+        assert!(dir.path().join("new.mtx").is_file());
+        assert!(std::fs::symlink_metadata(&dangling)
+            .unwrap()
+            .file_type()
+            .is_symlink());
     }
 }
 

@@ -5,9 +5,9 @@
 //! parser and `lexical-core` for the values, straight into the final triplet arrays. A `.gz` file
 //! is streamed instead: decompressed a block of whole lines at a time, on a thread of its own
 //! while the previous block is parsed in parallel the same way, so that memory holds a few
-//! blocks and the entries found, never the decompressed text. Line numbers are only worked out on the error path (for a stream, by
-//! counting the newlines of the block at fault, or by decompressing the file again). Triplets
-//! that come by row (or, for a symmetric file, by row or by column) are assembled in place; any
+//! blocks and the entries found, never the decompressed text. Line numbers are only worked out
+//! on the error path (for a stream, by counting the newlines of the block at fault, or by
+//! decompressing the file again). Triplets that come by row (or, for a symmetric file, by row or by column) are assembled in place; any
 //! other order goes to [`CsrMatrix::from_triplets`]. Either way duplicates are summed in file
 //! order and the result is bit for bit the same, whatever the order of the entries, the number
 //! of threads and whether the file was compressed.
@@ -32,15 +32,15 @@
 //!   only allocated after a check: refused with [`SparseError::OutOfMemory`], saying what was
 //!   needed ("needs 32.0 GB for 4000000000 rows"), when they exceed
 //!   [`ReadChecks::memory_limit`], the memory the system says is available, or what a fallible
-//!   allocation of that size gets. With
-//!   [`ReadChecks::positive_diagonal`], a matrix with fewer diagonal entries than rows is refused
-//!   before anything of its order is allocated.
-//! - Every large array is allocated fallibly: a failure is an [`SparseError::OutOfMemory`], never
-//!   an abort.
+//!   allocation of that size gets. With [`ReadChecks::positive_diagonal`], a matrix with fewer
+//!   diagonal entries than rows is refused before anything of its order is allocated.
+//! - The arrays sized by the entries are allocated fallibly: a failure is an
+//!   [`SparseError::OutOfMemory`], not an abort. Those sized by the rows are covered by the check
+//!   above (which memory taken meanwhile by another process can still outrun).
 //! - A `.gz` file holds a few blocks of decompressed text (8 MiB each: one being decompressed,
-//!   on a thread of its own, one waiting, one being parsed) whatever it expands to; blank space at the start of a line and comment
-//!   lines of any length are skipped without being kept, and a data line longer than a block is
-//!   refused.
+//!   on a thread of its own, one waiting, one being parsed) whatever it expands to; blank space
+//!   at the start of a line and comment lines of any length are skipped without being kept, and
+//!   a data line longer than a block is refused.
 //!
 //! # Checks for solving
 //!
@@ -163,8 +163,8 @@ pub struct ReadChecks {
     pub positive_diagonal: bool,
     /// The most bytes the row structures of the matrix may take (row pointers and assembly work
     /// arrays: up to 64 bytes a row, 8 for a matrix with fewer than one entry per 8 rows), beyond
-    /// which the file is refused with
-    /// [`SparseError::OutOfMemory`]. `None`: what the machine can give.
+    /// which the file is refused with [`SparseError::OutOfMemory`]. `None`: what the machine can
+    /// give.
     pub memory_limit: Option<u64>,
 }
 
@@ -360,7 +360,7 @@ fn is_gz(path: &Path) -> bool {
         .is_some_and(|e| e.eq_ignore_ascii_case("gz"))
 }
 
-/// The bytes of a file: mapped into memory, or read (decompressed for `.gz`).
+/// The bytes of a plain file: mapped into memory, or read.
 enum Input {
     Mapped(memmap2::Mmap),
     Owned(Vec<u8>),
