@@ -494,6 +494,9 @@ fn fuzzed_inputs_never_panic_or_abort() {
                 "--test-threads=1",
             ])
             .env("AUTOPCG_FUZZ_CHILD", "1")
+            // A fixed pool (above 2, where the reader takes its parallel gap-closing path),
+            // whose thread stacks and allocator arenas fit the address-space limit on any host.
+            .env("RAYON_NUM_THREADS", "4")
             .output()
             .unwrap();
         let stdout = String::from_utf8_lossy(&out.stdout);

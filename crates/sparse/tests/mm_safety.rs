@@ -201,7 +201,12 @@ fn run_child(name: &str, limit_kb: Option<u64>) -> String {
             c
         }
     };
-    let out = cmd.env("AUTOPCG_MM_CHILD", "1").output().unwrap();
+    // A fixed pool, whose thread stacks and allocator arenas fit the limit on any host.
+    let out = cmd
+        .env("AUTOPCG_MM_CHILD", "1")
+        .env("RAYON_NUM_THREADS", "4")
+        .output()
+        .unwrap();
     let text = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
