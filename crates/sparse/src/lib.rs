@@ -3,7 +3,9 @@
 //! - [`CsrMatrix`]: the canonical format (on `sprs`, 32-bit indices), with parallel CPU kernels.
 //! - [`CooMatrix`], [`EllMatrix`], [`DiaMatrix`], [`HybMatrix`]: the other storage formats the
 //!   GPU kernels use, each converted from CSR and back without changing a value.
-//! - [`mm`]: Matrix Market reading (parallel, `.gz` transparent) and writing.
+//! - [`mm`]: Matrix Market reading (parallel, `.gz` streamed, allocation bounded by the file's
+//!   content) and writing.
+//! - [`io`]: atomic output files and the output-is-an-input check.
 //! - [`features`]: the matrix statistics the performance models use.
 //! - [`kernels`]: deterministic CPU reference vector kernels (dot, axpy).
 //! - [`families`]: seeded generators of SPD benchmark matrices.
@@ -20,6 +22,7 @@ pub mod error;
 pub mod families;
 pub mod features;
 pub mod hyb;
+pub mod io;
 pub mod kernels;
 pub mod mm;
 
