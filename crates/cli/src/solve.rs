@@ -121,6 +121,12 @@ struct SolveReport<'a> {
 }
 
 pub(crate) fn solve(a: SolveArgs) -> Result<u8, Fail> {
+    if let Some(out) = &a.out {
+        // Before any work: never overwrite an input with the solution.
+        let mut inputs = vec![a.matrix.as_path()];
+        inputs.extend(a.rhs.as_deref());
+        autopcg::sparse::io::check_output(out, inputs)?;
+    }
     init_threads(a.threads)?;
     let omega_arg = parse_omega(&a.omega)?;
     let model: ModelChoice = match a.model.parse() {
@@ -210,6 +216,9 @@ pub(crate) fn solve(a: SolveArgs) -> Result<u8, Fail> {
                         a.matrix.display()
                     ),
                 });
+            }
+            (None, Error::Pcg(PcgError::BadDiagonal { row, value, .. })) => {
+                return Err(anyhow::Error::new(mm::diagonal_error(&a.matrix, row, value)).into())
             }
             (None, e @ Error::Model(_)) => {
                 return Err(anyhow::Error::new(e).context("--model").into())

@@ -175,7 +175,7 @@ fn bad_input_exits_2_naming_file_and_line() {
             write(
                 d,
                 "upper.mtx",
-                "%%MatrixMarket matrix coordinate real symmetric\n2 2 2\n1 1 1\n1 2 1\n",
+                "%%MatrixMarket matrix coordinate real symmetric\n2 2 3\n1 1 1\n1 2 1\n2 2 1\n",
             ),
             "upper.mtx:4",
         ),
@@ -584,4 +584,91 @@ fn a_named_model_is_checked_on_the_cpu_too() {
         );
         assert_eq!(e.trim().lines().count(), 1, "{e}");
     }
+}
+
+#[test]
+fn outputs_never_overwrite_inputs() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("a.mtx");
+    std::fs::copy("../../matrices/bcsstk01.mtx", &a).unwrap();
+    let before = std::fs::read(&a).unwrap();
+    let b = dir.path().join("b.mtx");
+    let o = run(&[
+        "solve",
+        a.to_str().unwrap(),
+        "--device",
+        "cpu",
+        "--out",
+        b.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    for (out, extra) in [(&a, vec![]), (&b, vec!["--rhs", b.to_str().unwrap()])] {
+        let mut args = vec!["solve", a.to_str().unwrap(), "--device", "cpu"];
+        args.extend(extra);
+        args.extend(["--out", out.to_str().unwrap()]);
+        let o = run(&args);
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        assert_eq!(stderr(&o).trim().lines().count(), 1, "{}", stderr(&o));
+    }
+    assert_eq!(
+        std::fs::read(&a).unwrap(),
+        before,
+        "the matrix was overwritten"
+    );
+    // tune --refit PROFILE --out PROFILE.
+    let p = dir.path().join("p.jsonl.gz");
+    std::fs::copy("../../models/nvidia-h100.profile.jsonl.gz", &p).unwrap();
+    let pb = std::fs::read(&p).unwrap();
+    let o = run(&[
+        "tune",
+        "--refit",
+        p.to_str().unwrap(),
+        "--out",
+        p.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert_eq!(
+        std::fs::read(&p).unwrap(),
+        pb,
+        "the profile was overwritten"
+    );
+}
+
+#[test]
+fn a_non_positive_diagonal_is_refused_for_every_preconditioner_naming_its_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = write(
+        dir.path(),
+        "neg.mtx",
+        "%%MatrixMarket matrix coordinate real symmetric\n3 3 4\n1 1 2\n2 1 -1\n2 2 -3\n3 3 2\n",
+    );
+    for p in ["none", "jacobi", "ssor-ai"] {
+        let o = run(&[
+            "solve",
+            m.to_str().unwrap(),
+            "--device",
+            "cpu",
+            "--precond",
+            p,
+        ]);
+        assert_eq!(o.status.code(), Some(2), "{p}: {}", stderr(&o));
+        let e = stderr(&o);
+        assert!(e.contains("neg.mtx:5") && e.contains("-3"), "{p}: {e}");
+    }
+}
+
+#[test]
+fn too_many_threads_are_clamped_with_a_note() {
+    let t0 = std::time::Instant::now();
+    let o = run(&[
+        "solve",
+        "../../matrices/bcsstk01.mtx",
+        "--device",
+        "cpu",
+        "--threads",
+        "4096",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stderr(&o).contains("logical CPUs"), "{}", stderr(&o));
+    assert!(t0.elapsed().as_secs() < 20, "took {:?}", t0.elapsed());
 }
