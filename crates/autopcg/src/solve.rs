@@ -114,11 +114,11 @@ pub struct Solver<'a> {
 
 impl<'a> Solver<'a> {
     /// A solver for `a` with SSOR-AI (first order, factored form, omega from
-    /// [`autopcg_solver::auto_omega`]), tol 1e-8 and the automatic device choice.
+    /// [`autopcg_solver::auto_omega`] unless set), tol 1e-8 and the automatic device choice.
     pub fn new(a: &'a CsrMatrix) -> Self {
         Solver {
             a,
-            precond: PrecondKind::ssor_ai().with_omega(autopcg_solver::auto_omega(a)),
+            precond: PrecondKind::ssor_ai(),
             params: PcgParams::default(),
             device: Device::Auto,
             model: ModelChoice::Auto,

@@ -101,3 +101,21 @@ fn a_polling_interval_in_the_params_is_kept() {
         .unwrap();
     assert_eq!(sol.check_every, 3);
 }
+
+/// `PrecondKind::ssor_ai()` leaves omega to the matrix: on s3rmt3m3, where omega = 1 stalls
+/// near a 1e-2 residual, the default converges.
+#[test]
+fn ssor_ai_without_an_omega_uses_the_automatic_one() {
+    let p = root().join("matrices/s3rmt3m3.mtx");
+    let a = autopcg::sparse::mm::read_matrix(&p, &Default::default())
+        .unwrap()
+        .matrix;
+    let b = a.mul_vec(&vec![1.0; a.nrows()]);
+    let sol = Solver::new(&a)
+        .device(Device::Cpu)
+        .precond(PrecondKind::ssor_ai())
+        .solve(&b)
+        .unwrap();
+    assert!(sol.info.converged);
+    assert!(sol.info.true_relative_residual <= 1e-8);
+}

@@ -79,7 +79,8 @@ pub(crate) fn norm2(v: &[f64]) -> f64 {
     v.iter().map(|x| x * x).sum::<f64>().sqrt()
 }
 
-pub(crate) fn precond_kind(p: PrecondArg, form: FormArg, omega: f64) -> PrecondKind {
+/// The preconditioner of the arguments; `omega` `None` leaves it automatic ([`autopcg::solver::auto_omega`]).
+pub(crate) fn precond_kind(p: PrecondArg, form: FormArg, omega: Option<f64>) -> PrecondKind {
     match p {
         PrecondArg::None => PrecondKind::None,
         PrecondArg::Jacobi => PrecondKind::Jacobi,

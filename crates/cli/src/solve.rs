@@ -137,8 +137,8 @@ pub(crate) fn solve(a: SolveArgs) -> Result<u8, Fail> {
     let t_read = Instant::now();
     let m = read_matrix(&a.matrix, a.assume_symmetric)?;
     let n = m.nrows();
-    let omega = omega_arg.unwrap_or_else(|| autopcg::solver::auto_omega(&m));
-    let kind = precond_kind(a.precond, a.ssor_form, omega);
+    let kind = precond_kind(a.precond, a.ssor_form, omega_arg).resolved_for(&m);
+    let omega = kind.omega().unwrap_or(1.0);
     let params = PcgParams::new()
         .with_tol(a.tol)?
         .with_max_iter(a.max_iter)?
