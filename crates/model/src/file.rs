@@ -15,7 +15,9 @@ use crate::classifier::{ClassifierOptions, SpmvClassifier};
 use crate::profile::Profile;
 use crate::spmv::{SpmvFitOptions, SpmvModel};
 use crate::vecdot::{evaluate, DotModels, TreeEvalReport, VectorModels};
-use crate::{device_slug, DeviceSpec, ModelError};
+use autopcg_catalog::{device_slug, DeviceProps};
+
+use crate::ModelError;
 
 /// Schema version of model files this build reads and writes.
 pub const MODEL_SCHEMA: u32 = 1;
@@ -56,7 +58,7 @@ pub struct ModelFile {
     /// Version of autopcg that fitted it.
     pub fitted_by: String,
     /// The device profiled.
-    pub device: DeviceSpec,
+    pub device: DeviceProps,
     /// The profile fitted.
     pub profile: ProfileInfo,
     /// Vector-update decision trees (per operation).

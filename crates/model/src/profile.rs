@@ -19,7 +19,9 @@ use autopcg_sparse::features::MatrixFeatures;
 use serde::{Deserialize, Serialize};
 
 use crate::work::SpmvWork;
-use crate::{DeviceSpec, ModelError};
+use autopcg_catalog::{occupancy, DeviceProps, KernelId, Occupancy};
+
+use crate::ModelError;
 
 /// Schema version of profile files this build reads and writes.
 pub const PROFILE_SCHEMA: u32 = 1;
@@ -64,7 +66,7 @@ pub struct Header {
     /// [`PROFILE_SCHEMA`] of the writer.
     pub schema: u32,
     /// The device measured.
-    pub device: DeviceSpec,
+    pub device: DeviceProps,
     /// A reduced (`--quick`) sweep.
     pub quick: bool,
     /// Version of autopcg that measured it.
@@ -80,7 +82,7 @@ pub struct Header {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct OccupancyRecord {
     /// Kernel entry point.
-    pub kernel: String,
+    pub kernel: KernelId,
     /// Threads per block nt.
     pub threads: u32,
     /// Registers per thread of the compiled kernel.
@@ -93,6 +95,29 @@ pub struct OccupancyRecord {
     pub blocks_per_sm: u32,
     /// `NB_nt`: `sm_count * blocks_per_sm`.
     pub nb_nt: u32,
+}
+
+impl OccupancyRecord {
+    /// Audits the record: recomputes eq. 3-2 ([`autopcg_catalog::occupancy`]) from the inputs
+    /// it holds on `dev` (the device of the profile's header) and checks its `blocks_per_sm`
+    /// and `nb_nt` against the result. Errors on a mismatch, and when the inputs give no valid
+    /// count (for such a kernel the profiler records one block per SM, see the profiler's
+    /// `occupancy` module).
+    pub fn check(&self, dev: &DeviceProps) -> Result<Occupancy, ModelError> {
+        let smem = self
+            .static_smem_bytes
+            .saturating_add(self.dynamic_smem_bytes);
+        let o = occupancy(dev, self.threads, self.regs_per_thread, smem)
+            .map_err(|e| ModelError::InvalidParameter(format!("{}: {e}", self.kernel)))?;
+        if o.blocks_per_sm != self.blocks_per_sm || o.nb_nt != self.nb_nt {
+            return Err(ModelError::InvalidParameter(format!(
+                "occupancy record of {} at {} threads says {} blocks/SM and NB_nt = {}; eq. 3-2 \
+                 on its inputs gives {} and {}",
+                self.kernel, self.threads, self.blocks_per_sm, self.nb_nt, o.blocks_per_sm, o.nb_nt
+            )));
+        }
+        Ok(o)
+    }
 }
 
 /// One vector-update measurement.
@@ -393,7 +418,7 @@ impl Profile {
     }
 
     /// The device of the header.
-    pub fn device(&self) -> Option<&DeviceSpec> {
+    pub fn device(&self) -> Option<&DeviceProps> {
         self.header.as_ref().map(|h| &h.device)
     }
 
@@ -665,22 +690,14 @@ impl ProfileWriter {
 mod tests {
     use super::*;
 
-    pub(crate) fn device(name: &str) -> DeviceSpec {
-        DeviceSpec {
+    pub(crate) fn device(name: &str) -> DeviceProps {
+        DeviceProps {
             name: name.into(),
-            compute_capability: (9, 0),
-            sm_count: 132,
-            max_threads_per_block: 1024,
-            max_threads_per_sm: 2048,
-            max_blocks_per_sm: 32,
-            regs_per_sm: 65536,
-            smem_per_sm: 233472,
             total_mem: 150 << 30,
             l2_bytes: 60 << 20,
-            warp_size: 32,
-            max_grid_x: i32::MAX as u32,
             driver_version: Some(13000),
             nvrtc_version: Some((13, 0)),
+            ..DeviceProps::hopper_like()
         }
     }
 
@@ -804,6 +821,28 @@ mod tests {
         assert!((r.worst - 0.25).abs() < 1e-12);
         assert_eq!(r.by_kind, vec![("vector".to_string(), 2, 1)]);
         assert!((r.share() - 0.5).abs() < 1e-12);
+    }
+
+    #[test]
+    fn occupancy_records_are_audited() {
+        let h = device("GPU A");
+        let mut rec = OccupancyRecord {
+            kernel: "dot_vec2".parse().unwrap(),
+            threads: 256,
+            regs_per_thread: 40,
+            static_smem_bytes: 2048,
+            dynamic_smem_bytes: 0,
+            blocks_per_sm: 6,
+            nb_nt: 792,
+        };
+        assert_eq!(rec.check(&h).unwrap().nb_nt, 792);
+        rec.nb_nt = 1056;
+        assert!(rec.check(&h).is_err());
+        // 255 registers x 1024 threads fit no SM: no valid count.
+        rec.threads = 1024;
+        rec.regs_per_thread = 255;
+        let e = rec.check(&h).unwrap_err().to_string();
+        assert!(e.contains("registers"), "{e}");
     }
 
     #[test]

@@ -90,7 +90,9 @@ use serde::{Deserialize, Serialize};
 use crate::nnls::{nnls, DenseMatrix};
 use crate::profile::{candidate_name, MatrixRecord, MatrixSet, Profile, SpmvRecord, Status};
 use crate::work::{SpmvWork, VECTOR_LANES};
-use crate::{DeviceSpec, ModelError};
+use autopcg_catalog::DeviceProps;
+
+use crate::ModelError;
 
 /// A SpMV candidate: a kernel reading a format, with a launch configuration.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -456,7 +458,7 @@ pub struct LaunchLimits {
 
 impl LaunchLimits {
     /// The limits of a device.
-    pub fn of(d: &DeviceSpec) -> Self {
+    pub fn of(d: &DeviceProps) -> Self {
         LaunchLimits {
             sm_count: d.sm_count,
             max_threads_per_sm: d.max_threads_per_sm,

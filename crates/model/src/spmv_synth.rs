@@ -11,26 +11,17 @@ use crate::profile::{
 };
 use crate::spmv::{term_value, LaunchLimits, SpmvCandidate, Term};
 use crate::work::{spmv_work, SpmvWork};
-use crate::DeviceSpec;
+use autopcg_catalog::DeviceProps;
 
 /// A small device: 2 SMs (one wave of 256-thread blocks is 16 blocks, so matrices above 4096
 /// rows get a distinct `wave` launch) and an L2 of 256 KiB (the matrices straddle it).
-pub(crate) fn device() -> DeviceSpec {
-    DeviceSpec {
+pub(crate) fn device() -> DeviceProps {
+    DeviceProps {
         name: "Synthetic GPU".into(),
-        compute_capability: (9, 0),
         sm_count: 2,
-        max_threads_per_block: 1024,
-        max_threads_per_sm: 2048,
-        max_blocks_per_sm: 32,
-        regs_per_sm: 65536,
-        smem_per_sm: 233472,
         total_mem: 1 << 34,
         l2_bytes: 256 << 10,
-        warp_size: 32,
-        max_grid_x: i32::MAX as u32,
-        driver_version: None,
-        nvrtc_version: None,
+        ..DeviceProps::hopper_like()
     }
 }
 

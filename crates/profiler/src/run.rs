@@ -25,13 +25,13 @@ use std::path::Path;
 use std::sync::mpsc::sync_channel;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use autopcg_catalog::DeviceProps;
 use autopcg_gpu::kernels::vector::VectorKernel;
 use autopcg_model::profile::{
     DotRecord, Header, MatrixRecord, ProfileWriter, Record, StageRecord, Timing, VectorRecord,
     PROFILE_SCHEMA,
 };
 use autopcg_model::work::{spmv_work, SpmvWork};
-use autopcg_model::DeviceSpec;
 use autopcg_sparse::{CsrMatrix, PaddingLimits, SparseError};
 
 use crate::measure::Measurer;
@@ -139,7 +139,7 @@ pub struct Silent;
 impl Observer for Silent {}
 
 /// The header of a new profile of `device`.
-pub fn header(device: &DeviceSpec, quick: bool) -> Header {
+pub fn header(device: &DeviceProps, quick: bool) -> Header {
     Header {
         schema: PROFILE_SCHEMA,
         device: device.clone(),
@@ -156,7 +156,7 @@ pub fn header(device: &DeviceSpec, quick: bool) -> Header {
 /// or full).
 pub fn open_profile(
     path: &Path,
-    device: &DeviceSpec,
+    device: &DeviceProps,
     quick: bool,
 ) -> Result<ProfileWriter, ProfilerError> {
     if let Some(h) = existing_header(path) {

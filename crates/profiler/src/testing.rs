@@ -2,50 +2,40 @@
 //! times come from a formula of the bytes moved and the launch configuration, kernel resources
 //! are fixed figures, device memory is a counter, and a failure can be injected after a given
 //! number of measurements (an interrupted tune).
+use autopcg_catalog::{DeviceProps, Reduction};
 use autopcg_gpu::kernels::vector::VectorKernel;
 use autopcg_gpu::SpmvBenchOptions;
 use autopcg_model::profile::{ConversionRecord, SpmvRecord, Status, Timing};
-use autopcg_model::DeviceSpec;
 use autopcg_sparse::features::features;
 use autopcg_sparse::CsrMatrix;
 
 use crate::measure::{MatrixBench, Measurer};
 use crate::occupancy::KernelResources;
 use crate::plan::{
-    dot_stage_bytes, vector_bytes_per_elem, vector_stage_bytes, DotOp, DotPoint, KernelRef,
-    TimingPolicy, VectorPoint,
+    dot_stage_bytes, reduction_vectors, vector_bytes_per_elem, vector_stage_bytes, DotPoint,
+    KernelRef, TimingPolicy, VectorPoint,
 };
 use crate::ProfilerError;
 
 /// Limits of an H100/H200-like device (132 SMs, compute capability 9.0) with `total_mem` bytes.
-pub fn hopper_like_spec_with_memory(total_mem: u64) -> DeviceSpec {
-    DeviceSpec {
+pub fn hopper_like_props_with_memory(total_mem: u64) -> DeviceProps {
+    DeviceProps {
         name: "Fake Hopper".into(),
-        compute_capability: (9, 0),
-        sm_count: 132,
-        max_threads_per_block: 1024,
-        max_threads_per_sm: 2048,
-        max_blocks_per_sm: 32,
-        regs_per_sm: 65536,
-        smem_per_sm: 233_472,
         total_mem,
         l2_bytes: 60 << 20,
-        warp_size: 32,
-        max_grid_x: i32::MAX as u32,
-        driver_version: None,
-        nvrtc_version: None,
+        ..DeviceProps::hopper_like()
     }
 }
 
-/// [`hopper_like_spec_with_memory`] with 141 GB, an H200.
-pub fn hopper_like_spec() -> DeviceSpec {
-    hopper_like_spec_with_memory(141_000_000_000)
+/// [`hopper_like_props_with_memory`] with 141 GB, an H200.
+pub fn hopper_like_props() -> DeviceProps {
+    hopper_like_props_with_memory(141_000_000_000)
 }
 
 /// A [`Measurer`] whose results are formulas (see the module documentation).
 #[derive(Debug, Clone)]
 pub struct FakeMeasurer {
-    spec: DeviceSpec,
+    spec: DeviceProps,
     /// Fail every measurement after this many succeeded.
     pub fail_after: Option<usize>,
     /// Measurements that succeeded (vector, dot and whole matrices).
@@ -61,7 +51,7 @@ pub struct FakeMeasurer {
 
 impl FakeMeasurer {
     /// A fake source for `spec`.
-    pub fn new(spec: DeviceSpec) -> FakeMeasurer {
+    pub fn new(spec: DeviceProps) -> FakeMeasurer {
         FakeMeasurer {
             spec,
             fail_after: None,
@@ -121,7 +111,7 @@ impl FakeMeasurer {
 }
 
 impl Measurer for FakeMeasurer {
-    fn device(&self) -> &DeviceSpec {
+    fn device(&self) -> &DeviceProps {
         &self.spec
     }
 
@@ -144,8 +134,8 @@ impl Measurer for FakeMeasurer {
             KernelRef::Dot(op, b) => KernelResources {
                 regs_per_thread: 40,
                 static_smem_bytes: match op {
-                    DotOp::Dot(_) => 8 * b,
-                    DotOp::Dot3(_) => 768,
+                    Reduction::Dot(_) => 8 * b,
+                    Reduction::Dot3(_) => 768,
                 },
                 max_threads_per_block: b,
             },
@@ -194,7 +184,7 @@ impl Measurer for FakeMeasurer {
         _policy: &TimingPolicy,
     ) -> Result<Timing, ProfilerError> {
         self.tick()?;
-        let bytes = 8 * point.op.vectors() * self.n;
+        let bytes = 8 * reduction_vectors(point.op) * self.n;
         Ok(FakeMeasurer::formula(
             bytes,
             point.cfg.threads,
