@@ -1,0 +1,135 @@
+//! Conversion-time models: milliseconds to turn the CSR matrix into a format on the device.
+use std::collections::{BTreeMap, HashMap};
+
+use serde::{Deserialize, Serialize};
+
+use super::fit::{fit_relative, predict_rows, rel_errors};
+use super::{quantile, FitStats, SpmvFitOptions};
+use crate::profile::{MatrixRecord, Profile, Status};
+use crate::work::SpmvWork;
+
+/// A term of a conversion-time model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ConversionTerm {
+    /// 1: fixed cost (allocation, launch, transfer latency).
+    Const,
+    /// Rows.
+    Rows,
+    /// Stored entries.
+    Nnz,
+    /// Slots the format stores (padding included): ELL `n K`, DIA `n ndiag`, HYB ELL slots
+    /// plus COO entries, otherwise `nnz`.
+    Slots,
+}
+
+/// Slots a format stores for `w` (the [`ConversionTerm::Slots`] value).
+pub fn format_slots(format: &str, w: &SpmvWork) -> f64 {
+    match format {
+        "ell" => w.ell_slots as f64,
+        "dia" => w.dia_slots as f64,
+        "hyb" => (w.hyb_ell_slots + w.hyb_coo_nnz) as f64,
+        _ => w.nnz as f64,
+    }
+}
+
+/// The fitted conversion-time model of one format: milliseconds to turn the CSR matrix into
+/// this format on the device (the device conversion where the profile measured one, else host
+/// conversion plus upload).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ConversionModel {
+    /// Format name.
+    pub format: String,
+    /// Terms.
+    pub terms: Vec<ConversionTerm>,
+    /// Milliseconds per unit of each term, all `>= 0`.
+    pub coef: Vec<f64>,
+    /// Accuracy.
+    pub stats: FitStats,
+}
+
+impl ConversionModel {
+    fn row(terms: &[ConversionTerm], format: &str, w: &SpmvWork) -> Vec<f64> {
+        terms
+            .iter()
+            .map(|t| match t {
+                ConversionTerm::Const => 1.0,
+                ConversionTerm::Rows => w.n as f64,
+                ConversionTerm::Nnz => w.nnz as f64,
+                ConversionTerm::Slots => format_slots(format, w),
+            })
+            .collect()
+    }
+
+    /// Predicted milliseconds on `w`.
+    pub fn predict(&self, w: &SpmvWork) -> f64 {
+        Self::row(&self.terms, &self.format, w)
+            .iter()
+            .zip(&self.coef)
+            .map(|(a, c)| a * c)
+            .sum()
+    }
+}
+
+pub(super) fn fit_conversions(
+    profile: &Profile,
+    matrices: &HashMap<&str, &MatrixRecord>,
+    opts: &SpmvFitOptions,
+    notes: &mut Vec<String>,
+) -> Vec<ConversionModel> {
+    let terms = vec![
+        ConversionTerm::Const,
+        ConversionTerm::Rows,
+        ConversionTerm::Nnz,
+        ConversionTerm::Slots,
+    ];
+    let mut per: BTreeMap<&str, Vec<(&SpmvWork, f64)>> = BTreeMap::new();
+    for c in &profile.conversions {
+        if c.status != Status::Ok {
+            continue;
+        }
+        let Some(m) = matrices.get(c.matrix.as_str()) else {
+            continue;
+        };
+        let t = c.device_ms.unwrap_or(c.host_ms + c.upload_ms);
+        if t.is_finite() && t > 0.0 {
+            per.entry(c.format.as_str()).or_default().push((&m.work, t));
+        }
+    }
+    let mut out = Vec::new();
+    for (format, pts) in per {
+        if pts.len() < opts.min_matrices.max(1) {
+            notes.push(format!(
+                "conversion to {format}: {} matrices, fewer than {}: no model",
+                pts.len(),
+                opts.min_matrices
+            ));
+            continue;
+        }
+        let rows: Vec<Vec<f64>> = pts
+            .iter()
+            .map(|(w, _)| ConversionModel::row(&terms, format, w))
+            .collect();
+        let t: Vec<f64> = pts.iter().map(|p| p.1).collect();
+        match fit_relative(&rows, &t) {
+            Ok(coef) => {
+                let errs = rel_errors(&predict_rows(&rows, &coef), &t);
+                out.push(ConversionModel {
+                    format: format.to_string(),
+                    terms: terms.clone(),
+                    coef,
+                    stats: FitStats {
+                        matrices: t.len(),
+                        median_rel_err: quantile(&errs, 0.5),
+                        p90_rel_err: quantile(&errs, 0.9),
+                        max_rel_err: errs.iter().copied().fold(0.0, f64::max),
+                        cv_median_rel_err: None,
+                        cv_p90_rel_err: None,
+                    },
+                });
+            }
+            Err(e) => notes.push(format!("conversion to {format}: {e}")),
+        }
+    }
+    out
+}
