@@ -14,9 +14,7 @@
 //!   keep the default rule, and the plan says so.
 #![warn(missing_docs)]
 
-use autopcg_gpu::bench::GridPolicy;
-use autopcg_gpu::kernels::dot::Dot3Kernel;
-use autopcg_gpu::kernels::spmv::SpmvKernel;
+use autopcg_catalog::{KernelId, Reduction, SpmvMethod as CandidateMethod, VectorKernel};
 use autopcg_gpu::kernels::vector::VectorVariant;
 use autopcg_gpu::{DeviceProps, LaunchConfig, DOT_BLOCK_SIZES};
 use autopcg_model::file::ModelFile;
@@ -87,65 +85,27 @@ pub struct Selection {
     pub predicted_iteration_ms: f64,
 }
 
-/// The SpMV kernel whose [`std::fmt::Display`] is `name`.
-pub fn spmv_kernel(name: &str) -> Option<SpmvKernel> {
-    SpmvKernel::all()
-        .into_iter()
-        .find(|k| k.to_string() == name)
-}
-
-fn grid_policy(g: Option<&str>) -> Option<GridPolicy> {
-    match g? {
-        "wave" => Some(GridPolicy::Wave),
-        "cover" => Some(GridPolicy::Cover),
-        _ => None,
-    }
-}
-
-/// The method a SpMV prediction stands for on a matrix with work `w`, or `None` when the
-/// candidate names a kernel or grid policy this build does not have (or is cuSPARSE).
+/// The method a SpMV prediction stands for on a matrix with work `w`
+/// ([`autopcg_catalog::SpmvCandidate::method_for`]), or `None` for cuSPARSE (or a candidate
+/// without a launch rule, or whose format and kernel disagree).
 pub fn method_of(p: &SpmvPrediction, w: &SpmvWork, props: &DeviceProps) -> Option<SpmvMethod> {
-    let c = &p.candidate;
-    let threads = c.threads?;
-    let g = grid_policy(c.grid.as_deref())?;
-    let (n, nnz) = (w.n, w.nnz);
-    let cfg = |k: SpmvKernel, nnz: u64| g.config(k.work_items(n, nnz), threads, props);
-    match c.format.as_str() {
-        "csr" => {
-            let k = spmv_kernel(&c.kernel)?;
-            Some(SpmvMethod::Csr {
-                kernel: k,
-                config: cfg(k, nnz),
-            })
-        }
-        "ell" => Some(SpmvMethod::Ell {
-            config: cfg(SpmvKernel::Ell, nnz),
-        }),
-        "dia" => Some(SpmvMethod::Dia {
-            config: cfg(SpmvKernel::Dia, nnz),
-        }),
-        "coo" => {
-            let k = spmv_kernel(&c.kernel)?;
-            Some(SpmvMethod::Coo {
-                kernel: k,
-                config: cfg(k, nnz),
-            })
-        }
-        "hyb" => {
-            let (ell, coo) = c.kernel.split_once('+')?;
-            if spmv_kernel(ell)? != SpmvKernel::Ell {
-                return None;
-            }
-            let ck = spmv_kernel(coo)?;
-            Some(SpmvMethod::Hyb {
-                split: None,
-                ell_config: cfg(SpmvKernel::Ell, nnz),
-                coo_kernel: ck,
-                coo_config: cfg(ck, w.hyb_coo_nnz),
-            })
-        }
-        _ => None,
-    }
+    Some(match p.candidate.method_for(w.shape(), props)? {
+        CandidateMethod::Csr { kernel, config } => SpmvMethod::Csr { kernel, config },
+        CandidateMethod::Ell { config } => SpmvMethod::Ell { config },
+        CandidateMethod::Dia { config } => SpmvMethod::Dia { config },
+        CandidateMethod::Coo { kernel, config } => SpmvMethod::Coo { kernel, config },
+        CandidateMethod::Hyb {
+            split,
+            ell_config,
+            coo_kernel,
+            coo_config,
+        } => SpmvMethod::Hyb {
+            split,
+            ell_config,
+            coo_kernel,
+            coo_config,
+        },
+    })
 }
 
 /// Chooses the SpMV of operand `b` (named `step` in the explanation).
@@ -209,21 +169,6 @@ pub fn select_spmv(
     ))
 }
 
-fn vector_variant(name: &str) -> Option<VectorVariant> {
-    VectorVariant::ALL
-        .into_iter()
-        .find(|v| format!("cg_update_{}", variant_suffix(*v)) == name)
-}
-
-fn variant_suffix(v: VectorVariant) -> &'static str {
-    match v {
-        VectorVariant::Elem => "elem",
-        VectorVariant::ElemV2 => "elem_v2",
-        VectorVariant::Grid => "grid",
-        VectorVariant::GridV2 => "grid_v2",
-    }
-}
-
 /// A tree's block count for `items` work items of `threads` threads each, capped at the blocks
 /// that cover the items once. The trees' grid-stride candidates keep their block count at every
 /// length, and at the shortest lengths profiled (timed back to back, where the launches
@@ -250,8 +195,9 @@ pub fn select_update(
         .vector
         .pick("cg_update", n)
         .ok_or_else(|| no("the model has no cg_update tree".into()))?;
-    let variant = vector_variant(&p.kernel)
-        .ok_or_else(|| no(format!("unknown update kernel {:?}", p.kernel)))?;
+    let KernelId::Vector(VectorKernel::CgUpdate(variant)) = p.kernel else {
+        return Err(no(format!("{} is not a cg_update kernel", p.kernel)));
+    };
     let items = match variant {
         VectorVariant::ElemV2 | VectorVariant::GridV2 => n.div_ceil(2),
         VectorVariant::Elem | VectorVariant::Grid => n,
@@ -297,10 +243,9 @@ pub fn select_dot3(model: &ModelFile, n: u64) -> Result<(Dot3Choice, StepExplain
         .dot
         .pick("dot3", n)
         .ok_or_else(|| no("the model has no dot3 tree".into()))?;
-    let kernel = Dot3Kernel::ALL
-        .into_iter()
-        .find(|k| k.to_string() == p.kernel)
-        .ok_or_else(|| no(format!("unknown reduction kernel {:?}", p.kernel)))?;
+    let KernelId::Reduction(Reduction::Dot3(kernel)) = p.kernel else {
+        return Err(no(format!("{} is not a three-dot reduction", p.kernel)));
+    };
     if !DOT_BLOCK_SIZES.contains(&p.threads) || p.blocks == 0 {
         return Err(no(format!(
             "{} threads x {} blocks is not a reduction launch",
@@ -554,19 +499,5 @@ mod tests {
         assert!(d.config.blocks as u64 <= 1002u64.div_ceil(u64::from(d.config.threads)));
         assert_eq!(cap_blocks(264, 10, 1024), 1);
         assert_eq!(cap_blocks(264, 1 << 30, 256), 264);
-    }
-
-    #[test]
-    fn kernel_names_map_back_to_the_pool() {
-        for k in SpmvKernel::all() {
-            assert_eq!(spmv_kernel(&k.to_string()), Some(k));
-        }
-        assert_eq!(spmv_kernel("cusparse_spmv_csr_alg1"), None);
-        for v in VectorVariant::ALL {
-            assert_eq!(
-                vector_variant(&format!("cg_update_{}", variant_suffix(v))),
-                Some(v)
-            );
-        }
     }
 }

@@ -9,7 +9,7 @@
 //! - [`tree`]: Alg. 3-1, the per-domain decision tree over candidate lines, and its lookup.
 //! - [`vecdot`]: the vector-update and dot-product models: per operation or family, lines per
 //!   launch configuration and domain, their decision trees, and the held-out evaluation.
-//! - [`file`]: model files: everything fitted for one GPU, saved and loaded with validation.
+//! - [`file`](mod@file): model files: everything fitted for one GPU, saved and loaded with validation.
 //! - [`store`]: where model files live and how the one for a device is found.
 //! - [`spmv`]: the SpMV performance model: a time model per candidate (format, kernel, launch
 //!   configuration), conversion costs, and the selection by predicted time.

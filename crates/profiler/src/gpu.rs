@@ -17,6 +17,7 @@
 //! configuration of one length. The scalar buffer the fused update reads holds a non-zero alpha
 //! and beta, so the update reads and writes all of its vectors as in a PCG iteration after the
 //! first.
+use autopcg_catalog::SpmvImpl;
 use autopcg_gpu::bench::{bench_spmv, RecordStatus};
 use autopcg_gpu::kernels::dot::{dot, dot3_advance, Dot3Workspace, DotWorkspace, Reduction};
 use autopcg_gpu::kernels::vector::{axpy, cg_update, xpay, CgVectors, VectorKernel};
@@ -311,32 +312,38 @@ impl Measurer for GpuMeasurer<'_> {
         let spmv = b
             .records
             .into_iter()
-            .map(|r| SpmvRecord {
-                matrix: id.to_string(),
-                format: r.format.to_string(),
-                kernel: r.kernel,
-                threads: r.threads,
-                blocks: r.blocks,
-                coo_blocks: r.coo_blocks,
-                grid: r.grid.map(|g| g.to_string()),
-                timing: match (r.median_ms, r.min_ms, r.max_ms, r.reps) {
-                    (Some(median_ms), Some(min_ms), Some(max_ms), Some(reps)) => Some(Timing {
-                        median_ms,
-                        min_ms,
-                        max_ms,
-                        reps,
-                    }),
-                    _ => None,
-                },
-                status: status(r.status),
+            .map(|r| {
+                // The benchmark's records name the kernel as the catalogue spells it.
+                let kernel: SpmvImpl = r.kernel.parse().map_err(|e| {
+                    ProfilerError::Measurement(format!("SpMV benchmark of {id}: {e}"))
+                })?;
+                Ok(SpmvRecord {
+                    matrix: id.to_string(),
+                    format: r.format,
+                    kernel,
+                    threads: r.threads,
+                    blocks: r.blocks,
+                    coo_blocks: r.coo_blocks,
+                    grid: r.grid,
+                    timing: match (r.median_ms, r.min_ms, r.max_ms, r.reps) {
+                        (Some(median_ms), Some(min_ms), Some(max_ms), Some(reps)) => Some(Timing {
+                            median_ms,
+                            min_ms,
+                            max_ms,
+                            reps,
+                        }),
+                        _ => None,
+                    },
+                    status: status(r.status),
+                })
             })
-            .collect();
+            .collect::<Result<Vec<_>, ProfilerError>>()?;
         let conversions = b
             .conversions
             .into_iter()
             .map(|c| ConversionRecord {
                 matrix: id.to_string(),
-                format: c.format.to_string(),
+                format: c.format,
                 status: status(c.status),
                 host_ms: c.host_ms,
                 upload_ms: c.upload_ms,

@@ -1,5 +1,5 @@
 //! `NB_nt`, the unit of the grid-stride block counts the sweep measures: eq. 3-2 of the method
-//! ([`autopcg_catalog::occupancy`], the one copy of the formula) on the registers and shared
+//! ([`autopcg_catalog::occupancy()`], the one copy of the formula) on the registers and shared
 //! memory of the compiled kernel (`cuFuncGetAttribute`), written to the profile with its
 //! inputs as an [`OccupancyRecord`] so that the fits can audit it
 //! ([`OccupancyRecord::check`]).

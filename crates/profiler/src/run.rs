@@ -26,7 +26,6 @@ use std::sync::mpsc::sync_channel;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use autopcg_catalog::DeviceProps;
-use autopcg_gpu::kernels::vector::VectorKernel;
 use autopcg_model::profile::{
     DotRecord, Header, MatrixRecord, ProfileWriter, Record, StageRecord, Timing, VectorRecord,
     PROFILE_SCHEMA,
@@ -199,26 +198,15 @@ const NO_TIMING: Timing = Timing {
 };
 
 fn vector_record(n: u64, held_out: bool, p: &VectorPoint, timing: Timing) -> Record {
-    let op = match p.kernel {
-        VectorKernel::Axpy(_) => "axpy",
-        VectorKernel::Xpay(_) => "xpay",
-        VectorKernel::CgUpdate(_) => "cg_update",
-    };
-    let name = p.kernel.to_string();
-    // The entry point is `<op>_<variant>`.
-    let variant = name
-        .strip_prefix(op)
-        .and_then(|v| v.strip_prefix('_'))
-        .unwrap_or(&name)
-        .to_string();
     Record::Vector(VectorRecord {
-        kernel: p.kernel.to_string(),
-        op: op.to_string(),
-        variant,
+        kernel: p.kernel,
+        op: p.kernel.op(),
+        variant: p.kernel.variant(),
         n,
         threads: p.cfg.threads,
         blocks: p.cfg.blocks,
         nb_multiple: p.nb_multiple,
+        elems_per_thread: p.kernel.variant().elements_per_thread(),
         held_out,
         timing,
     })
@@ -226,11 +214,12 @@ fn vector_record(n: u64, held_out: bool, p: &VectorPoint, timing: Timing) -> Rec
 
 fn dot_record(n: u64, held_out: bool, p: &DotPoint, timing: Timing) -> Record {
     Record::Dot(DotRecord {
-        kernel: p.op.to_string(),
+        kernel: p.op,
         n,
         threads: p.cfg.threads,
         blocks: p.cfg.blocks,
         nb_multiple: p.nb_multiple,
+        elems_per_thread: p.op.elements_per_thread(),
         held_out,
         timing,
     })

@@ -2,7 +2,9 @@
 //! times come from a formula of the bytes moved and the launch configuration, kernel resources
 //! are fixed figures, device memory is a counter, and a failure can be injected after a given
 //! number of measurements (an interrupted tune).
-use autopcg_catalog::{DeviceProps, Reduction};
+use autopcg_catalog::{
+    CusparseAlg, DeviceProps, Format, GridPolicy, Reduction, SpmvImpl, SpmvKernel,
+};
 use autopcg_gpu::kernels::vector::VectorKernel;
 use autopcg_gpu::SpmvBenchOptions;
 use autopcg_model::profile::{ConversionRecord, SpmvRecord, Status, Timing};
@@ -208,29 +210,29 @@ impl Measurer for FakeMeasurer {
         let f = features(a);
         let bytes = 12 * a.nnz() as u64 + 20 * a.nrows() as u64;
         let mut spmv = Vec::new();
-        let rec = |format: &str, kernel: &str, t: Option<u32>, g: Option<&str>, k: u32| {
+        let rec = |kernel: SpmvImpl, t: Option<u32>, g: Option<GridPolicy>, k: u32| {
             let blocks = t.map(|t| (a.nrows() as u64).div_ceil(u64::from(t)).max(1) as u32);
             SpmvRecord {
                 matrix: id.to_string(),
-                format: format.into(),
-                kernel: kernel.into(),
+                format: kernel.format(),
+                kernel,
                 threads: t,
-                blocks: if g == Some("wave") {
+                blocks: if g == Some(GridPolicy::Wave) {
                     blocks.map(|b| b.min(132 * 8))
                 } else {
                     blocks
                 },
                 coo_blocks: None,
-                grid: g.map(str::to_string),
+                grid: g,
                 status: Status::Ok,
                 timing: Some(FakeMeasurer::formula(bytes, t.unwrap_or(256), k)),
             }
         };
-        for (k, kernel) in ["spmv_csr_scalar", "spmv_csr_vector_4"].iter().enumerate() {
+        let csr = [SpmvKernel::CsrScalar, SpmvKernel::CsrVector(4)];
+        for (k, &kernel) in csr.iter().enumerate() {
             for &t in &opts.threads {
-                for g in &opts.grids {
-                    let g = g.to_string();
-                    let r = rec("csr", kernel, Some(t), Some(&g), k as u32);
+                for &g in &opts.grids {
+                    let r = rec(SpmvImpl::Kernel(kernel), Some(t), Some(g), k as u32);
                     // The benchmark leaves out a policy that repeats a configuration.
                     if !spmv.iter().any(|o: &SpmvRecord| {
                         o.candidate() == r.candidate() && o.blocks == r.blocks
@@ -241,22 +243,23 @@ impl Measurer for FakeMeasurer {
             }
         }
         if opts.cusparse {
-            spmv.push(rec("csr", "cusparse_spmv_default", None, None, 0));
+            spmv.push(rec(SpmvImpl::Cusparse(CusparseAlg::Default), None, None, 0));
         }
         let ell_ok = f.ell_fill_ratio <= opts.padding.max_fill_ratio;
+        let ell = SpmvImpl::Kernel(SpmvKernel::Ell);
         if ell_ok {
             for &t in &opts.threads {
-                spmv.push(rec("ell", "spmv_ell", Some(t), Some("cover"), 0));
+                spmv.push(rec(ell, Some(t), Some(GridPolicy::Cover), 0));
             }
         } else {
-            let mut r = rec("ell", "spmv_ell", None, None, 0);
+            let mut r = rec(ell, None, None, 0);
             r.status = Status::Skipped(format!("fill ratio {:.2}", f.ell_fill_ratio));
             r.timing = None;
             spmv.push(r);
         }
-        let conv = |format: &str, ok: bool| ConversionRecord {
+        let conv = |format: Format, ok: bool| ConversionRecord {
             matrix: id.to_string(),
-            format: format.into(),
+            format,
             status: if ok {
                 Status::Ok
             } else {
@@ -270,7 +273,7 @@ impl Measurer for FakeMeasurer {
         Ok(MatrixBench {
             features: f,
             spmv,
-            conversions: vec![conv("csr", true), conv("ell", ell_ok)],
+            conversions: vec![conv(Format::Csr, true), conv(Format::Ell, ell_ok)],
         })
     }
 }

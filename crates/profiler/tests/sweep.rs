@@ -4,7 +4,7 @@ use std::collections::{HashMap, HashSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use autopcg_catalog::DeviceProps;
+use autopcg_catalog::{DeviceProps, KernelId};
 use autopcg_gpu::kernels::vector::{VectorKernel, VectorVariant};
 use autopcg_model::profile::{Profile, ProfileWriter, Record};
 use autopcg_profiler::plan::{dot_stage_bytes, vector_stage_bytes, DEFAULT_MAX_VECTOR_LEN};
@@ -81,28 +81,43 @@ fn a_sweep_writes_every_planned_record_once() {
     assert!(lengths.contains(&(200_000, false)));
 
     // Grid-stride blocks are NB_nt * i with NB_nt from the occupancy records.
-    let nb: HashMap<(String, u32), u32> = p
+    let nb: HashMap<(KernelId, u32), u32> = p
         .occupancy
         .iter()
-        .map(|o| ((o.kernel.to_string(), o.threads), o.nb_nt))
+        .map(|o| ((o.kernel, o.threads), o.nb_nt))
         .collect();
     for v in &p.vector {
         assert!(v.timing.is_valid());
         match v.nb_multiple {
-            Some(i) => assert_eq!(v.blocks, nb[&(v.kernel.clone(), v.threads)] * i),
+            Some(i) => {
+                assert_eq!(v.blocks, nb[&(v.kernel_id(), v.threads)] * i);
+                assert_eq!(v.elems_per_thread, None);
+            }
             None => {
-                let per = if v.variant == "elem_v2" { 2 } else { 1 };
-                assert!(u64::from(v.blocks) * u64::from(v.threads) * per >= v.n);
+                // The records say how many elements a thread handles.
+                let per = v.elems_per_thread.unwrap();
+                assert_eq!(
+                    per,
+                    if v.variant == VectorVariant::ElemV2 {
+                        2
+                    } else {
+                        1
+                    }
+                );
+                assert_eq!(
+                    u64::from(v.blocks),
+                    v.n.div_ceil(u64::from(per)).div_ceil(u64::from(v.threads))
+                );
             }
         }
-        assert!(v.kernel == format!("{}_{}", v.op, v.variant));
+        v.check().unwrap();
     }
     let mult: HashSet<u32> = p.dot.iter().filter_map(|d| d.nb_multiple).collect();
     assert_eq!(mult, (1..=20).collect());
     for d in p.dot.iter().filter(|d| d.nb_multiple.is_some()) {
         assert_eq!(
             d.blocks,
-            nb[&(d.kernel.clone(), d.threads)] * d.nb_multiple.unwrap()
+            nb[&(KernelId::Reduction(d.kernel), d.threads)] * d.nb_multiple.unwrap()
         );
     }
     let dot_threads: HashSet<u32> = p.dot.iter().map(|d| d.threads).collect();

@@ -23,8 +23,8 @@ use std::path::Path;
 use autopcg_catalog::DeviceProps;
 
 pub use records::{
-    candidate_name, ConversionRecord, DotRecord, Header, MatrixRecord, MatrixSet, OccupancyRecord,
-    Record, SpmvRecord, StageRecord, Status, Timing, VectorRecord,
+    ConversionRecord, DotRecord, Header, MatrixRecord, MatrixSet, OccupancyRecord, Record,
+    SpmvRecord, StageRecord, Status, Timing, VectorRecord,
 };
 pub use stability::{medians_by_key, stability, StabilityReport};
 pub use writer::ProfileWriter;
@@ -72,7 +72,10 @@ impl Profile {
                 }
             }
             Record::Occupancy(o) => self.occupancy.push(o),
-            Record::Vector(v) => self.vector.push(v),
+            Record::Vector(v) => {
+                v.check()?;
+                self.vector.push(v)
+            }
             Record::Dot(d) => self.dot.push(d),
             Record::Matrix(m) => self.matrices.push(*m),
             Record::Spmv(s) => self.spmv.push(s),

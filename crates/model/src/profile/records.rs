@@ -1,5 +1,8 @@
 //! The records of a profile, one JSON object per line, tagged by `record`.
-use autopcg_catalog::{occupancy, DeviceProps, KernelId, Occupancy};
+use autopcg_catalog::{
+    occupancy, DeviceProps, Format, GridPolicy, KernelId, Occupancy, Reduction, SpmvCandidate,
+    SpmvImpl, VectorKernel, VectorOp, VectorVariant,
+};
 use autopcg_sparse::families::Recipe;
 use autopcg_sparse::features::MatrixFeatures;
 use serde::{Deserialize, Serialize};
@@ -44,7 +47,7 @@ impl Timing {
 /// First line of a profile.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Header {
-    /// [`PROFILE_SCHEMA`] of the writer.
+    /// [`super::PROFILE_SCHEMA`] of the writer.
     pub schema: u32,
     /// The device measured.
     pub device: DeviceProps,
@@ -79,7 +82,7 @@ pub struct OccupancyRecord {
 }
 
 impl OccupancyRecord {
-    /// Audits the record: recomputes eq. 3-2 ([`autopcg_catalog::occupancy`]) from the inputs
+    /// Audits the record: recomputes eq. 3-2 ([`autopcg_catalog::occupancy()`]) from the inputs
     /// it holds on `dev` (the device of the profile's header) and checks its `blocks_per_sm`
     /// and `nb_nt` against the result. Errors on a mismatch, and when the inputs give no valid
     /// count (for such a kernel the profiler records one block per SM, see the profiler's
@@ -104,12 +107,12 @@ impl OccupancyRecord {
 /// One vector-update measurement.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct VectorRecord {
-    /// Kernel entry point, e.g. `cg_update_grid_v2`.
-    pub kernel: String,
-    /// Operation: `axpy`, `xpay`, `cg_update`...
-    pub op: String,
-    /// Thread mapping: `elem`, `elem_v2`, `grid`, `grid_v2`.
-    pub variant: String,
+    /// The kernel, e.g. `cg_update_grid_v2`.
+    pub kernel: VectorKernel,
+    /// Its operation (`axpy`, `xpay`, `cg_update`), as the kernel says ([`VectorRecord::check`]).
+    pub op: VectorOp,
+    /// Its thread mapping (`elem`, `elem_v2`, `grid`, `grid_v2`), as the kernel says.
+    pub variant: VectorVariant,
     /// Vector length.
     pub n: u64,
     /// Threads per block.
@@ -119,6 +122,12 @@ pub struct VectorRecord {
     /// For grid-stride variants, `i` in `blocks = NB_nt * i`; `None` when the block count
     /// covers the vector one item per thread.
     pub nb_multiple: Option<u32>,
+    /// Elements one thread handles where the block count covers the vector (1 or 2), as the
+    /// profiler launched it; `None` for grid-stride records, and in profiles written before
+    /// the field existed (the model then takes the kernel's property,
+    /// [`KernelId::elements_per_thread`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub elems_per_thread: Option<u32>,
     /// A size held out of the fit, measured only to evaluate the decision trees.
     #[serde(default)]
     pub held_out: bool,
@@ -126,11 +135,30 @@ pub struct VectorRecord {
     pub timing: Timing,
 }
 
+impl VectorRecord {
+    /// Checks that the operation and the variant are the kernel's.
+    pub fn check(&self) -> Result<(), String> {
+        if self.kernel.op() != self.op || self.kernel.variant() != self.variant {
+            return Err(format!(
+                "vector record of {} says operation {} and variant {}",
+                self.kernel, self.op, self.variant
+            ));
+        }
+        Ok(())
+    }
+
+    /// The kernel as an entry point of any family.
+    pub fn kernel_id(&self) -> KernelId {
+        KernelId::Vector(self.kernel)
+    }
+}
+
 /// One dot-product (or fused three-dot) measurement.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DotRecord {
-    /// Kernel entry point of the first stage, e.g. `dot_vec2` or `dot3_last_block`.
-    pub kernel: String,
+    /// The reduction (named by its first stage's entry point, e.g. `dot_vec2` or
+    /// `dot3_last_block`).
+    pub kernel: Reduction,
     /// Vector length.
     pub n: u64,
     /// Threads per block.
@@ -139,6 +167,12 @@ pub struct DotRecord {
     pub blocks: u32,
     /// `i` in `blocks = NB_nt * i`; `None` for rungs whose block count is fixed by n.
     pub nb_multiple: Option<u32>,
+    /// Elements one thread handles where the block count covers the vector (1 or 2), as the
+    /// profiler launched it; `None` for grid-stride records, and in profiles written before
+    /// the field existed (the model then takes the kernel's property,
+    /// [`KernelId::elements_per_thread`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub elems_per_thread: Option<u32>,
     /// A size held out of the fit, measured only to evaluate the decision trees.
     #[serde(default)]
     pub held_out: bool,
@@ -188,18 +222,18 @@ pub enum Status {
 pub struct SpmvRecord {
     /// [`MatrixRecord::id`].
     pub matrix: String,
-    /// Format name: `csr`, `ell`, `dia`, `coo`, `hyb`.
-    pub format: String,
-    /// Kernel name (`+`-joined for HYB's two launches), or a cuSPARSE algorithm.
-    pub kernel: String,
+    /// The format read.
+    pub format: Format,
+    /// The kernel (HYB's two, `+`-joined on disk), or a cuSPARSE algorithm.
+    pub kernel: SpmvImpl,
     /// Threads per block (`None` for cuSPARSE and whole-format skips).
     pub threads: Option<u32>,
     /// Blocks (of the ELL launch for HYB).
     pub blocks: Option<u32>,
     /// Blocks of HYB's COO launch.
     pub coo_blocks: Option<u32>,
-    /// Grid policy: `wave` or `cover`.
-    pub grid: Option<String>,
+    /// Grid policy (`None` for cuSPARSE and whole-format skips).
+    pub grid: Option<GridPolicy>,
     /// Outcome.
     pub status: Status,
     /// Timing when measured.
@@ -207,26 +241,16 @@ pub struct SpmvRecord {
 }
 
 impl SpmvRecord {
-    /// The candidate this record measures, without the matrix: `format/kernel/threads/grid`.
-    pub fn candidate(&self) -> String {
-        candidate_name(
-            &self.format,
-            &self.kernel,
-            self.threads,
-            self.grid.as_deref(),
-        )
+    /// The candidate this record measures, without the matrix (its name is
+    /// `format/kernel/t<threads>/<grid>`, [`SpmvCandidate::name`]).
+    pub fn candidate(&self) -> SpmvCandidate {
+        SpmvCandidate {
+            format: self.format,
+            kernel: self.kernel,
+            threads: self.threads,
+            grid: self.grid,
+        }
     }
-}
-
-/// The name of a SpMV candidate: `format/kernel/t<threads>/<grid>` (`-` for an absent part).
-pub fn candidate_name(
-    format: &str,
-    kernel: &str,
-    threads: Option<u32>,
-    grid: Option<&str>,
-) -> String {
-    let t = threads.map_or_else(|| "-".to_string(), |t| format!("t{t}"));
-    format!("{format}/{kernel}/{t}/{}", grid.unwrap_or("-"))
 }
 
 /// Converting a matrix from CSR to a format and uploading it.
@@ -235,7 +259,7 @@ pub struct ConversionRecord {
     /// [`MatrixRecord::id`].
     pub matrix: String,
     /// Target format.
-    pub format: String,
+    pub format: Format,
     /// Outcome (skipped: padding refused).
     pub status: Status,
     /// Host conversion, milliseconds.
@@ -302,7 +326,7 @@ impl Record {
             Record::Spmv(s) => Some(format!(
                 "spmv/{}/{}/{}/{}",
                 s.matrix,
-                s.candidate(),
+                s.candidate().name(),
                 opt(s.blocks),
                 opt(s.coo_blocks)
             )),

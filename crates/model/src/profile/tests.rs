@@ -2,6 +2,8 @@
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 
+use autopcg_catalog::{VectorKernel, VectorOp, VectorVariant};
+
 use super::*;
 
 pub(crate) fn device(name: &str) -> DeviceProps {
@@ -27,13 +29,14 @@ fn header(name: &str) -> Header {
 
 fn vec_rec(n: u64) -> Record {
     Record::Vector(VectorRecord {
-        kernel: "cg_update_grid_v2".into(),
-        op: "cg_update".into(),
-        variant: "grid_v2".into(),
+        kernel: VectorKernel::CgUpdate(VectorVariant::GridV2),
+        op: VectorOp::CgUpdate,
+        variant: VectorVariant::GridV2,
         n,
         threads: 256,
         blocks: 264,
         nb_multiple: Some(1),
+        elems_per_thread: None,
         held_out: false,
         timing: Timing {
             median_ms: 0.01,

@@ -1,50 +1,61 @@
-//! A SpMV candidate: a kernel reading a format, with a launch configuration.
-use serde::{Deserialize, Serialize};
+//! The SpMV candidates the model fits and predicts — the catalogue's [`SpmvCandidate`]: a
+//! format, a kernel (or HYB's pair, or a cuSPARSE algorithm), threads per block and a grid
+//! policy — and the order the model lists them in.
+use std::cmp::Ordering;
 
-use super::KernelKind;
-use crate::profile::{candidate_name, SpmvRecord};
+pub use autopcg_catalog::SpmvCandidate;
 
-/// A SpMV candidate: a kernel reading a format, with a launch configuration.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct SpmvCandidate {
-    /// Format name: `csr`, `ell`, `dia`, `coo`, `hyb`.
-    pub format: String,
-    /// Kernel name (`+`-joined for HYB's two launches).
-    pub kernel: String,
-    /// Threads per block (`None` for cuSPARSE).
-    pub threads: Option<u32>,
-    /// Grid policy: `wave` or `cover` (`None` for cuSPARSE).
-    pub grid: Option<String>,
+/// The order of SpMV candidates in the model: in model files, among the classifier's labels,
+/// and between equal times or predictions. By format name, kernel name, threads per block and
+/// grid-policy name (`cover` before `wave`; a missing part first): the order the candidates
+/// had when they were strings, kept so that re-fitting a committed profile reproduces the
+/// committed model (label indices and tie-breaks included). It is not the catalogue's `Ord`
+/// (the declaration order of its enums).
+pub fn model_order(a: &SpmvCandidate, b: &SpmvCandidate) -> Ordering {
+    order_key(a).cmp(&order_key(b))
 }
 
-impl SpmvCandidate {
-    /// The candidate a record measures.
-    pub fn of_record(r: &SpmvRecord) -> Self {
-        SpmvCandidate {
-            format: r.format.clone(),
-            kernel: r.kernel.clone(),
-            threads: r.threads,
-            grid: r.grid.clone(),
-        }
-    }
+/// The key of [`model_order`].
+pub fn order_key(c: &SpmvCandidate) -> (&'static str, String, Option<u32>, Option<String>) {
+    (
+        c.format.name(),
+        c.kernel.to_string(),
+        c.threads,
+        c.grid.map(|g| g.to_string()),
+    )
+}
 
-    /// The candidate's name: [`candidate_name`], e.g. `csr/spmv_csr_scalar/t256/cover`.
-    pub fn name(&self) -> String {
-        candidate_name(
-            &self.format,
-            &self.kernel,
-            self.threads,
-            self.grid.as_deref(),
-        )
-    }
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use autopcg_catalog::{CusparseAlg, GridPolicy, SpmvImpl, SpmvKernel};
 
-    /// True for a cuSPARSE algorithm (the peer, not one of autopcg's candidates).
-    pub fn is_cusparse(&self) -> bool {
-        self.kernel.starts_with("cusparse")
-    }
-
-    /// What the kernel does, as the model's terms see it.
-    pub fn kind(&self) -> KernelKind {
-        KernelKind::of(&self.format, &self.kernel)
+    #[test]
+    fn the_model_order_is_that_of_the_names() {
+        let own =
+            |k: SpmvKernel, t: u32, g: GridPolicy| SpmvCandidate::own(SpmvImpl::Kernel(k), t, g);
+        let mut v = vec![
+            own(SpmvKernel::CsrVector(2), 64, GridPolicy::Wave),
+            own(SpmvKernel::CsrVector(16), 64, GridPolicy::Wave),
+            own(SpmvKernel::CsrScalar, 256, GridPolicy::Wave),
+            own(SpmvKernel::CsrScalar, 64, GridPolicy::Wave),
+            own(SpmvKernel::CsrScalar, 64, GridPolicy::Cover),
+            own(SpmvKernel::CooAtomic, 1024, GridPolicy::Wave),
+            SpmvCandidate::cusparse(CusparseAlg::CsrAlg1),
+        ];
+        v.sort_by(model_order);
+        let names: Vec<String> = v.iter().map(SpmvCandidate::name).collect();
+        assert_eq!(
+            names,
+            [
+                "coo/spmv_coo_atomic/t1024/wave",
+                "csr/cusparse_spmv_csr_alg1/-/-",
+                "csr/spmv_csr_scalar/t64/cover",
+                "csr/spmv_csr_scalar/t64/wave",
+                "csr/spmv_csr_scalar/t256/wave",
+                "csr/spmv_csr_vector_16/t64/wave",
+                "csr/spmv_csr_vector_2/t64/wave",
+            ]
+        );
     }
 }

@@ -1,6 +1,7 @@
 //! Conversion-time models: milliseconds to turn the CSR matrix into a format on the device.
 use std::collections::{BTreeMap, HashMap};
 
+use autopcg_catalog::Format;
 use serde::{Deserialize, Serialize};
 
 use super::fit::{fit_relative, predict_rows, rel_errors};
@@ -24,12 +25,12 @@ pub enum ConversionTerm {
 }
 
 /// Slots a format stores for `w` (the [`ConversionTerm::Slots`] value).
-pub fn format_slots(format: &str, w: &SpmvWork) -> f64 {
+pub fn format_slots(format: Format, w: &SpmvWork) -> f64 {
     match format {
-        "ell" => w.ell_slots as f64,
-        "dia" => w.dia_slots as f64,
-        "hyb" => (w.hyb_ell_slots + w.hyb_coo_nnz) as f64,
-        _ => w.nnz as f64,
+        Format::Ell => w.ell_slots as f64,
+        Format::Dia => w.dia_slots as f64,
+        Format::Hyb => (w.hyb_ell_slots + w.hyb_coo_nnz) as f64,
+        Format::Csr | Format::Coo => w.nnz as f64,
     }
 }
 
@@ -38,8 +39,8 @@ pub fn format_slots(format: &str, w: &SpmvWork) -> f64 {
 /// conversion plus upload).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ConversionModel {
-    /// Format name.
-    pub format: String,
+    /// The format.
+    pub format: Format,
     /// Terms.
     pub terms: Vec<ConversionTerm>,
     /// Milliseconds per unit of each term, all `>= 0`.
@@ -49,7 +50,7 @@ pub struct ConversionModel {
 }
 
 impl ConversionModel {
-    fn row(terms: &[ConversionTerm], format: &str, w: &SpmvWork) -> Vec<f64> {
+    fn row(terms: &[ConversionTerm], format: Format, w: &SpmvWork) -> Vec<f64> {
         terms
             .iter()
             .map(|t| match t {
@@ -63,7 +64,7 @@ impl ConversionModel {
 
     /// Predicted milliseconds on `w`.
     pub fn predict(&self, w: &SpmvWork) -> f64 {
-        Self::row(&self.terms, &self.format, w)
+        Self::row(&self.terms, self.format, w)
             .iter()
             .zip(&self.coef)
             .map(|(a, c)| a * c)
@@ -83,7 +84,8 @@ pub(super) fn fit_conversions(
         ConversionTerm::Nnz,
         ConversionTerm::Slots,
     ];
-    let mut per: BTreeMap<&str, Vec<(&SpmvWork, f64)>> = BTreeMap::new();
+    // By format name: the order the models have always been listed in.
+    let mut per: BTreeMap<&str, (Format, Vec<(&SpmvWork, f64)>)> = BTreeMap::new();
     for c in &profile.conversions {
         if c.status != Status::Ok {
             continue;
@@ -93,11 +95,14 @@ pub(super) fn fit_conversions(
         };
         let t = c.device_ms.unwrap_or(c.host_ms + c.upload_ms);
         if t.is_finite() && t > 0.0 {
-            per.entry(c.format.as_str()).or_default().push((&m.work, t));
+            per.entry(c.format.name())
+                .or_insert_with(|| (c.format, Vec::new()))
+                .1
+                .push((&m.work, t));
         }
     }
     let mut out = Vec::new();
-    for (format, pts) in per {
+    for (format, pts) in per.into_values() {
         if pts.len() < opts.min_matrices.max(1) {
             notes.push(format!(
                 "conversion to {format}: {} matrices, fewer than {}: no model",
@@ -115,7 +120,7 @@ pub(super) fn fit_conversions(
             Ok(coef) => {
                 let errs = rel_errors(&predict_rows(&rows, &coef), &t);
                 out.push(ConversionModel {
-                    format: format.to_string(),
+                    format,
                     terms: terms.clone(),
                     coef,
                     stats: FitStats {

@@ -2,9 +2,10 @@
 //! feature set chosen by k-fold cross-validation and the one-standard-error rule.
 use serde::{Deserialize, Serialize};
 
+use autopcg_catalog::DeviceProps;
+
 use super::{
-    design_row, quantile, FeatureSet, KernelKind, LaunchLimits, SpmvCandidate, SpmvFitOptions,
-    TermSpec,
+    design_row, quantile, FeatureSet, KernelKind, SpmvCandidate, SpmvFitOptions, TermSpec,
 };
 use crate::nnls::{nnls, DenseMatrix};
 use crate::work::SpmvWork;
@@ -32,7 +33,7 @@ pub struct FitStats {
 pub struct CandidateModel {
     /// The candidate.
     pub candidate: SpmvCandidate,
-    /// Its kernel kind (from the names, stored for readers of the model file).
+    /// Its kernel kind ([`KernelKind::of`], stored for readers of the model file).
     pub kind: KernelKind,
     /// The feature set chosen.
     pub features: FeatureSet,
@@ -46,8 +47,8 @@ pub struct CandidateModel {
 
 impl CandidateModel {
     /// Predicted milliseconds on `w`.
-    pub fn predict(&self, w: &SpmvWork, limits: &LaunchLimits) -> f64 {
-        let row = design_row(&self.columns, &self.features, &self.candidate, w, limits);
+    pub fn predict(&self, w: &SpmvWork, dev: &DeviceProps) -> f64 {
+        let row = design_row(&self.columns, &self.features, &self.candidate, w, dev);
         row.iter().zip(&self.coef).map(|(a, c)| a * c).sum()
     }
 }
@@ -117,14 +118,14 @@ pub(super) fn cross_validate(
     pts: &Points<'_>,
     fs: &FeatureSet,
     cand: &SpmvCandidate,
-    limits: &LaunchLimits,
+    dev: &DeviceProps,
     folds: usize,
 ) -> Option<Vec<f64>> {
-    let cols = fs.columns(cand.kind());
+    let cols = fs.columns(KernelKind::of(cand));
     let rows: Vec<Vec<f64>> = pts
         .works
         .iter()
-        .map(|w| design_row(&cols, fs, cand, w, limits))
+        .map(|w| design_row(&cols, fs, cand, w, dev))
         .collect();
     let m = rows.len();
     let k = folds.clamp(2, m.max(2));
@@ -157,7 +158,7 @@ pub(super) fn cv_score(errs: &[f64]) -> (f64, f64) {
 pub(super) fn fit_candidate(
     cand: &SpmvCandidate,
     pts: &Points<'_>,
-    limits: &LaunchLimits,
+    dev: &DeviceProps,
     opts: &SpmvFitOptions,
 ) -> Result<CandidateModel, String> {
     let m = pts.times.len();
@@ -168,7 +169,7 @@ pub(super) fn fit_candidate(
             .iter()
             .enumerate()
             .filter_map(|(i, fs)| {
-                cross_validate(pts, fs, cand, limits, opts.folds).map(|e| (i, cv_score(&e), e))
+                cross_validate(pts, fs, cand, dev, opts.folds).map(|e| (i, cv_score(&e), e))
             })
             .filter(|(_, s, _)| s.0.is_finite() && s.1.is_finite())
             .collect();
@@ -187,11 +188,11 @@ pub(super) fn fit_candidate(
         }
     }
     let (fs, cv) = chosen;
-    let columns = fs.columns(cand.kind());
+    let columns = fs.columns(KernelKind::of(cand));
     let rows: Vec<Vec<f64>> = pts
         .works
         .iter()
-        .map(|w| design_row(&columns, &fs, cand, w, limits))
+        .map(|w| design_row(&columns, &fs, cand, w, dev))
         .collect();
     if rows.iter().flatten().any(|v| !v.is_finite()) {
         return Err("a work count gives a non-finite term".into());
@@ -202,8 +203,8 @@ pub(super) fn fit_candidate(
     }
     let errs = rel_errors(&predict_rows(&rows, &coef), &pts.times);
     Ok(CandidateModel {
-        candidate: cand.clone(),
-        kind: cand.kind(),
+        candidate: *cand,
+        kind: KernelKind::of(cand),
         features: fs,
         columns,
         coef,

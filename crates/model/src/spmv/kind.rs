@@ -1,7 +1,9 @@
 //! What the model knows of a kernel ([`KernelKind`]) and the terms of a candidate's time
 //! model ([`Term`], priced per part of the working set: [`Residency`], [`TermSpec`]).
+use autopcg_catalog::{SpmvImpl, SpmvKernel};
 use serde::{Deserialize, Serialize};
 
+use super::SpmvCandidate;
 use crate::work::VECTOR_LANES;
 
 /// The kernel families the model knows; any other kernel is [`KernelKind::Generic`] and gets
@@ -31,21 +33,27 @@ pub enum KernelKind {
 }
 
 impl KernelKind {
-    /// The kind of `kernel` reading `format`.
-    pub fn of(format: &str, kernel: &str) -> KernelKind {
-        match (format, kernel) {
-            ("csr", "spmv_csr_scalar") => KernelKind::CsrScalar,
-            ("csr", k) => k
-                .strip_prefix("spmv_csr_vector_")
-                .and_then(|l| l.parse::<u32>().ok())
-                .filter(|l| VECTOR_LANES.contains(l))
-                .map_or(KernelKind::Generic, |lanes| KernelKind::CsrVector { lanes }),
-            ("ell", "spmv_ell") => KernelKind::Ell,
-            ("dia", "spmv_dia") => KernelKind::Dia,
-            ("coo", "spmv_coo_atomic") => KernelKind::CooAtomic,
-            ("coo", "spmv_coo_segment") => KernelKind::CooSegment,
-            ("hyb", k) if k.starts_with("spmv_ell+spmv_coo_") => KernelKind::Hyb,
-            _ => KernelKind::Generic,
+    /// The kind of a candidate's kernel: [`KernelKind::Generic`] for the kernels the model has
+    /// no specific terms for (the merge-path CSR kernel, cuSPARSE) and for a candidate whose
+    /// format is not the one its kernel reads.
+    pub fn of(c: &SpmvCandidate) -> KernelKind {
+        if !c.is_consistent() {
+            return KernelKind::Generic;
+        }
+        match c.kernel {
+            SpmvImpl::Kernel(k) => match k {
+                SpmvKernel::CsrScalar => KernelKind::CsrScalar,
+                SpmvKernel::CsrVector(lanes) if VECTOR_LANES.contains(&lanes) => {
+                    KernelKind::CsrVector { lanes }
+                }
+                SpmvKernel::CsrVector(_) | SpmvKernel::CsrMerge => KernelKind::Generic,
+                SpmvKernel::Ell => KernelKind::Ell,
+                SpmvKernel::Dia => KernelKind::Dia,
+                SpmvKernel::CooAtomic => KernelKind::CooAtomic,
+                SpmvKernel::CooSegment => KernelKind::CooSegment,
+            },
+            SpmvImpl::Hyb(_) => KernelKind::Hyb,
+            SpmvImpl::Cusparse(_) => KernelKind::Generic,
         }
     }
 
@@ -114,7 +122,7 @@ pub enum Residency {
     /// The share `1 - s` served from memory.
     OutL2,
     /// The weight of L2 bin `k` (hat functions over the working set, see
-    /// [`FeatureSet::l2_knots`]).
+    /// [`super::FeatureSet::l2_knots`]).
     Bin(usize),
 }
 

@@ -75,10 +75,10 @@
 //!
 //! # Measured times
 //!
-//! A record counts when its status is [`Status::Ok`] and its timing is valid; skipped records
+//! A record counts when its status is [`crate::profile::Status::Ok`] and its timing is valid; skipped records
 //! (padding refused, configuration not allowed) are "not applicable", failed ones are errors,
-//! and neither is ever a time. The median of the repetitions is the time. cuSPARSE records
-//! (`cusparse*` kernels) are the peer, never a candidate. The profiler leaves out a grid
+//! and neither is ever a time. The median of the repetitions is the time. The records of
+//! cuSPARSE's algorithms are the peer, never a candidate. The profiler leaves out a grid
 //! policy whose launch equals an earlier policy's (on a small matrix one wave covers every
 //! row); such a missing record takes its twin's time ([`measured_times`]).
 
@@ -92,20 +92,21 @@ mod terms;
 mod tests;
 mod times;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
+use autopcg_catalog::{DeviceProps, Format};
 use autopcg_sparse::PaddingLimits;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-pub use candidate::SpmvCandidate;
+pub use candidate::{model_order, order_key, SpmvCandidate};
 pub use conversion::{format_slots, ConversionModel, ConversionTerm};
 pub use features::FeatureSet;
 pub use fit::{CandidateModel, DroppedCandidate, FitStats};
 pub use kind::{KernelKind, Residency, Term, TermSpec};
 pub use terms::{
     active_threads, atomic_contention, depth, design_row, format_applies, l2_share, term_value,
-    working_set_bytes, LaunchLimits,
+    working_set_bytes,
 };
 pub use times::{geomean, measured_times, quantile, record_time, MatrixTimes};
 
@@ -190,15 +191,20 @@ impl Default for SpmvFitOptions {
 
 /// The SpMV performance model of one device: a time model per candidate, a conversion model
 /// per format, and the padding limits that decide where the padded formats apply.
+///
+/// Model files store the device as its name (`device`) and the four limits the terms read
+/// (`limits`: SM count, resident threads and blocks per SM, L2 bytes; see [`StoredLimits`]);
+/// a model read back holds a [`DeviceProps`] with those, and a [`crate::ModelFile`] gives it the
+/// file's whole device record.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(from = "StoredSpmvModel", into = "StoredSpmvModel")]
 pub struct SpmvModel {
-    /// Name of the device profiled.
-    pub device: String,
-    /// Its launch limits and L2 size.
-    pub limits: LaunchLimits,
+    /// The device profiled: the launch geometry of the grid policies, its resident threads
+    /// and its L2 size are terms of the candidates' models.
+    pub device: DeviceProps,
     /// Padding limits: ELL, DIA and HYB apply only within them.
     pub padding: PaddingLimits,
-    /// One model per candidate, in name order.
+    /// One model per candidate, in [`model_order`].
     pub candidates: Vec<CandidateModel>,
     /// One conversion model per format measured.
     pub conversions: Vec<ConversionModel>,
@@ -230,7 +236,6 @@ impl SpmvModel {
         let device = profile
             .device()
             .ok_or_else(|| fit_err("the profile has no header (empty profile)".into()))?;
-        let limits = LaunchLimits::of(device);
         let matrices: HashMap<&str, &MatrixRecord> = profile
             .matrices
             .iter()
@@ -245,13 +250,13 @@ impl SpmvModel {
         }
         let times = measured_times(profile);
         // candidate -> (nnz, id, work, time)
-        let mut per: BTreeMap<SpmvCandidate, Vec<(u64, &str, &SpmvWork, f64)>> = BTreeMap::new();
+        let mut per: HashMap<SpmvCandidate, Vec<(u64, &str, &SpmvWork, f64)>> = HashMap::new();
         for (id, mt) in &times {
             let Some(m) = matrices.get(id.as_str()) else {
                 continue;
             };
             for (c, &t) in &mt.own {
-                per.entry(c.clone())
+                per.entry(*c)
                     .or_default()
                     .push((m.work.nnz, m.id.as_str(), &m.work, t));
             }
@@ -275,8 +280,9 @@ impl SpmvModel {
                 without.len()
             ));
         }
-        // Candidates are independent: fit them in parallel, keep name order.
-        let per: Vec<_> = per.into_iter().collect();
+        // Candidates are independent: fit them in parallel, keep the model order.
+        let mut per: Vec<_> = per.into_iter().collect();
+        per.sort_by(|a, b| model_order(&a.0, &b.0));
         let results: Vec<Result<CandidateModel, DroppedCandidate>> = per
             .into_par_iter()
             .map(|(cand, mut pts)| {
@@ -296,7 +302,7 @@ impl SpmvModel {
                     works: pts.iter().map(|p| p.2).collect(),
                     times: pts.iter().map(|p| p.3).collect(),
                 };
-                fit_candidate(&cand, &points, &limits, opts).map_err(|reason| DroppedCandidate {
+                fit_candidate(&cand, &points, device, opts).map_err(|reason| DroppedCandidate {
                     name: cand.name(),
                     matrices: count,
                     reason,
@@ -325,8 +331,7 @@ impl SpmvModel {
         }
         let conversions = fit_conversions(profile, &matrices, opts, &mut notes);
         Ok(SpmvModel {
-            device: device.name.clone(),
-            limits,
+            device: device.clone(),
             padding: opts.padding,
             candidates,
             conversions,
@@ -371,31 +376,31 @@ impl SpmvModel {
     /// True when `format` can hold the matrix of `w` within the padding limits (ELL, DIA and
     /// the ELL part of HYB, with the byte counts of the sparse crate's conversions; every other
     /// format always applies).
-    pub fn applies(&self, format: &str, w: &SpmvWork) -> bool {
+    pub fn applies(&self, format: Format, w: &SpmvWork) -> bool {
         format_applies(format, w, &self.padding)
     }
 
     /// Predicted time of every candidate that applies to the matrix of `w`, fastest first
-    /// (ties by name). Candidates whose prediction is not a positive finite time are left
+    /// (ties in [`model_order`]). Candidates whose prediction is not a positive finite time are left
     /// out.
     pub fn predict(&self, w: &SpmvWork) -> Vec<SpmvPrediction> {
         let mut out: Vec<SpmvPrediction> = self
             .candidates
             .iter()
-            .filter(|c| self.applies(&c.candidate.format, w))
+            .filter(|c| self.applies(c.candidate.format, w))
             .filter_map(|c| {
-                let t = c.predict(w, &self.limits);
+                let t = c.predict(w, &self.device);
                 (t.is_finite() && t > 0.0).then(|| SpmvPrediction {
-                    candidate: c.candidate.clone(),
+                    candidate: c.candidate,
                     predicted_ms: t,
-                    conversion_ms: self.predict_conversion(&c.candidate.format, w),
+                    conversion_ms: self.predict_conversion(c.candidate.format, w),
                 })
             })
             .collect();
         out.sort_by(|a, b| {
             a.predicted_ms
                 .total_cmp(&b.predicted_ms)
-                .then_with(|| a.candidate.cmp(&b.candidate))
+                .then_with(|| model_order(&a.candidate, &b.candidate))
         });
         out
     }
@@ -411,9 +416,9 @@ impl SpmvModel {
         let _ = writeln!(
             s,
             "SpMV model of {} ({} candidates, L2 {} KiB)",
-            self.device,
+            self.device.name,
             self.candidates.len(),
-            self.limits.l2_bytes >> 10
+            self.device.l2_bytes >> 10
         );
         let _ = writeln!(
             s,
@@ -460,8 +465,8 @@ impl SpmvModel {
 
     /// Predicted milliseconds to convert the CSR matrix of `w` into `format`: 0 for `csr` (the
     /// input format), `None` for a format without a conversion model.
-    pub fn predict_conversion(&self, format: &str, w: &SpmvWork) -> Option<f64> {
-        if format == "csr" {
+    pub fn predict_conversion(&self, format: Format, w: &SpmvWork) -> Option<f64> {
+        if format == Format::Csr {
             return Some(0.0);
         }
         self.conversions
@@ -485,9 +490,100 @@ impl SpmvModel {
                 .filter_map(|p| p.conversion_ms.map(|c| (c + it * p.predicted_ms, p)))
                 .min_by(|a, b| {
                     a.0.total_cmp(&b.0)
-                        .then_with(|| a.1.candidate.cmp(&b.1.candidate))
+                        .then_with(|| model_order(&a.1.candidate, &b.1.candidate))
                 })
                 .map(|(_, p)| p),
+        }
+    }
+}
+
+/// The device limits an [`SpmvModel`] stores: the launch geometry of the grid policies
+/// ([`autopcg_catalog::GridPolicy::blocks`]) and the L2 size, the only properties its terms
+/// read. Model files have stored them under `limits` since the first schema.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoredLimits {
+    /// Streaming multiprocessors.
+    pub sm_count: u32,
+    /// Resident threads per SM.
+    pub max_threads_per_sm: u32,
+    /// Resident blocks per SM.
+    pub max_blocks_per_sm: u32,
+    /// L2 cache, bytes.
+    pub l2_bytes: u64,
+}
+
+impl StoredLimits {
+    /// The limits of a device.
+    pub fn of(d: &DeviceProps) -> Self {
+        StoredLimits {
+            sm_count: d.sm_count,
+            max_threads_per_sm: d.max_threads_per_sm,
+            max_blocks_per_sm: d.max_blocks_per_sm,
+            l2_bytes: u64::from(d.l2_bytes),
+        }
+    }
+
+    /// A device called `name` with these limits, every other property unknown (0 or `None`).
+    pub fn device(&self, name: String) -> DeviceProps {
+        DeviceProps {
+            name,
+            compute_capability: (0, 0),
+            sm_count: self.sm_count,
+            max_threads_per_block: 0,
+            max_threads_per_sm: self.max_threads_per_sm,
+            max_blocks_per_sm: self.max_blocks_per_sm,
+            regs_per_sm: 0,
+            regs_per_block: 0,
+            smem_per_sm: 0,
+            smem_per_block: 0,
+            smem_per_block_optin: 0,
+            total_mem: 0,
+            l2_bytes: u32::try_from(self.l2_bytes).unwrap_or(u32::MAX),
+            warp_size: 0,
+            max_grid_x: 0,
+            mem_clock_khz: None,
+            mem_bus_width_bits: None,
+            driver_version: None,
+            nvrtc_version: None,
+        }
+    }
+}
+
+/// An [`SpmvModel`] as files store it.
+#[derive(Serialize, Deserialize)]
+struct StoredSpmvModel {
+    device: String,
+    limits: StoredLimits,
+    padding: PaddingLimits,
+    candidates: Vec<CandidateModel>,
+    conversions: Vec<ConversionModel>,
+    dropped: Vec<DroppedCandidate>,
+    notes: Vec<String>,
+}
+
+impl From<StoredSpmvModel> for SpmvModel {
+    fn from(s: StoredSpmvModel) -> Self {
+        SpmvModel {
+            device: s.limits.device(s.device),
+            padding: s.padding,
+            candidates: s.candidates,
+            conversions: s.conversions,
+            dropped: s.dropped,
+            notes: s.notes,
+        }
+    }
+}
+
+impl From<SpmvModel> for StoredSpmvModel {
+    fn from(m: SpmvModel) -> Self {
+        StoredSpmvModel {
+            limits: StoredLimits::of(&m.device),
+            device: m.device.name,
+            padding: m.padding,
+            candidates: m.candidates,
+            conversions: m.conversions,
+            dropped: m.dropped,
+            notes: m.notes,
         }
     }
 }

@@ -1,57 +1,10 @@
 //! The values of the terms on a matrix: padding limits, the working set and its L2 share, the
 //! launch depth, the atomic contention, the threads in flight, and a candidate's design row.
-use autopcg_catalog::DeviceProps;
+use autopcg_catalog::{DeviceProps, Format, GridPolicy, DEFAULT_THREADS};
 use autopcg_sparse::PaddingLimits;
-use serde::{Deserialize, Serialize};
 
 use super::{FeatureSet, KernelKind, Residency, SpmvCandidate, Term, TermSpec};
 use crate::work::{SpmvWork, VECTOR_LANES};
-
-/// The device limits the terms read: launch geometry of the grid policies and the L2 size.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LaunchLimits {
-    /// Streaming multiprocessors.
-    pub sm_count: u32,
-    /// Resident threads per SM.
-    pub max_threads_per_sm: u32,
-    /// Resident blocks per SM.
-    pub max_blocks_per_sm: u32,
-    /// L2 cache, bytes.
-    pub l2_bytes: u64,
-}
-
-impl LaunchLimits {
-    /// The limits of a device.
-    pub fn of(d: &DeviceProps) -> Self {
-        LaunchLimits {
-            sm_count: d.sm_count,
-            max_threads_per_sm: d.max_threads_per_sm,
-            max_blocks_per_sm: d.max_blocks_per_sm,
-            l2_bytes: u64::from(d.l2_bytes),
-        }
-    }
-
-    /// Threads the device keeps resident: SMs times resident threads per SM.
-    pub fn resident_threads(&self) -> f64 {
-        f64::from(self.sm_count.max(1)) * f64::from(self.max_threads_per_sm.max(1))
-    }
-
-    /// Blocks a launch of `threads` per block over `items` work items gets under `grid`: one
-    /// block per `threads` items for `cover` (and any unknown policy), at most one resident
-    /// wave for `wave` (the GPU crate's `LaunchConfig::grid_stride`); at least 1.
-    pub fn blocks(&self, items: u64, threads: u32, grid: Option<&str>) -> u64 {
-        let t = u64::from(threads.max(1));
-        let cover = items.div_ceil(t).max(1);
-        if grid == Some("wave") {
-            let per_sm =
-                (self.max_threads_per_sm / threads.max(1)).clamp(1, self.max_blocks_per_sm.max(1));
-            let wave = u64::from(self.sm_count.max(1)) * u64::from(per_sm);
-            cover.min(wave).max(1)
-        } else {
-            cover
-        }
-    }
-}
 
 /// True when `format` can hold the matrix of `w` within `limits`: ELL, DIA and the ELL part of
 /// HYB are refused when their fill ratio (slots over the nonzeros they hold) or their padded
@@ -63,7 +16,7 @@ impl LaunchLimits {
 /// candidates already cover. The profile measures only one HYB kernel on such a matrix (its
 /// COO kernels have nothing to do), so a HYB model fitted on matrices with a COO part would
 /// otherwise be extrapolated to a case it never saw.
-pub fn format_applies(format: &str, w: &SpmvWork, limits: &PaddingLimits) -> bool {
+pub fn format_applies(format: Format, w: &SpmvWork, limits: &PaddingLimits) -> bool {
     let within = |slots: u64, nnz: u64, bytes: f64| {
         let fill = if nnz == 0 {
             if slots == 0 {
@@ -77,13 +30,13 @@ pub fn format_applies(format: &str, w: &SpmvWork, limits: &PaddingLimits) -> boo
         fill <= limits.max_fill_ratio && bytes <= limits.max_bytes as f64
     };
     match format {
-        "ell" => within(w.ell_slots, w.nnz, 12.0 * w.ell_slots as f64),
-        "dia" => within(
+        Format::Ell => within(w.ell_slots, w.nnz, 12.0 * w.ell_slots as f64),
+        Format::Dia => within(
             w.dia_slots,
             w.nnz,
             8.0 * w.dia_slots as f64 + 4.0 * w.ndiag as f64,
         ),
-        "hyb" => {
+        Format::Hyb => {
             w.hyb_coo_nnz > 0
                 && within(
                     w.hyb_ell_slots,
@@ -91,21 +44,21 @@ pub fn format_applies(format: &str, w: &SpmvWork, limits: &PaddingLimits) -> boo
                     12.0 * w.hyb_ell_slots as f64,
                 )
         }
-        _ => true,
+        Format::Csr | Format::Coo => true,
     }
 }
 
 /// Bytes a SpMV in `format` touches: the format's arrays (32-bit indices, double values) plus
-/// `x` and `y`. Unknown formats count as CSR.
-pub fn working_set_bytes(format: &str, w: &SpmvWork) -> f64 {
+/// `x` and `y`.
+pub fn working_set_bytes(format: Format, w: &SpmvWork) -> f64 {
     let (n, nnz) = (w.n as f64, w.nnz as f64);
     let xy = 8.0 * (w.ncols as f64 + n);
     let arrays = match format {
-        "ell" => 12.0 * w.ell_slots as f64,
-        "dia" => 8.0 * w.dia_slots as f64 + 4.0 * w.ndiag as f64,
-        "coo" => 16.0 * nnz,
-        "hyb" => 12.0 * w.hyb_ell_slots as f64 + 16.0 * w.hyb_coo_nnz as f64,
-        _ => 4.0 * (n + 1.0) + 12.0 * nnz,
+        Format::Ell => 12.0 * w.ell_slots as f64,
+        Format::Dia => 8.0 * w.dia_slots as f64 + 4.0 * w.ndiag as f64,
+        Format::Coo => 16.0 * nnz,
+        Format::Hyb => 12.0 * w.hyb_ell_slots as f64 + 16.0 * w.hyb_coo_nnz as f64,
+        Format::Csr => 4.0 * (n + 1.0) + 12.0 * nnz,
     };
     arrays + xy
 }
@@ -119,20 +72,28 @@ pub fn l2_share(bytes: f64, l2_bytes: u64, fraction: f64) -> f64 {
     1.0 / (1.0 + (bytes / cap).powi(4))
 }
 
-/// Loop trips of the busiest thread of `cand` on `w` (the [`Term::Depth`] value).
-pub fn depth(cand: &SpmvCandidate, w: &SpmvWork, limits: &LaunchLimits) -> f64 {
-    let t = cand.threads.unwrap_or(256).max(1);
-    let grid = cand.grid.as_deref();
+/// Blocks a launch of `cand` over `items` work items gets on `dev` ([`GridPolicy::blocks`];
+/// a candidate without a grid policy covers the items; [`DEFAULT_THREADS`] per block where it has no
+/// thread count).
+fn launch_blocks(cand: &SpmvCandidate, items: u64, dev: &DeviceProps) -> (u64, u32) {
+    let t = cand.threads.unwrap_or(DEFAULT_THREADS).max(1);
+    let grid = cand.grid.unwrap_or(GridPolicy::Cover);
+    (grid.blocks(items, t, dev), t)
+}
+
+/// Loop trips of the busiest thread of `cand` on `w` under its launch geometry on `dev` (the
+/// [`Term::Depth`] value).
+pub fn depth(cand: &SpmvCandidate, w: &SpmvWork, dev: &DeviceProps) -> f64 {
     let n = w.n.max(1) as f64;
     let rounds = |items: u64, per_item_threads: u64| -> f64 {
         // Grid-stride rounds over `items / per_item_threads` units.
-        let blocks = limits.blocks(items, t, grid);
+        let (blocks, t) = launch_blocks(cand, items, dev);
         let units_in_flight = (blocks * u64::from(t) / per_item_threads.max(1)).max(1);
         (items / per_item_threads.max(1))
             .div_ceil(units_in_flight)
             .max(1) as f64
     };
-    match cand.kind() {
+    match KernelKind::of(cand) {
         KernelKind::CsrScalar => {
             let mean = w.scalar_warp_slots as f64 / (32.0 * w.n.div_ceil(32).max(1) as f64);
             (w.row_len_max as f64).max(rounds(w.n, 1) * mean)
@@ -158,9 +119,9 @@ pub fn depth(cand: &SpmvCandidate, w: &SpmvWork, limits: &LaunchLimits) -> f64 {
     }
 }
 
-/// The value of `term` for `cand` on `w`, before any L2 split.
-pub fn term_value(term: Term, cand: &SpmvCandidate, w: &SpmvWork, limits: &LaunchLimits) -> f64 {
-    let kind = cand.kind();
+/// The value of `term` for `cand` on `w` (launched on `dev`), before any L2 split.
+pub fn term_value(term: Term, cand: &SpmvCandidate, w: &SpmvWork, dev: &DeviceProps) -> f64 {
+    let kind = KernelKind::of(cand);
     match term {
         Term::Launch => 1.0,
         Term::CooLaunch => {
@@ -191,7 +152,7 @@ pub fn term_value(term: Term, cand: &SpmvCandidate, w: &SpmvWork, limits: &Launc
                 0.0
             }
         }
-        Term::Depth => depth(cand, w, limits),
+        Term::Depth => depth(cand, w, dev),
         Term::Contention => atomic_contention(w),
     }
 }
@@ -210,38 +171,36 @@ pub fn atomic_contention(w: &SpmvWork) -> f64 {
 
 /// Threads a launch of `cand` on `w` keeps in flight: its blocks times threads per block,
 /// at most the device's resident threads (the ELL launch for HYB).
-pub fn active_threads(cand: &SpmvCandidate, w: &SpmvWork, limits: &LaunchLimits) -> f64 {
-    let t = cand.threads.unwrap_or(256).max(1);
-    let items = match cand.kind() {
+pub fn active_threads(cand: &SpmvCandidate, w: &SpmvWork, dev: &DeviceProps) -> f64 {
+    let items = match KernelKind::of(cand) {
         KernelKind::CsrVector { lanes } => w.n.saturating_mul(u64::from(lanes)),
         KernelKind::CooAtomic | KernelKind::CooSegment | KernelKind::Generic => w.nnz,
         _ => w.n,
     };
-    let blocks = limits.blocks(items, t, cand.grid.as_deref());
+    let (blocks, t) = launch_blocks(cand, items, dev);
     let launched = (blocks * u64::from(t)).min(items.max(1)) as f64;
-    launched.min(limits.resident_threads()).max(1.0)
+    launched.min(dev.resident_threads()).max(1.0)
 }
 
 /// The row of model columns `cols` for `cand` on `w` under the feature set `fs` (its L2 split
-/// and fill scaling).
+/// and fill scaling), on the device `dev` (launch geometry, resident threads, L2 size).
 pub fn design_row(
     cols: &[TermSpec],
     fs: &FeatureSet,
     cand: &SpmvCandidate,
     w: &SpmvWork,
-    limits: &LaunchLimits,
+    dev: &DeviceProps,
 ) -> Vec<f64> {
-    let bytes = working_set_bytes(&cand.format, w);
-    let s = fs
-        .l2_fraction
-        .map_or(0.0, |f| l2_share(bytes, limits.l2_bytes, f));
-    let bins = fs.bin_weights(bytes, limits.l2_bytes);
+    let l2_bytes = u64::from(dev.l2_bytes);
+    let bytes = working_set_bytes(cand.format, w);
+    let s = fs.l2_fraction.map_or(0.0, |f| l2_share(bytes, l2_bytes, f));
+    let bins = fs.bin_weights(bytes, l2_bytes);
     let fill = fs.fill_fraction.map_or(1.0, |f| {
-        (f * limits.resident_threads() / active_threads(cand, w, limits)).max(1.0)
+        (f * dev.resident_threads() / active_threads(cand, w, dev)).max(1.0)
     });
     cols.iter()
         .map(|c| {
-            let mut v = term_value(c.term, cand, w, limits);
+            let mut v = term_value(c.term, cand, w, dev);
             if c.term.is_traffic() {
                 v *= fill;
             }

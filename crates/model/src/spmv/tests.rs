@@ -1,4 +1,6 @@
 //! Tests of the SpMV model on synthetic profiles with known truths.
+use autopcg_catalog::{Format, GridPolicy, SpmvImpl, SpmvKernel};
+
 use super::*;
 use crate::profile::{Status, Timing};
 use crate::spmv_synth::{self, linear_time, truths};
@@ -46,7 +48,7 @@ fn selection_picks_the_known_best() {
         let chosen = m.select(w, None).unwrap();
         let best = truths()
             .into_iter()
-            .filter(|(c, _)| m.applies(&c.format, w))
+            .filter(|(c, _)| m.applies(c.format, w))
             .map(|(c, k)| linear_time(&c, w, &k))
             .fold(f64::INFINITY, f64::min);
         let got = truth_time(&chosen.candidate, w);
@@ -56,7 +58,7 @@ fn selection_picks_the_known_best() {
             mat.id,
             chosen.name()
         );
-        formats.insert(chosen.candidate.format.clone());
+        formats.insert(chosen.candidate.format);
     }
     // The synthetic truths make more than one format win.
     assert!(formats.len() >= 2, "{formats:?}");
@@ -73,7 +75,7 @@ fn padded_formats_apply_only_within_the_fill_limit() {
         .unwrap();
     let preds = m.predict(&pl.work);
     assert!(!preds.is_empty());
-    assert!(preds.iter().all(|p| p.candidate.format != "dia"));
+    assert!(preds.iter().all(|p| p.candidate.format != Format::Dia));
     assert!(preds
         .windows(2)
         .all(|w| w[0].predicted_ms <= w[1].predicted_ms));
@@ -85,22 +87,22 @@ fn padded_formats_apply_only_within_the_fill_limit() {
     assert!(m
         .predict(&stencil.work)
         .iter()
-        .any(|p| p.candidate.format == "dia"));
+        .any(|p| p.candidate.format == Format::Dia));
     // A stencil has no HYB COO part: HYB is the ELL kernel there and is not offered.
     assert_eq!(stencil.work.hyb_coo_nnz, 0);
-    assert!(!m.applies("hyb", &stencil.work));
+    assert!(!m.applies(Format::Hyb, &stencil.work));
     assert!(m
         .predict(&stencil.work)
         .iter()
-        .all(|p| p.candidate.format != "hyb"));
-    assert!(pl.work.hyb_coo_nnz > 0 && m.applies("hyb", &pl.work));
+        .all(|p| p.candidate.format != Format::Hyb));
+    assert!(pl.work.hyb_coo_nnz > 0 && m.applies(Format::Hyb, &pl.work));
 }
 
 #[test]
 fn conversion_cost_is_amortised_over_the_iterations() {
     let p = spmv_synth::profile(4);
     let m = SpmvModel::fit(&p, &SpmvFitOptions::default()).unwrap();
-    assert!(m.conversions.iter().any(|c| c.format == "dia"));
+    assert!(m.conversions.iter().any(|c| c.format == Format::Dia));
     // A large stencil: DIA is the fastest SpMV but its conversion costs many SpMVs.
     let mat = p
         .matrices
@@ -110,17 +112,19 @@ fn conversion_cost_is_amortised_over_the_iterations() {
         .unwrap();
     let w = &mat.work;
     let fastest = m.select(w, None).unwrap();
-    assert_eq!(fastest.candidate.format, "dia", "{}", fastest.name());
-    let conv = m.predict_conversion("dia", w).unwrap();
+    assert_eq!(fastest.candidate.format, Format::Dia, "{}", fastest.name());
+    let conv = m.predict_conversion(Format::Dia, w).unwrap();
     let truth_conv = 0.03 + 4e-6 * w.dia_slots as f64 + 1e-6 * w.n as f64;
     assert!(
         (conv - truth_conv).abs() / truth_conv < 0.05,
         "{conv} vs {truth_conv}"
     );
-    assert_eq!(m.predict_conversion("csr", w), Some(0.0));
-    assert_eq!(m.predict_conversion("nope", w), None);
+    assert_eq!(m.predict_conversion(Format::Csr, w), Some(0.0));
+    let mut no_coo = m.clone();
+    no_coo.conversions.retain(|c| c.format != Format::Coo);
+    assert_eq!(no_coo.predict_conversion(Format::Coo, w), None);
     let once = m.select(w, Some(1.0)).unwrap();
-    assert_eq!(once.candidate.format, "csr", "{}", once.name());
+    assert_eq!(once.candidate.format, Format::Csr, "{}", once.name());
     let many = m.select(w, Some(1e7)).unwrap();
     assert_eq!(many.candidate, fastest.candidate);
     // A NaN count is ignored.
@@ -145,7 +149,7 @@ fn skipped_and_failed_records_are_never_times() {
         let mut r = q
             .spmv
             .iter()
-            .find(|r| &r.matrix == id && r.kernel == "spmv_csr_scalar")
+            .find(|r| &r.matrix == id && r.kernel == SpmvImpl::Kernel(SpmvKernel::CsrScalar))
             .unwrap()
             .clone();
         r.timing = Some(Timing {
@@ -180,7 +184,7 @@ fn a_missing_wave_record_takes_its_cover_twin() {
     assert!(p
         .spmv
         .iter()
-        .any(|r| r.matrix == big.id && r.grid.as_deref() == Some("wave")));
+        .any(|r| r.matrix == big.id && r.grid == Some(GridPolicy::Wave)));
     assert_eq!(times[&big.id].cusparse.len(), 2);
     assert!(times[&big.id].best_own().is_some());
 }
@@ -224,8 +228,9 @@ fn candidates_on_too_few_matrices_are_dropped_with_a_reason() {
         .take(3)
         .map(|m| m.id.clone())
         .collect();
-    p.spmv
-        .retain(|r| r.kernel != "spmv_csr_vector_32" || keep.contains(&r.matrix));
+    p.spmv.retain(|r| {
+        r.kernel != SpmvImpl::Kernel(SpmvKernel::CsrVector(32)) || keep.contains(&r.matrix)
+    });
     let m = SpmvModel::fit(&p, &SpmvFitOptions::default()).unwrap();
     let d = m
         .dropped
@@ -274,19 +279,12 @@ fn model_serde_round_trip_and_validation() {
 fn the_l2_split_is_chosen_when_cached_matrices_run_faster() {
     // Truth: every traffic cost is 3x cheaper for the L2-resident share.
     let t = truths();
-    let cands: Vec<SpmvCandidate> = t.iter().map(|(c, _)| c.clone()).collect();
+    let cands: Vec<SpmvCandidate> = t.iter().map(|(c, _)| *c).collect();
     let l2 = u64::from(spmv_synth::device().l2_bytes);
     let time = |c: &SpmvCandidate, w: &SpmvWork| {
         let k = t.iter().find(|(tc, _)| tc == c).unwrap().1;
-        let s = l2_share(working_set_bytes(&c.format, w), l2, 1.0);
-        let launch = k[0]
-            + k[5]
-                * term_value(
-                    Term::CooLaunch,
-                    c,
-                    w,
-                    &LaunchLimits::of(&spmv_synth::device()),
-                );
+        let s = l2_share(working_set_bytes(c.format, w), l2, 1.0);
+        let launch = k[0] + k[5] * term_value(Term::CooLaunch, c, w, &spmv_synth::device());
         let traffic = linear_time(c, w, &k) - launch;
         launch + traffic * (s / 3.0 + (1.0 - s))
     };
@@ -351,43 +349,49 @@ fn atomic_contention_counts_serialised_adds() {
     w.row_len_std = 0.0;
     w.nnz = w.n * 100;
     assert_eq!(atomic_contention(&w), w.nnz as f64);
-    let c = SpmvCandidate {
-        format: "coo".into(),
-        kernel: "spmv_coo_atomic".into(),
-        threads: Some(256),
-        grid: Some("cover".into()),
-    };
-    assert!(c.kind().terms().contains(&Term::Contention));
+    let c = SpmvCandidate::own(
+        SpmvImpl::Kernel(SpmvKernel::CooAtomic),
+        256,
+        GridPolicy::Cover,
+    );
+    assert!(KernelKind::of(&c).terms().contains(&Term::Contention));
 }
 
 #[test]
 fn depth_and_geometry_terms() {
-    let lim = LaunchLimits::of(&spmv_synth::device());
+    let dev = spmv_synth::device();
     // 2 SMs x 8 blocks of 256 threads in one wave.
-    assert_eq!(lim.blocks(100_000, 256, Some("wave")), 16);
-    assert_eq!(lim.blocks(100_000, 256, Some("cover")), 391);
-    assert_eq!(lim.blocks(0, 256, Some("cover")), 1);
+    assert_eq!(GridPolicy::Wave.blocks(100_000, 256, &dev), 16);
+    assert_eq!(GridPolicy::Cover.blocks(100_000, 256, &dev), 391);
+    assert_eq!(GridPolicy::Cover.blocks(0, 256, &dev), 1);
     let w = crate::work::spmv_work(&autopcg_sparse::families::poisson2d_5pt(100, 100).unwrap());
-    let c = |k: &str, g: &str| SpmvCandidate {
-        format: "csr".into(),
-        kernel: k.into(),
-        threads: Some(256),
-        grid: Some(g.into()),
-    };
-    assert_eq!(depth(&c("spmv_csr_scalar", "cover"), &w, &lim), 5.0);
+    let c = |k: SpmvKernel, g: GridPolicy| SpmvCandidate::own(SpmvImpl::Kernel(k), 256, g);
+    let cover = GridPolicy::Cover;
+    assert_eq!(depth(&c(SpmvKernel::CsrScalar, cover), &w, &dev), 5.0);
     // 10000 rows over 4096 threads: 3 rounds of about 5 trips.
-    let d = depth(&c("spmv_csr_scalar", "wave"), &w, &lim);
+    let d = depth(&c(SpmvKernel::CsrScalar, GridPolicy::Wave), &w, &dev);
     assert!(d > 12.0 && d <= 15.0, "{d}");
-    assert_eq!(depth(&c("spmv_csr_vector_4", "cover"), &w, &lim), 2.0);
-    assert_eq!(KernelKind::of("csr", "spmv_csr_merge"), KernelKind::Generic);
+    assert_eq!(depth(&c(SpmvKernel::CsrVector(4), cover), &w, &dev), 2.0);
+    let kind = |k: SpmvImpl| KernelKind::of(&SpmvCandidate::own(k, 256, cover));
     assert_eq!(
-        KernelKind::of("csr", "spmv_csr_vector_3"),
+        kind(SpmvImpl::Kernel(SpmvKernel::CsrMerge)),
         KernelKind::Generic
     );
     assert_eq!(
-        KernelKind::of("hyb", "spmv_ell+spmv_coo_atomic"),
-        KernelKind::Hyb
+        kind(SpmvImpl::Kernel(SpmvKernel::CsrVector(8))),
+        KernelKind::CsrVector { lanes: 8 }
     );
+    assert_eq!(kind(SpmvImpl::Hyb(SpmvKernel::CooAtomic)), KernelKind::Hyb);
+    assert_eq!(
+        kind(SpmvImpl::Cusparse(autopcg_catalog::CusparseAlg::CsrAlg2)),
+        KernelKind::Generic
+    );
+    // A format that is not the kernel's: no specific terms.
+    let odd = SpmvCandidate {
+        format: Format::Coo,
+        ..c(SpmvKernel::CsrScalar, cover)
+    };
+    assert_eq!(KernelKind::of(&odd), KernelKind::Generic);
     assert!((l2_share(1.0, 1 << 20, 1.0) - 1.0).abs() < 1e-9);
     assert!((l2_share((1 << 20) as f64, 1 << 20, 1.0) - 0.5).abs() < 1e-12);
     assert_eq!(quantile(&[3.0, 1.0, 2.0], 0.5), 2.0);
@@ -399,16 +403,15 @@ fn depth_and_geometry_terms() {
 fn an_unknown_kernel_is_fitted_with_generic_terms() {
     // A load-balanced kernel whose time is linear in rows and entries.
     let mut cands: Vec<SpmvCandidate> = truths().into_iter().map(|(c, _)| c).collect();
-    let merge = SpmvCandidate {
-        format: "csr".into(),
-        kernel: "spmv_csr_merge".into(),
-        threads: Some(256),
-        grid: Some("cover".into()),
-    };
-    cands.push(merge.clone());
+    let merge = SpmvCandidate::own(
+        SpmvImpl::Kernel(SpmvKernel::CsrMerge),
+        256,
+        GridPolicy::Cover,
+    );
+    cands.push(merge);
     let t = truths();
     let time = |c: &SpmvCandidate, w: &SpmvWork| {
-        if c.kernel == "spmv_csr_merge" {
+        if *c == merge {
             6e-3 + 1.5e-6 * w.n as f64 + 1.1e-6 * w.nnz as f64
         } else {
             linear_time(c, w, &t.iter().find(|(tc, _)| tc == c).unwrap().1)

@@ -2,7 +2,9 @@
 //! the statistics the fits and evaluations report.
 use std::collections::{BTreeMap, HashMap};
 
-use super::SpmvCandidate;
+use autopcg_catalog::{CusparseAlg, Format, GridPolicy, SpmvImpl};
+
+use super::{model_order, SpmvCandidate};
 use crate::profile::{Profile, SpmvRecord, Status};
 
 /// Measured times on one matrix.
@@ -10,17 +12,24 @@ use crate::profile::{Profile, SpmvRecord, Status};
 pub struct MatrixTimes {
     /// autopcg's candidates: median milliseconds.
     pub own: BTreeMap<SpmvCandidate, f64>,
-    /// cuSPARSE algorithms: median milliseconds by kernel name.
-    pub cusparse: BTreeMap<String, f64>,
+    /// cuSPARSE algorithms: median milliseconds.
+    pub cusparse: BTreeMap<CusparseAlg, f64>,
 }
 
 impl MatrixTimes {
-    /// The fastest own candidate and its time.
+    /// The fastest own candidate and its time (the first in [`model_order`] on a tie).
     pub fn best_own(&self) -> Option<(&SpmvCandidate, f64)> {
         self.own
             .iter()
             .map(|(c, &t)| (c, t))
-            .min_by(|a, b| a.1.total_cmp(&b.1).then_with(|| a.0.cmp(b.0)))
+            .min_by(|a, b| a.1.total_cmp(&b.1).then_with(|| model_order(a.0, b.0)))
+    }
+
+    /// The own candidates and their times in [`model_order`].
+    pub fn own_in_model_order(&self) -> Vec<(&SpmvCandidate, f64)> {
+        let mut v: Vec<(&SpmvCandidate, f64)> = self.own.iter().map(|(c, &t)| (c, t)).collect();
+        v.sort_by(|a, b| model_order(a.0, b.0));
+        v
     }
 
     /// The fastest cuSPARSE algorithm's time.
@@ -57,29 +66,27 @@ pub fn record_time(r: &SpmvRecord) -> Option<f64> {
 pub fn measured_times(profile: &Profile) -> BTreeMap<String, MatrixTimes> {
     let mut out: BTreeMap<String, MatrixTimes> = BTreeMap::new();
     // (format, kernel, threads) -> every grid policy seen anywhere.
-    let mut policies: HashMap<(String, String, u32), Vec<String>> = HashMap::new();
+    let mut policies: HashMap<(Format, SpmvImpl, u32), Vec<GridPolicy>> = HashMap::new();
     // (matrix, format, kernel, threads) -> grid policies with any record.
-    let mut present: HashMap<(String, String, String, u32), Vec<String>> = HashMap::new();
+    let mut present: HashMap<(&str, Format, SpmvImpl, u32), Vec<GridPolicy>> = HashMap::new();
     for r in &profile.spmv {
-        if let (Some(t), Some(g)) = (r.threads, r.grid.as_ref()) {
-            let p = policies
-                .entry((r.format.clone(), r.kernel.clone(), t))
-                .or_default();
-            if !p.contains(g) {
-                p.push(g.clone());
+        if let (Some(t), Some(g)) = (r.threads, r.grid) {
+            let p = policies.entry((r.format, r.kernel, t)).or_default();
+            if !p.contains(&g) {
+                p.push(g);
             }
             present
-                .entry((r.matrix.clone(), r.format.clone(), r.kernel.clone(), t))
+                .entry((r.matrix.as_str(), r.format, r.kernel, t))
                 .or_default()
-                .push(g.clone());
+                .push(g);
         }
         let Some(time) = record_time(r) else {
             continue;
         };
-        let c = SpmvCandidate::of_record(r);
+        let c = r.candidate();
         let m = out.entry(r.matrix.clone()).or_default();
-        if c.is_cusparse() {
-            let e = m.cusparse.entry(c.kernel).or_insert(time);
+        if let SpmvImpl::Cusparse(alg) = c.kernel {
+            let e = m.cusparse.entry(alg).or_insert(time);
             *e = e.min(time);
         } else {
             let e = m.own.entry(c).or_insert(time);
@@ -90,17 +97,18 @@ pub fn measured_times(profile: &Profile) -> BTreeMap<String, MatrixTimes> {
         let mut twins = Vec::new();
         for (c, &t) in &m.own {
             let Some(threads) = c.threads else { continue };
-            let key = (c.format.clone(), c.kernel.clone(), threads);
-            let Some(all) = policies.get(&key) else {
+            let Some(all) = policies.get(&(c.format, c.kernel, threads)) else {
                 continue;
             };
-            let here = present.get(&(id.clone(), c.format.clone(), c.kernel.clone(), threads));
-            for g in all {
-                if here.is_some_and(|h| h.contains(g)) {
+            let here = present.get(&(id.as_str(), c.format, c.kernel, threads));
+            for &g in all {
+                if here.is_some_and(|h| h.contains(&g)) {
                     continue;
                 }
-                let mut twin = c.clone();
-                twin.grid = Some(g.clone());
+                let twin = SpmvCandidate {
+                    grid: Some(g),
+                    ..*c
+                };
                 twins.push((twin, t));
             }
         }

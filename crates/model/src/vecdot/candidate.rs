@@ -2,6 +2,7 @@
 //! policy) and what a model picks for one size ([`Pick`]).
 use std::fmt;
 
+use autopcg_catalog::{KernelId, LaunchConfig, VectorVariant};
 use serde::{Deserialize, Serialize};
 
 /// How a candidate sets its block count.
@@ -22,22 +23,22 @@ pub enum BlockPolicy {
     },
 }
 
-/// `ceil(ceil(n / elems) / threads)`, at least 1, at most `u32::MAX` (as the launcher counts).
+/// `ceil(ceil(n / elems) / threads)`, at least 1, at most `u32::MAX`: the blocks of
+/// [`LaunchConfig::per_item`] over `ceil(n / elems)` items, as the launcher counts.
 pub(super) fn cover_blocks(n: u64, elems: u32, threads: u32) -> u32 {
-    let items = n.div_ceil(u64::from(elems.max(1)));
-    items
-        .div_ceil(u64::from(threads.max(1)))
-        .clamp(1, u64::from(u32::MAX)) as u32
+    LaunchConfig::per_item(n.div_ceil(u64::from(elems.max(1))), threads).blocks
 }
 
 /// A launch configuration of one kernel.
+///
+/// Its order (kernel, variant, threads, policy) only breaks exact ties between candidates'
+/// lines.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Candidate {
-    /// Kernel entry point.
-    pub kernel: String,
-    /// Thread mapping of a vector update (`elem`, `elem_v2`, `grid`, `grid_v2`); `None` for
-    /// reductions.
-    pub variant: Option<String>,
+    /// The kernel: a vector update or a reduction.
+    pub kernel: KernelId,
+    /// Thread mapping of a vector update (the kernel's own); `None` for reductions.
+    pub variant: Option<VectorVariant>,
     /// Threads per block.
     pub threads: u32,
     /// Block-count policy.
@@ -78,10 +79,10 @@ impl fmt::Display for Candidate {
 /// What a model chooses for one size.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Pick {
-    /// Kernel entry point.
-    pub kernel: String,
+    /// The kernel: a vector update or a reduction.
+    pub kernel: KernelId,
     /// Thread mapping of a vector update; `None` for reductions.
-    pub variant: Option<String>,
+    pub variant: Option<VectorVariant>,
     /// Threads per block.
     pub threads: u32,
     /// Blocks for this size.

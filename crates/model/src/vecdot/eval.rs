@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+use autopcg_catalog::KernelId;
 use serde::{Deserialize, Serialize};
 
 use super::{HeldOutModels, Measurement, TARGET_SHARE, WITHIN_TOLERANCE};
@@ -69,7 +70,7 @@ impl TreeEvalReport {
 }
 
 /// `kernel tT bB` (vector kernel names already end in their variant).
-fn describe(kernel: &str, threads: u32, blocks: u32) -> String {
+fn describe(kernel: KernelId, threads: u32, blocks: u32) -> String {
     format!("{kernel} t{threads} b{blocks}")
 }
 
@@ -107,14 +108,14 @@ pub fn evaluate<M: HeldOutModels>(models: &M, profile: &Profile) -> TreeEvalRepo
         rows.push(EvalRow {
             picked: pick
                 .as_ref()
-                .map(|p| describe(&p.kernel, p.threads, p.blocks)),
+                .map(|p| describe(p.kernel, p.threads, p.blocks)),
             predicted_ms: pick.as_ref().map(|p| p.predicted_ms),
             ratio: picked_ms.map(|t| t / best_ms),
             prediction_error: picked_ms
                 .zip(pick.as_ref())
                 .map(|(t, p)| (p.predicted_ms - t) / t),
             picked_ms,
-            best: describe(&best.kernel, best.threads, best.blocks),
+            best: describe(best.kernel, best.threads, best.blocks),
             best_ms,
             group,
             n,

@@ -2,6 +2,7 @@
 //! thread), a line per candidate and domain, and the Alg. 3-1 tree over them.
 use std::collections::BTreeMap;
 
+use autopcg_catalog::{KernelId, VectorVariant};
 use serde::{Deserialize, Serialize};
 
 use super::candidate::cover_blocks;
@@ -39,7 +40,8 @@ pub struct DomainQuality {
 /// The decision tree of one operation or family, and how well its lines fit.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TreeModel {
-    /// Operation (`axpy`, `xpay`, `cg_update`...) or family ([`DOT_FAMILY`], [`DOT3_FAMILY`]).
+    /// Operation (`axpy`, `xpay`, `cg_update`...) or family ([`super::DOT_FAMILY`],
+    /// [`super::DOT3_FAMILY`]).
     pub name: String,
     /// Largest size measured; the domains are `domains(max_n)`.
     pub max_n: u64,
@@ -61,8 +63,8 @@ impl TreeModel {
         let leaf = self.tree.lookup(n)?;
         let c = &leaf.label;
         Some(Pick {
-            kernel: c.kernel.clone(),
-            variant: c.variant.clone(),
+            kernel: c.kernel,
+            variant: c.variant,
             threads: c.threads,
             blocks: c.blocks_for(n),
             nb_multiple: c.nb_multiple(),
@@ -71,55 +73,52 @@ impl TreeModel {
     }
 }
 
-/// Elements per thread a covering kernel is expected to handle, from its name: 2 for double2
-/// vector updates (`*_v2`) and for the dot rungs that add during the load, else 1. Only a
-/// first guess: the records decide ([`elems_per_thread`]).
-fn elems_hint(kernel: &str, variant: Option<&str>) -> u32 {
-    let two = variant.is_some_and(|v| v.ends_with("_v2"))
-        || kernel.ends_with("_v2")
-        || kernel.contains("vec2")
-        || matches!(
-            kernel,
-            "dot_first_add" | "dot_warp_unroll" | "dot_full_unroll"
-        );
-    if two {
-        2
-    } else {
-        1
-    }
-}
-
-/// The elements per thread that reproduce the block count of every record of a covering
-/// candidate: the name's guess when it does, else the smallest of 1, 2, 4, 8 that does.
+/// The elements per thread of a covering candidate: what its records say (the profiler writes
+/// it), else, for records written before the field existed, the kernel's catalogue property
+/// ([`KernelId::elements_per_thread`]); never a guess from a name. Every record's block count
+/// must be the covering count with it, else the records and the kernel disagree: an error.
 fn elems_per_thread(key: &Key, recs: &[&Measurement]) -> Result<u32, String> {
-    let hint = elems_hint(&key.kernel, key.variant.as_deref());
-    let fits = |e: u32| {
-        recs.iter()
-            .all(|m| m.blocks == cover_blocks(m.n, e, m.threads))
-    };
-    std::iter::once(hint)
-        .chain([1, 2, 4, 8])
-        .find(|&e| fits(e))
-        .ok_or_else(|| {
-            let m = recs
-                .iter()
-                .find(|m| m.blocks != cover_blocks(m.n, hint, m.threads));
+    let mut recorded = recs.iter().filter_map(|m| m.elems_per_thread);
+    let e = match recorded.next() {
+        Some(e) => {
+            if let Some(other) = recorded.find(|&x| x != e) {
+                return Err(format!(
+                    "{} at {} threads: its records say both {e} and {other} elements per thread",
+                    key.kernel, key.threads
+                ));
+            }
+            e
+        }
+        None => key.kernel.elements_per_thread().ok_or_else(|| {
             format!(
-                "{} at {} threads covers n with {} blocks, which no 1, 2, 4 or 8 elements \
-                 per thread explain (n = {})",
-                key.kernel,
-                key.threads,
-                m.map_or(0, |m| m.blocks),
-                m.map_or(0, |m| m.n)
+                "{} at {} threads has records without a grid-stride block count, but the \
+                 kernel takes any block count (no elements per thread recorded or known)",
+                key.kernel, key.threads
             )
-        })
+        })?,
+    };
+    match recs
+        .iter()
+        .find(|m| m.blocks != cover_blocks(m.n, e, m.threads))
+    {
+        Some(m) => Err(format!(
+            "{} at {} threads covers n = {} with {} blocks, not the {} of {e} elements per \
+             thread",
+            key.kernel,
+            key.threads,
+            m.n,
+            m.blocks,
+            cover_blocks(m.n, e, m.threads)
+        )),
+        None => Ok(e),
+    }
 }
 
 /// A candidate before its elements per thread are known.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 struct Key {
-    kernel: String,
-    variant: Option<String>,
+    kernel: KernelId,
+    variant: Option<VectorVariant>,
     threads: u32,
     /// `(multiple, blocks)` for grid-stride records.
     grid: Option<(u32, u32)>,
@@ -169,8 +168,8 @@ fn fit_group(name: &str, recs: &[Measurement]) -> Result<TreeModel, String> {
             continue;
         }
         let key = Key {
-            kernel: m.kernel.clone(),
-            variant: m.variant.clone(),
+            kernel: m.kernel,
+            variant: m.variant,
             threads: m.threads,
             grid: m.nb_multiple.map(|i| (i, m.blocks)),
         };
@@ -193,8 +192,8 @@ fn fit_group(name: &str, recs: &[Measurement]) -> Result<TreeModel, String> {
         fit_records += pts.len();
         cands.push((
             Candidate {
-                kernel: key.kernel.clone(),
-                variant: key.variant.clone(),
+                kernel: key.kernel,
+                variant: key.variant,
                 threads: key.threads,
                 policy,
             },

@@ -21,6 +21,7 @@ mod tests;
 
 use std::collections::BTreeMap;
 
+use autopcg_catalog::{KernelId, VectorVariant};
 use serde::{Deserialize, Serialize};
 
 pub use candidate::{BlockPolicy, Candidate, Pick};
@@ -31,34 +32,28 @@ use crate::profile::Profile;
 use crate::ModelError;
 use fit::fit_groups;
 
-/// Family name of the ten single-dot rungs of the reduction ladder.
+/// Family name of the ten single-dot rungs of the reduction ladder (the
+/// [`autopcg_catalog::Reduction::family`] of [`autopcg_catalog::Reduction::Dot`]).
 pub const DOT_FAMILY: &str = "dot";
-/// Family name of the fused three-dot reductions.
+/// Family name of the fused three-dot reductions (the family of
+/// [`autopcg_catalog::Reduction::Dot3`]).
 pub const DOT3_FAMILY: &str = "dot3";
 /// A pick within this ratio of the fastest measured time counts as a good pick (3 %).
 pub const WITHIN_TOLERANCE: f64 = 1.03;
 /// Share of held-out sizes whose pick must be within [`WITHIN_TOLERANCE`] (95 %).
 pub const TARGET_SHARE: f64 = 0.95;
 
-/// The reduction family of a dot kernel: [`DOT3_FAMILY`] for the fused `dot3_*` kernels,
-/// [`DOT_FAMILY`] for the others.
-pub fn dot_family(kernel: &str) -> &'static str {
-    if kernel.starts_with("dot3") {
-        DOT3_FAMILY
-    } else {
-        DOT_FAMILY
-    }
-}
-
 /// One timed configuration at one size, from a vector or dot record.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Measurement {
     /// Operation or family.
     pub group: String,
-    /// Kernel entry point.
-    pub kernel: String,
+    /// The kernel (a vector update or a reduction).
+    pub kernel: KernelId,
     /// Vector-update variant; `None` for reductions.
-    pub variant: Option<String>,
+    pub variant: Option<VectorVariant>,
+    /// Elements per thread the record says the covering launch used (`None`: not recorded).
+    pub elems_per_thread: Option<u32>,
     /// Threads per block.
     pub threads: u32,
     /// Blocks.
@@ -123,9 +118,10 @@ impl HeldOutModels for VectorModels {
             .vector
             .iter()
             .map(|r| Measurement {
-                group: r.op.clone(),
-                kernel: r.kernel.clone(),
-                variant: Some(r.variant.clone()),
+                group: r.op.name().to_string(),
+                kernel: r.kernel_id(),
+                variant: Some(r.variant),
+                elems_per_thread: r.elems_per_thread,
                 threads: r.threads,
                 blocks: r.blocks,
                 nb_multiple: r.nb_multiple,
@@ -161,9 +157,10 @@ impl HeldOutModels for DotModels {
             .dot
             .iter()
             .map(|r| Measurement {
-                group: dot_family(&r.kernel).to_string(),
-                kernel: r.kernel.clone(),
+                group: r.kernel.family().to_string(),
+                kernel: KernelId::Reduction(r.kernel),
                 variant: None,
+                elems_per_thread: r.elems_per_thread,
                 threads: r.threads,
                 blocks: r.blocks,
                 nb_multiple: r.nb_multiple,

@@ -6,13 +6,13 @@ use crate::domains::{held_out_sizes, sample_sizes};
 use crate::linear::tests::noise;
 use crate::linear::Line;
 use crate::profile::{DotRecord, Timing, VectorRecord};
+use autopcg_catalog::{Dot3Kernel, DotKernel, Reduction, VectorKernel, VectorOp};
 
 const MAX_N: u64 = 50_000_000;
 
 /// A candidate with its true time line.
 struct Truth {
-    kernel: &'static str,
-    variant: Option<&'static str>,
+    kernel: KernelId,
     threads: u32,
     /// `None`: cover with `elems` per thread; `Some((i, blocks))`: grid-stride.
     grid: Option<(u32, u32)>,
@@ -40,45 +40,40 @@ fn lines() -> [Line; 5] {
     ]
 }
 
-fn vector_truths(op: &'static str) -> Vec<Truth> {
+fn vector_truths(op: VectorOp) -> Vec<Truth> {
     let [a, b, c, d, e] = lines();
-    let k = |v: &str| -> &'static str { Box::leak(format!("{op}_{v}").into_boxed_str()) };
+    let k = |v: VectorVariant| KernelId::Vector(op.kernel(v));
     vec![
         Truth {
-            kernel: k("elem"),
-            variant: Some("elem"),
+            kernel: k(VectorVariant::Elem),
             threads: 256,
             grid: None,
             elems: 1,
             line: a,
         },
         Truth {
-            kernel: k("elem_v2"),
-            variant: Some("elem_v2"),
+            kernel: k(VectorVariant::ElemV2),
             threads: 128,
             grid: None,
             elems: 2,
             line: b,
         },
         Truth {
-            kernel: k("grid_v2"),
-            variant: Some("grid_v2"),
+            kernel: k(VectorVariant::GridV2),
             threads: 256,
             grid: Some((2, 528)),
             elems: 0,
             line: c,
         },
         Truth {
-            kernel: k("grid"),
-            variant: Some("grid"),
+            kernel: k(VectorVariant::Grid),
             threads: 512,
             grid: Some((1, 264)),
             elems: 0,
             line: d,
         },
         Truth {
-            kernel: k("elem"),
-            variant: Some("elem"),
+            kernel: k(VectorVariant::Elem),
             threads: 64,
             grid: None,
             elems: 1,
@@ -90,58 +85,53 @@ fn vector_truths(op: &'static str) -> Vec<Truth> {
 fn dot_truths() -> Vec<Truth> {
     let [a, b, c, d, e] = lines();
     let shift = |l: Line| Line::new(l.a * 1.5, l.b * 2.0);
+    let dot = |k: DotKernel| KernelId::Reduction(Reduction::Dot(k));
+    let dot3 = |k: Dot3Kernel| KernelId::Reduction(Reduction::Dot3(k));
     vec![
         Truth {
-            kernel: "dot_sequential",
-            variant: None,
+            kernel: dot(DotKernel::Sequential),
             threads: 256,
             grid: None,
             elems: 1,
             line: e,
         },
         Truth {
-            kernel: "dot_first_add",
-            variant: None,
+            kernel: dot(DotKernel::FirstAdd),
             threads: 128,
             grid: None,
             elems: 2,
             line: a,
         },
         Truth {
-            kernel: "dot_vec2",
-            variant: None,
+            kernel: dot(DotKernel::Vec2),
             threads: 256,
             grid: Some((1, 264)),
             elems: 0,
             line: b,
         },
         Truth {
-            kernel: "dot_vec2",
-            variant: None,
+            kernel: dot(DotKernel::Vec2),
             threads: 256,
             grid: Some((3, 792)),
             elems: 0,
             line: c,
         },
         Truth {
-            kernel: "dot_last_block",
-            variant: None,
+            kernel: dot(DotKernel::LastBlock),
             threads: 512,
             grid: Some((2, 528)),
             elems: 0,
             line: d,
         },
         Truth {
-            kernel: "dot3_two_pass",
-            variant: None,
+            kernel: dot3(Dot3Kernel::TwoPass),
             threads: 256,
             grid: Some((1, 264)),
             elems: 0,
             line: shift(a),
         },
         Truth {
-            kernel: "dot3_last_block",
-            variant: None,
+            kernel: dot3(Dot3Kernel::LastBlock),
             threads: 256,
             grid: Some((2, 528)),
             elems: 0,
@@ -173,18 +163,24 @@ fn sizes() -> Vec<(u64, bool)> {
 fn vector_profile(seed: u64) -> Profile {
     let mut p = Profile::default();
     let mut s = seed;
-    for op in ["axpy", "cg_update"] {
+    for op in [VectorOp::Axpy, VectorOp::CgUpdate] {
         for t in vector_truths(op) {
+            let KernelId::Vector(kernel) = t.kernel else {
+                unreachable!("vector truths are vector kernels")
+            };
             for (n, held_out) in sizes() {
                 let ms = t.line.eval(n as f64) * (1.0 + 0.005 * noise(&mut s));
+                // As profiles written before records carried the elements per thread: the
+                // model takes them from the kernel.
                 p.vector.push(VectorRecord {
-                    kernel: t.kernel.into(),
-                    op: op.into(),
-                    variant: t.variant.unwrap_or_default().into(),
+                    kernel,
+                    op,
+                    variant: kernel.variant(),
                     n,
                     threads: t.threads,
                     blocks: t.blocks(n),
                     nb_multiple: t.grid.map(|g| g.0),
+                    elems_per_thread: None,
                     held_out,
                     timing: timing(ms),
                 });
@@ -200,12 +196,16 @@ fn dot_profile(seed: u64) -> Profile {
     for t in dot_truths() {
         for (n, held_out) in sizes() {
             let ms = t.line.eval(n as f64) * (1.0 + 0.005 * noise(&mut s));
+            let KernelId::Reduction(kernel) = t.kernel else {
+                unreachable!("dot truths are reductions")
+            };
             p.dot.push(DotRecord {
-                kernel: t.kernel.into(),
+                kernel,
                 n,
                 threads: t.threads,
                 blocks: t.blocks(n),
                 nb_multiple: t.grid.map(|g| g.0),
+                elems_per_thread: t.grid.is_none().then_some(t.elems),
                 held_out,
                 timing: timing(ms),
             });
@@ -258,10 +258,10 @@ fn vector_models_pick_the_known_best_at_held_out_sizes() {
     let p = vector_profile(11);
     let m = VectorModels::fit(&p).unwrap();
     assert_eq!(m.ops.keys().collect::<Vec<_>>(), ["axpy", "cg_update"]);
-    for op in ["axpy", "cg_update"] {
+    for op in [VectorOp::Axpy, VectorOp::CgUpdate] {
         let truths = vector_truths(op);
-        check_picks(&truths, |n| m.pick(op, n));
-        let tm = &m.ops[op];
+        check_picks(&truths, |n| m.pick(op.name(), n));
+        let tm = &m.ops[op.name()];
         assert_eq!(tm.max_n, MAX_N);
         assert_eq!(tm.candidates, 5);
         assert_eq!(tm.quality.len(), crate::domains::domains(MAX_N).len());
@@ -276,25 +276,32 @@ fn vector_models_pick_the_known_best_at_held_out_sizes() {
     // Covering block counts follow n: one element per thread, then two.
     let a = m.pick("axpy", 150_000).unwrap();
     assert_eq!(
-        (a.kernel.as_str(), a.threads, a.blocks),
+        (a.kernel.to_string().as_str(), a.threads, a.blocks),
         ("axpy_elem", 256, 586)
     );
-    assert_eq!(a.variant.as_deref(), Some("elem"));
+    assert_eq!(a.variant, Some(VectorVariant::Elem));
     let b = m.pick("axpy", 500_001).unwrap();
     assert_eq!(
-        (b.kernel.as_str(), b.threads, b.blocks),
+        (b.kernel.to_string().as_str(), b.threads, b.blocks),
         ("axpy_elem_v2", 128, 1954)
     );
     let c = m.pick("axpy", 5_000_000).unwrap();
     assert_eq!(
-        (c.kernel.as_str(), c.blocks, c.nb_multiple),
+        (c.kernel.to_string().as_str(), c.blocks, c.nb_multiple),
         ("axpy_grid_v2", 528, Some(2))
     );
     let d = m.pick("axpy", 40_000_000).unwrap();
-    assert_eq!((d.kernel.as_str(), d.blocks), ("axpy_grid", 264));
+    assert_eq!(
+        (d.kernel, d.blocks),
+        (
+            KernelId::Vector(VectorKernel::Axpy(VectorVariant::Grid)),
+            264
+        )
+    );
     // Sizes beyond the measured range use the last leaf, below it the first.
-    assert_eq!(m.pick("axpy", 10 * MAX_N).unwrap().kernel, "axpy_grid");
-    assert_eq!(m.pick("axpy", 10).unwrap().kernel, "axpy_elem");
+    let name = |n: u64| m.pick("axpy", n).unwrap().kernel.to_string();
+    assert_eq!(name(10 * MAX_N), "axpy_grid");
+    assert_eq!(name(10), "axpy_elem");
     assert!(m.pick("xpay", 1000).is_none());
 
     let r = evaluate(&m, &p);
@@ -327,13 +334,13 @@ fn dot_models_pick_the_known_best_per_family() {
     let truths = dot_truths();
     let (three, one): (Vec<Truth>, Vec<Truth>) = truths
         .into_iter()
-        .partition(|t| t.kernel.starts_with("dot3"));
+        .partition(|t| matches!(t.kernel, KernelId::Reduction(Reduction::Dot3(_))));
     check_picks(&one, |n| m.pick(DOT_FAMILY, n));
     check_picks(&three, |n| m.pick(DOT3_FAMILY, n));
     // dot_first_add covers two elements per thread: learnt from the records.
     let f = m.pick(DOT_FAMILY, 50_001).unwrap();
     assert_eq!(
-        (f.kernel.as_str(), f.blocks, f.nb_multiple),
+        (f.kernel.to_string().as_str(), f.blocks, f.nb_multiple),
         ("dot_first_add", 196, None)
     );
     let leaf = m.families[DOT_FAMILY].tree.lookup(50_001).unwrap();
@@ -348,12 +355,14 @@ fn dot_models_pick_the_known_best_per_family() {
     assert_eq!(m.families[DOT3_FAMILY].candidates, 2);
     assert_eq!(
         m.pick(DOT3_FAMILY, 100_000).unwrap().kernel,
-        "dot3_two_pass"
+        KernelId::Reduction(Reduction::Dot3(Dot3Kernel::TwoPass))
     );
     assert_eq!(
         m.pick(DOT3_FAMILY, 40_000_000).unwrap().kernel,
-        "dot3_last_block"
+        KernelId::Reduction(Reduction::Dot3(Dot3Kernel::LastBlock))
     );
+    assert_eq!(Reduction::Dot(DotKernel::Vec2).family(), DOT_FAMILY);
+    assert_eq!(Reduction::Dot3(Dot3Kernel::TwoPass).family(), DOT3_FAMILY);
 
     let r = evaluate(&m, &p);
     assert_eq!(r.count, 2 * sizes().iter().filter(|s| s.1).count());
@@ -381,7 +390,7 @@ fn held_out_records_never_enter_the_fit() {
     for r in q2
         .vector
         .iter_mut()
-        .filter(|r| r.held_out && r.kernel == "axpy_grid_v2")
+        .filter(|r| r.held_out && r.kernel == VectorKernel::Axpy(VectorVariant::GridV2))
     {
         r.timing = timing(r.timing.median_ms * 2.0);
     }
@@ -398,8 +407,9 @@ fn picks_that_were_not_measured_are_reported() {
     let n = held_out_sizes(&domains(MAX_N)[2], 5)[1];
     let picked = m.pick("axpy", n).unwrap();
     let mut q = p.clone();
-    q.vector
-        .retain(|r| !(r.held_out && r.op == "axpy" && r.n == n && r.kernel == picked.kernel));
+    q.vector.retain(|r| {
+        !(r.held_out && r.op == VectorOp::Axpy && r.n == n && r.kernel_id() == picked.kernel)
+    });
     let r = evaluate(&m, &q);
     assert_eq!(r.not_measured, 1);
     assert_eq!(r.measured, r.count - 1);
@@ -508,7 +518,9 @@ fn covering_block_counts_no_rule_explains_are_errors() {
     let r = p
         .vector
         .iter_mut()
-        .find(|r| r.kernel == "axpy_elem" && r.threads == 256 && r.n > 100_000)
+        .find(|r| {
+            r.kernel == VectorKernel::Axpy(VectorVariant::Elem) && r.threads == 256 && r.n > 100_000
+        })
         .unwrap();
     r.blocks += 7;
     let e = VectorModels::fit(&p).unwrap_err().to_string();
