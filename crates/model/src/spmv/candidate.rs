@@ -34,7 +34,7 @@ mod tests {
     fn the_model_order_is_that_of_the_names() {
         let own =
             |k: SpmvKernel, t: u32, g: GridPolicy| SpmvCandidate::own(SpmvImpl::Kernel(k), t, g);
-        let mut v = vec![
+        let mut v = [
             own(SpmvKernel::CsrVector(2), 64, GridPolicy::Wave),
             own(SpmvKernel::CsrVector(16), 64, GridPolicy::Wave),
             own(SpmvKernel::CsrScalar, 256, GridPolicy::Wave),

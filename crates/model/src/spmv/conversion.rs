@@ -1,5 +1,5 @@
 //! Conversion-time models: milliseconds to turn the CSR matrix into a format on the device.
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 use autopcg_catalog::Format;
 use serde::{Deserialize, Serialize};
@@ -84,8 +84,7 @@ pub(super) fn fit_conversions(
         ConversionTerm::Nnz,
         ConversionTerm::Slots,
     ];
-    // By format name: the order the models have always been listed in.
-    let mut per: BTreeMap<&str, (Format, Vec<(&SpmvWork, f64)>)> = BTreeMap::new();
+    let mut per: HashMap<Format, Vec<(&SpmvWork, f64)>> = HashMap::new();
     for c in &profile.conversions {
         if c.status != Status::Ok {
             continue;
@@ -95,14 +94,14 @@ pub(super) fn fit_conversions(
         };
         let t = c.device_ms.unwrap_or(c.host_ms + c.upload_ms);
         if t.is_finite() && t > 0.0 {
-            per.entry(c.format.name())
-                .or_insert_with(|| (c.format, Vec::new()))
-                .1
-                .push((&m.work, t));
+            per.entry(c.format).or_default().push((&m.work, t));
         }
     }
     let mut out = Vec::new();
-    for (format, pts) in per.into_values() {
+    // By format name: the order the models have always been listed in.
+    let mut per: Vec<_> = per.into_iter().collect();
+    per.sort_by_key(|(f, _)| f.name());
+    for (format, pts) in per {
         if pts.len() < opts.min_matrices.max(1) {
             notes.push(format!(
                 "conversion to {format}: {} matrices, fewer than {}: no model",
