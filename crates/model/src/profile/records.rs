@@ -167,13 +167,11 @@ pub struct DotRecord {
     pub blocks: u32,
     /// `i` in `blocks = NB_nt * i`; `None` for rungs whose block count is fixed by n.
     pub nb_multiple: Option<u32>,
-    /// Elements one thread handles where the block count covers the vector (1 or 2), as the
-    /// profiler launched it; `None` for grid-stride records, and in profiles written before
-    /// the field existed (the model then takes the kernel's property,
-    /// [`KernelId::elements_per_thread`]).
+    /// Elements one thread of a fixed-coverage rung handles: as
+    /// [`VectorRecord::elems_per_thread`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub elems_per_thread: Option<u32>,
-    /// A size held out of the fit, measured only to evaluate the decision trees.
+    /// Held out of the fit (as [`VectorRecord::held_out`]).
     #[serde(default)]
     pub held_out: bool,
     /// The timing of the whole reduction (every stage, result left on the device).
