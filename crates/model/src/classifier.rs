@@ -562,14 +562,11 @@ mod tests {
     use crate::profile::{Header, MatrixRecord, SpmvRecord, Status, Timing, PROFILE_SCHEMA};
     use crate::spmv::geomean;
     use crate::spmv_synth::{self, Rng};
+    use autopcg_catalog::{GridPolicy, SpmvImpl, SpmvKernel};
     use autopcg_sparse::families::{Family, FamilyParams, Recipe};
 
-    fn cand(kernel: &str) -> SpmvCandidate {
-        SpmvCandidate::own(
-            kernel.parse().unwrap(),
-            256,
-            autopcg_catalog::GridPolicy::Cover,
-        )
+    fn cand(kernel: SpmvKernel) -> SpmvCandidate {
+        SpmvCandidate::own(SpmvImpl::Kernel(kernel), 256, GridPolicy::Cover)
     }
 
     /// A matrix record with random features; `mean` sets the mean row length.
@@ -658,9 +655,9 @@ mod tests {
             ..Profile::default()
         };
         let (a, b, c) = (
-            cand("spmv_csr_scalar"),
-            cand("spmv_csr_vector_32"),
-            cand("spmv_csr_vector_4"),
+            cand(SpmvKernel::CsrScalar),
+            cand(SpmvKernel::CsrVector(32)),
+            cand(SpmvKernel::CsrVector(4)),
         );
         for (set, count) in [(MatrixSet::Fit, 60), (MatrixSet::Eval, 30)] {
             for i in 0..count {
@@ -734,9 +731,9 @@ mod tests {
         let cl = SpmvClassifier {
             feature_names: FEATURE_NAMES.iter().map(|s| s.to_string()).collect(),
             labels: vec![
-                cand("spmv_dia"),
-                cand("spmv_csr_vector_4"),
-                cand("spmv_csr_scalar"),
+                cand(SpmvKernel::Dia),
+                cand(SpmvKernel::CsrVector(4)),
+                cand(SpmvKernel::CsrScalar),
             ],
             root: TreeNode::Leaf {
                 ranked: vec![0],
