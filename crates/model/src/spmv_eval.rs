@@ -20,6 +20,7 @@
 //!   measured best.
 use std::fmt::Write;
 
+use autopcg_catalog::{Format, GridPolicy, SpmvImpl, SpmvKernel};
 use serde::{Deserialize, Serialize};
 
 use crate::classifier::SpmvClassifier;
@@ -38,7 +39,7 @@ pub const TARGET_NEAR_BEST_SHARE: f64 = 0.95;
 /// Target geometric-mean slowdown of the choice.
 pub const TARGET_GEOMEAN_SLOWDOWN: f64 = 1.03;
 /// The fixed rule compared with: format, kernel, threads per block.
-pub const FIXED_RULE: (&str, &str, u32) = ("csr", "spmv_csr_scalar", 256);
+pub const FIXED_RULE: (Format, SpmvKernel, u32) = (Format::Csr, SpmvKernel::CsrScalar, 256);
 
 /// One predicted candidate on one matrix.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -195,10 +196,10 @@ fn fixed_rule_of(own: &std::collections::BTreeMap<SpmvCandidate, f64>) -> Option
     let (f, k, t) = FIXED_RULE;
     let mut hits: Vec<(&SpmvCandidate, f64)> = own
         .iter()
-        .filter(|(c, _)| c.format == f && c.kernel == k && c.threads == Some(t))
+        .filter(|(c, _)| c.format == f && c.kernel == SpmvImpl::Kernel(k) && c.threads == Some(t))
         .map(|(c, &v)| (c, v))
         .collect();
-    hits.sort_by_key(|(c, _)| c.grid.as_deref() != Some("cover"));
+    hits.sort_by_key(|(c, _)| c.grid != Some(GridPolicy::Cover));
     hits.first().map(|(c, v)| (c.name(), *v))
 }
 
@@ -233,15 +234,15 @@ pub fn evaluate(
         };
         let best_name = best_c.name();
         let mut errs = Vec::new();
-        for (c, &ms) in &t.own {
+        for (c, ms) in t.own_in_model_order() {
             let Some(cm) = model.candidates.iter().find(|x| &x.candidate == c) else {
                 continue;
             };
             // Only candidates the model offers on this matrix (see `format_applies`).
-            if !model.applies(&c.format, &m.work) {
+            if !model.applies(c.format, &m.work) {
                 continue;
             }
-            let p = cm.predict(&m.work, &model.limits);
+            let p = cm.predict(&m.work, &model.device);
             let e = ((p - ms) / ms).abs();
             errs.push(e);
             per_prediction.push(PredictionEval {
@@ -339,7 +340,7 @@ pub fn evaluate(
     });
     let gm = |v: &[f64]| (!v.is_empty()).then(|| geomean(v));
     Ok(SpmvEvalReport {
-        device: model.device.clone(),
+        device: model.device.name.clone(),
         set,
         matrices: per_matrix.len(),
         predictions: per_prediction.len(),
@@ -561,7 +562,7 @@ mod tests {
             .clone();
         let pick = model.select(&m.work, None).unwrap().candidate;
         for r in p.spmv.iter_mut() {
-            if r.matrix == m.id && SpmvCandidate::of_record(r) == pick {
+            if r.matrix == m.id && r.candidate() == pick {
                 r.status = crate::profile::Status::Failed("wrong result".into());
             }
         }
@@ -611,7 +612,7 @@ mod physical {
             let (oc, _) = t
                 .own
                 .keys()
-                .filter(|c| model.applies(&c.format, &m.work))
+                .filter(|c| model.applies(c.format, &m.work))
                 .map(|c| (c, spmv_synth::physical_time(c, &m.work)))
                 .min_by(|a, b| a.1.total_cmp(&b.1))
                 .unwrap();
