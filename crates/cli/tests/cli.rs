@@ -436,6 +436,13 @@ fn eval_model_judges_a_committed_evaluation_profile_without_a_gpu() {
     assert_eq!(j["spmv"]["matrices"], 19);
     assert!(j["spmv"]["median_rel_err"].as_f64().unwrap() > 0.0);
     assert!(j["vector_held_out"]["count"].as_u64().unwrap() > 0);
+    // The model is judged against the fallback rule the product ships, and beats it.
+    let fb = &j["spmv"]["fallback_rule"];
+    assert_eq!(fb["matrices"], 19);
+    assert!(
+        fb["geomean_slowdown"].as_f64().unwrap()
+            > j["spmv"]["model"]["geomean_slowdown"].as_f64().unwrap()
+    );
 }
 
 #[test]

@@ -45,7 +45,7 @@ pub use error::ModelError;
 pub use file::{ModelFile, MODEL_SCHEMA};
 pub use linear::{fit_line, FitStats, Line, LineFit};
 pub use spmv::{SpmvCandidate, SpmvFitOptions, SpmvModel, SpmvPrediction};
-pub use spmv_eval::{evaluate as evaluate_spmv, SpmvEvalReport};
+pub use spmv_eval::{evaluate as evaluate_spmv, evaluate_against, FallbackRule, SpmvEvalReport};
 pub use tree::{domain_leaves, DecisionTree, Leaf};
 pub use vecdot::{
     evaluate, BlockPolicy, Candidate, DotModels, EvalRow, HeldOutModels, Pick, TreeEvalReport,

@@ -77,6 +77,10 @@ pub struct MatrixEval {
     pub chosen_predicted_ms: Option<f64>,
     /// Its measured time, ms (`None` when not measured on this matrix).
     pub chosen_ms: Option<f64>,
+    /// The shipped fallback rule's candidate, when the evaluation was given it.
+    pub fallback_rule: Option<String>,
+    /// Its measured time, ms.
+    pub fallback_rule_ms: Option<f64>,
     /// The fixed rule's candidate measured here.
     pub fixed_rule: Option<String>,
     /// Its time, ms.
@@ -174,7 +178,10 @@ pub struct SpmvEvalReport {
     pub model: SelectionEval,
     /// Both selection targets met (and no unmeasured choice).
     pub selection_target_met: bool,
-    /// The fixed rule's selection.
+    /// The selection of the fallback rule the product ships (what a solve without a model
+    /// runs), when the evaluation was given it.
+    pub fallback_rule: Option<SelectionEval>,
+    /// The fixed rule's selection (CSR scalar, 256 threads: kept for continuity).
     pub fixed_rule: SelectionEval,
     /// Matrices with a cuSPARSE time.
     pub cusparse_matrices: usize,
@@ -203,6 +210,10 @@ fn fixed_rule_of(own: &std::collections::BTreeMap<SpmvCandidate, f64>) -> Option
     hits.first().map(|(c, v)| (c.name(), *v))
 }
 
+/// The rule a solve without a model runs, as the SpMV candidate it picks for a matrix of these
+/// work counts (the generator's fallback rule; this crate cannot name it itself).
+pub type FallbackRule<'a> = &'a dyn Fn(&crate::work::SpmvWork) -> SpmvCandidate;
+
 /// Evaluates `model` (and `classifier`, if given) on the matrices of `set` in `profile` (every
 /// matrix for `None`).
 ///
@@ -213,6 +224,18 @@ pub fn evaluate(
     profile: &Profile,
     set: Option<MatrixSet>,
 ) -> Result<SpmvEvalReport, ModelError> {
+    evaluate_against(model, classifier, profile, set, None)
+}
+
+/// [`evaluate`], also judging the shipped fallback rule `fallback` on the same matrices.
+pub fn evaluate_against(
+    model: &SpmvModel,
+    classifier: Option<&SpmvClassifier>,
+    profile: &Profile,
+    set: Option<MatrixSet>,
+    fallback: Option<FallbackRule<'_>>,
+) -> Result<SpmvEvalReport, ModelError> {
+    let mut fallback_sel = Vec::new();
     let measured = measured_times(profile);
     let mut per_prediction = Vec::new();
     let mut per_matrix = Vec::new();
@@ -262,6 +285,13 @@ pub fn evaluate(
             .push(chosen_ms.map(|x| (x / best_ms, chosen_name.as_deref() == Some(&best_name))));
         let fixed = fixed_rule_of(&t.own);
         fixed_sel.push(fixed.as_ref().map(|(n, x)| (x / best_ms, *n == best_name)));
+        let fb = fallback.map(|rule| {
+            let c = rule(&m.work);
+            (c.name(), t.own.get(&c).copied())
+        });
+        if let Some((n, ms)) = &fb {
+            fallback_sel.push(ms.map(|x| (x / best_ms, *n == best_name)));
+        }
         let cusparse_ms = t.best_cusparse();
         if let Some(cu) = cusparse_ms {
             best_cu.push(best_ms / cu);
@@ -300,6 +330,8 @@ pub fn evaluate(
             chosen: chosen_name,
             chosen_predicted_ms: chosen.as_ref().map(|p| p.predicted_ms),
             chosen_ms,
+            fallback_rule: fb.as_ref().map(|f| f.0.clone()),
+            fallback_rule_ms: fb.and_then(|f| f.1),
             fixed_rule: fixed.as_ref().map(|f| f.0.clone()),
             fixed_rule_ms: fixed.map(|f| f.1),
             cusparse_ms,
@@ -352,6 +384,7 @@ pub fn evaluate(
             && model_eval.near_best_share >= TARGET_NEAR_BEST_SHARE
             && model_eval.geomean_slowdown <= TARGET_GEOMEAN_SLOWDOWN,
         model: model_eval,
+        fallback_rule: fallback.map(|_| SelectionEval::of(&fallback_sel)),
         fixed_rule: SelectionEval::of(&fixed_sel),
         cusparse_matrices: best_cu.len(),
         best_over_cusparse: gm(&best_cu),
@@ -412,6 +445,9 @@ impl SpmvEvalReport {
             TARGET_GEOMEAN_SLOWDOWN,
             ok(self.selection_target_met)
         );
+        if let Some(fb) = &self.fallback_rule {
+            sel(&mut s, "fallback rule", fb);
+        }
         let (f, k, t) = FIXED_RULE;
         sel(&mut s, &format!("{f} {k} t{t}"), &self.fixed_rule);
         if let Some(c) = &self.classifier {
@@ -453,7 +489,7 @@ impl SpmvEvalReport {
         );
         let _ = writeln!(
             s,
-            "{:<28} {:>9} {:>10} {:>10} {:<40} {:<40} {:>7} {:>7} {:>7} {:>8}",
+            "{:<28} {:>9} {:>10} {:>10} {:<40} {:<40} {:>7} {:>7} {:>7} {:>7} {:>8}",
             "matrix",
             "n",
             "nnz",
@@ -461,6 +497,7 @@ impl SpmvEvalReport {
             "best",
             "chosen",
             "chosen",
+            "fallb.",
             "fixed",
             "class.",
             "pred err"
@@ -470,7 +507,7 @@ impl SpmvEvalReport {
         for m in &self.per_matrix {
             let _ = writeln!(
                 s,
-                "{:<28} {:>9} {:>10} {:>10.4} {:<40} {:<40} {:>7} {:>7} {:>7} {:>8}",
+                "{:<28} {:>9} {:>10} {:>10.4} {:<40} {:<40} {:>7} {:>7} {:>7} {:>7} {:>8}",
                 m.matrix,
                 m.n,
                 m.nnz,
@@ -478,6 +515,7 @@ impl SpmvEvalReport {
                 m.best,
                 m.chosen.as_deref().unwrap_or("-"),
                 slow(m.chosen_ms, m.best_ms),
+                slow(m.fallback_rule_ms, m.best_ms),
                 slow(m.fixed_rule_ms, m.best_ms),
                 slow(m.classifier_ms, m.best_ms),
                 pct(m.median_rel_err)
