@@ -679,3 +679,38 @@ fn too_many_threads_are_clamped_with_a_note() {
     assert!(stderr(&o).contains("logical CPUs"), "{}", stderr(&o));
     assert!(t0.elapsed().as_secs() < 20, "took {:?}", t0.elapsed());
 }
+
+#[test]
+fn refit_refuses_a_header_that_is_not_the_device_of_the_records() {
+    use std::io::Read;
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(
+        std::fs::File::open("../../models/nvidia-h100.profile.jsonl.gz").unwrap(),
+    )
+    .read_to_string(&mut text)
+    .unwrap();
+    // The header relabelled as a GPU with fewer SMs (an H100 PCIe has 114): the records'
+    // eq. 3-2 block counts were measured on 132.
+    let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+    assert!(lines[0].contains("\"sm_count\":132"), "{}", lines[0]);
+    lines[0] = lines[0]
+        .replace("\"sm_count\":132", "\"sm_count\":114")
+        .replace("NVIDIA H100 80GB HBM3", "NVIDIA H100 PCIe");
+    let dir = tempfile::tempdir().unwrap();
+    let p = write(dir.path(), "p.jsonl", &(lines.join("\n") + "\n"));
+    let out = dir.path().join("m.json");
+    let o = run(&[
+        "tune",
+        "--refit",
+        p.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("do not match the device"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!out.exists(), "a model was written");
+}

@@ -87,6 +87,19 @@ impl ModelFile {
             what: "model".into(),
             reason: "the profile has no header".into(),
         })?;
+        // The header must describe the device the records were measured on: every eq. 3-2
+        // record is recomputed on the header's limits (a profile whose header was edited to
+        // another GPU, or whose records came from one, fails here rather than giving a model
+        // labelled with the wrong device).
+        for o in &profile.occupancy {
+            o.check(&header.device).map_err(|e| ModelError::Fit {
+                what: "model".into(),
+                reason: format!(
+                    "the profile's records do not match the device of its header ({}): {e}",
+                    header.device.name
+                ),
+            })?;
+        }
         let vector = VectorModels::fit(profile)?;
         let dot = DotModels::fit(profile)?;
         let spmv = SpmvModel::fit(profile, &SpmvFitOptions::for_tune())?;

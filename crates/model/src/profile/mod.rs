@@ -24,7 +24,7 @@ use autopcg_catalog::DeviceProps;
 
 pub use records::{
     ConversionRecord, DotRecord, Header, MatrixRecord, MatrixSet, OccupancyRecord, Record,
-    SpmvRecord, StageRecord, Status, Timing, VectorRecord,
+    SessionRecord, SpmvRecord, StageRecord, Status, Timing, VectorRecord,
 };
 pub use stability::{medians_by_key, stability, StabilityReport};
 pub use writer::ProfileWriter;
@@ -53,6 +53,8 @@ pub struct Profile {
     pub conversions: Vec<ConversionRecord>,
     /// Stage marks.
     pub stages: Vec<StageRecord>,
+    /// Writing sessions stamped (0 in profiles from before sessions were recorded).
+    pub sessions: usize,
 }
 
 impl Profile {
@@ -81,6 +83,18 @@ impl Profile {
             Record::Spmv(s) => self.spmv.push(s),
             Record::Conversion(c) => self.conversions.push(c),
             Record::Stage(s) => self.stages.push(s),
+            Record::Session(s) => {
+                let header = self.header.as_ref().map(|h| h.device.name.as_str());
+                if header != Some(s.device.as_str()) {
+                    return Err(format!(
+                        "records measured on {:?} in a profile of {:?}: a profile holds one \
+                         device's measurements",
+                        s.device,
+                        header.unwrap_or("-")
+                    ));
+                }
+                self.sessions += 1;
+            }
         }
         Ok(())
     }

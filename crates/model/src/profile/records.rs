@@ -282,6 +282,17 @@ pub struct StageRecord {
     pub elapsed_s: f64,
 }
 
+/// A writing session began: every time a profile is opened for writing (new or resumed), the
+/// device measuring from then on is stamped, so a profile holding records of several devices
+/// (a resume or a concatenation on another GPU) is refused when read.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionRecord {
+    /// Name of the device measuring from this line on.
+    pub device: String,
+    /// Seconds since the Unix epoch when the session began.
+    pub started_unix_s: u64,
+}
+
 /// One line of a profile.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "record", rename_all = "snake_case")]
@@ -302,6 +313,8 @@ pub enum Record {
     Conversion(ConversionRecord),
     /// End of a stage.
     Stage(StageRecord),
+    /// A writing session began (profiles written before sessions were stamped have none).
+    Session(SessionRecord),
 }
 
 impl Record {
@@ -310,7 +323,7 @@ impl Record {
     pub fn key(&self) -> Option<String> {
         let opt = |v: Option<u32>| v.map_or_else(|| "-".to_string(), |v| v.to_string());
         match self {
-            Record::Header(_) | Record::Stage(_) => None,
+            Record::Header(_) | Record::Stage(_) | Record::Session(_) => None,
             Record::Occupancy(o) => Some(format!("occupancy/{}/{}", o.kernel, o.threads)),
             Record::Vector(v) => Some(format!(
                 "vector/{}/{}/{}/{}",

@@ -86,13 +86,39 @@ fn resume_refuses_another_device_and_bad_lines_name_the_line() {
     f.write_all(b"{\"record\":\"nope\"}\n").unwrap();
     f.write_all(b"\n").unwrap();
     drop(f);
+    // Line 1 the header, 2 the session stamp, 3 the record, 4 the bad line.
     let e = Profile::read(&path).err().unwrap().to_string();
-    assert!(e.contains("p.jsonl:3:"), "{e}");
+    assert!(e.contains("p.jsonl:4:"), "{e}");
     let e = ProfileWriter::open(&path, &header("GPU A"))
         .err()
         .unwrap()
         .to_string();
-    assert!(e.contains(":3:"), "{e}");
+    assert!(e.contains(":4:"), "{e}");
+}
+
+/// Records of two devices in one profile (the second file's header dropped when two profiles
+/// were joined) are refused when read, naming both devices.
+#[test]
+fn records_of_another_device_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a.jsonl"), dir.path().join("b.jsonl"));
+    let mut w = ProfileWriter::open(&a, &header("GPU A")).unwrap();
+    w.write(&vec_rec(1000)).unwrap();
+    drop(w);
+    let mut w = ProfileWriter::open(&b, &header("GPU B")).unwrap();
+    w.write(&vec_rec(2000)).unwrap();
+    drop(w);
+    let text_a = std::fs::read_to_string(&a).unwrap();
+    let text_b = std::fs::read_to_string(&b).unwrap();
+    let joined = dir.path().join("joined.jsonl");
+    let tail: String = text_b.lines().skip(1).map(|l| format!("{l}\n")).collect();
+    std::fs::write(&joined, format!("{text_a}{tail}")).unwrap();
+    let e = Profile::read(&joined).err().unwrap().to_string();
+    assert!(e.contains("GPU B") && e.contains("GPU A"), "{e}");
+    // Resuming stamps a session per open; a profile of one device reads.
+    let w = ProfileWriter::open(&a, &header("GPU A")).unwrap();
+    drop(w);
+    assert_eq!(Profile::read(&a).unwrap().sessions, 2);
 }
 
 #[test]

@@ -4,7 +4,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
-use super::{parse_line, Header, Record};
+use super::{parse_line, Header, Record, SessionRecord};
 use crate::ModelError;
 
 /// Appends records to a profile file, one flushed line each, remembering the keys present so a
@@ -55,6 +55,15 @@ impl ProfileWriter {
             }
             match parse_line(body, &path, i + 1) {
                 Ok(rec) => {
+                    if let Record::Session(sr) = &rec {
+                        if sr.device != header.device.name {
+                            return Err(ModelError::WrongDevice {
+                                path: path.clone(),
+                                file_device: sr.device.clone(),
+                                device: header.device.name.clone(),
+                            });
+                        }
+                    }
                     if let Record::Header(h) = &rec {
                         if h.device.name != header.device.name {
                             return Err(ModelError::WrongDevice {
@@ -106,6 +115,13 @@ impl ProfileWriter {
         if !seen_header {
             w.write(&Record::Header(header.clone()))?;
         }
+        let started_unix_s = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        w.write(&Record::Session(SessionRecord {
+            device: header.device.name.clone(),
+            started_unix_s,
+        }))?;
         Ok(w)
     }
 
