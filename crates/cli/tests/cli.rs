@@ -714,3 +714,83 @@ fn refit_refuses_a_header_that_is_not_the_device_of_the_records() {
     );
     assert!(!out.exists(), "a model was written");
 }
+
+/// Seeded mutations of the shipped fixtures through the whole binary (`solve` on the CPU and
+/// `features`): every run ends with exit 0, 1 or 2 — never a signal (a panic or an abort) — and
+/// an exit 2 says what is wrong in one line naming the file. The reader's own fuzz test
+/// (crates/sparse/tests/mm_fuzz.rs) covers thousands more inputs in-process; this one checks
+/// the process end to end. `AUTOPCG_CLI_FUZZ_CASES` changes the count.
+#[test]
+fn mutated_inputs_never_crash_the_binary() {
+    let cases: u64 = std::env::var("AUTOPCG_CLI_FUZZ_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(400);
+    let sources: Vec<Vec<u8>> = ["bcsstk01", "poisson3d_16", "fem2d_3000"]
+        .iter()
+        .map(|f| std::fs::read(format!("../../matrices/{f}.mtx")).unwrap())
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    // A small xorshift generator: seeded, no dependency.
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move |m: u64| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state % m.max(1)
+    };
+    let tokens: [&[u8]; 10] = [
+        b"nan",
+        b"-inf",
+        b"1e999",
+        b"-1",
+        b"0",
+        b"4000000000",
+        b"%%",
+        b"\n",
+        b" ",
+        b"general",
+    ];
+    for case in 0..cases {
+        let src = &sources[next(sources.len() as u64) as usize];
+        let mut bytes = src.clone();
+        for _ in 0..=next(4) {
+            let at = next(bytes.len() as u64) as usize;
+            match next(4) {
+                0 => bytes[at] = next(256) as u8,
+                1 => {
+                    let t = tokens[next(tokens.len() as u64) as usize];
+                    bytes.splice(at..at, t.iter().copied());
+                }
+                2 => bytes.truncate(at.max(1)),
+                _ => {
+                    let end = (at + 1 + next(64) as usize).min(bytes.len());
+                    bytes.drain(at..end);
+                }
+            }
+        }
+        let p = dir.path().join(format!("case{case}.mtx"));
+        std::fs::write(&p, &bytes).unwrap();
+        let path = p.to_str().unwrap();
+        for args in [
+            vec!["solve", path, "--device", "cpu", "--max-iter", "30"],
+            vec!["features", path, "--model", "none"],
+        ] {
+            let o = run(&args);
+            let code = o.status.code();
+            assert!(
+                matches!(code, Some(0..=2)),
+                "case {case} ({args:?}) ended with {:?}: {}",
+                o.status,
+                stderr(&o)
+            );
+            if code == Some(2) {
+                let e = stderr(&o);
+                assert!(
+                    e.contains(&format!("case{case}.mtx")) || e.contains("usage"),
+                    "case {case}: {e}"
+                );
+            }
+        }
+    }
+}
