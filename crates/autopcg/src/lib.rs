@@ -38,10 +38,12 @@ pub use autopcg_sparse::{CsrMatrix, SparseError};
 
 mod device;
 mod models;
+pub mod prepared;
 mod solve;
 
 pub use device::{open_gpu, Device};
 pub use models::{resolve_model, LoadedModel, ModelChoice, ResolvedModel};
+pub use prepared::PreparedSolver;
 pub use solve::{SetupTimes, Solution, SolveFailure, Solver};
 
 /// Errors of the facade.

@@ -25,6 +25,9 @@ pub(crate) struct SolveArgs {
     /// Right-hand side b (Matrix Market array or n x 1 coordinate). Default: b = A * ones.
     #[arg(long)]
     rhs: Option<PathBuf>,
+    /// Initial guess x0 (Matrix Market array or n x 1 coordinate). Default: x0 = 0.
+    #[arg(long)]
+    x0: Option<PathBuf>,
     /// Write the solution x here (Matrix Market array).
     #[arg(long)]
     out: Option<PathBuf>,
@@ -125,6 +128,7 @@ pub(crate) fn solve(a: SolveArgs) -> Result<u8, Fail> {
         // Before any work: never overwrite an input with the solution.
         let mut inputs = vec![a.matrix.as_path()];
         inputs.extend(a.rhs.as_deref());
+        inputs.extend(a.x0.as_deref());
         autopcg::sparse::io::check_output(out, inputs)?;
     }
     init_threads(a.threads)?;
@@ -161,6 +165,23 @@ pub(crate) fn solve(a: SolveArgs) -> Result<u8, Fail> {
         }
         None => (m.mul_vec(&vec![1.0; n]), true),
     };
+    let x0 = match &a.x0 {
+        Some(p) => {
+            let x0 = mm::read_vector(p)?;
+            if x0.len() != n {
+                return Err(anyhow!(
+                    "{}: initial guess has {} entries but the matrix {} has {} rows",
+                    p.display(),
+                    x0.len(),
+                    a.matrix.display(),
+                    n
+                )
+                .into());
+            }
+            Some(x0)
+        }
+        None => None,
+    };
     let read_ms = t_read.elapsed().as_secs_f64() * 1e3;
 
     // Progress on a terminal for long solves: a line refreshed at most twice a second.
@@ -188,7 +209,7 @@ pub(crate) fn solve(a: SolveArgs) -> Result<u8, Fail> {
         .device(a.device)
         .model(model)
         .ssor_form_auto(a.ssor_form == FormArg::Auto)
-        .solve_with(&b, None, progress);
+        .solve_with(&b, x0.as_deref(), progress);
     if shown {
         eprintln!();
     }

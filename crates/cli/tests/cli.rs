@@ -794,3 +794,49 @@ fn mutated_inputs_never_crash_the_binary() {
         }
     }
 }
+
+#[test]
+fn an_initial_guess_from_a_file_is_used() {
+    let dir = tempfile::tempdir().unwrap();
+    let x = dir.path().join("x.mtx");
+    let o = run(&[
+        "solve",
+        "../../matrices/fem2d_3000.mtx",
+        "--device",
+        "cpu",
+        "--out",
+        x.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let first: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    // Starting from the solution: (almost) nothing left to do.
+    let o = run(&[
+        "solve",
+        "../../matrices/fem2d_3000.mtx",
+        "--device",
+        "cpu",
+        "--x0",
+        x.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let again: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(again["iterations"].as_u64().unwrap() < first["iterations"].as_u64().unwrap() / 4);
+    // A guess of the wrong length is bad input.
+    let short = write(
+        dir.path(),
+        "short.mtx",
+        "%%MatrixMarket matrix array real general\n2 1\n1\n2\n",
+    );
+    let o = run(&[
+        "solve",
+        "../../matrices/fem2d_3000.mtx",
+        "--device",
+        "cpu",
+        "--x0",
+        short.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("short.mtx"), "{}", stderr(&o));
+}

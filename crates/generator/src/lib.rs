@@ -130,6 +130,10 @@ impl<'a> PlanRequest<'a> {
 pub struct SolvePlan {
     /// The preconditioner, built on the host in the chosen form.
     pub preconditioner: Preconditioner,
+    /// The preconditioner as applied: its omega resolved for the matrix and its SSOR-AI form
+    /// the one chosen. Building it again for new values of the same pattern gives the same
+    /// plan's preconditioner.
+    pub kind: PrecondKind,
     /// What the GPU runs (`None` on the CPU).
     pub gpu: Option<GpuPlanChoice>,
     /// Poll the backend every this many iterations.
@@ -164,7 +168,8 @@ impl SolvePlan {
 pub fn plan(req: &PlanRequest) -> Result<SolvePlan, PlanError> {
     let a = req.matrix;
     let t0 = Instant::now();
-    let mut pre = Preconditioner::build(a, &req.precond)?;
+    let mut kind = req.precond.resolved_for(a);
+    let mut pre = Preconditioner::build(a, &kind)?;
     let mut precond_ms = t0.elapsed().as_secs_f64() * 1e3;
     let props = match &req.target {
         Target::Cpu { threads } => {
@@ -177,6 +182,7 @@ pub fn plan(req: &PlanRequest) -> Result<SolvePlan, PlanError> {
                 .collect();
             return Ok(SolvePlan {
                 preconditioner: pre,
+                kind,
                 gpu: None,
                 check_every,
                 steps,
@@ -221,6 +227,7 @@ pub fn plan(req: &PlanRequest) -> Result<SolvePlan, PlanError> {
                         explain.push(f.explain.clone());
                         if f.form == SsorForm::Explicit {
                             pre = expl;
+                            kind = kind.with_form(SsorForm::Explicit);
                         }
                         form_choice = Some(f);
                     }
@@ -263,6 +270,7 @@ pub fn plan(req: &PlanRequest) -> Result<SolvePlan, PlanError> {
     let select_ms = (t1.elapsed().as_secs_f64() * 1e3 - spent_building).max(0.0);
     Ok(SolvePlan {
         preconditioner: pre,
+        kind,
         gpu: Some(choice),
         check_every,
         steps,

@@ -9,6 +9,9 @@ pub struct PcgParams {
     /// `||b - A x|| <= tol * ||b||` (checked whenever the recurrence residual meets it; see
     /// [`crate::pcg()`]).
     pub tol: f64,
+    /// Absolute tolerance: the solve also converges when `||b - A x|| <= atol` (in the units
+    /// of b), whichever of the two is met first. 0 (the default) leaves only the relative test.
+    pub atol: f64,
     /// Iteration limit.
     pub max_iter: usize,
     /// Poll the backend (host synchronisation, convergence and breakdown checks) every this many
@@ -31,6 +34,7 @@ impl Default for PcgParams {
     fn default() -> Self {
         PcgParams {
             tol: 1e-8,
+            atol: 0.0,
             max_iter: 10_000,
             check_every: None,
             record_history: true,
@@ -53,6 +57,16 @@ impl PcgParams {
             )));
         }
         self.tol = tol;
+        Ok(self)
+    }
+    /// Sets the absolute tolerance; must be finite and non-negative (0: none).
+    pub fn with_atol(mut self, atol: f64) -> Result<Self, PcgError> {
+        if !(atol.is_finite() && atol >= 0.0) {
+            return Err(PcgError::InvalidParameter(format!(
+                "absolute tolerance must be finite and non-negative, got {atol}"
+            )));
+        }
+        self.atol = atol;
         Ok(self)
     }
     /// Sets the iteration limit; must be at least 1.

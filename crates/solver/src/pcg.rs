@@ -116,6 +116,12 @@ pub fn pcg<B: PcgBackend + ?Sized>(
             params.tol
         )));
     }
+    if !(params.atol.is_finite() && params.atol >= 0.0) {
+        return Err(PcgError::InvalidParameter(format!(
+            "absolute tolerance must be finite and non-negative, got {}",
+            params.atol
+        )));
+    }
     if params.check_every == Some(0) {
         return Err(PcgError::InvalidParameter(
             "check_every must be at least 1".into(),
@@ -156,7 +162,9 @@ pub fn pcg<B: PcgBackend + ?Sized>(
         }
         return Ok(info);
     }
-    let threshold = params.tol * bnorm;
+    // The tolerance in the backend's units: relative to ||b||, or the absolute floor when that
+    // is larger.
+    let threshold = (params.tol * bnorm).max(params.atol / unit);
 
     backend.start()?;
     // Iterations before the current round (x holds them), and issued in it.

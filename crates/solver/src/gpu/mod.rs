@@ -47,7 +47,7 @@ use autopcg_sparse::CsrMatrix;
 use serde::Serialize;
 
 use crate::backend::{Dots, GearScalars, Halt, IterRecord, PcgBackend};
-use crate::scaling::{first_bad_diagonal, inf_norm, ScaleFactors};
+use crate::scaling::{first_bad_diagonal, inf_norm, max_abs, ScaleFactors};
 use crate::{pcg, PcgError, PcgInfo, PcgParams, Plan, Preconditioner, SolveFailure};
 
 mod choice;
@@ -91,8 +91,9 @@ struct AuxKernels {
 }
 
 /// Chronopoulos–Gear PCG state on one GPU.
-pub struct GpuBackend<'d> {
-    dev: &'d GpuDevice,
+pub struct GpuBackend {
+    /// A handle to the device (shared with the caller's).
+    dev: GpuDevice,
     n: usize,
     choice: GpuPlanChoice,
     aux: AuxKernels,
@@ -133,12 +134,15 @@ pub struct GpuBackend<'d> {
     scale: ScaleFactors,
     /// ||A||_inf of the uploaded (scaled) matrix, computed on the host at construction.
     a_norm: f64,
+    /// `max |a_ij|` of the caller's (unscaled) matrix: with a right-hand side's, it gives the
+    /// scale factors of a new problem without reading A again.
+    a_max: f64,
 }
 
-impl std::fmt::Debug for GpuBackend<'_> {
+impl std::fmt::Debug for GpuBackend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("GpuBackend")
-            .field("device", self.dev)
+            .field("device", &&self.dev)
             .field("n", &self.n)
             .field("choice", &self.choice)
             .field("running", &self.running)
@@ -148,7 +152,7 @@ impl std::fmt::Debug for GpuBackend<'_> {
     }
 }
 
-impl Drop for GpuBackend<'_> {
+impl Drop for GpuBackend {
     fn drop(&mut self) {
         // Executable graphs are destroyed with the backend; let replays still queued finish
         // first. An error here was already reported to whoever queued the work, or will be by
@@ -210,7 +214,7 @@ fn halt_from_device(h: DeviceHalt) -> Halt {
     }
 }
 
-impl<'d> GpuBackend<'d> {
+impl GpuBackend {
     /// Uploads A (in the format `choice` names), the preconditioner's arrays, b and x0 (zero
     /// when `None`) to `dev`, allocates the work vectors, the scalar buffer and the history, and
     /// loads every kernel the plan uses (compiling on first use), so that later steps only
@@ -219,7 +223,7 @@ impl<'d> GpuBackend<'d> {
     /// scaled by powers of two ([`ScaleFactors::for_system`], the preconditioner scaled to
     /// match); the solution is scaled back when downloaded.
     pub fn new(
-        dev: &'d GpuDevice,
+        dev: &GpuDevice,
         a: &CsrMatrix,
         pre: &Preconditioner,
         b: &[f64],
@@ -229,7 +233,8 @@ impl<'d> GpuBackend<'d> {
         let n = dimension_checks(a, pre, b, x0)?;
         let props = dev.props();
         choice.check(n, pre, props)?;
-        let scale = ScaleFactors::for_system(a, b);
+        let a_max = max_abs(a.data());
+        let scale = ScaleFactors::from_maxima(a_max, max_abs(b));
         if let Some((row, value)) = first_bad_diagonal(a) {
             return Err(PcgError::BadDiagonal {
                 row,
@@ -259,7 +264,7 @@ impl<'d> GpuBackend<'d> {
             None => dev.alloc_zeros(n)?,
         };
         let backend = GpuBackend {
-            dev,
+            dev: dev.clone(),
             n,
             aux,
             a: a_dev,
@@ -287,20 +292,106 @@ impl<'d> GpuBackend<'d> {
             stage: Stage::Idle,
             scale,
             a_norm,
+            a_max,
         };
         backend.preload()?;
         Ok(backend)
     }
 
     /// The device.
-    pub fn device(&self) -> &'d GpuDevice {
-        self.dev
+    pub fn device(&self) -> &GpuDevice {
+        &self.dev
     }
 
     /// The powers of two the system is solved scaled by ([`ScaleFactors::IDENTITY`] for an
     /// ordinary system).
     pub fn scale_factors(&self) -> ScaleFactors {
         self.scale
+    }
+
+    /// Sets a new right-hand side `b` and start `x0` (zero when `None`) for the next solve,
+    /// keeping the matrix, the preconditioner, the plan, every device buffer and the captured
+    /// graphs (the same buffers are overwritten). Returns `Ok(false)` without changing anything
+    /// when `b` needs other power-of-two factors than the uploaded system was scaled by (a
+    /// right-hand side of a very different magnitude): the caller then builds a new backend.
+    pub fn set_problem(&mut self, b: &[f64], x0: Option<&[f64]>) -> Result<bool, PcgError> {
+        if b.len() != self.n || x0.is_some_and(|x| x.len() != self.n) {
+            return Err(PcgError::Dimension(format!(
+                "right-hand side of length {} and initial guess of length {:?} for a matrix of \
+                 {} rows",
+                b.len(),
+                x0.map(<[f64]>::len),
+                self.n
+            )));
+        }
+        if ScaleFactors::from_maxima(self.a_max, max_abs(b)) != self.scale {
+            return Ok(false);
+        }
+        self.flush()?;
+        let handle = self.dev.clone();
+        let dev = &handle;
+        dev.upload_into(&self.scale.scale_rhs(b), &mut self.b)?;
+        match x0 {
+            Some(x0) => dev.upload_into(&self.scale.scale_solution(x0), &mut self.x)?,
+            None => dev.fill_zeros(&mut self.x)?,
+        }
+        self.running = false;
+        self.polled = self.queued;
+        self.carried.clear();
+        self.host_scalars = None;
+        Ok(true)
+    }
+
+    /// Replaces the matrix and the preconditioner by `a` and `pre` of the same pattern and
+    /// size (new values: a time step, a Newton step), as the plan says: the matrices are
+    /// converted and uploaded again, the vectors, scalars, workspaces and loaded kernels are
+    /// kept, and graphs are captured anew at the next iteration. The right-hand side must be
+    /// set again ([`GpuBackend::set_problem`]) before the next solve; returns `Ok(false)`
+    /// without changing anything when the new values need other scale factors (the caller
+    /// builds a new backend).
+    pub fn update_matrix(&mut self, a: &CsrMatrix, pre: &Preconditioner) -> Result<bool, PcgError> {
+        if a.nrows() != self.n || a.ncols() != self.n || pre.dim().is_some_and(|m| m != self.n) {
+            return Err(PcgError::Dimension(format!(
+                "new values for a {} x {} matrix and a preconditioner of {:?} rows, the prepared \
+                 matrix has {} rows",
+                a.nrows(),
+                a.ncols(),
+                pre.dim(),
+                self.n
+            )));
+        }
+        if let Some((row, value)) = first_bad_diagonal(a) {
+            return Err(PcgError::BadDiagonal {
+                row,
+                value,
+                precond: pre.kind_name().to_string(),
+            });
+        }
+        let a_max = max_abs(a.data());
+        let rhs_exp_kept =
+            ScaleFactors::from_maxima(self.a_max, 1.0) == ScaleFactors::from_maxima(a_max, 1.0);
+        if !rhs_exp_kept {
+            return Ok(false);
+        }
+        self.flush()?;
+        let handle = self.dev.clone();
+        let dev = &handle;
+        let a = self.scale.scale_matrix(a);
+        let pre = self.scale.scale_preconditioner(pre);
+        self.choice.check(self.n, &pre, dev.props())?;
+        // Nothing queued may still read the buffers and graphs replaced below.
+        dev.synchronize()?;
+        self.a = DeviceOperator::upload(dev, &a, self.choice.a.method, &self.choice.padding, "A")?;
+        self.pre = DevicePrecond::upload(dev, &pre, &self.choice.precond, &self.choice.padding)?;
+        self.a_norm = inf_norm(&a);
+        self.a_max = a_max;
+        self.graph_one = None;
+        self.graph_batch = None;
+        self.running = false;
+        self.polled = self.queued;
+        self.carried.clear();
+        self.host_scalars = None;
+        Ok(true)
     }
 
     /// What each step runs.
@@ -327,7 +418,8 @@ impl<'d> GpuBackend<'d> {
     }
 
     fn preload(&self) -> Result<(), GpuError> {
-        let dev = self.dev;
+        let handle = self.dev.clone();
+        let dev = &handle;
         self.a.preload(dev)?;
         self.pre.preload(dev)?;
         preload_vector(dev, VectorKernel::CgUpdate(self.choice.update.variant))?;
@@ -349,7 +441,7 @@ impl<'d> GpuBackend<'d> {
     fn launch_update(&mut self) -> Result<(), GpuError> {
         let c = self.choice.update;
         cg_update(
-            self.dev,
+            &self.dev,
             c.variant,
             c.config,
             &self.scalars,
@@ -365,14 +457,14 @@ impl<'d> GpuBackend<'d> {
     }
 
     fn launch_precond(&mut self) -> Result<(), GpuError> {
-        self.pre.apply(self.dev, &self.r, &mut self.u, &mut self.t)
+        self.pre.apply(&self.dev, &self.r, &mut self.u, &mut self.t)
     }
 
     fn launch_spmv_dots(&mut self) -> Result<(), GpuError> {
-        self.a.apply(self.dev, &self.u, &mut self.w)?;
+        self.a.apply(&self.dev, &self.u, &mut self.w)?;
         let c = self.choice.dot3;
         dot3_advance_next(
-            self.dev,
+            &self.dev,
             c.kernel,
             c.config,
             &self.r,
@@ -391,7 +483,8 @@ impl<'d> GpuBackend<'d> {
 
     /// Captures `k` iterations into a graph.
     fn capture(&mut self, k: u32) -> Result<GpuGraph, GpuError> {
-        let dev = self.dev;
+        let handle = self.dev.clone();
+        let dev = &handle;
         dev.capture(|| {
             for _ in 0..k {
                 self.launch_iteration()?;
@@ -442,7 +535,8 @@ impl<'d> GpuBackend<'d> {
     /// entries not yet polled (downloaded into `carried`); graphs are captured anew.
     fn grow_history(&mut self, capacity: u32) -> Result<(), PcgError> {
         self.flush()?;
-        let dev = self.dev;
+        let handle = self.dev.clone();
+        let dev = &handle;
         let from = self.polled + self.carried.len() as u32;
         if self.running && from < self.queued {
             let (_, hist) = self.scalars.read_since(dev, from, self.queued)?;
@@ -496,7 +590,8 @@ impl<'d> GpuBackend<'d> {
     /// [`PcgBackend::start`] runs again from it, so records not yet polled are lost. Call it
     /// before or after a solve, not in the middle of one.
     pub fn profile_steps(&mut self, iters: usize) -> Result<StepTimes, PcgError> {
-        let dev = self.dev;
+        let handle = self.dev.clone();
+        let dev = &handle;
         self.flush()?;
         let mut saved = dev.alloc_zeros(self.n)?;
         dev.copy(&self.x, &mut saved)?;
@@ -541,7 +636,8 @@ impl<'d> GpuBackend<'d> {
         mut batch: usize,
         reps: usize,
     ) -> Result<TimingStats, PcgError> {
-        let dev = self.dev;
+        let handle = self.dev.clone();
+        let dev = &handle;
         let k = self.choice.graph_iters as usize;
         let step = if mode == IterMode::GraphBatch { k } else { 1 };
         let timer = GpuTimer::new(dev)?;
@@ -627,20 +723,21 @@ pub struct StepTimes {
     pub batch: usize,
 }
 
-impl PcgBackend for GpuBackend<'_> {
+impl PcgBackend for GpuBackend {
     fn n(&self) -> usize {
         self.n
     }
 
     fn rhs_norm(&mut self) -> Result<f64, PcgError> {
         let (k, cfg) = self.aux.dot;
-        dot(self.dev, k, cfg, &self.b, &self.b, &mut self.ws)?;
-        Ok(self.ws.result(self.dev)?.max(0.0).sqrt())
+        dot(&self.dev, k, cfg, &self.b, &self.b, &mut self.ws)?;
+        Ok(self.ws.result(&self.dev)?.max(0.0).sqrt())
     }
 
     fn start(&mut self) -> Result<(), PcgError> {
         self.flush()?;
-        let dev = self.dev;
+        let handle = self.dev.clone();
+        let dev = &handle;
         // r = b - A x
         self.a.apply(dev, &self.x, &mut self.r)?;
         let (v, cfg) = self.aux.xpay;
@@ -727,7 +824,7 @@ impl PcgBackend for GpuBackend<'_> {
             return Ok(Vec::new());
         }
         let from = self.polled + self.carried.len() as u32;
-        let (snap, hist) = self.scalars.read_since(self.dev, from, self.queued)?;
+        let (snap, hist) = self.scalars.read_since(&self.dev, from, self.queued)?;
         let entries: Vec<[f64; 3]> = self.carried.drain(..).chain(hist).collect();
         let mut records = Vec::with_capacity(entries.len());
         for (j, e) in entries.iter().enumerate() {
@@ -804,7 +901,8 @@ impl PcgBackend for GpuBackend<'_> {
 
     fn true_residual_norm(&mut self) -> Result<f64, PcgError> {
         self.flush()?;
-        let dev = self.dev;
+        let handle = self.dev.clone();
+        let dev = &handle;
         self.a.apply(dev, &self.x, &mut self.t)?;
         let (v, cfg) = self.aux.xpay;
         xpay(dev, v, cfg, -1.0, &self.b, &mut self.t)?;
@@ -820,8 +918,8 @@ impl PcgBackend for GpuBackend<'_> {
     fn solution_norm(&mut self) -> Result<f64, PcgError> {
         self.flush()?;
         let (k, cfg) = self.aux.dot;
-        dot(self.dev, k, cfg, &self.x, &self.x, &mut self.ws)?;
-        Ok(self.ws.result(self.dev)?.max(0.0).sqrt())
+        dot(&self.dev, k, cfg, &self.x, &self.x, &mut self.ws)?;
+        Ok(self.ws.result(&self.dev)?.max(0.0).sqrt())
     }
 
     fn norm_factor(&self) -> f64 {
