@@ -108,6 +108,21 @@ pub enum SparseError {
         /// Value at (col, row), 0 when absent.
         a_ji: f64,
     },
+    /// A matrix that must be symmetric stores only one triangle (every entry on one side of
+    /// the diagonal has no mirror): it was probably meant to be mirrored.
+    #[error(
+        "the matrix holds only its {part} triangle: A[{row}][{col}] = {value:e} is stored but          A[{col}][{row}] is not (1-based); a symmetric matrix needs both triangles: build it          with CsrMatrix::from_{part}_triangle to mirror this one"
+    )]
+    OneTriangle {
+        /// The triangle it holds.
+        part: crate::Triangle,
+        /// 1-based row of the first entry without a mirror.
+        row: usize,
+        /// 1-based column of that entry.
+        col: usize,
+        /// Its value.
+        value: f64,
+    },
 }
 
 /// What [`SparseError::BadDiagonal`] prints.

@@ -1,6 +1,9 @@
 //! autopcg-sparse: the host side of every sparse matrix in autopcg.
 //!
 //! - [`CsrMatrix`]: the canonical format (on `sprs`, 32-bit indices), with parallel CPU kernels.
+//! - [`arrays`]: building it from a caller's CSR arrays (any common index type, 0- or
+//!   1-based), from `sprs` matrices of any common index type, or from one triangle; the
+//!   symmetry check that recognises a one-triangle matrix.
 //! - [`CooMatrix`], [`EllMatrix`], [`DiaMatrix`], [`HybMatrix`]: the other storage formats the
 //!   GPU kernels use, each converted from CSR and back without changing a value.
 //! - [`mm`]: Matrix Market reading (parallel, `.gz` streamed, allocation bounded by the file's
@@ -13,6 +16,7 @@
 //! Nothing in this crate touches a GPU.
 #![warn(missing_docs)]
 
+pub mod arrays;
 mod build;
 pub mod coo;
 pub mod csr;
@@ -26,6 +30,7 @@ pub mod io;
 pub mod kernels;
 pub mod mm;
 
+pub use arrays::{CsrIndex, EntryMap, IndexBase, Triangle};
 pub use coo::CooMatrix;
 pub use csr::CsrMatrix;
 pub use dia::DiaMatrix;
