@@ -18,19 +18,30 @@ use std::borrow::Cow;
 use std::ops::ControlFlow;
 use std::time::Instant;
 
-use autopcg_generator::{ModelRef, PlanRequest, SolvePlan, Target};
+#[cfg(feature = "gpu")]
+use autopcg_generator::ModelRef;
+use autopcg_generator::{PlanRequest, SolvePlan, Target};
+#[cfg(feature = "gpu")]
 use autopcg_gpu::GpuDevice;
 use autopcg_solver::cpu::CpuBackend;
+#[cfg(feature = "gpu")]
 use autopcg_solver::gpu::GpuBackend;
-use autopcg_solver::{
-    IterRecord, PcgBackend, PcgError, PcgInfo, PcgParams, Plan, PrecondKind, Preconditioner,
-};
+#[cfg(feature = "gpu")]
+use autopcg_solver::PcgBackend;
+use autopcg_solver::{IterRecord, PcgError, PcgInfo, PcgParams, Plan, PrecondKind, Preconditioner};
 use autopcg_sparse::CsrMatrix;
 
+#[cfg(feature = "gpu")]
 use crate::device::open_gpu;
-use crate::models::{resolve_model, ModelChoice, ResolvedModel};
+use crate::models::ModelChoice;
+#[cfg(feature = "gpu")]
+use crate::models::{resolve_model, ResolvedModel};
 use crate::solve::{SetupTimes, Solution, SolveFailure};
 use crate::{Device, Error};
+
+/// Relative tolerance of the symmetry check a solver makes of its matrix (see
+/// [`CsrMatrix::check_symmetric`]): the Matrix Market reader's.
+pub const SYMMETRY_TOLERANCE: f64 = autopcg_sparse::mm::SYM_TOL;
 
 /// What a [`crate::Solver`] was configured with.
 #[derive(Debug, Clone)]
@@ -42,6 +53,7 @@ pub(crate) struct Settings {
     pub(crate) ssor_form_auto: bool,
     pub(crate) expected_iterations: f64,
     pub(crate) check_every: Option<usize>,
+    pub(crate) check_symmetry: bool,
 }
 
 /// Where the prepared solve runs.
@@ -49,6 +61,7 @@ enum Exec {
     /// The CPU: a backend is made per solve (it only allocates the work vectors).
     Cpu,
     /// A GPU: the backend lives as long as the prepared solver.
+    #[cfg(feature = "gpu")]
     Gpu {
         dev: GpuDevice,
         backend: Box<GpuBackend>,
@@ -82,28 +95,44 @@ impl std::fmt::Debug for PreparedSolver<'_> {
 
 impl<'a> PreparedSolver<'a> {
     pub(crate) fn prepare(a: Cow<'a, CsrMatrix>, s: &Settings) -> Result<Self, Error> {
+        let mut check_ms = 0.0;
+        if s.check_symmetry {
+            let tc = Instant::now();
+            a.check_symmetric(SYMMETRY_TOLERANCE)?;
+            check_ms = tc.elapsed().as_secs_f64() * 1e3;
+        }
         let t0 = Instant::now();
         let mut notes = Vec::new();
-        let gpu = match s.device {
-            Device::Cpu => None,
-            Device::Gpu => Some(open_gpu(0).map_err(Error::DeviceUnavailable)?),
-            Device::Auto => match open_gpu(0) {
-                Ok(d) => Some(d),
-                Err(why) => {
-                    notes.push(format!("{why}: running on the CPU"));
-                    None
-                }
-            },
+        #[cfg(feature = "gpu")]
+        let (gpu, model, label) = {
+            let gpu = match s.device {
+                Device::Cpu => None,
+                Device::Gpu => Some(open_gpu(0).map_err(Error::DeviceUnavailable)?),
+                Device::Auto => match open_gpu(0) {
+                    Ok(d) => Some(d),
+                    Err(why) => {
+                        notes.push(format!("{why}: running on the CPU"));
+                        None
+                    }
+                },
+            };
+            let device_name = gpu.as_ref().map(|d| d.props().name.clone());
+            let ResolvedModel {
+                model,
+                notes: model_notes,
+            } = resolve_model(&s.model, device_name.as_deref())?;
+            notes.extend(model_notes);
+            let label = model.as_ref().map(|m| m.label());
+            (gpu, model, label)
         };
-        let device_name = gpu.as_ref().map(|d| d.props().name.clone());
-        let ResolvedModel {
-            model,
-            notes: model_notes,
-        } = resolve_model(&s.model, device_name.as_deref())?;
-        notes.extend(model_notes);
-        let label = model.as_ref().map(|m| m.label());
-        let target = match &gpu {
-            Some(d) => Target::Gpu(d.props().clone()),
+        #[cfg(not(feature = "gpu"))]
+        cpu_only(s, &mut notes)?;
+        #[cfg(feature = "gpu")]
+        let gpu_props = gpu.as_ref().map(|d| d.props().clone());
+        #[cfg(not(feature = "gpu"))]
+        let gpu_props: Option<autopcg_catalog::DeviceProps> = None;
+        let target = match gpu_props {
+            Some(p) => Target::Gpu(p),
             None => Target::Cpu {
                 threads: rayon::current_num_threads(),
             },
@@ -112,13 +141,16 @@ impl<'a> PreparedSolver<'a> {
         req.ssor_form_auto = s.ssor_form_auto;
         req.expected_iterations = s.expected_iterations;
         req.check_every = s.check_every.or(s.params.check_every);
-        req.model = match (&model, &label) {
-            (Some(m), Some(l)) => Some(ModelRef {
-                file: &m.file,
-                label: l,
-            }),
-            _ => None,
-        };
+        #[cfg(feature = "gpu")]
+        {
+            req.model = match (&model, &label) {
+                (Some(m), Some(l)) => Some(ModelRef {
+                    file: &m.file,
+                    label: l,
+                }),
+                _ => None,
+            };
+        }
         let device_ms = t0.elapsed().as_secs_f64() * 1e3;
         let plan = autopcg_generator::plan(&req).map_err(|e| match e {
             autopcg_generator::PlanError::Solver(p) => Error::Pcg(p),
@@ -128,15 +160,22 @@ impl<'a> PreparedSolver<'a> {
         let mut params = s.params.clone();
         params.check_every = Some(plan.check_every);
         let t1 = Instant::now();
-        let (exec, device) = match gpu {
+        #[cfg(feature = "gpu")]
+        let on_gpu = match gpu {
             Some(dev) => {
                 // Uploaded with a zero right-hand side; each solve puts its own in place.
                 let backend = new_gpu_backend(&dev, &a, &plan, &vec![0.0; a.nrows()], None)?;
                 let device = format!("gpu {} ({})", dev.ordinal(), dev.props().name);
                 let mut backend = Box::new(backend);
                 backend.reserve_iterations(params.max_iter)?;
-                (Exec::Gpu { dev, backend }, device)
+                Some((Exec::Gpu { dev, backend }, device))
             }
+            None => None,
+        };
+        #[cfg(not(feature = "gpu"))]
+        let on_gpu = None;
+        let (exec, device) = match on_gpu {
+            Some(e) => e,
             None => {
                 // Checks what a solve would check (sizes, the diagonal) now, not at the first
                 // solve.
@@ -148,6 +187,7 @@ impl<'a> PreparedSolver<'a> {
             }
         };
         let setup = SetupTimes {
+            check_ms,
             device_ms,
             precond_ms: plan.precond_ms,
             select_ms: plan.select_ms,
@@ -220,6 +260,7 @@ impl<'a> PreparedSolver<'a> {
     /// Sets the iteration limit of later solves (at least 1).
     pub fn set_max_iter(&mut self, max_iter: usize) -> Result<(), Error> {
         self.params = self.params.clone().with_max_iter(max_iter)?;
+        #[cfg(feature = "gpu")]
         if let Exec::Gpu { backend, .. } = &mut self.exec {
             backend.reserve_iterations(max_iter)?;
         }
@@ -251,6 +292,7 @@ impl<'a> PreparedSolver<'a> {
         }
         let t0 = Instant::now();
         match &mut self.exec {
+            #[cfg(feature = "gpu")]
             Exec::Gpu { dev, backend } => {
                 if !backend.set_problem(b, x0).map_err(Error::from)? {
                     // A right-hand side of another magnitude: the system is scaled anew.
@@ -330,6 +372,7 @@ impl<'a> PreparedSolver<'a> {
         let precond_ms = t0.elapsed().as_secs_f64() * 1e3;
         let t1 = Instant::now();
         match &mut self.exec {
+            #[cfg(feature = "gpu")]
             Exec::Gpu { dev, backend } => {
                 if !backend.update_matrix(&a, &pre)? {
                     let mut plan = self.plan.clone();
@@ -373,6 +416,7 @@ fn row_of(indptr: &[u32], k: usize) -> usize {
         .saturating_sub(1)
 }
 
+#[cfg(feature = "gpu")]
 fn new_gpu_backend(
     dev: &GpuDevice,
     a: &CsrMatrix,
@@ -391,6 +435,25 @@ fn new_gpu_backend(
         x0,
         choice,
     )?)
+}
+
+/// Without GPU support: [`Device::Gpu`] and a named model file are errors, [`Device::Auto`]
+/// runs on the CPU with a note.
+#[cfg(not(feature = "gpu"))]
+fn cpu_only(s: &Settings, notes: &mut Vec<String>) -> Result<(), Error> {
+    const WHY: &str = "this build of autopcg has no GPU support (its `gpu` feature is off)";
+    match s.device {
+        Device::Gpu => return Err(Error::DeviceUnavailable(WHY.into())),
+        Device::Auto => notes.push(format!("{WHY}: running on the CPU")),
+        Device::Cpu => {}
+    }
+    if let ModelChoice::File(p) = &s.model {
+        return Err(Error::Unsupported(format!(
+            "model file {}: models choose GPU plans, and {WHY}",
+            p.display()
+        )));
+    }
+    Ok(())
 }
 
 /// Turns a driver result and the final iterate into a [`Solution`] or a [`SolveFailure`].

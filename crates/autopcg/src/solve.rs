@@ -15,6 +15,8 @@ use crate::{Device, Error};
 /// Where setup time went, in milliseconds.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct SetupTimes {
+    /// Checking the matrix (its symmetry, unless [`Solver::check_symmetry`] turned it off).
+    pub check_ms: f64,
     /// Opening the device and finding and reading the model file.
     pub device_ms: f64,
     /// Building the preconditioner (both SSOR-AI forms when the model compared them).
@@ -31,7 +33,7 @@ pub struct SetupTimes {
 impl SetupTimes {
     /// The total.
     pub fn total_ms(&self) -> f64 {
-        self.device_ms + self.precond_ms + self.select_ms + self.backend_ms + self.rhs_ms
+        self.check_ms + self.device_ms + self.precond_ms + self.select_ms + self.backend_ms + self.rhs_ms
     }
 }
 
@@ -109,6 +111,7 @@ pub struct Solver<'a> {
     ssor_form_auto: bool,
     expected_iterations: f64,
     check_every: Option<usize>,
+    check_symmetry: bool,
 }
 
 impl<'a> Solver<'a> {
@@ -124,7 +127,18 @@ impl<'a> Solver<'a> {
             ssor_form_auto: false,
             expected_iterations: autopcg_generator::EXPECTED_ITERATIONS,
             check_every: None,
+            check_symmetry: true,
         }
+    }
+    /// Whether the matrix is checked to be symmetric before anything else (default: yes).
+    /// A matrix holding only one triangle is then refused with a hint at
+    /// [`CsrMatrix::from_lower_triangle`] instead of failing later as not SPD. Turn it off
+    /// for a matrix known to be symmetric (one read from a `symmetric` Matrix Market file, or
+    /// built by a family) to save the check, which costs about one SpMV with a binary search
+    /// per entry.
+    pub fn check_symmetry(mut self, on: bool) -> Self {
+        self.check_symmetry = on;
+        self
     }
     /// Sets which performance model chooses the GPU plan (default: the device's model file).
     pub fn model(mut self, model: ModelChoice) -> Self {
@@ -182,6 +196,7 @@ impl<'a> Solver<'a> {
                 ssor_form_auto: self.ssor_form_auto,
                 expected_iterations: self.expected_iterations,
                 check_every: self.check_every,
+                check_symmetry: self.check_symmetry,
             },
         )
     }
@@ -204,6 +219,7 @@ impl<'a> Solver<'a> {
         let mut p = self.prepare()?;
         let prep = p.setup();
         let add = |s: &mut Solution| {
+            s.setup.check_ms += prep.check_ms;
             s.setup.device_ms += prep.device_ms;
             s.setup.precond_ms += prep.precond_ms;
             s.setup.select_ms += prep.select_ms;

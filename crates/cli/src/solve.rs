@@ -203,7 +203,9 @@ pub(crate) fn solve(a: SolveArgs) -> Result<u8, Fail> {
         ControlFlow::Continue(())
     };
 
+    // read_matrix has checked the symmetry (a general file) or built it (a symmetric one).
     let outcome = Solver::new(&m)
+        .check_symmetry(false)
         .precond(kind)
         .params(params)
         .device(a.device)

@@ -11,8 +11,8 @@
 //! - [`precond`]: preconditioner construction (Jacobi, SSOR-AI first and second order, factored
 //!   or explicit product form) as host matrices any backend can upload.
 //! - [`cpu`]: the rayon CPU backend.
-//! - [`gpu`]: the CUDA backend ([`gpu::GpuBackend`], [`gpu::solve_gpu`]) and the choice of
-//!   kernels it runs ([`gpu::GpuPlanChoice`]).
+//! - [`gpu`]: the choice of kernels a GPU runs ([`gpu::GpuPlanChoice`]), and with the `gpu`
+//!   feature (default) the CUDA backend (`gpu::GpuBackend`, `gpu::solve_gpu`).
 //! - [`mod@pcg`]: the driver ([`pcg()`], and [`solve_cpu`] for the common CPU case): convergence
 //!   on the true residual, residual replacement, stagnation.
 //! - [`scaling`]: power-of-two scaling of badly scaled systems ([`ScaleFactors`]), so that no

@@ -259,7 +259,8 @@ pub enum PcgError {
     #[error("backend error: {0}")]
     Backend(String),
     /// The GPU failed (driver, compiler, out of memory, a launch it refused); the GPU crate's
-    /// error is the source.
+    /// error is the source. (With the `gpu` feature only.)
+    #[cfg(feature = "gpu")]
     #[error("GPU error: {0}")]
     Gpu(#[source] std::sync::Arc<autopcg_gpu::GpuError>),
 }

@@ -25,7 +25,7 @@
 //! `1 / min a_ii` of `2^53` on top, the dots stay inside about `2^±600`.
 //!
 //! [`ScaleFactors`] is used by both backends ([`crate::CpuBackend::new`],
-//! [`crate::gpu::GpuBackend::new`]) on the host copies they are given.
+//! `GpuBackend::new`) on the host copies they are given.
 use std::borrow::Cow;
 
 use autopcg_sparse::CsrMatrix;
