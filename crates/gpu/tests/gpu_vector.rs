@@ -4,7 +4,7 @@
 mod common;
 
 use autopcg_gpu::kernels::precond::{diag_scale, jacobi_apply, Loads};
-use autopcg_gpu::kernels::vector::{axpy, cg_update, xpay, CgVectors, VectorVariant};
+use autopcg_gpu::kernels::vector::{axpy, cg_update, xpay, CgVectors, UpdateU, VectorVariant};
 use autopcg_gpu::scalars::{CG_ALPHA, CG_BETA, CG_HALT, CG_SCALARS_LEN};
 use autopcg_gpu::{CgScalars, GpuDevice, GpuError, LaunchConfig};
 use common::{assert_close, rng, uniform};
@@ -202,7 +202,7 @@ fn cg_update_matches_cpu(dev: GpuDevice) {
                     let mut dx = dev.upload(&h[4]).unwrap();
                     let mut dr = dev.upload(&h[5]).unwrap();
                     let vecs = CgVectors {
-                        u: &du,
+                        u: UpdateU::Separate(&du),
                         w: &dw,
                         p: &mut dp,
                         s: &mut ds,
@@ -216,6 +216,78 @@ fn cg_update_matches_cpu(dev: GpuDevice) {
                     assert_close(&dev.download(&ds).unwrap(), &s, &scale, 1e-15, &what("s"));
                     assert_close(&dev.download(&dx).unwrap(), &x, &scale, 1e-15, &what("x"));
                     assert_close(&dev.download(&dr).unwrap(), &r, &scale, 1e-15, &what("r"));
+                }
+            }
+        }
+    }
+}
+
+/// The fused-preconditioner forms against the separate one on the CPU: without a
+/// preconditioner u is r itself; with Jacobi fused, u is read for p and then holds
+/// `inv_diag .* r_new`.
+fn cg_update_fused_forms_match_cpu(dev: GpuDevice) {
+    let mut rg = rng(14);
+    let mut sc = CgScalars::new(&dev, 4).unwrap();
+    for &n in &SIZES {
+        let h: Vec<Vec<f64>> = (0..6).map(|_| uniform(&mut rg, n, -1.0, 1.0)).collect();
+        let d = uniform(&mut rg, n, 0.5, 2.0);
+        let (alpha, beta) = (0.3, 0.7);
+        let mut raw = [0.0; CG_SCALARS_LEN];
+        raw[CG_ALPHA] = alpha;
+        raw[CG_BETA] = beta;
+        sc.write_raw(&dev, &raw).unwrap();
+        let scale = vec![4.0; n];
+        let dw = dev.upload(&h[1]).unwrap();
+        let dd = dev.upload(&d).unwrap();
+        for v in VectorVariant::ALL {
+            for cfg in configs(&dev, v, n) {
+                for jacobi in [false, true] {
+                    // u is r without a preconditioner, its own vector with Jacobi.
+                    let u0 = if jacobi { h[0].clone() } else { h[5].clone() };
+                    let (mut p, mut s, mut x, mut r) =
+                        (h[2].clone(), h[3].clone(), h[4].clone(), h[5].clone());
+                    cg_update_cpu(alpha, beta, &u0, &h[1], &mut p, &mut s, &mut x, &mut r);
+                    let mut dp = dev.upload(&h[2]).unwrap();
+                    let mut ds = dev.upload(&h[3]).unwrap();
+                    let mut dx = dev.upload(&h[4]).unwrap();
+                    let mut dr = dev.upload(&h[5]).unwrap();
+                    let mut du = dev.upload(&u0).unwrap();
+                    let u = if jacobi {
+                        UpdateU::Jacobi {
+                            inv_diag: &dd,
+                            u: &mut du,
+                        }
+                    } else {
+                        UpdateU::IsR
+                    };
+                    let vecs = CgVectors {
+                        u,
+                        w: &dw,
+                        p: &mut dp,
+                        s: &mut ds,
+                        x: &mut dx,
+                        r: &mut dr,
+                    };
+                    cg_update(&dev, v, cfg, &sc, vecs).unwrap();
+                    let what = |name: &str| {
+                        format!("cg_update (jacobi fused: {jacobi}) {v:?} n={n} cfg={cfg}: {name}")
+                    };
+                    assert_close(&dev.download(&dp).unwrap(), &p, &scale, 1e-15, &what("p"));
+                    assert_close(&dev.download(&ds).unwrap(), &s, &scale, 1e-15, &what("s"));
+                    assert_close(&dev.download(&dx).unwrap(), &x, &scale, 1e-15, &what("x"));
+                    assert_close(&dev.download(&dr).unwrap(), &r, &scale, 1e-15, &what("r"));
+                    let u_want: Vec<f64> = if jacobi {
+                        (0..n).map(|i| d[i] * r[i]).collect()
+                    } else {
+                        u0.clone()
+                    };
+                    assert_close(
+                        &dev.download(&du).unwrap(),
+                        &u_want,
+                        &scale,
+                        1e-15,
+                        &what("u"),
+                    );
                 }
             }
         }
@@ -238,7 +310,7 @@ fn cg_update_does_nothing_after_a_halt(dev: GpuDevice) {
             unreachable!()
         };
         let vecs = CgVectors {
-            u: &ones,
+            u: UpdateU::Separate(&ones),
             w: &ones,
             p,
             s,
@@ -302,6 +374,7 @@ autopcg_gpu::test_main! {
         axpy_and_xpay_match_cpu,
         vector_kernels_check_their_arguments,
         cg_update_matches_cpu,
+        cg_update_fused_forms_match_cpu,
         cg_update_does_nothing_after_a_halt,
         precond_kernels_match_cpu,
     ],

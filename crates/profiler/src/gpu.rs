@@ -19,7 +19,9 @@
 //! first.
 use autopcg_gpu::bench::{bench_spmv, RecordStatus};
 use autopcg_gpu::kernels::dot::{dot, dot3_advance, Dot3Workspace, DotWorkspace, Reduction};
-use autopcg_gpu::kernels::vector::{axpy, cg_update, xpay, CgVectors, VectorKernel};
+use autopcg_gpu::kernels::vector::{
+    axpy, cg_update, xpay, CgVectors, UpdateU, VectorKernel, VectorOp,
+};
 use autopcg_gpu::scalars::{CG_ALPHA, CG_BETA, CG_SCALARS_LEN};
 use autopcg_gpu::sources::{KernelSource, ModuleSpec};
 use autopcg_gpu::{
@@ -198,27 +200,41 @@ impl Measurer for GpuMeasurer<'_> {
         let est_ms = (vector_bytes_per_elem(point.kernel) * b.n) as f64 / self.peak_bps * 1e3;
         let cfg = point.cfg;
         let t = match point.kernel {
-            VectorKernel::CgUpdate(v) => timed(
-                dev,
-                || {
-                    cg_update(
-                        dev,
-                        v,
-                        cfg,
-                        &b.scalars,
-                        CgVectors {
-                            u: &b.u,
-                            w: &b.w,
-                            p: &mut b.p,
-                            s: &mut b.s,
-                            x: &mut b.x,
-                            r: &mut b.r,
-                        },
-                    )
-                },
-                est_ms,
-                policy,
-            )?,
+            VectorKernel::CgUpdate(v)
+            | VectorKernel::CgUpdateNoPre(v)
+            | VectorKernel::CgUpdateJacobi(v) => {
+                let op = point.kernel.op();
+                timed(
+                    dev,
+                    || {
+                        // The Jacobi form reads w as its inverse diagonal too (both reads).
+                        let u = match op {
+                            VectorOp::CgUpdateNoPre => UpdateU::IsR,
+                            VectorOp::CgUpdateJacobi => UpdateU::Jacobi {
+                                inv_diag: &b.w,
+                                u: &mut b.u,
+                            },
+                            _ => UpdateU::Separate(&b.u),
+                        };
+                        cg_update(
+                            dev,
+                            v,
+                            cfg,
+                            &b.scalars,
+                            CgVectors {
+                                u,
+                                w: &b.w,
+                                p: &mut b.p,
+                                s: &mut b.s,
+                                x: &mut b.x,
+                                r: &mut b.r,
+                            },
+                        )
+                    },
+                    est_ms,
+                    policy,
+                )?
+            }
             VectorKernel::Axpy(v) => timed(
                 dev,
                 || axpy(dev, v, cfg, 0.5, &b.u, &mut b.p),

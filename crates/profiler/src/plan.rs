@@ -286,10 +286,7 @@ pub fn dot_ops() -> Vec<Reduction> {
 /// Bytes one call of a vector kernel moves per element: `cg_update` reads u, w, p, s, x, r and
 /// writes p, s, x, r; `axpy` and `xpay` read two vectors and write one.
 pub fn vector_bytes_per_elem(k: VectorKernel) -> u64 {
-    match k {
-        VectorKernel::CgUpdate(_) => 80,
-        VectorKernel::Axpy(_) | VectorKernel::Xpay(_) => 24,
-    }
+    8 * u64::from(k.op().vectors_moved())
 }
 
 /// Device bytes of the vector stage at length `n`: the six vectors of `cg_update` (axpy reuses

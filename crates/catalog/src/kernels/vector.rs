@@ -108,20 +108,44 @@ pub enum VectorOp {
     Axpy,
     /// `y = x + a y`.
     Xpay,
-    /// The fused Chronopoulos–Gear update of four vectors.
+    /// The fused Chronopoulos–Gear update of four vectors, u read from its own vector.
     CgUpdate,
+    /// The update without a preconditioner: u is r (no copy, one vector fewer read).
+    CgUpdateNoPre,
+    /// The update with Jacobi fused: also writes the next u = D^-1 r.
+    CgUpdateJacobi,
 }
 
 impl VectorOp {
     /// Every operation.
-    pub const ALL: [VectorOp; 3] = [VectorOp::Axpy, VectorOp::Xpay, VectorOp::CgUpdate];
+    pub const ALL: [VectorOp; 5] = [
+        VectorOp::Axpy,
+        VectorOp::Xpay,
+        VectorOp::CgUpdate,
+        VectorOp::CgUpdateNoPre,
+        VectorOp::CgUpdateJacobi,
+    ];
 
-    /// The name (`axpy`, `xpay`, `cg_update`).
+    /// The name (`axpy`, `xpay`, `cg_update`, `cg_update_nopre`, `cg_update_jacobi`).
     pub fn name(self) -> &'static str {
         match self {
             VectorOp::Axpy => "axpy",
             VectorOp::Xpay => "xpay",
             VectorOp::CgUpdate => "cg_update",
+            VectorOp::CgUpdateNoPre => "cg_update_nopre",
+            VectorOp::CgUpdateJacobi => "cg_update_jacobi",
+        }
+    }
+
+    /// Vectors of n doubles read and written per call (the bytes a launch moves, over 8n):
+    /// the update reads u, w, p, s, x, r and writes p, s, x, r; without a preconditioner u is
+    /// r; with Jacobi fused it also reads D^-1 and writes u.
+    pub fn vectors_moved(self) -> u32 {
+        match self {
+            VectorOp::Axpy | VectorOp::Xpay => 3,
+            VectorOp::CgUpdate => 10,
+            VectorOp::CgUpdateNoPre => 9,
+            VectorOp::CgUpdateJacobi => 12,
         }
     }
 
@@ -131,6 +155,8 @@ impl VectorOp {
             VectorOp::Axpy => VectorKernel::Axpy(variant),
             VectorOp::Xpay => VectorKernel::Xpay(variant),
             VectorOp::CgUpdate => VectorKernel::CgUpdate(variant),
+            VectorOp::CgUpdateNoPre => VectorKernel::CgUpdateNoPre(variant),
+            VectorOp::CgUpdateJacobi => VectorKernel::CgUpdateJacobi(variant),
         }
     }
 }
@@ -159,6 +185,10 @@ pub enum VectorKernel {
     Xpay(VectorVariant),
     /// The fused Chronopoulos–Gear update.
     CgUpdate(VectorVariant),
+    /// The update without a preconditioner (u is r).
+    CgUpdateNoPre(VectorVariant),
+    /// The update with Jacobi fused (writes the next u).
+    CgUpdateJacobi(VectorVariant),
 }
 
 impl VectorKernel {
@@ -173,7 +203,11 @@ impl VectorKernel {
     /// The variant.
     pub fn variant(self) -> VectorVariant {
         match self {
-            VectorKernel::Axpy(v) | VectorKernel::Xpay(v) | VectorKernel::CgUpdate(v) => v,
+            VectorKernel::Axpy(v)
+            | VectorKernel::Xpay(v)
+            | VectorKernel::CgUpdate(v)
+            | VectorKernel::CgUpdateNoPre(v)
+            | VectorKernel::CgUpdateJacobi(v) => v,
         }
     }
 
@@ -183,6 +217,8 @@ impl VectorKernel {
             VectorKernel::Axpy(_) => VectorOp::Axpy,
             VectorKernel::Xpay(_) => VectorOp::Xpay,
             VectorKernel::CgUpdate(_) => VectorOp::CgUpdate,
+            VectorKernel::CgUpdateNoPre(_) => VectorOp::CgUpdateNoPre,
+            VectorKernel::CgUpdateJacobi(_) => VectorOp::CgUpdateJacobi,
         }
     }
 }

@@ -80,11 +80,40 @@ pub fn xpay(
     )
 }
 
+/// Where the fused update finds u = M^-1 r.
+#[derive(Debug)]
+pub enum UpdateU<'a> {
+    /// In its own vector, written by the preconditioner's kernels (`cg_update_*`).
+    Separate(&'a DeviceVec<f64>),
+    /// No preconditioner: u is r (`cg_update_nopre_*`), so no copy is made and the SpMV and
+    /// the dots read r.
+    IsR,
+    /// Jacobi fused (`cg_update_jacobi_*`): u is read, then overwritten with
+    /// `inv_diag .* r_new`, the next iteration's u.
+    Jacobi {
+        /// The inverse diagonal D^-1.
+        inv_diag: &'a DeviceVec<f64>,
+        /// u (read, then written).
+        u: &'a mut DeviceVec<f64>,
+    },
+}
+
+impl UpdateU<'_> {
+    /// The operation this form of u is updated by.
+    pub fn op(&self) -> VectorOp {
+        match self {
+            UpdateU::Separate(_) => VectorOp::CgUpdate,
+            UpdateU::IsR => VectorOp::CgUpdateNoPre,
+            UpdateU::Jacobi { .. } => VectorOp::CgUpdateJacobi,
+        }
+    }
+}
+
 /// The vectors of the fused update.
 #[derive(Debug)]
 pub struct CgVectors<'a> {
-    /// u = M^-1 r (read).
-    pub u: &'a DeviceVec<f64>,
+    /// u = M^-1 r, or how it is obtained.
+    pub u: UpdateU<'a>,
     /// w = A u (read).
     pub w: &'a DeviceVec<f64>,
     /// Search direction (updated).
@@ -99,7 +128,8 @@ pub struct CgVectors<'a> {
 
 /// `p = u + beta p; s = w + beta s; x += alpha p; r -= alpha s` with alpha and beta read from
 /// the device scalar buffer; does nothing once the recurrence has halted. When beta is 0 (the
-/// first step) the old p and s are not used.
+/// first step) the old p and s are not used. The kernel is `cg_update_<variant>`,
+/// `cg_update_nopre_<variant>` or `cg_update_jacobi_<variant>` as [`CgVectors::u`] says.
 pub fn cg_update(
     dev: &GpuDevice,
     variant: VectorVariant,
@@ -107,9 +137,16 @@ pub fn cg_update(
     scalars: &CgScalars,
     v: CgVectors<'_>,
 ) -> Result<(), GpuError> {
-    let kernel = VectorKernel::CgUpdate(variant);
+    let kernel = v.u.op().kernel(variant);
     let n = v.x.len();
-    check_len(&kernel, "u", v.u.len(), n)?;
+    match &v.u {
+        UpdateU::Separate(u) => check_len(&kernel, "u", u.len(), n)?,
+        UpdateU::IsR => {}
+        UpdateU::Jacobi { inv_diag, u } => {
+            check_len(&kernel, "inv_diag", inv_diag.len(), n)?;
+            check_len(&kernel, "u", u.len(), n)?;
+        }
+    }
     check_len(&kernel, "w", v.w.len(), n)?;
     check_len(&kernel, "p", v.p.len(), n)?;
     check_len(&kernel, "s", v.s.len(), n)?;
@@ -119,18 +156,27 @@ pub fn cg_update(
     };
     let n64 = n as u64;
     let mut b = dev.stream().launch_builder(&k.func);
-    b.arg(&n64)
-        .arg(&scalars.scalars.buf)
-        .arg(&v.u.buf)
-        .arg(&v.w.buf)
+    b.arg(&n64).arg(&scalars.scalars.buf);
+    match v.u {
+        UpdateU::Separate(u) => {
+            b.arg(&u.buf);
+        }
+        UpdateU::IsR => {}
+        UpdateU::Jacobi { inv_diag, u } => {
+            b.arg(&inv_diag.buf).arg(&mut u.buf);
+        }
+    }
+    b.arg(&v.w.buf)
         .arg(&mut v.p.buf)
         .arg(&mut v.s.buf)
         .arg(&mut v.x.buf)
         .arg(&mut v.r.buf);
-    // SAFETY: matches `cg_update_*(u64 n, const double *scalars, const double *u,
-    // const double *w, double *p, double *s, double *x, double *r)` in vector.cu; the scalar
-    // buffer has CG_SCALARS_LEN entries, every vector n (checked above), and the four written
-    // vectors are distinct buffers (distinct &mut borrows).
+    // SAFETY: matches, in vector.cu, `cg_update_*(u64 n, const double *scalars, const double
+    // *u, const double *w, double *p, double *s, double *x, double *r)`,
+    // `cg_update_nopre_*(n, scalars, w, p, s, x, r)` and `cg_update_jacobi_*(n, scalars, const
+    // double *dinv, double *u, w, p, s, x, r)`; the scalar buffer has CG_SCALARS_LEN entries,
+    // every vector n (checked above), and the written vectors are distinct buffers (distinct
+    // &mut borrows, none of them aliasing a read one).
     launched(
         unsafe { b.launch(crate::launch::cudarc_config(cfg)) },
         &kernel,
@@ -156,6 +202,6 @@ mod tests {
             VectorKernel::CgUpdate(VectorVariant::ElemV2).to_string(),
             "cg_update_elem_v2"
         );
-        assert_eq!(VectorKernel::all().len(), 12);
+        assert_eq!(VectorKernel::all().len(), 20);
     }
 }

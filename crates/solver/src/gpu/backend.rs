@@ -4,8 +4,10 @@
 //! synchronisation:
 //! - [`PcgBackend::update_vectors`]: one `cg_update` launch, which reads alpha and beta from the
 //!   device scalar buffer ([`CgScalars`]) and does nothing once the recurrence has halted;
-//! - [`PcgBackend::apply_preconditioner`]: `jacobi_apply`, or SpMV(K), `diag_scale`, SpMV(K^T),
-//!   or SpMV(M), or a device copy without a preconditioner;
+//! - [`PcgBackend::apply_preconditioner`]: SpMV(K), `diag_scale`, SpMV(K^T), or SpMV(M); nothing
+//!   without a preconditioner (u is r: the update, the SpMV and the dots read r, so there is no
+//!   copy) or with Jacobi (fused into the update, which writes the next u = D^-1 r; the start
+//!   of a solve applies it once with `jacobi_apply`);
 //! - [`PcgBackend::spmv_reduce_advance`]: SpMV(A), then the fused three-dot reduction whose last
 //!   stage runs the recurrence on the device and appends (gamma, delta, rr) to the device history.
 //!   It takes the iteration index from the scalar buffer (the iteration it last recorded plus
@@ -38,7 +40,9 @@ use std::ops::ControlFlow;
 use autopcg_gpu::kernels::dot::{
     dot, dot3_advance, dot3_advance_next, Dot3Workspace, DotKernel, DotWorkspace,
 };
-use autopcg_gpu::kernels::vector::{cg_update, xpay, CgVectors, VectorKernel, VectorVariant};
+use autopcg_gpu::kernels::vector::{
+    cg_update, xpay, CgVectors, UpdateU, VectorKernel, VectorOp, VectorVariant,
+};
 use autopcg_gpu::scalars::{DeviceHalt, HaltCode};
 use autopcg_gpu::{
     CgScalars, DeviceVec, GpuDevice, GpuError, GpuGraph, GpuTimer, LaunchConfig, TimingStats,
@@ -416,7 +420,10 @@ impl GpuBackend {
         let dev = &handle;
         self.a.preload(dev)?;
         self.pre.preload(dev)?;
-        preload_vector(dev, VectorKernel::CgUpdate(self.choice.update.variant))?;
+        preload_vector(
+            dev,
+            self.choice.update_op().kernel(self.choice.update.variant),
+        )?;
         preload_vector(dev, VectorKernel::Xpay(self.aux.xpay.0))?;
         preload_dot3(
             dev,
@@ -434,13 +441,21 @@ impl GpuBackend {
 
     fn launch_update(&mut self) -> Result<(), GpuError> {
         let c = self.choice.update;
+        let u = match (self.choice.update_op(), &self.pre) {
+            (VectorOp::CgUpdateNoPre, _) => UpdateU::IsR,
+            (VectorOp::CgUpdateJacobi, DevicePrecond::Jacobi { inv_diag, .. }) => UpdateU::Jacobi {
+                inv_diag,
+                u: &mut self.u,
+            },
+            _ => UpdateU::Separate(&self.u),
+        };
         cg_update(
             &self.dev,
             c.variant,
             c.config,
             &self.scalars,
             CgVectors {
-                u: &self.u,
+                u,
                 w: &self.w,
                 p: &mut self.p,
                 s: &mut self.s,
@@ -450,19 +465,35 @@ impl GpuBackend {
         )
     }
 
+    /// The preconditioner step of an iteration: nothing when the update already made u (none:
+    /// u is r; Jacobi: fused into the update).
     fn launch_precond(&mut self) -> Result<(), GpuError> {
-        self.pre.apply(&self.dev, &self.r, &mut self.u, &mut self.t)
+        match self.choice.update_op() {
+            VectorOp::CgUpdateNoPre | VectorOp::CgUpdateJacobi => Ok(()),
+            _ => self.pre.apply(&self.dev, &self.r, &mut self.u, &mut self.t),
+        }
+    }
+
+    /// u = M^-1 r from scratch (the start of a solve, a residual replacement): the
+    /// preconditioner's own kernels, also for Jacobi; nothing without a preconditioner.
+    fn launch_precond_from_r(&mut self) -> Result<(), GpuError> {
+        match self.choice.update_op() {
+            VectorOp::CgUpdateNoPre => Ok(()),
+            _ => self.pre.apply(&self.dev, &self.r, &mut self.u, &mut self.t),
+        }
     }
 
     fn launch_spmv_dots(&mut self) -> Result<(), GpuError> {
-        self.a.apply(&self.dev, &self.u, &mut self.w)?;
+        let u_is_r = self.choice.update_op() == VectorOp::CgUpdateNoPre;
+        let u = if u_is_r { &self.r } else { &self.u };
+        self.a.apply(&self.dev, u, &mut self.w)?;
         let c = self.choice.dot3;
         dot3_advance_next(
             &self.dev,
             c.kernel,
             c.config,
             &self.r,
-            &self.u,
+            u,
             &self.w,
             &mut self.ws3,
             &mut self.scalars,
@@ -736,8 +767,10 @@ impl PcgBackend for GpuBackend {
         self.a.apply(dev, &self.x, &mut self.r)?;
         let (v, cfg) = self.aux.xpay;
         xpay(dev, v, cfg, -1.0, &self.b, &mut self.r)?;
-        self.launch_precond()?;
-        self.a.apply(dev, &self.u, &mut self.w)?;
+        self.launch_precond_from_r()?;
+        let u_is_r = self.choice.update_op() == VectorOp::CgUpdateNoPre;
+        let u = if u_is_r { &self.r } else { &self.u };
+        self.a.apply(dev, u, &mut self.w)?;
         dev.fill_zeros(&mut self.p)?;
         dev.fill_zeros(&mut self.s)?;
         let c = self.choice.dot3;
@@ -746,7 +779,7 @@ impl PcgBackend for GpuBackend {
             c.kernel,
             c.config,
             &self.r,
-            &self.u,
+            u,
             &self.w,
             &mut self.ws3,
             &mut self.scalars,

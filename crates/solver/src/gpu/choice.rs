@@ -7,7 +7,7 @@
 //! its fallback rule); the backend checks and executes them.
 pub use autopcg_catalog::SpmvMethod;
 use autopcg_catalog::{
-    DeviceProps, Dot3Kernel, LaunchConfig, LaunchError, Loads, PrecondKernel, VectorKernel,
+    DeviceProps, Dot3Kernel, LaunchConfig, LaunchError, Loads, PrecondKernel, VectorOp,
     VectorVariant, DOT_BLOCK_SIZES,
 };
 use autopcg_sparse::PaddingLimits;
@@ -207,7 +207,7 @@ impl GpuPlanChoice {
         }
         check_config(
             "the update",
-            &VectorKernel::CgUpdate(self.update.variant).to_string(),
+            &self.update_op().kernel(self.update.variant).to_string(),
             self.update.config,
             props,
         )?;
@@ -215,7 +215,7 @@ impl GpuPlanChoice {
             if self.update.config.total_threads() < items {
                 return Err(PcgError::InvalidParameter(format!(
                     "the update {} needs a thread per item ({items} items) but {} threads x {} blocks cover {}",
-                    VectorKernel::CgUpdate(self.update.variant),
+                    self.update_op().kernel(self.update.variant),
                     self.update.config.threads,
                     self.update.config.blocks,
                     self.update.config.total_threads()
@@ -243,13 +243,24 @@ impl GpuPlanChoice {
         Ok(())
     }
 
+    /// The update kernel's operation: without a preconditioner u is r (no copy), Jacobi is
+    /// fused into the update (which writes the next u); the other preconditioners write u with
+    /// their own kernels.
+    pub fn update_op(&self) -> VectorOp {
+        match self.precond {
+            PrecondChoice::None => VectorOp::CgUpdateNoPre,
+            PrecondChoice::Jacobi(_) => VectorOp::CgUpdateJacobi,
+            PrecondChoice::Factored { .. } | PrecondChoice::Explicit { .. } => VectorOp::CgUpdate,
+        }
+    }
+
     /// Every step of one iteration, in execution order, for reporting.
     pub fn plan(&self) -> Plan {
         let mut plan = Plan::default();
         plan.push(
             "update",
             "-",
-            &VectorKernel::CgUpdate(self.update.variant).to_string(),
+            &self.update_op().kernel(self.update.variant).to_string(),
             self.update.config.words(),
             self.update.predicted_ms,
         );
@@ -263,13 +274,13 @@ impl GpuPlanChoice {
             );
         };
         match &self.precond {
-            PrecondChoice::None => plan.push("precond", "-", "copy", "device copy u = r", None),
-            PrecondChoice::Jacobi(e) => plan.push(
+            PrecondChoice::None => plan.push("precond", "-", "none", "u is r: no kernel", None),
+            PrecondChoice::Jacobi(_) => plan.push(
                 "precond",
                 "-",
-                &PrecondKernel::Jacobi(e.loads).to_string(),
-                e.config.words(),
-                e.predicted_ms,
+                "jacobi (fused)",
+                "u = D^-1 r written by the update: no kernel",
+                None,
             ),
             PrecondChoice::Factored { k, scale, kt } => {
                 spmv(&mut plan, "precond (K)", k);

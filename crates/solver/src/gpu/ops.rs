@@ -150,7 +150,7 @@ pub(crate) fn preload_dot3(dev: &GpuDevice, k: Dot3Kernel, threads: u32) -> Resu
 /// The preconditioner on the device.
 #[derive(Debug)]
 pub(crate) enum DevicePrecond {
-    /// `u = r` by a device copy.
+    /// No preconditioner (u is r; `apply` copies, which the backend's iteration never calls).
     None,
     /// `u = inv_diag .* r`.
     Jacobi {
