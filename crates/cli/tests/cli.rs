@@ -331,6 +331,46 @@ fn matgen_then_features_then_solve() {
 }
 
 #[test]
+fn matgen_kron_scales_a_file_up_and_never_overwrites_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("k.mtx");
+    let o = run(&[
+        "matgen",
+        "--kron",
+        "../../matrices/bcsstk01.mtx",
+        "--n",
+        "3",
+        "--out",
+        a.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = run(&["features", a.to_str().unwrap(), "--json"]);
+    let f: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    // bcsstk01: 48 rows, 400 entries; the 3 x 3 five-point grid: 9 rows, 33 entries.
+    assert_eq!(f["n"], 48 * 9);
+    assert_eq!(f["nnz"], 400 * 33);
+    assert_eq!(f["symmetric"], true);
+    let o = run(&[
+        "matgen",
+        "--kron",
+        "../../matrices/bcsstk01.mtx",
+        "--out",
+        "../../matrices/bcsstk01.mtx",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("bcsstk01.mtx"), "{}", stderr(&o));
+    let o = run(&[
+        "matgen",
+        "--kron",
+        "no/such.mtx",
+        "--out",
+        a.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("no/such.mtx"), "{}", stderr(&o));
+}
+
+#[test]
 fn tune_help_names_its_options() {
     let o = run(&["tune", "--help"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));

@@ -1,5 +1,6 @@
 //! The operands of the GPU backend on the device: a sparse matrix in the format its
 //! [`SpmvMethod`] names, and the preconditioner's arrays.
+use autopcg_gpu::kernels::convert::{csr_to_dia, csr_to_ell, csr_to_hyb};
 use autopcg_gpu::kernels::dot::Dot3Kernel;
 use autopcg_gpu::kernels::precond::{diag_scale, jacobi_apply, PrecondKernel};
 use autopcg_gpu::kernels::spmv::{spmv_coo, spmv_csr, spmv_dia, spmv_ell, spmv_hyb, SpmvKernel};
@@ -8,9 +9,7 @@ use autopcg_gpu::{
     DeviceCoo, DeviceCsr, DeviceDia, DeviceEll, DeviceHyb, DeviceVec, GpuDevice, GpuError,
     KernelSource, ModuleSpec,
 };
-use autopcg_sparse::{
-    CooMatrix, CsrMatrix, DiaMatrix, EllMatrix, HybMatrix, PaddingLimits, SparseError,
-};
+use autopcg_sparse::{CooMatrix, CsrMatrix, PaddingLimits, SparseError};
 
 use super::choice::{ElementwiseChoice, PrecondChoice, SpmvMethod};
 use crate::{PcgError, Preconditioner};
@@ -39,8 +38,11 @@ fn conversion(operand: &str, format: &str, e: SparseError) -> PcgError {
 }
 
 impl DeviceOperator {
-    /// Converts `a` to the format of `method` on the host and uploads it, with whatever the
-    /// method's kernel needs beside the matrix (the merge-path CSR kernel's workspace).
+    /// Uploads `a` in CSR and, for ELL, DIA and HYB, converts it on the device (the pool's
+    /// conversion kernels, which build the same arrays as the host conversions, so the GPU
+    /// never waits for a single-threaded host pass over the matrix and the bus carries the
+    /// compact CSR arrays); COO is converted on the host. Adds whatever the method's kernel
+    /// needs beside the matrix (the merge-path CSR kernel's workspace).
     pub(crate) fn upload(
         dev: &GpuDevice,
         a: &CsrMatrix,
@@ -48,6 +50,10 @@ impl DeviceOperator {
         limits: &PaddingLimits,
         operand: &str,
     ) -> Result<DeviceOperator, PcgError> {
+        let on_device = |format: &str, e: GpuError| match e {
+            GpuError::Sparse(e) => conversion(operand, format, e),
+            e => PcgError::from(e),
+        };
         let mat = match method {
             SpmvMethod::Csr { kernel, .. } => {
                 let mut m = DeviceCsr::upload(dev, a)?;
@@ -56,22 +62,21 @@ impl DeviceOperator {
                 DeviceMatrix::Csr(m)
             }
             SpmvMethod::Ell { .. } => {
-                let e =
-                    EllMatrix::from_csr(a, limits).map_err(|e| conversion(operand, "ELL", e))?;
-                DeviceMatrix::Ell(DeviceEll::upload(dev, &e)?)
+                let csr = DeviceCsr::upload(dev, a)?;
+                DeviceMatrix::Ell(csr_to_ell(dev, &csr, limits).map_err(|e| on_device("ELL", e))?)
             }
             SpmvMethod::Dia { .. } => {
-                let d =
-                    DiaMatrix::from_csr(a, limits).map_err(|e| conversion(operand, "DIA", e))?;
-                DeviceMatrix::Dia(DeviceDia::upload(dev, &d)?)
+                let csr = DeviceCsr::upload(dev, a)?;
+                DeviceMatrix::Dia(csr_to_dia(dev, &csr, limits).map_err(|e| on_device("DIA", e))?)
             }
             SpmvMethod::Coo { .. } => {
                 DeviceMatrix::Coo(DeviceCoo::upload(dev, &CooMatrix::from_csr(a))?)
             }
             SpmvMethod::Hyb { split, .. } => {
-                let h = HybMatrix::from_csr(a, split, limits)
-                    .map_err(|e| conversion(operand, "HYB", e))?;
-                DeviceMatrix::Hyb(DeviceHyb::upload(dev, &h)?)
+                let csr = DeviceCsr::upload(dev, a)?;
+                DeviceMatrix::Hyb(
+                    csr_to_hyb(dev, &csr, split, limits).map_err(|e| on_device("HYB", e))?,
+                )
             }
         };
         Ok(DeviceOperator { mat, method })
