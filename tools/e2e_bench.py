@@ -1,0 +1,210 @@
+#!/usr/bin/env python3
+"""e2e_bench.py: autopcg end to end against CuPy's cg, side by side in one run (GPU host).
+
+For every matrix and preconditioner it prints, in one table:
+  - autopcg's setup broken down as `autopcg solve --json` reports it (device, preconditioner,
+    selection, backend = conversions and uploads, right-hand side), the solve, the time to
+    solution (setup + solve, matrix already in host memory; reading the file is not counted),
+    iterations, milliseconds per iteration and the true relative residual;
+  - the iteration floor: the best SpMV of A measured by `autopcg bench spmv --quick` plus the
+    vector passes of one iteration at the triad bandwidth that benchmark measures (none: 11
+    passes, the update 9 and the dots 2 distinct vectors; jacobi: 15, the fused update 12 and the
+    dots 3; ssor-ai: the SpMV of A scaled by 1 + 2 (nnz + n) / (2 nnz) for K and K^T, plus 16
+    passes: update 10, dots 3, diagonal scale 3; an estimate, marked as such);
+  - CuPy's cupyx.scipy.sparse.linalg.cg with the same preconditioner (ssor-ai against CuPy with
+    Jacobi, CuPy having no SSOR-AI): the matrix uploaded from SciPy, b uploaded, cg, x
+    downloaded, timed after one untimed warm-up solve (CuPy's kernels compiled and its context
+    up, which favours CuPy); iterations counted by a callback, true residual recomputed.
+
+autopcg runs in a fresh process per solve, as a user runs it; one small solve first fills the
+kernel cache so that compile time is not counted (module loading still is). Matrices:
+  gen:FAMILY:N        `autopcg matgen FAMILY --n N` (poisson3d, fem2d, ...)
+  kron:FILE:G         `autopcg matgen --kron FILE --n G` (a real matrix times a G x G Poisson grid)
+  FILE                a Matrix Market file
+
+    python3 tools/e2e_bench.py --autopcg .gpu-bundle/bin/autopcg --out-dir $OUT/e2e \\
+        gen:poisson3d:192 gen:fem2d:2000000 kron:matrices/1138_bus.mtx:40 \\
+        kron:matrices/bcsstk13.mtx:12
+
+--json FILE writes every number. Progress goes to stderr; the table is printed last.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+
+def note(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+def run_json(cmd, timeout):
+    note("$ " + " ".join(cmd))
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    if p.returncode != 0:
+        note(p.stderr[-2000:])
+        raise RuntimeError(f"{cmd[1]} exited {p.returncode}")
+    return json.loads(p.stdout)
+
+
+def make_matrix(spec, autopcg, out_dir):
+    """The .mtx path of a matrix spec (generated once into out_dir)."""
+    if spec.startswith("gen:"):
+        _, fam, n = spec.split(":")
+        path = os.path.join(out_dir, f"{fam}_{n}.mtx")
+        cmd = [autopcg, "matgen", fam, "--n", n, "--out", path]
+    elif spec.startswith("kron:"):
+        _, f, g = spec.split(":")
+        stem = os.path.splitext(os.path.basename(f))[0]
+        path = os.path.join(out_dir, f"{stem}_kron{g}.mtx")
+        cmd = [autopcg, "matgen", "--kron", f, "--n", g, "--out", path]
+    else:
+        return spec
+    if not os.path.exists(path):
+        note("$ " + " ".join(cmd))
+        subprocess.run(cmd, check=True)
+    return path
+
+
+def floor_ms(pre, n, nnz, spmv_ms, triad_gbs):
+    """The iteration floor (see the module text); (ms, estimated?)."""
+    pass_ms = 8.0 * n / (triad_gbs * 1e9) * 1e3
+    if pre == "none":
+        return spmv_ms + 11 * pass_ms, False
+    if pre == "jacobi":
+        return spmv_ms + 15 * pass_ms, False
+    k_share = (nnz + n) / (2.0 * nnz)
+    return spmv_ms * (1 + 2 * k_share) + 16 * pass_ms, True
+
+
+def spmv_floor_inputs(autopcg, path, timeout):
+    b = run_json([autopcg, "bench", "spmv", path, "--quick", "--json"], timeout)
+    recs = b["records"]
+    best = recs[b["best"]]
+    cus = [r["median_ms"] for r in recs
+           if "cusparse" in str(r.get("kernel", "")).lower() and r.get("median_ms")
+           and r.get("status") == "Ok"]
+    own = recs[b["best_own"]] if b.get("best_own") is not None else best
+    return {
+        "best_ms": best["median_ms"],
+        "best_kernel": f'{best["format"]} {best["kernel"]} {best.get("threads")}',
+        "best_own_ms": own["median_ms"],
+        "cusparse_ms": min(cus, default=None),
+        "triad_gbs": b["triad"]["gbps"],
+    }
+
+
+def cupy_solve(cp, cpx, a_host, pre, tol, maxiter):
+    """Time to solution with CuPy from a SciPy matrix in host memory."""
+    import numpy as np
+    from cupyx.scipy.sparse.linalg import cg, LinearOperator
+
+    n = a_host.shape[0]
+    b_host = a_host @ np.ones(n)
+
+    def once():
+        t0 = time.perf_counter()
+        a = cpx.csr_matrix(a_host)
+        b = cp.asarray(b_host)
+        m = None
+        if pre != "none":
+            dinv = 1.0 / a.diagonal()
+            m = LinearOperator((n, n), matvec=lambda v: dinv * v, dtype=cp.float64)
+        its = [0]
+
+        def cb(_xk):
+            its[0] += 1
+
+        x, info = cg(a, b, tol=tol, maxiter=maxiter, M=m, callback=cb)
+        x_host = cp.asnumpy(x)
+        cp.cuda.Device().synchronize()
+        ms = (time.perf_counter() - t0) * 1e3
+        res = np.linalg.norm(b_host - a_host @ x_host) / np.linalg.norm(b_host)
+        return {"ms": ms, "iterations": its[0], "info": int(info), "true_residual": float(res)}
+
+    once()  # warm-up: kernels compiled, memory pool filled
+    return once()
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("matrices", nargs="+")
+    p.add_argument("--autopcg", required=True, metavar="PATH")
+    p.add_argument("--precond", default="none,jacobi,ssor-ai")
+    p.add_argument("--tol", type=float, default=1e-8)
+    p.add_argument("--max-iter", type=int, default=20000)
+    p.add_argument("--out-dir", default="e2e")
+    p.add_argument("--json", metavar="FILE")
+    p.add_argument("--no-cupy", action="store_true")
+    p.add_argument("--timeout", type=float, default=900)
+    args = p.parse_args()
+    os.makedirs(args.out_dir, exist_ok=True)
+    pres = args.precond.split(",")
+    cp = cpx = None
+    if not args.no_cupy:
+        import cupy as cp  # noqa: F811
+        import cupyx.scipy.sparse as cpx  # noqa: F811
+        import scipy.io
+        import scipy.sparse
+    # Fill the kernel cache once (compilation is a one-time cost per machine).
+    warm = make_matrix("gen:poisson3d:16", args.autopcg, args.out_dir)
+    for pre in pres:
+        run_json([args.autopcg, "solve", warm, "--device", "gpu", "--precond", pre, "--json"],
+                 args.timeout)
+    rows = []
+    for spec in args.matrices:
+        path = make_matrix(spec, args.autopcg, args.out_dir)
+        fl = spmv_floor_inputs(args.autopcg, path, args.timeout)
+        a_host = None
+        if cp is not None:
+            t0 = time.perf_counter()
+            a_host = scipy.sparse.csr_matrix(scipy.io.mmread(path))
+            note(f"scipy read {path} in {time.perf_counter() - t0:.1f} s")
+        for pre in pres:
+            s = run_json([args.autopcg, "solve", path, "--device", "gpu", "--precond", pre,
+                          "--tol", str(args.tol), "--max-iter", str(args.max_iter), "--json"],
+                         args.timeout)
+            n, nnz = s["n"], s["nnz"]
+            f_ms, est = floor_ms(pre, n, nnz, fl["best_ms"], fl["triad_gbs"])
+            row = {
+                "matrix": spec, "n": n, "nnz": nnz, "precond": pre,
+                "precond_applied": s.get("precond_applied"),
+                "setup": s["setup"], "setup_ms": s["setup_ms"], "solve_ms": s["solve_ms"],
+                "tts_ms": s["setup_ms"] + s["solve_ms"],
+                "iterations": s["iterations"], "ms_per_it": s["ms_per_iteration"],
+                "residual": s["relative_residual"], "converged": s["converged"],
+                "floor_ms": f_ms, "floor_estimated": est, "spmv": fl,
+                "plan": s.get("plan"),
+            }
+            if a_host is not None:
+                c = cupy_solve(cp, cpx, a_host, pre, args.tol, args.max_iter)
+                row["cupy"] = c
+            rows.append(row)
+            note(json.dumps({k: row[k] for k in ("matrix", "precond", "tts_ms", "iterations")}))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+    hdr = (f'{"matrix":<28} {"pre":<8} {"n":>9} {"setup":>7} {"dev":>6} {"prec":>6} {"sel":>6} '
+           f'{"back":>6} {"solve":>8} {"tts":>8} {"its":>6} {"us/it":>7} {"floor":>7} '
+           f'{"x":>5} {"cupy":>8} {"c.its":>6} {"speedup":>7}')
+    print(hdr)
+    for r in rows:
+        st = r["setup"]
+        c = r.get("cupy") or {}
+        fl = r["floor_ms"] * 1e3
+        print(f'{r["matrix"][-28:]:<28} {r["precond"]:<8} {r["n"]:>9} {r["setup_ms"]:>7.1f} '
+              f'{st.get("device_ms", 0):>6.1f} {st.get("precond_ms", 0):>6.1f} '
+              f'{st.get("select_ms", 0):>6.1f} {st.get("backend_ms", 0):>6.1f} '
+              f'{r["solve_ms"]:>8.1f} {r["tts_ms"]:>8.1f} {r["iterations"]:>6} '
+              f'{r["ms_per_it"] * 1e3:>7.1f} {fl:>6.1f}{"~" if r["floor_estimated"] else " "} '
+              f'{r["ms_per_it"] * 1e3 / fl:>5.2f} {c.get("ms", float("nan")):>8.1f} '
+              f'{c.get("iterations", 0):>6} {c.get("ms", float("nan")) / r["tts_ms"]:>7.2f}')
+    print("times in ms except us/it and floor (us per iteration); x = us/it over floor (~: "
+          "estimated floor); speedup = CuPy time to solution / autopcg's (above 1: autopcg faster)")
+
+
+if __name__ == "__main__":
+    main()
