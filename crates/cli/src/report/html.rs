@@ -45,7 +45,7 @@ pub(crate) fn date(unix_s: u64) -> String {
 const STYLE: &str = "body{font-family:sans-serif;margin:1.2em 2em;color:#222;max-width:1500px}\
 h1{margin-bottom:.2em}h2{border-bottom:2px solid #1f77b4;padding-bottom:.2em;margin-top:1.6em}\
 table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:2px 8px;\
-text-align:left;font-size:13px}table.num td{font-variant-numeric:tabular-nums}\
+text-align:left;font-size:13px}table.num td{font-variant-numeric:tabular-nums;white-space:nowrap}\
 .grid{display:flex;flex-wrap:wrap;gap:10px}figure{margin:0;max-width:720px}\
 figcaption{font-size:12px;color:#444;max-width:440px}figcaption ol{margin:.3em 0;padding-left:1.6em}\
 .legend span{margin-right:1em;white-space:nowrap;font-size:13px}\
@@ -59,7 +59,7 @@ pub(crate) fn page(inputs: &Inputs) -> Result<String> {
     let mut h = String::new();
     let _ = write!(
         h,
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"/>\
          <title>autopcg report: {}</title><style>{STYLE}</style></head><body>\n",
         esc(&m.device.name)
     );
@@ -146,7 +146,7 @@ fn held_out(t: &TreeEvalReport) -> String {
 fn tree_table(m: &ModelFile) -> String {
     let mut h = String::from(
         "<table class=\"num\" id=\"fit-trees\"><tr><th>operation</th><th>domains</th>\
-         <th>leaves</th><th>lines</th><th>min r²</th><th>median residual</th>\
+         <th>leaves</th><th>lines</th><th>min r²</th><th>median of the domains' min r²</th><th>median residual</th>\
          <th>worst residual of a winner</th></tr>\n",
     );
     let groups = m
@@ -159,15 +159,18 @@ fn tree_table(m: &ModelFile) -> String {
         let q = &t.quality;
         let mut med: Vec<f64> = q.iter().map(|q| q.median_rel_residual).collect();
         med.sort_by(f64::total_cmp);
+        let mut r2: Vec<f64> = q.iter().map(|q| q.min_r2).collect();
+        r2.sort_by(f64::total_cmp);
         let _ = writeln!(
             h,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.3}</td><td>{:.1}% \
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.3}</td><td>{:.3}</td><td>{:.1}% \
              (median of the domains)</td><td>{:.1}%</td></tr>",
             esc(name),
             q.len(),
             t.tree.leaves().len(),
             q.iter().map(|q| q.fitted).sum::<usize>(),
             q.iter().map(|q| q.min_r2).fold(1.0, f64::min),
+            r2.get(r2.len() / 2).copied().unwrap_or(1.0),
             100.0 * med.get(med.len() / 2).copied().unwrap_or(0.0),
             100.0
                 * q.iter()

@@ -360,7 +360,7 @@ mod tests {
     #[test]
     fn spy_cells_count_every_entry_once() {
         // Tridiagonal 10 x 10 binned to 2 x 2: rows 0-4 and 5-9.
-        let n = 10;
+        let n: usize = 10;
         let mut ptr = vec![0u32];
         let mut idx = Vec::new();
         for r in 0..n {

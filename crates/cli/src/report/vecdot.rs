@@ -120,7 +120,7 @@ pub(crate) fn section(inputs: &Inputs) -> Result<String> {
         h.push_str(
             "<h3 id=\"occupancy-heading\">Eq. 3-2 block counts</h3>\n<p>Resident blocks per SM \
              (min of the register, shared-memory, thread and block limits) and NB<sub>nt</sub> \
-             = SMs &times; blocks per SM, per grid-stride kernel and block size, as the profile \
+             = SMs × blocks per SM, per grid-stride kernel and block size, as the profile \
              recorded them; the darker, the more blocks.</p>\n",
         );
         h.push_str(&occupancy_plot(&p.profile)?);
@@ -198,9 +198,11 @@ fn domain_plot(
             .configure_mesh()
             .x_desc("n (elements)")
             .y_desc("time (µs)")
-            .x_labels(6)
+            // A log axis over a factor of 4 holds no power of ten to label: the ticks are
+            // drawn below, spread over the domain.
+            .x_labels(0)
+            .x_label_formatter(&|_| String::new())
             .y_labels(6)
-            .x_label_formatter(&|v| si(*v))
             .y_label_formatter(&|v| us(*v))
             .label_style(("sans-serif", 12))
             .light_line_style(WHITE.mix(0.0))
@@ -257,6 +259,17 @@ fn domain_plot(
                 )))
                 .map_err(err)?;
         }
+        for v in ticks(xlo, xhi) {
+            let (x, y) = chart.backend_coord(&(v, ymin));
+            root.draw(&PathElement::new(vec![(x, y), (x, y + 4)], BLACK))
+                .map_err(err)?;
+            root.draw(&Text::new(
+                si(v),
+                (x, y + 6),
+                font(12, HPos::Center, VPos::Top),
+            ))
+            .map_err(err)?;
+        }
         // Interval numbers where the band is wide enough to hold one.
         for (i, l) in leaves.iter().enumerate() {
             let (x0, _) = chart.backend_coord(&((l.lo as f64).max(xlo), ymax));
@@ -286,6 +299,8 @@ fn domain_plot(
         }
     );
     if let Some(q) = g.tree.quality.iter().find(|q| q.domain == *d) {
+        // r² says little where the time is flat (a launch-bound domain); the residual says
+        // how far the points lie from the lines.
         let _ = write!(
             cap,
             "; {} lines fitted, min r² {:.3}, median residual {:.1}%",
@@ -298,7 +313,7 @@ fn domain_plot(
     for l in &leaves {
         let _ = write!(
             cap,
-            "<li><i style=\"background:{}\"></i>({}, {}] <b>{}</b>: {:.3e}&middot;n + {} µs</li>",
+            "<li><i style=\"background:{}\"></i>({}, {}] <b>{}</b>: {:.3e}·n + {} µs</li>",
             hex(kc(&l.label.kernel)),
             si(l.lo as f64),
             si(l.hi as f64),
@@ -309,6 +324,21 @@ fn domain_plot(
     }
     cap.push_str("</ol>");
     Ok((plot, cap))
+}
+
+/// Ticks spread geometrically over `[lo, hi]` (six points, ends included), rounded to two
+/// significant digits; those that round outside the range are left out.
+pub(crate) fn ticks(lo: f64, hi: f64) -> Vec<f64> {
+    let mut out: Vec<f64> = geom_space(lo, hi, 6)
+        .into_iter()
+        .map(|v| {
+            let p = 10f64.powi(v.log10().floor() as i32 - 1);
+            (v / p).round() * p
+        })
+        .filter(|v| (lo..=hi).contains(v))
+        .collect();
+    out.dedup();
+    out
 }
 
 /// Eq. 3-2 per kernel (rows) and block size (columns), as a shaded table.
@@ -391,4 +421,21 @@ fn occupancy_plot(p: &Profile) -> Result<String> {
         }
         Ok(())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ticks_stay_inside_the_domain_and_read_round() {
+        assert_eq!(
+            ticks(102_400.0, 409_600.0),
+            vec![140_000.0, 180_000.0, 240_000.0, 310_000.0]
+        );
+        assert_eq!(
+            ticks(1024.0, 102_400.0),
+            vec![2600.0, 6500.0, 16_000.0, 41_000.0, 100_000.0]
+        );
+    }
 }
