@@ -71,9 +71,9 @@ fn one(i: usize, m: &LoadedMatrix, inputs: &Inputs, label: &str) -> Result<Strin
         a.nnz(),
         a.nnz() as f64 / a.nrows().max(1) as f64
     );
-    let _ = write!(
+    let _ = writeln!(
         h,
-        "<figure>{}<figcaption>Sparsity pattern{}</figcaption></figure>\n",
+        "<figure>{}<figcaption>Sparsity pattern{}</figcaption></figure>",
         spy_plot(&format!("spy-{i}"), a)?,
         if a.nrows() > SPY_BINS {
             format!(
@@ -84,9 +84,9 @@ fn one(i: usize, m: &LoadedMatrix, inputs: &Inputs, label: &str) -> Result<Strin
             String::new()
         }
     );
-    let _ = write!(
+    let _ = writeln!(
         h,
-        "<figure>{}<figcaption>Rows by number of stored entries</figcaption></figure>\n",
+        "<figure>{}<figcaption>Rows by number of stored entries</figcaption></figure>",
         hist_plot(&format!("rowlen-{i}"), a)?
     );
     let mut req = PlanRequest::new(

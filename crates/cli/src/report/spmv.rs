@@ -139,9 +139,9 @@ pub(crate) fn section(inputs: &Inputs, f: &SpmvFigures) -> Result<String> {
                 );
             }
         }
-        let _ = write!(
+        let _ = writeln!(
             h,
-            "<figure>{plot}<figcaption>{}</figcaption></figure>\n",
+            "<figure>{plot}<figcaption>{}</figcaption></figure>",
             esc(&cap)
         );
     }

@@ -109,9 +109,9 @@ pub(crate) fn section(inputs: &Inputs) -> Result<String> {
         for (di, d) in domains(g.tree.max_n).iter().enumerate() {
             let id = format!("vecdot-{gi}-{di}");
             let (plot, caption) = domain_plot(&id, g, d, &kernels)?;
-            let _ = write!(
+            let _ = writeln!(
                 h,
-                "<figure>{plot}<figcaption>{caption}</figcaption></figure>\n"
+                "<figure>{plot}<figcaption>{caption}</figcaption></figure>"
             );
         }
         h.push_str("</div>\n");
