@@ -6,7 +6,7 @@
 //! profile without a GPU. It reports the SpMV model's prediction error and selection quality
 //! (against the measured best, the fixed rule "CSR scalar, 256 threads" and cuSPARSE), the
 //! classifier's agreement, and the decision trees' held-out figures from the fit.
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, Context, Result};
 use clap::Args;
@@ -87,7 +87,7 @@ fn stability(paths: &[PathBuf], json: bool) -> Result<()> {
     Ok(())
 }
 
-fn find_model_for(name: &str) -> Result<PathBuf> {
+pub(crate) fn find_model_for(name: &str) -> Result<PathBuf> {
     store::find_model(name).ok_or_else(|| {
         anyhow!(
             "no model for {name} ({} in none of {}); give --model FILE or run `autopcg tune`",
@@ -160,6 +160,32 @@ pub(crate) fn eval_model(a: EvalArgs) -> Result<()> {
     };
     let model = ModelFile::load(&model_path)?;
     let eval = Profile::read(&eval_path)?;
+    let rep = judge(&model, &model_path, &eval, &eval_path)?;
+    if a.json {
+        let j = serde_json::json!({
+            "model": model_path.display().to_string(),
+            "eval_profile": eval_path.display().to_string(),
+            "device": model.device.name,
+            "spmv": rep,
+            "vector_held_out": model.quality.vector_held_out,
+            "dot_held_out": model.quality.dot_held_out,
+        });
+        println!("{j}");
+    } else {
+        print_report(&model, &model_path, &eval_path, &rep);
+    }
+    Ok(())
+}
+
+/// Judges `model` on the held-out matrices of the evaluation profile `eval` (which must be of
+/// the model's device), with the shipped fallback rule beside it: what `eval-model` prints and
+/// `report` plots.
+pub(crate) fn judge(
+    model: &ModelFile,
+    model_path: &Path,
+    eval: &Profile,
+    eval_path: &Path,
+) -> Result<SpmvEvalReport> {
     if let Some(d) = eval.device() {
         if d.name != model.device.name {
             return Err(anyhow!(
@@ -175,10 +201,10 @@ pub(crate) fn eval_model(a: EvalArgs) -> Result<()> {
     let fallback = |w: &autopcg_model::work::SpmvWork| {
         autopcg::generator::fallback::spmv_candidate(w.n, w.nnz, w.ndiag)
     };
-    let rep = evaluate_against(
+    evaluate_against(
         &model.spmv,
         model.classifier.as_ref(),
-        &eval,
+        eval,
         Some(MatrixSet::Eval),
         Some(&fallback),
     )
@@ -188,21 +214,7 @@ pub(crate) fn eval_model(a: EvalArgs) -> Result<()> {
             model_path.display(),
             eval_path.display()
         )
-    })?;
-    if a.json {
-        let j = serde_json::json!({
-            "model": model_path.display().to_string(),
-            "eval_profile": eval_path.display().to_string(),
-            "device": model.device.name,
-            "spmv": rep,
-            "vector_held_out": model.quality.vector_held_out,
-            "dot_held_out": model.quality.dot_held_out,
-        });
-        println!("{j}");
-    } else {
-        print_report(&model, &model_path, &eval_path, &rep);
-    }
-    Ok(())
+    })
 }
 
 fn verdict(ok: bool) -> &'static str {

@@ -12,6 +12,7 @@ mod common;
 mod evalmodel;
 mod features;
 mod matgen;
+mod report;
 mod solve;
 mod tune;
 
@@ -68,6 +69,8 @@ the model's prediction error, how close its choice comes to the measured best, t
 `CSR scalar, 256 threads` and cuSPARSE, the classifier's agreement, and the decision trees' \
 held-out figures. With --from it judges an existing evaluation profile and needs no GPU.")]
     EvalModel(evalmodel::EvalArgs),
+    /// Write one self-contained HTML file showing a model: its fits, choices and plans.
+    Report(report::ReportArgs),
 }
 
 /// An error with its exit code.
@@ -128,5 +131,6 @@ fn try_main(cli: Cli) -> Result<u8, Fail> {
         Cmd::Bench(BenchCmd::Pcg(a)) => Ok(bench::bench_pcg(a).map(|_| 0)?),
         Cmd::Tune(a) => Ok(tune::tune(a).map(|_| 0)?),
         Cmd::EvalModel(a) => Ok(evalmodel::eval_model(a).map(|_| 0)?),
+        Cmd::Report(a) => Ok(report::report(a).map(|_| 0)?),
     }
 }
