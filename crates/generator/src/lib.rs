@@ -12,6 +12,10 @@
 //! - [`ssor`]: SSOR-AI's application form (factored or explicit) and the bound on the explicit
 //!   product's size that is checked before it is formed.
 //! - [`explain`]: how each step was chosen, with its runners-up.
+//! - [`saved`]: a GPU plan as a schema-versioned file ([`saved::SavedPlan`], with the matrix
+//!   [`saved::Fingerprint`]), and back to a [`SolvePlan`] without choosing again.
+//! - [`emit`]: a standalone CUDA solver from a saved plan (the chosen kernels of `kernels/`, a
+//!   host driver, a C API, CMake), from templates filled with the plan.
 #![warn(missing_docs)]
 
 use std::time::Instant;
@@ -22,8 +26,10 @@ use autopcg_solver::gpu::{GpuPlanChoice, PrecondChoice};
 use autopcg_solver::{PcgError, Plan, PrecondKind, Preconditioner, SsorForm};
 use autopcg_sparse::CsrMatrix;
 
+pub mod emit;
 pub mod explain;
 pub mod fallback;
+pub mod saved;
 pub mod select;
 pub mod ssor;
 
@@ -66,6 +72,36 @@ pub enum PlanError {
     /// relaxation factor...), or the plan does not fit the device.
     #[error(transparent)]
     Solver(#[from] PcgError),
+}
+
+/// The properties of the GPU a model file was fitted on, as a plan's target: the device
+/// record of the file, with the limits it does not record filled in
+/// ([`DeviceProps::with_defaults`]). A plan made for this target needs no GPU (it is a function
+/// of the model and the matrix).
+pub fn model_device_props(model: &ModelFile) -> DeviceProps {
+    let d = &model.device;
+    DeviceProps {
+        name: d.name.clone(),
+        compute_capability: d.compute_capability,
+        sm_count: d.sm_count,
+        max_threads_per_block: d.max_threads_per_block,
+        max_threads_per_sm: d.max_threads_per_sm,
+        max_blocks_per_sm: d.max_blocks_per_sm,
+        regs_per_sm: d.regs_per_sm,
+        regs_per_block: 0,
+        smem_per_sm: d.smem_per_sm,
+        smem_per_block: 0,
+        smem_per_block_optin: 0,
+        total_mem: d.total_mem,
+        l2_bytes: d.l2_bytes,
+        warp_size: d.warp_size,
+        max_grid_x: d.max_grid_x,
+        mem_clock_khz: None,
+        mem_bus_width_bits: None,
+        driver_version: d.driver_version,
+        nvrtc_version: d.nvrtc_version,
+    }
+    .with_defaults()
 }
 
 /// Where a solve runs, as far as selection is concerned.
