@@ -6,7 +6,8 @@
 //! This crate is the facade simulation codes call: [`Solver`] resolves the device and the
 //! model ([`resolve_model`]), asks the generator for the plan
 //! ([`generator::plan`](autopcg_generator::plan)), runs it, and reports a [`Solution`]. It
-//! never decides what the generator chose. The building blocks are re-exported as
+//! never decides what the generator chose; [`Solver::solve_saved_plan`] runs a plan saved by
+//! `autopcg generate` without a model. The building blocks are re-exported as
 //! [`sparse`], [`catalog`], [`solver`], [`gpu`], [`model`] and [`generator`].
 //!
 //! ```
@@ -63,4 +64,8 @@ pub enum Error {
     /// No plan could be made.
     #[error("no plan: {0}")]
     Plan(String),
+    /// A saved plan cannot be used: another device, another matrix, or a plan that does not
+    /// run ([`Solver::solve_saved_plan`]).
+    #[error(transparent)]
+    SavedPlan(#[from] autopcg_generator::saved::SavedPlanError),
 }

@@ -16,6 +16,8 @@ use crate::device::open_gpu;
 use crate::models::{resolve_model, ModelChoice, ResolvedModel};
 use crate::{Device, Error};
 
+mod saved;
+
 /// Where setup time went, in milliseconds.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct SetupTimes {
