@@ -8,6 +8,7 @@ use anyhow::anyhow;
 use clap::Args;
 use serde::Serialize;
 
+use autopcg::generator::saved::{SavedPlan, SavedPlanError};
 use autopcg::generator::StepExplain;
 use autopcg::sparse::mm;
 use autopcg::{Device, Error, ModelChoice, PcgError, PcgParams, PrecondKind, SetupTimes, Solver};
@@ -69,6 +70,14 @@ pub(crate) struct SolveArgs {
     /// Include the residual history in the JSON output.
     #[arg(long)]
     history: bool,
+    /// Run the plan saved by `autopcg generate` (its plan.json) instead of choosing one: no
+    /// model is read, the plan's preconditioner, omega, formats, kernels and launches are used.
+    /// The plan must be for this GPU and this matrix (n, nnz and sparsity pattern).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["precond", "omega", "ssor_form", "model"])]
+    plan: Option<PathBuf>,
+    /// With --plan: run it even when the matrix's fingerprint differs from the plan's.
+    #[arg(long, requires = "plan")]
+    force: bool,
 }
 
 /// What `solve --json` prints: one object, the JSON contract of the README.
@@ -117,8 +126,21 @@ pub(crate) fn solve(a: SolveArgs) -> Result<u8, Fail> {
     let t_read = Instant::now();
     let m = read_matrix(&a.matrix, a.assume_symmetric)?;
     let n = m.nrows();
-    let omega = omega_arg.unwrap_or_else(|| autopcg::solver::auto_omega(&m));
-    let kind = precond_kind(a.precond, a.ssor_form, omega);
+    let saved = match &a.plan {
+        Some(p) => Some(SavedPlan::load(p)?),
+        None => None,
+    };
+    let (kind, omega) = match &saved {
+        Some(s) => (s.precond.kind()?, s.precond.omega.unwrap_or(1.0)),
+        None => {
+            let omega = omega_arg.unwrap_or_else(|| autopcg::solver::auto_omega(&m));
+            (precond_kind(a.precond, a.ssor_form, omega), omega)
+        }
+    };
+    let precond_text = match &saved {
+        Some(s) => s.precond.kind.clone(),
+        None => kind.to_string(),
+    };
     let params = PcgParams::new()
         .with_tol(a.tol)?
         .with_max_iter(a.max_iter)?
@@ -161,13 +183,18 @@ pub(crate) fn solve(a: SolveArgs) -> Result<u8, Fail> {
         ControlFlow::Continue(())
     };
 
-    let outcome = Solver::new(&m)
+    let solver = Solver::new(&m)
         .precond(kind)
         .params(params)
         .device(a.device)
         .model(model)
-        .ssor_form_auto(a.ssor_form == FormArg::Auto)
-        .solve_with(&b, None, progress);
+        .ssor_form_auto(a.ssor_form == FormArg::Auto);
+    let outcome = match (&saved, &a.plan) {
+        (Some(s), Some(p)) => {
+            solver.solve_saved_plan(s, &p.display().to_string(), a.force, &b, None, progress)
+        }
+        _ => solver.solve_with(&b, None, progress),
+    };
     if shown {
         eprintln!();
     }
@@ -187,6 +214,16 @@ pub(crate) fn solve(a: SolveArgs) -> Result<u8, Fail> {
             }
             (None, e @ Error::Model(_)) => {
                 return Err(anyhow::Error::new(e).context("--model").into())
+            }
+            (None, Error::SavedPlan(e)) => {
+                let plan = a.plan.as_deref().unwrap_or(&a.matrix);
+                let hint = match e {
+                    SavedPlanError::Fingerprint { .. } => "; --force runs the plan anyway",
+                    _ => "",
+                };
+                return Err(
+                    anyhow!("{} ({}): {e}{hint}", plan.display(), a.matrix.display()).into(),
+                );
             }
             (None, e) => {
                 return Err(anyhow::Error::new(e)
@@ -224,7 +261,7 @@ pub(crate) fn solve(a: SolveArgs) -> Result<u8, Fail> {
             solve_ms: sol.solve_ms,
             ms_per_iteration: ms_per_iter,
             device: &sol.device,
-            precond: kind.to_string(),
+            precond: precond_text.clone(),
             omega: is_ssor.then_some(omega),
             tol: a.tol,
             precond_applied: &sol.precond_applied,
@@ -251,7 +288,7 @@ pub(crate) fn solve(a: SolveArgs) -> Result<u8, Fail> {
             String::new()
         };
         println!(
-            "{}: n = {n}, nnz = {}, precond = {kind}{w}, device = {}",
+            "{}: n = {n}, nnz = {}, precond = {precond_text}{w}, device = {}",
             a.matrix.display(),
             m.nnz(),
             sol.device
