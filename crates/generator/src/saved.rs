@@ -546,7 +546,28 @@ impl SavedPlan {
         Ok(())
     }
 
-    /// The (only) row block.
+    /// Replaces what every step runs (the steps reported with it follow); the preconditioner
+    /// step must stay the same kind. For plans edited by hand or by tools.
+    pub fn set_choice(&mut self, choice: GpuPlanChoice) -> Result<(), SavedPlanError> {
+        if choice.precond.kind_name() != self.precond.applied {
+            return Err(SavedPlanError::Invalid(format!(
+                "the new preconditioner step is for {} but the plan's preconditioner is {}",
+                choice.precond.kind_name(),
+                self.precond.applied
+            )));
+        }
+        let block = self
+            .blocks
+            .first_mut()
+            .ok_or_else(|| SavedPlanError::Invalid("the plan has no row block".into()))?;
+        block.steps = saved_steps(&choice.plan());
+        block.choice = choice;
+        Ok(())
+    }
+
+    /// The (only) row block. Panics on a plan without blocks, which [`SavedPlan::validate`]
+    /// refuses (plans read with [`SavedPlan::load`] and made by [`SavedPlan::from_plan`] have
+    /// one).
     pub fn block(&self) -> &SavedBlock {
         &self.blocks[0]
     }
@@ -618,6 +639,7 @@ impl SavedPlan {
         label: &str,
         mut notes: Vec<String>,
     ) -> Result<SolvePlan, SavedPlanError> {
+        self.validate()?;
         let kind = self.precond.kind()?;
         let t0 = Instant::now();
         let pre = Preconditioner::build(a, &kind)?;

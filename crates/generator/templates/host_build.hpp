@@ -32,6 +32,12 @@ inline std::string fmt_double(double v) {
     return buf;
 }
 
+inline std::string fmt_short(double v) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.3g", v);
+    return buf;
+}
+
 // A CSR matrix with 0-based 32-bit indices, columns strictly ascending in every row.
 struct Csr {
     uint32_t nrows = 0;
@@ -61,8 +67,8 @@ inline void check_padding(const char *format, uint64_t slots, size_t nnz, uint64
     const double fill = fill_ratio(slots, nnz);
     if (fill <= limits.max_fill_ratio && bytes <= limits.max_bytes) return;
     throw Error(std::string(format) + " needs " + std::to_string(slots) + " slots for " +
-                std::to_string(nnz) + " entries (fill ratio " + fmt_double(fill) + ", limit " +
-                fmt_double(limits.max_fill_ratio) + "; " + std::to_string(bytes) +
+                std::to_string(nnz) + " entries (fill ratio " + fmt_short(fill) + ", limit " +
+                fmt_short(limits.max_fill_ratio) + "; " + std::to_string(bytes) +
                 " bytes, limit " + std::to_string(limits.max_bytes) + ")");
 }
 

@@ -34,8 +34,8 @@ impl Solver<'_> {
     ) -> Result<Solution, SolveFailure> {
         let t0 = Instant::now();
         let gpu = match self.device {
-            Device::Cpu => Err("the CPU was asked for".to_string()),
-            Device::Gpu | Device::Auto => open_gpu(0),
+            Device::Cpu => Err("the solve was asked to run on the CPU".to_string()),
+            Device::Gpu | Device::Auto => open_gpu(0).map_err(|why| format!("here: {why}")),
         };
         let dev = match gpu {
             Ok(d) => d,
