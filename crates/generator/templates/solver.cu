@@ -86,11 +86,14 @@ double ms_since(std::chrono::steady_clock::time_point t) {
 
 // -------------------------------------------------------------------------- device memory
 
+// Zeroed device memory for `count` elements (never called during a capture). The memset is
+// waited for, so that no later copy on the solver's stream can overtake it.
 template <typename T> T *dalloc(size_t count) {
     void *p = nullptr;
     size_t bytes = count * sizeof(T);
     APG_CUDA(cudaMalloc(&p, bytes < 16 ? 16 : bytes));
     APG_CUDA(cudaMemset(p, 0, bytes < 16 ? 16 : bytes));
+    APG_CUDA(cudaDeviceSynchronize());
     return static_cast<T *>(p);
 }
 
@@ -169,9 +172,16 @@ struct ApgOperand {
     }
 };
 
+// What the launch geometry needs to know about the device.
+struct ApgDeviceLimits {
+    int multiProcessorCount = 1;
+    int maxThreadsPerMultiProcessor = 1;
+    int maxBlocksPerMultiProcessor = 1;
+};
+
 struct ApgSolver {
     int ordinal = 0;
-    cudaDeviceProp props;
+    ApgDeviceLimits props;
     cudaStream_t stream = nullptr;
     std::string device_name;
     std::string notes;
@@ -200,7 +210,7 @@ struct ApgSolver {
 namespace {
 
 // Blocks of `threads` threads the device keeps resident at once (one wave).
-uint64_t wave_blocks(const cudaDeviceProp &p, uint32_t threads) {
+uint64_t wave_blocks(const ApgDeviceLimits &p, uint32_t threads) {
     uint64_t per_sm = (uint64_t)p.maxThreadsPerMultiProcessor / (threads ? threads : 1);
     const uint64_t max_blocks = p.maxBlocksPerMultiProcessor > 0 ? p.maxBlocksPerMultiProcessor : 1;
     if (per_sm < 1) per_sm = 1;
@@ -209,7 +219,7 @@ uint64_t wave_blocks(const cudaDeviceProp &p, uint32_t threads) {
 }
 
 // A grid-stride launch of `work` items: one wave, but no more blocks than items need.
-uint32_t grid_stride_blocks(const cudaDeviceProp &p, uint64_t work, uint32_t threads) {
+uint32_t grid_stride_blocks(const ApgDeviceLimits &p, uint64_t work, uint32_t threads) {
     uint64_t cover = (work + threads - 1) / threads;
     if (cover < 1) cover = 1;
     const uint64_t w = wave_blocks(p, threads);
@@ -256,7 +266,7 @@ apg::PaddingLimits plan_limits() { return apg::PaddingLimits{APG_PAD_MAX_FILL, A
 // Converts `m` to `format` on the host and uploads it into `op` (allocating on the first call;
 // later calls must have the same sizes).
 void place_operand(ApgOperand &op, const apg::Csr &m, int format, long long hyb_split,
-                   bool merge, const cudaDeviceProp &props, cudaStream_t st, const char *name) {
+                   bool merge, const ApgDeviceLimits &props, cudaStream_t st, const char *name) {
     const bool first = op.format < 0;
     op.format = format;
     op.nrows = m.nrows;
@@ -525,14 +535,25 @@ extern "C" int autopcg_gen_setup(int32_t n, const int32_t *row_ptr, const int32_
         S->n = S->a.nrows;
         S->index_base = index_base;
         APG_CUDA(cudaSetDevice(S->ordinal));
-        APG_CUDA(cudaGetDeviceProperties(&S->props, S->ordinal));
         APG_CUDA(cudaFree(nullptr));
-        S->device_name = std::string("gpu ") + std::to_string(S->ordinal) + " (" + S->props.name + ")";
-        const int arch = 10 * S->props.major + S->props.minor;
-        if (device_slug(S->props.name) != APG_PLAN_DEVICE_SLUG || arch != APG_PLAN_ARCH) {
+        cudaDeviceProp prop;
+        APG_CUDA(cudaGetDeviceProperties(&prop, S->ordinal));
+        const std::string name = prop.name;
+        int major = 0, minor = 0;
+        APG_CUDA(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, S->ordinal));
+        APG_CUDA(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, S->ordinal));
+        APG_CUDA(cudaDeviceGetAttribute(&S->props.multiProcessorCount,
+                                        cudaDevAttrMultiProcessorCount, S->ordinal));
+        APG_CUDA(cudaDeviceGetAttribute(&S->props.maxThreadsPerMultiProcessor,
+                                        cudaDevAttrMaxThreadsPerMultiProcessor, S->ordinal));
+        APG_CUDA(cudaDeviceGetAttribute(&S->props.maxBlocksPerMultiProcessor,
+                                        cudaDevAttrMaxBlocksPerMultiprocessor, S->ordinal));
+        S->device_name = std::string("gpu ") + std::to_string(S->ordinal) + " (" + name + ")";
+        const int arch = 10 * major + minor;
+        if (device_slug(name) != APG_PLAN_DEVICE_SLUG || arch != APG_PLAN_ARCH) {
             std::string msg = std::string("the plan is for ") + APG_PLAN_DEVICE_NAME + " (sm_" +
-                              std::to_string(APG_PLAN_ARCH) + ") but this device is " +
-                              S->props.name + " (sm_" + std::to_string(arch) + ")";
+                              std::to_string(APG_PLAN_ARCH) + ") but this device is " + name +
+                              " (sm_" + std::to_string(arch) + ")";
             if (!force) {
                 fail(msg + " (pass AUTOPCG_GEN_FORCE to run the plan anyway)");
                 autopcg_gen_destroy(reinterpret_cast<autopcg_gen_solver *>(S));
@@ -541,7 +562,11 @@ extern "C" int autopcg_gen_setup(int32_t n, const int32_t *row_ptr, const int32_
             notes += "device check forced: " + msg + "\n";
         }
         S->notes = notes;
-        APG_CUDA(cudaStreamCreateWithFlags(&S->stream, cudaStreamNonBlocking));
+        // A blocking stream: ordered with the (synchronous) memsets of the allocations.
+        APG_CUDA(cudaStreamCreateWithFlags(&S->stream, cudaStreamDefault));
+        // Load every kernel now (modules load lazily on first launch otherwise, inside the
+        // first solve's time).
+        apg_preload();
         S->device_ms = ms_since(t0);
         build_and_place(*S);
         auto t1 = std::chrono::steady_clock::now();

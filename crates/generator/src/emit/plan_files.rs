@@ -415,6 +415,24 @@ pub fn plan_kernels(
         aux = DEFAULT_THREADS,
         bs = c.dot3.config.threads,
     );
+    let mut preload = String::new();
+    for entries in super::kernels::entry_points(c).values() {
+        for e in entries {
+            let _ = writeln!(
+                preload,
+                "    APG_CUDA(cudaFuncGetAttributes(&attr, (const void *){e}));"
+            );
+        }
+    }
+    let _ = write!(
+        s,
+        "// Loads every kernel of the plan (the runtime loads modules lazily otherwise).
+         static void apg_preload() {{
+    cudaFuncAttributes attr;
+{preload}}}
+
+"
+    );
     let any_merge = operands(c).iter().any(|(_, m)| uses_merge(m));
     if any_merge {
         let _ = write!(

@@ -14,8 +14,9 @@ use autopcg_solver::gpu::{GpuPlanChoice, PrecondChoice};
 use autopcg_solver::{auto_omega, PrecondKind, Preconditioner, SsorForm};
 use autopcg_sparse::CsrMatrix;
 
+/// The repository root, relative to the package folder (cargo's working directory for tests).
 pub fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+    Path::new("../..").to_path_buf()
 }
 
 pub fn fixture_path(name: &str) -> PathBuf {

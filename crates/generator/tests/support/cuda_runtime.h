@@ -23,7 +23,10 @@ typedef struct CUgraphExec_st *cudaGraphExec_t;
 enum cudaError_t { cudaSuccess = 0, cudaErrorInvalidValue = 1 };
 enum cudaMemcpyKind { cudaMemcpyHostToHost = 0, cudaMemcpyHostToDevice = 1, cudaMemcpyDeviceToHost = 2, cudaMemcpyDeviceToDevice = 3 };
 enum cudaStreamCaptureMode { cudaStreamCaptureModeGlobal = 0, cudaStreamCaptureModeThreadLocal = 1, cudaStreamCaptureModeRelaxed = 2 };
+#define cudaStreamDefault 0x00
 #define cudaStreamNonBlocking 0x01
+enum cudaDeviceAttr { cudaDevAttrMaxThreadsPerMultiProcessor = 39, cudaDevAttrMultiProcessorCount = 16, cudaDevAttrComputeCapabilityMajor = 75, cudaDevAttrComputeCapabilityMinor = 76, cudaDevAttrMaxBlocksPerMultiprocessor = 106 };
+struct cudaFuncAttributes { size_t sharedSizeBytes; int numRegs; int maxThreadsPerBlock; };
 struct cudaDeviceProp { char name[256]; int major, minor, multiProcessorCount, maxThreadsPerMultiProcessor, maxBlocksPerMultiProcessor; };
 extern "C" {
 cudaError_t cudaMalloc(void **p, size_t bytes);
@@ -38,6 +41,8 @@ const char *cudaGetErrorName(cudaError_t e);
 const char *cudaGetErrorString(cudaError_t e);
 cudaError_t cudaSetDevice(int d);
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int d);
+cudaError_t cudaDeviceGetAttribute(int *v, cudaDeviceAttr a, int d);
+cudaError_t cudaFuncGetAttributes(cudaFuncAttributes *a, const void *f);
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags);
 cudaError_t cudaStreamDestroy(cudaStream_t s);
 cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode m);
