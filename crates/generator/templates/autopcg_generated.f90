@@ -25,6 +25,7 @@ module autopcg_generated
   integer(c_int32_t), parameter :: AUTOPCG_GEN_NOT_SPD = 3
   integer(c_int32_t), parameter :: AUTOPCG_GEN_BREAKDOWN = 4
   integer(c_int32_t), parameter :: AUTOPCG_GEN_FORCE = 1
+  integer(c_int32_t), parameter :: AUTOPCG_GEN_ANY_DEVICE = 2
 
   type, bind(C) :: autopcg_gen_params
     real(c_double) :: tol

@@ -26,7 +26,7 @@ extern "C" {
 #define AUTOPCG_GEN_OK 0
 /* A bad argument: sizes, indices, tolerance, a non-positive diagonal. */
 #define AUTOPCG_GEN_ERR_INPUT 1
-/* The matrix or the GPU is not the plan's (see AUTOPCG_GEN_FORCE). */
+/* The matrix or the GPU is not the plan's (see AUTOPCG_GEN_FORCE, AUTOPCG_GEN_ANY_DEVICE). */
 #define AUTOPCG_GEN_ERR_PLAN 2
 /* A CUDA call failed (no device, out of memory, a launch failed). */
 #define AUTOPCG_GEN_ERR_CUDA 3
@@ -46,9 +46,11 @@ extern "C" {
 /* A NaN or infinity appeared. */
 #define AUTOPCG_GEN_BREAKDOWN 4
 
-/* Setup flag: run on a matrix whose n or nnz differs from the plan's, or on another GPU than
- * the plan's. */
+/* Setup flag: run on a matrix whose n or nnz differs from the plan's. */
 #define AUTOPCG_GEN_FORCE 1u
+/* Setup flag: run on another GPU than the plan's (the kernels must still run there: same
+ * architecture or one the build targets). */
+#define AUTOPCG_GEN_ANY_DEVICE 2u
 
 /* Solver parameters (autopcg_gen_default_params fills the defaults). */
 typedef struct autopcg_gen_params {
@@ -93,8 +95,8 @@ typedef struct autopcg_gen_solver autopcg_gen_solver;
 void autopcg_gen_default_params(autopcg_gen_params *params);
 
 /* Sets up a solver for the n x n matrix (row_ptr, col_idx, values) on GPU 0: checks the input
- * and that matrix and GPU are the plan's (n, nnz, device name and architecture; pass
- * AUTOPCG_GEN_FORCE in flags to run anyway), builds the preconditioner on the host, converts
+ * and that matrix and GPU are the plan's (n and nnz, unless flags has AUTOPCG_GEN_FORCE; the
+ * device name and architecture, unless it has AUTOPCG_GEN_ANY_DEVICE), builds the preconditioner on the host, converts
  * every operand to the plan's format and uploads it. The arrays are copied. */
 int autopcg_gen_setup(int32_t n, const int32_t *row_ptr, const int32_t *col_idx,
                       const double *values, int32_t index_base, uint32_t flags,

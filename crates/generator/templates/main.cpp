@@ -1,7 +1,7 @@
 // main.cpp: the command-line solver of a solver emitted by {{VERSION}} from one plan.
 //
 //   autopcg_gen_solve A.mtx [--rhs b.mtx] [--out x.mtx] [--tol 1e-8] [--max-iter 10000]
-//                     [--history] [--force]
+//                     [--history] [--force] [--any-device]
 //
 // Reads A (Matrix Market coordinate, real or integer, general or symmetric: the lower triangle
 // is kept and mirrored, as `autopcg solve` reads it), b (default b = A * ones, so the exact
@@ -270,13 +270,13 @@ double ms_since(std::chrono::steady_clock::time_point t) {
 
 const char *kUsage =
     "usage: autopcg_gen_solve A.mtx [--rhs b.mtx] [--out x.mtx] [--tol T] [--max-iter N] "
-    "[--history] [--force]";
+    "[--history] [--force] [--any-device]";
 
 int run(int argc, char **argv) {
     std::string matrix, rhs, out;
     autopcg_gen_params prm;
     autopcg_gen_default_params(&prm);
-    bool force = false;
+    bool force = false, any_device = false;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         auto value = [&](const char *name) -> std::string {
@@ -304,6 +304,8 @@ int run(int argc, char **argv) {
             prm.record_history = 1;
         } else if (a == "--force") {
             force = true;
+        } else if (a == "--any-device") {
+            any_device = true;
         } else if (a == "--json") {
             // JSON is the only output.
         } else if (a == "-h" || a == "--help") {
@@ -343,7 +345,9 @@ int run(int argc, char **argv) {
     auto t_setup = std::chrono::steady_clock::now();
     autopcg_gen_solver *solver = nullptr;
     int rc = autopcg_gen_setup(a.n, a.row_ptr.data(), a.col_idx.data(), a.vals.data(), 0,
-                               force ? AUTOPCG_GEN_FORCE : 0u, &solver);
+                               (force ? AUTOPCG_GEN_FORCE : 0u) |
+                                   (any_device ? AUTOPCG_GEN_ANY_DEVICE : 0u),
+                               &solver);
     if (rc != AUTOPCG_GEN_OK) {
         std::fprintf(stderr, "autopcg_gen_solve: error: %s: %s\n", matrix.c_str(), autopcg_gen_last_error());
         return rc == AUTOPCG_GEN_ERR_CUDA || rc == AUTOPCG_GEN_ERR_INTERNAL ? 1 : 2;

@@ -517,6 +517,7 @@ extern "C" int autopcg_gen_setup(int32_t n, const int32_t *row_ptr, const int32_
     try {
         apg::Csr a = apg::csr_from_arrays(n, row_ptr, col_idx, values, index_base);
         const bool force = (flags & AUTOPCG_GEN_FORCE) != 0;
+        const bool any_device = (flags & AUTOPCG_GEN_ANY_DEVICE) != 0;
         std::string notes;
         if ((long long)a.nrows != APG_PLAN_N || (long long)a.nnz() != APG_PLAN_NNZ) {
             std::string msg = "the plan was made for a matrix with n = " +
@@ -554,8 +555,8 @@ extern "C" int autopcg_gen_setup(int32_t n, const int32_t *row_ptr, const int32_
             std::string msg = std::string("the plan is for ") + APG_PLAN_DEVICE_NAME + " (sm_" +
                               std::to_string(APG_PLAN_ARCH) + ") but this device is " + name +
                               " (sm_" + std::to_string(arch) + ")";
-            if (!force) {
-                fail(msg + " (pass AUTOPCG_GEN_FORCE to run the plan anyway)");
+            if (!any_device) {
+                fail(msg + " (pass AUTOPCG_GEN_ANY_DEVICE to run the plan anyway)");
                 autopcg_gen_destroy(reinterpret_cast<autopcg_gen_solver *>(S));
                 return AUTOPCG_GEN_ERR_PLAN;
             }

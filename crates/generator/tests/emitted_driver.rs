@@ -266,6 +266,25 @@ fn the_emitted_command_checks_matrix_and_device_and_stops_as_told() {
         err.contains("the plan is for NVIDIA H200 (sm_90) but this device is NVIDIA H100"),
         "{err}"
     );
+    let o = run(
+        &dir,
+        &[b1, "--force"],
+        &[("MOCK_DEVICE_NAME", "NVIDIA H100 80GB HBM3")],
+    );
+    assert_eq!(o.status.code(), Some(2), "--force is for the matrix only");
+    let o = run(
+        &dir,
+        &[b1, "--any-device"],
+        &[("MOCK_DEVICE_NAME", "NVIDIA H100 80GB HBM3")],
+    );
+    let j = json(&o);
+    assert!(
+        j["notes"][0]
+            .as_str()
+            .unwrap()
+            .contains("device check forced"),
+        "{j}"
+    );
     let o = run(&dir, &[b1], &[("MOCK_DEVICE_NAME", "NVIDIA H200 NVL")]);
     assert_eq!(o.status.code(), Some(0));
 

@@ -46,13 +46,16 @@ impl Solver<'_> {
             }
         };
         let device_ms = t0.elapsed().as_secs_f64() * 1e3;
+        let t1 = Instant::now();
         let plan = saved
             .to_solve_plan(self.a, dev.props(), force, label)
             .map_err(Error::from)?;
+        // The checks (hashing the pattern) count as selection time.
+        let checks_ms = (t1.elapsed().as_secs_f64() * 1e3 - plan.precond_ms).max(0.0);
         let mut setup = SetupTimes {
             device_ms,
             precond_ms: plan.precond_ms,
-            select_ms: 0.0,
+            select_ms: checks_ms,
             backend_ms: 0.0,
         };
         let mut params = self.params.clone();
