@@ -110,7 +110,9 @@ int autopcg_gen_solve(autopcg_gen_solver *solver, const double *b, double *x,
 
 /* New values for the same pattern (nnz values in the order of setup's col_idx): the
  * preconditioner and every converted operand are rebuilt and copied into place; the plan, the
- * device buffers and the captured graphs stay. */
+ * device buffers and the captured graphs stay. On AUTOPCG_GEN_ERR_INPUT (a value that is not
+ * finite, a diagonal that is not positive) nothing changed; after AUTOPCG_GEN_ERR_CUDA the
+ * solver must be destroyed. */
 int autopcg_gen_update_values(autopcg_gen_solver *solver, const double *values);
 
 /* Frees everything (NULL is allowed). */

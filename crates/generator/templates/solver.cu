@@ -332,15 +332,16 @@ void place_operand(ApgOperand &op, const apg::Csr &m, int format, long long hyb_
     }
 }
 
-// Builds the preconditioner of the plan for S.a and places every operand on the device.
-void build_and_place(ApgSolver &S) {
+// Builds the preconditioner of the plan for `a` and places every operand on the device (the
+// preconditioner is built first: an input error leaves the device operands as they were).
+void build_and_place(ApgSolver &S, const apg::Csr &a) {
     auto t0 = std::chrono::steady_clock::now();
-    apg::Precond pre = apg::build_precond(S.a, APG_PRECOND, APG_SSOR_ORDER, APG_SSOR_OMEGA);
+    apg::Precond pre = apg::build_precond(a, APG_PRECOND, APG_SSOR_ORDER, APG_SSOR_OMEGA);
     S.precond_ms = ms_since(t0);
     auto t1 = std::chrono::steady_clock::now();
     cudaStream_t st = S.stream;
 #if APG_HAS_A
-    place_operand(S.A, S.a, APG_FMT_A, APG_HYB_SPLIT_A, APG_MERGE_A, S.props, st, "A");
+    place_operand(S.A, a, APG_FMT_A, APG_HYB_SPLIT_A, APG_MERGE_A, S.props, st, "A");
 #endif
 #if APG_HAS_K
     place_operand(S.K, pre.k, APG_FMT_K, APG_HYB_SPLIT_K, APG_MERGE_K, S.props, st, "K");
@@ -569,7 +570,7 @@ extern "C" int autopcg_gen_setup(int32_t n, const int32_t *row_ptr, const int32_
         // first solve's time).
         apg_preload();
         S->device_ms = ms_since(t0);
-        build_and_place(*S);
+        build_and_place(*S, S->a);
         auto t1 = std::chrono::steady_clock::now();
         const size_t nn = S->n;
         double **vecs[] = {&S->b, &S->x, &S->r, &S->u, &S->w, &S->p, &S->s, &S->t};
@@ -617,9 +618,11 @@ extern "C" int autopcg_gen_update_values(autopcg_gen_solver *solver, const doubl
             }
         }
         APG_CUDA(cudaStreamSynchronize(S->stream));
-        S->a.vals.assign(values, values + S->a.nnz());
+        apg::Csr next = S->a;
+        next.vals.assign(values, values + S->a.nnz());
         S->backend_ms = 0;
-        build_and_place(*S);
+        build_and_place(*S, next);
+        S->a = std::move(next);
         return AUTOPCG_GEN_OK;
     } catch (const apg::Error &e) {
         fail(e.what());
