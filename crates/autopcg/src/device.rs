@@ -1,7 +1,9 @@
-//! Where a solve runs, and opening a GPU without panicking on machines without CUDA.
+//! Where a solve runs, and opening a GPU without panicking on machines without CUDA (with the
+//! `gpu` feature).
 use std::fmt;
 use std::str::FromStr;
 
+#[cfg(feature = "gpu")]
 use autopcg_gpu::GpuDevice;
 
 /// Where a solve runs.
@@ -12,7 +14,7 @@ pub enum Device {
     Auto,
     /// The CPU (rayon threads).
     Cpu,
-    /// A GPU; an error if none is usable.
+    /// A GPU; an error if none is usable (always, without the `gpu` feature).
     Gpu,
 }
 
@@ -39,6 +41,7 @@ impl FromStr for Device {
 }
 
 /// Opens GPU `ordinal`, or says in one line why there is none.
+#[cfg(feature = "gpu")]
 pub fn open_gpu(ordinal: usize) -> Result<GpuDevice, String> {
     if !autopcg_gpu::gpu_available() {
         return Err("no usable NVIDIA GPU (CUDA driver not found or no device)".into());

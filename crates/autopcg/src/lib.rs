@@ -6,9 +6,29 @@
 //! This crate is the facade simulation codes call: [`Solver`] resolves the device and the
 //! model ([`resolve_model`]), asks the generator for the plan
 //! ([`generator::plan`](autopcg_generator::plan)), runs it, and reports a [`Solution`]. It
-//! never decides what the generator chose; [`Solver::solve_saved_plan`] runs a plan saved by
-//! `autopcg generate` without a model. The building blocks are re-exported as
-//! [`sparse`], [`catalog`], [`solver`], [`gpu`], [`model`] and [`generator`].
+//! never decides what the generator chose. The building blocks are re-exported as
+//! [`sparse`], [`catalog`], [`solver`] and [`generator`], and with the `gpu` feature `gpu` and
+//! `model`.
+//!
+//! For a solve repeated over time steps or Newton steps, [`Solver::prepare`] gives a
+//! [`PreparedSolver`]: setup once, then solve many right-hand sides and take new values of the
+//! same sparsity pattern.
+//!
+//! A plan saved by `autopcg generate` (its `plan.json`, a `generator::saved::SavedPlan`) runs
+//! without a model and without choosing again: `Solver::prepare_saved` gives a
+//! [`PreparedSolver`] of it, `Solver::solve_saved_plan` solves once (both with the `gpu`
+//! feature: a saved plan is a GPU plan).
+//!
+//! Matrices come from the caller's CSR arrays of any common index type, 0- or 1-based
+//! ([`CsrMatrix::from_csr_arrays`]), from `sprs` matrices ([`CsrMatrix::from_sprs_any`]),
+//! from one triangle ([`CsrMatrix::from_lower_triangle`]), from triplets, from Matrix Market
+//! files ([`sparse::mm`]) or from the generated families ([`sparse::families`]). A solver
+//! checks that its matrix is symmetric unless told not to ([`Solver::check_symmetry`]).
+//!
+//! **Features.** `gpu` (default): solving on an NVIDIA GPU, with kernels chosen by the GPU's
+//! fitted model (the CUDA libraries are loaded at run time, so such a build also runs where
+//! there is no GPU). Without it (`default-features = false`) no CUDA bindings and no model
+//! stack are compiled: [`Device::Auto`] solves on the CPU and [`Device::Gpu`] is an error.
 //!
 //! ```
 //! use autopcg::{Solver, PrecondKind, sparse::families};
@@ -23,8 +43,10 @@
 pub use autopcg_catalog as catalog;
 #[doc(inline)]
 pub use autopcg_generator as generator;
+#[cfg(feature = "gpu")]
 #[doc(inline)]
 pub use autopcg_gpu as gpu;
+#[cfg(feature = "gpu")]
 #[doc(inline)]
 pub use autopcg_model as model;
 #[doc(inline)]
@@ -35,14 +57,20 @@ pub use autopcg_sparse as sparse;
 #[doc(inline)]
 pub use autopcg_solver::{IterRecord, PcgError, PcgInfo, PcgParams, Plan, PrecondKind, SsorForm};
 #[doc(inline)]
-pub use autopcg_sparse::{CsrMatrix, SparseError};
+pub use autopcg_sparse::{CsrIndex, CsrMatrix, EntryMap, IndexBase, SparseError, Triangle};
 
 mod device;
 mod models;
+pub mod prepared;
 mod solve;
 
-pub use device::{open_gpu, Device};
-pub use models::{resolve_model, LoadedModel, ModelChoice, ResolvedModel};
+#[cfg(feature = "gpu")]
+pub use device::open_gpu;
+pub use device::Device;
+pub use models::ModelChoice;
+#[cfg(feature = "gpu")]
+pub use models::{resolve_model, LoadedModel, ResolvedModel};
+pub use prepared::PreparedSolver;
 pub use solve::{SetupTimes, Solution, SolveFailure, Solver};
 
 /// Errors of the facade.
@@ -59,13 +87,18 @@ pub enum Error {
     #[error("device unavailable: {0}")]
     DeviceUnavailable(String),
     /// A model file named explicitly cannot be used.
+    #[cfg(feature = "gpu")]
     #[error(transparent)]
     Model(#[from] autopcg_model::ModelError),
     /// No plan could be made.
     #[error("no plan: {0}")]
     Plan(String),
-    /// A saved plan cannot be used: another device, another matrix, or a plan that does not
-    /// run ([`Solver::solve_saved_plan`]).
+    /// A saved plan cannot be used: another device, another matrix, or a file that is not a
+    /// plan of this schema (`Solver::prepare_saved`).
+    #[cfg(feature = "gpu")]
     #[error(transparent)]
     SavedPlan(#[from] autopcg_generator::saved::SavedPlanError),
+    /// Something this build of the library leaves out (a feature that is off).
+    #[error("not in this build: {0}")]
+    Unsupported(String),
 }

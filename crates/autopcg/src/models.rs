@@ -1,9 +1,12 @@
 //! Which performance model chooses a plan: the one model-resolution function every command
-//! uses ([`resolve_model`]).
+//! uses (`resolve_model`, with the `gpu` feature; without it there are no models and a named
+//! model file is an error).
 use std::path::PathBuf;
 
+#[cfg(feature = "gpu")]
 use autopcg_model::{store, ModelFile};
 
+#[cfg(feature = "gpu")]
 use crate::Error;
 
 /// Which performance model chooses the GPU plan.
@@ -33,6 +36,7 @@ impl std::str::FromStr for ModelChoice {
 }
 
 /// A model that was found and read, with the path it came from.
+#[cfg(feature = "gpu")]
 #[derive(Debug, Clone)]
 pub struct LoadedModel {
     /// The model.
@@ -41,6 +45,7 @@ pub struct LoadedModel {
     pub path: PathBuf,
 }
 
+#[cfg(feature = "gpu")]
 impl LoadedModel {
     /// The path as plans and notes print it.
     pub fn label(&self) -> String {
@@ -49,6 +54,7 @@ impl LoadedModel {
 }
 
 /// The result of [`resolve_model`]: the model, if any, and one-line notes on why there is none.
+#[cfg(feature = "gpu")]
 #[derive(Debug, Clone, Default)]
 pub struct ResolvedModel {
     /// The model to choose with.
@@ -63,6 +69,7 @@ pub struct ResolvedModel {
 ///   given), else an error — whatever the device;
 /// - [`ModelChoice::Auto`]: with a device, its model file found by name, or none with a note
 ///   (none found, or found but unreadable); without a device, none with a note.
+#[cfg(feature = "gpu")]
 pub fn resolve_model(choice: &ModelChoice, device: Option<&str>) -> Result<ResolvedModel, Error> {
     match choice {
         ModelChoice::Off => Ok(ResolvedModel::default()),

@@ -1,26 +1,25 @@
-//! The solve: ask the generator for a plan, build the backend it names, run Chronopoulos–Gear
-//! PCG, and report.
+//! The one-shot solve ([`Solver`]): a builder whose `solve` prepares a [`PreparedSolver`]
+//! (see [`crate::prepared`]) and solves once.
 use std::fmt;
 use std::ops::ControlFlow;
-use std::time::Instant;
 
-use autopcg_generator::{ModelRef, PlanRequest, SolvePlan, StepExplain, Target};
-use autopcg_gpu::GpuDevice;
-use autopcg_solver::cpu::CpuBackend;
-use autopcg_solver::gpu::GpuBackend;
-use autopcg_solver::{IterRecord, PcgError, PcgInfo, PcgParams, Plan, PrecondKind};
+use autopcg_generator::StepExplain;
+use autopcg_solver::{IterRecord, PcgInfo, PcgParams, Plan, PrecondKind};
 use autopcg_sparse::CsrMatrix;
 use serde::Serialize;
 
-use crate::device::open_gpu;
-use crate::models::{resolve_model, ModelChoice, ResolvedModel};
+use crate::models::ModelChoice;
+use crate::prepared::{PreparedSolver, Settings};
 use crate::{Device, Error};
 
+#[cfg(feature = "gpu")]
 mod saved;
 
 /// Where setup time went, in milliseconds.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct SetupTimes {
+    /// Checking the matrix (its symmetry, unless [`Solver::check_symmetry`] turned it off).
+    pub check_ms: f64,
     /// Opening the device and finding and reading the model file.
     pub device_ms: f64,
     /// Building the preconditioner (both SSOR-AI forms when the model compared them).
@@ -29,12 +28,20 @@ pub struct SetupTimes {
     pub select_ms: f64,
     /// Conversions, uploads, allocation and kernel loading of the backend.
     pub backend_ms: f64,
+    /// Putting this solve's right-hand side and initial guess in place (the only setup a
+    /// solve on a prepared solver pays).
+    pub rhs_ms: f64,
 }
 
 impl SetupTimes {
     /// The total.
     pub fn total_ms(&self) -> f64 {
-        self.device_ms + self.precond_ms + self.select_ms + self.backend_ms
+        self.check_ms
+            + self.device_ms
+            + self.precond_ms
+            + self.select_ms
+            + self.backend_ms
+            + self.rhs_ms
     }
 }
 
@@ -72,7 +79,7 @@ pub struct Solution {
 }
 
 /// A solve that ended in an error; `partial` holds the last iterate when there is one
-/// (the iteration limit was reached).
+/// (the iteration limit was reached, or the solve stagnated at the attainable accuracy).
 #[derive(Debug)]
 pub struct SolveFailure {
     /// What went wrong.
@@ -112,22 +119,34 @@ pub struct Solver<'a> {
     ssor_form_auto: bool,
     expected_iterations: f64,
     check_every: Option<usize>,
+    check_symmetry: bool,
 }
 
 impl<'a> Solver<'a> {
     /// A solver for `a` with SSOR-AI (first order, factored form, omega from
-    /// [`autopcg_solver::auto_omega`]), tol 1e-8 and the automatic device choice.
+    /// [`autopcg_solver::auto_omega`] unless set), tol 1e-8 and the automatic device choice.
     pub fn new(a: &'a CsrMatrix) -> Self {
         Solver {
             a,
-            precond: PrecondKind::ssor_ai().with_omega(autopcg_solver::auto_omega(a)),
+            precond: PrecondKind::ssor_ai(),
             params: PcgParams::default(),
             device: Device::Auto,
             model: ModelChoice::Auto,
             ssor_form_auto: false,
             expected_iterations: autopcg_generator::EXPECTED_ITERATIONS,
             check_every: None,
+            check_symmetry: true,
         }
+    }
+    /// Whether the matrix is checked to be symmetric before anything else (default: yes).
+    /// A matrix holding only one triangle is then refused with a hint at
+    /// [`CsrMatrix::from_lower_triangle`] instead of failing later as not SPD. Turn it off
+    /// for a matrix known to be symmetric (one read from a `symmetric` Matrix Market file, or
+    /// built by a family) to save the check, which costs about one SpMV with a binary search
+    /// per entry.
+    pub fn check_symmetry(mut self, on: bool) -> Self {
+        self.check_symmetry = on;
+        self
     }
     /// Sets which performance model chooses the GPU plan (default: the device's model file).
     pub fn model(mut self, model: ModelChoice) -> Self {
@@ -152,22 +171,44 @@ impl<'a> Solver<'a> {
         self.precond = kind;
         self
     }
-    /// Sets tolerance, iteration limit and history. The polling interval of `params` is used
-    /// only if set with [`Solver::check_every`]; otherwise the generator's default for the
-    /// device applies (every iteration on the CPU, every 16 on a GPU).
+    /// Sets tolerance, iteration limit, history, replacement and polling. A polling interval
+    /// left unset ([`PcgParams::check_every`] `None`) is chosen by the generator for the device
+    /// (every iteration on the CPU, every 16 on a GPU); one that is set is kept.
     pub fn params(mut self, params: PcgParams) -> Self {
         self.params = params;
         self
     }
-    /// Polls (synchronises with the device, checks convergence) every `k` iterations.
+    /// Polls (synchronises with the device, checks convergence) every `k` iterations (at least
+    /// 1), overriding the interval of [`Solver::params`].
     pub fn check_every(mut self, k: usize) -> Self {
-        self.check_every = Some(k);
+        self.check_every = Some(k.max(1));
         self
     }
     /// Sets the device.
     pub fn device(mut self, device: Device) -> Self {
         self.device = device;
         self
+    }
+
+    /// Prepares the solve (device, model, plan, preconditioner, uploads) without solving:
+    /// the [`PreparedSolver`] then solves as many right-hand sides as needed, and takes new
+    /// values of the same pattern ([`PreparedSolver::update_values`]).
+    pub fn prepare(&self) -> Result<PreparedSolver<'a>, Error> {
+        PreparedSolver::prepare(std::borrow::Cow::Borrowed(self.a), &self.settings())
+    }
+
+    /// What the builder was configured with.
+    pub(crate) fn settings(&self) -> Settings {
+        Settings {
+            precond: self.precond,
+            params: self.params.clone(),
+            device: self.device,
+            model: self.model.clone(),
+            ssor_form_auto: self.ssor_form_auto,
+            expected_iterations: self.expected_iterations,
+            check_every: self.check_every,
+            check_symmetry: self.check_symmetry,
+        }
     }
 
     /// Solves from x0 = 0.
@@ -177,158 +218,44 @@ impl<'a> Solver<'a> {
 
     /// Solves from `x0` (zero when `None`), calling `progress` with every iteration's record
     /// (returning `Break` stops the solve early; it then reports not converged). On a GPU the
-    /// records arrive in batches, each time the solver polls the device.
+    /// records arrive in batches, each time the solver polls the device. The setup times of
+    /// the solution include preparing.
     pub fn solve_with(
         &self,
         b: &[f64],
         x0: Option<&[f64]>,
         progress: impl FnMut(&IterRecord) -> ControlFlow<()>,
     ) -> Result<Solution, SolveFailure> {
-        let t0 = Instant::now();
-        let mut notes = Vec::new();
-        let gpu = match self.device {
-            Device::Cpu => None,
-            Device::Gpu => Some(open_gpu(0).map_err(Error::DeviceUnavailable)?),
-            Device::Auto => match open_gpu(0) {
-                Ok(d) => Some(d),
-                Err(why) => {
-                    notes.push(format!("{why}: running on the CPU"));
-                    None
-                }
-            },
-        };
-        let device_name = gpu.as_ref().map(|d| d.props().name.clone());
-        let ResolvedModel {
-            model,
-            notes: model_notes,
-        } = resolve_model(&self.model, device_name.as_deref())?;
-        notes.extend(model_notes);
-        let label = model.as_ref().map(|m| m.label());
-        let target = match &gpu {
-            Some(d) => Target::Gpu(d.props().clone()),
-            None => Target::Cpu {
-                threads: rayon::current_num_threads(),
-            },
-        };
-        let mut req = PlanRequest::new(self.a, self.precond, target);
-        req.ssor_form_auto = self.ssor_form_auto;
-        req.expected_iterations = self.expected_iterations;
-        req.check_every = self.check_every;
-        req.model = match (&model, &label) {
-            (Some(m), Some(l)) => Some(ModelRef {
-                file: &m.file,
-                label: l,
-            }),
-            _ => None,
-        };
-        let device_ms = t0.elapsed().as_secs_f64() * 1e3;
-        let plan = autopcg_generator::plan(&req).map_err(|e| match e {
-            autopcg_generator::PlanError::Solver(p) => Error::Pcg(p),
-            other => Error::Plan(other.to_string()),
-        })?;
-        notes.extend(plan.notes.iter().cloned());
-        let mut setup = SetupTimes {
-            device_ms,
-            precond_ms: plan.precond_ms,
-            select_ms: plan.select_ms,
-            backend_ms: 0.0,
-        };
-        let mut params = self.params.clone();
-        params.check_every = plan.check_every;
-        match &gpu {
-            Some(dev) => self.run_gpu(dev, &plan, b, x0, &params, progress, &mut setup, notes),
-            None => self.run_cpu(&plan, b, x0, &params, progress, &mut setup, notes),
-        }
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn run_gpu(
-        &self,
-        dev: &GpuDevice,
-        plan: &SolvePlan,
-        b: &[f64],
-        x0: Option<&[f64]>,
-        params: &PcgParams,
-        progress: impl FnMut(&IterRecord) -> ControlFlow<()>,
-        setup: &mut SetupTimes,
-        notes: Vec<String>,
-    ) -> Result<Solution, SolveFailure> {
-        let choice = plan.gpu.as_ref().ok_or_else(|| {
-            Error::Plan("the plan for a GPU has no GPU steps (internal error)".into())
-        })?;
-        let t = Instant::now();
-        let mut backend = GpuBackend::new(dev, self.a, &plan.preconditioner, b, x0, choice)
-            .map_err(Error::from)?;
-        backend
-            .reserve_iterations(params.max_iter)
-            .map_err(Error::from)?;
-        setup.backend_ms = t.elapsed().as_secs_f64() * 1e3;
-        let t1 = Instant::now();
-        let result = autopcg_solver::pcg(&mut backend, params, progress);
-        let x = backend.into_solution();
-        let solve_ms = t1.elapsed().as_secs_f64() * 1e3;
-        let device = format!("gpu {} ({})", dev.ordinal(), dev.props().name);
-        finish(result, x, device, *setup, solve_ms, plan, notes)
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn run_cpu(
-        &self,
-        plan: &SolvePlan,
-        b: &[f64],
-        x0: Option<&[f64]>,
-        params: &PcgParams,
-        progress: impl FnMut(&IterRecord) -> ControlFlow<()>,
-        setup: &mut SetupTimes,
-        notes: Vec<String>,
-    ) -> Result<Solution, SolveFailure> {
-        let t = Instant::now();
-        let mut backend =
-            CpuBackend::new(self.a, &plan.preconditioner, b, x0).map_err(Error::from)?;
-        setup.backend_ms = t.elapsed().as_secs_f64() * 1e3;
-        let t1 = Instant::now();
-        let result = autopcg_solver::pcg(&mut backend, params, progress);
-        let x = Ok(backend.into_solution());
-        let solve_ms = t1.elapsed().as_secs_f64() * 1e3;
-        let device = format!("cpu ({} threads)", rayon::current_num_threads());
-        finish(result, x, device, *setup, solve_ms, plan, notes)
+        solve_prepared(self.prepare()?, b, x0, progress)
     }
 }
 
-/// Turns a driver result and the final iterate into a [`Solution`] or a [`SolveFailure`].
-fn finish(
-    result: Result<PcgInfo, PcgError>,
-    x: Result<Vec<f64>, PcgError>,
-    device: String,
-    setup: SetupTimes,
-    solve_ms: f64,
-    plan: &SolvePlan,
-    notes: Vec<String>,
+/// Solves once with `p`, the setup times of the solution including preparing's.
+pub(crate) fn solve_prepared(
+    mut p: PreparedSolver<'_>,
+    b: &[f64],
+    x0: Option<&[f64]>,
+    progress: impl FnMut(&IterRecord) -> ControlFlow<()>,
 ) -> Result<Solution, SolveFailure> {
-    let make = |x: Vec<f64>, info: PcgInfo| Solution {
-        x,
-        info,
-        device: device.clone(),
-        setup_ms: setup.total_ms(),
-        setup,
-        solve_ms,
-        plan: plan.steps.clone(),
-        notes: notes.clone(),
-        precond_applied: plan.precond_applied().to_string(),
-        model: plan.model.clone(),
-        explain: plan.explain.clone(),
-        predicted_iteration_ms: plan.predicted_iteration_ms,
-        check_every: plan.check_every,
+    let prep = p.setup();
+    let add = |s: &mut Solution| {
+        s.setup.check_ms += prep.check_ms;
+        s.setup.device_ms += prep.device_ms;
+        s.setup.precond_ms += prep.precond_ms;
+        s.setup.select_ms += prep.select_ms;
+        s.setup.backend_ms += prep.backend_ms;
+        s.setup_ms = s.setup.total_ms();
     };
-    match result {
-        Ok(info) => Ok(make(x.map_err(Error::from)?, info)),
-        Err(PcgError::NotConverged { info }) => {
-            let partial = x.ok().map(|x| Box::new(make(x, (*info).clone())));
-            Err(SolveFailure {
-                error: Error::Pcg(PcgError::NotConverged { info }),
-                partial,
-            })
+    match p.solve_with(b, x0, progress) {
+        Ok(mut s) => {
+            add(&mut s);
+            Ok(s)
         }
-        Err(e) => Err(Error::Pcg(e).into()),
+        Err(mut f) => {
+            if let Some(s) = f.partial.as_deref_mut() {
+                add(s);
+            }
+            Err(f)
+        }
     }
 }

@@ -177,8 +177,7 @@ pub(crate) fn bench_pcg(a: PcgBenchArgs) -> Result<()> {
         bail!("--iters must be at least 1");
     }
     let m = read_matrix(&a.matrix, a.assume_symmetric)?;
-    let omega = parse_omega(&a.omega)?.unwrap_or_else(|| autopcg::solver::auto_omega(&m));
-    let kind = precond_kind(a.precond, a.ssor_form, omega);
+    let kind = precond_kind(a.precond, a.ssor_form, parse_omega(&a.omega)?).resolved_for(&m);
     let dev = open_gpu(a.gpu)?;
     let choice: autopcg::ModelChoice = match a.model.parse() {
         Ok(c) => c,

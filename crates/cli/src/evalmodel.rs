@@ -12,7 +12,7 @@ use anyhow::{anyhow, Context, Result};
 use clap::Args;
 
 use autopcg_model::profile::{MatrixSet, Profile};
-use autopcg_model::{evaluate_spmv, store, ModelFile, SpmvEvalReport};
+use autopcg_model::{evaluate_against, store, ModelFile, SpmvEvalReport};
 use autopcg_profiler::{open_profile, run_eval_set, GpuMeasurer, Measurer, SweepOptions};
 
 use crate::tune::{base_dir, Display};
@@ -171,11 +171,16 @@ pub(crate) fn eval_model(a: EvalArgs) -> Result<()> {
             ));
         }
     }
-    let rep = evaluate_spmv(
+    // The shipped fallback rule, judged on the same matrices as the model.
+    let fallback = |w: &autopcg_model::work::SpmvWork| {
+        autopcg::generator::fallback::spmv_candidate(w.n, w.nnz, w.ndiag)
+    };
+    let rep = evaluate_against(
         &model.spmv,
         model.classifier.as_ref(),
         &eval,
         Some(MatrixSet::Eval),
+        Some(&fallback),
     )
     .with_context(|| {
         format!(

@@ -87,8 +87,8 @@ pub(crate) fn generate(a: GenerateArgs) -> Result<u8, Fail> {
     }
     let omega_arg = parse_omega(&a.omega)?;
     let m = read_matrix(&a.matrix, a.assume_symmetric)?;
-    let omega = omega_arg.unwrap_or_else(|| autopcg::solver::auto_omega(&m));
-    let kind = precond_kind(a.precond, a.ssor_form, omega);
+    // An automatic omega is resolved for the matrix by the plan and recorded in plan.json.
+    let kind = precond_kind(a.precond, a.ssor_form, omega_arg);
 
     // The target GPU and the model that chooses for it.
     let mut notes = Vec::new();
@@ -138,7 +138,6 @@ pub(crate) fn generate(a: GenerateArgs) -> Result<u8, Fail> {
         &solve_plan,
         &m,
         &props,
-        &kind,
         saved_model,
         Some(a.matrix.display().to_string()),
     )?;

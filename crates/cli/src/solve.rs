@@ -10,6 +10,7 @@ use serde::Serialize;
 
 use autopcg::generator::saved::{SavedPlan, SavedPlanError};
 use autopcg::generator::StepExplain;
+use autopcg::solver::{HistoryNorm, StopReason};
 use autopcg::sparse::mm;
 use autopcg::{Device, Error, ModelChoice, PcgError, PcgParams, PrecondKind, SetupTimes, Solver};
 
@@ -25,6 +26,9 @@ pub(crate) struct SolveArgs {
     /// Right-hand side b (Matrix Market array or n x 1 coordinate). Default: b = A * ones.
     #[arg(long)]
     rhs: Option<PathBuf>,
+    /// Initial guess x0 (Matrix Market array or n x 1 coordinate). Default: x0 = 0.
+    #[arg(long)]
+    x0: Option<PathBuf>,
     /// Write the solution x here (Matrix Market array).
     #[arg(long)]
     out: Option<PathBuf>,
@@ -67,9 +71,15 @@ pub(crate) struct SolveArgs {
     /// Print one JSON object instead of text.
     #[arg(long)]
     json: bool,
-    /// Include the residual history in the JSON output.
+    /// Include the residual history in the JSON output (`residual_history_norm` says which
+    /// norm it holds).
     #[arg(long)]
     history: bool,
+    /// Also replace the residual (r = b - A x, restarting the recurrence) every K iterations.
+    /// Off by default: the solver already replaces it whenever the recurrence meets the
+    /// tolerance and the true residual does not, and a restart loses the Krylov space.
+    #[arg(long, value_name = "K")]
+    replace_every: Option<usize>,
     /// Run the plan saved by `autopcg generate` (its plan.json) instead of choosing one: no
     /// model is read, the plan's preconditioner, omega, formats, kernels and launches are used.
     /// The plan must be for this GPU and this matrix (n, nnz and sparsity pattern).
@@ -88,6 +98,11 @@ struct SolveReport<'a> {
     nnz: usize,
     iterations: usize,
     converged: bool,
+    /// Why the solve stopped: converged, max_iter, stagnated (and, without a solution,
+    /// not_spd or breakdown).
+    reason: StopReason,
+    /// Residual replacements made.
+    replacements: usize,
     /// True ||b - A x|| / ||b||, recomputed at the end.
     relative_residual: f64,
     recurrence_relative_residual: f64,
@@ -112,10 +127,19 @@ struct SolveReport<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     residual_history: Option<&'a [f64]>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    residual_history_norm: Option<HistoryNorm>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<String>,
 }
 
 pub(crate) fn solve(a: SolveArgs) -> Result<u8, Fail> {
+    if let Some(out) = &a.out {
+        // Before any work: never overwrite an input with the solution.
+        let mut inputs = vec![a.matrix.as_path()];
+        inputs.extend(a.rhs.as_deref());
+        inputs.extend(a.x0.as_deref());
+        autopcg::sparse::io::check_output(out, inputs)?;
+    }
     init_threads(a.threads)?;
     let omega_arg = parse_omega(&a.omega)?;
     let model: ModelChoice = match a.model.parse() {
@@ -130,21 +154,20 @@ pub(crate) fn solve(a: SolveArgs) -> Result<u8, Fail> {
         Some(p) => Some(SavedPlan::load(p)?),
         None => None,
     };
-    let (kind, omega) = match &saved {
-        Some(s) => (s.precond.kind()?, s.precond.omega.unwrap_or(1.0)),
+    // The preconditioner as asked (omega resolved for the matrix), or the plan's.
+    let (kind, precond_text) = match &saved {
+        Some(s) => (s.precond.kind()?, s.precond.kind.clone()),
         None => {
-            let omega = omega_arg.unwrap_or_else(|| autopcg::solver::auto_omega(&m));
-            (precond_kind(a.precond, a.ssor_form, omega), omega)
+            let kind = precond_kind(a.precond, a.ssor_form, omega_arg).resolved_for(&m);
+            (kind, kind.to_string())
         }
     };
-    let precond_text = match &saved {
-        Some(s) => s.precond.kind.clone(),
-        None => kind.to_string(),
-    };
+    let omega = kind.omega().unwrap_or(1.0);
     let params = PcgParams::new()
         .with_tol(a.tol)?
         .with_max_iter(a.max_iter)?
-        .with_history(a.history);
+        .with_history(a.history)
+        .with_replace_every(a.replace_every)?;
     let (b, generated) = match &a.rhs {
         Some(p) => {
             let b = mm::read_vector(p)?;
@@ -161,6 +184,23 @@ pub(crate) fn solve(a: SolveArgs) -> Result<u8, Fail> {
             (b, false)
         }
         None => (m.mul_vec(&vec![1.0; n]), true),
+    };
+    let x0 = match &a.x0 {
+        Some(p) => {
+            let x0 = mm::read_vector(p)?;
+            if x0.len() != n {
+                return Err(anyhow!(
+                    "{}: initial guess has {} entries but the matrix {} has {} rows",
+                    p.display(),
+                    x0.len(),
+                    a.matrix.display(),
+                    n
+                )
+                .into());
+            }
+            Some(x0)
+        }
+        None => None,
     };
     let read_ms = t_read.elapsed().as_secs_f64() * 1e3;
 
@@ -183,17 +223,24 @@ pub(crate) fn solve(a: SolveArgs) -> Result<u8, Fail> {
         ControlFlow::Continue(())
     };
 
+    // read_matrix has checked the symmetry (a general file) or built it (a symmetric one).
     let solver = Solver::new(&m)
+        .check_symmetry(false)
         .precond(kind)
         .params(params)
         .device(a.device)
         .model(model)
         .ssor_form_auto(a.ssor_form == FormArg::Auto);
     let outcome = match (&saved, &a.plan) {
-        (Some(s), Some(p)) => {
-            solver.solve_saved_plan(s, &p.display().to_string(), a.force, &b, None, progress)
-        }
-        _ => solver.solve_with(&b, None, progress),
+        (Some(s), Some(p)) => solver.solve_saved_plan(
+            s,
+            &p.display().to_string(),
+            a.force,
+            &b,
+            x0.as_deref(),
+            progress,
+        ),
+        _ => solver.solve_with(&b, x0.as_deref(), progress),
     };
     if shown {
         eprintln!();
@@ -203,6 +250,17 @@ pub(crate) fn solve(a: SolveArgs) -> Result<u8, Fail> {
         Err(f) => match (f.partial, f.error) {
             (Some(p), e) => (*p, 1u8, Some(e)),
             (None, Error::Pcg(e @ (PcgError::NotSpd { .. } | PcgError::Breakdown { .. }))) => {
+                if a.json {
+                    let j = serde_json::json!({
+                        "matrix": a.matrix.display().to_string(),
+                        "n": n,
+                        "nnz": m.nnz(),
+                        "converged": false,
+                        "reason": e.reason(),
+                        "error": e.to_string(),
+                    });
+                    println!("{j}");
+                }
                 return Err(Fail {
                     code: 1,
                     err: anyhow!(
@@ -211,6 +269,9 @@ pub(crate) fn solve(a: SolveArgs) -> Result<u8, Fail> {
                         a.matrix.display()
                     ),
                 });
+            }
+            (None, Error::Pcg(PcgError::BadDiagonal { row, value, .. })) => {
+                return Err(anyhow::Error::new(mm::diagonal_error(&a.matrix, row, value)).into())
             }
             (None, e @ Error::Model(_)) => {
                 return Err(anyhow::Error::new(e).context("--model").into())
@@ -252,6 +313,8 @@ pub(crate) fn solve(a: SolveArgs) -> Result<u8, Fail> {
             nnz: m.nnz(),
             iterations: iters,
             converged: sol.info.converged,
+            reason: sol.info.reason,
+            replacements: sol.info.replacements,
             relative_residual: sol.info.true_relative_residual,
             recurrence_relative_residual: sol.info.recurrence_relative_residual,
             error_vs_ones,
@@ -272,6 +335,7 @@ pub(crate) fn solve(a: SolveArgs) -> Result<u8, Fail> {
             notes: &sol.notes,
             explain: a.explain.then_some(sol.explain.as_slice()),
             residual_history: a.history.then_some(sol.info.residual_history.as_slice()),
+            residual_history_norm: a.history.then_some(sol.info.history_norm),
             error: err.as_ref().map(|e| e.to_string()),
         };
         println!(
@@ -293,13 +357,19 @@ pub(crate) fn solve(a: SolveArgs) -> Result<u8, Fail> {
             m.nnz(),
             sol.device
         );
+        let verdict = match sol.info.reason {
+            StopReason::Converged => "converged",
+            StopReason::Stagnated => "NOT converged (stagnated)",
+            StopReason::MaxIter => "NOT converged (iteration limit)",
+            _ => "NOT converged",
+        };
+        let replaced = match sol.info.replacements {
+            0 => String::new(),
+            1 => ", 1 residual replacement".to_string(),
+            k => format!(", {k} residual replacements"),
+        };
         println!(
-            "{} after {iters} iterations: relative residual {:.3e} (recurrence {:.3e})",
-            if sol.info.converged {
-                "converged"
-            } else {
-                "NOT converged"
-            },
+            "{verdict} after {iters} iterations{replaced}: relative residual {:.3e} (recurrence {:.3e})",
             sol.info.true_relative_residual,
             sol.info.recurrence_relative_residual
         );

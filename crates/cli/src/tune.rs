@@ -242,6 +242,7 @@ pub(crate) fn tune(a: TuneArgs) -> Result<()> {
             Some(o) => o.clone(),
             None => default_model_dir()?.join(format!("{}.json", spec.slug())),
         };
+        autopcg::sparse::io::check_output(&model_path, [profile])?;
         create_parent(&model_path)?;
         let summary = fit_and_write_model(profile, &model_path)?;
         println!("{summary}");
@@ -268,6 +269,7 @@ pub(crate) fn tune(a: TuneArgs) -> Result<()> {
             .unwrap_or_else(|| Path::new(""))
             .join(format!("{slug}.profile.jsonl")),
     };
+    autopcg::sparse::io::check_output(&model_path, [&profile_path])?;
     create_parent(&model_path)?;
     create_parent(&profile_path)?;
     let opts = SweepOptions::new(a.quick, base_dir());

@@ -175,7 +175,7 @@ fn bad_input_exits_2_naming_file_and_line() {
             write(
                 d,
                 "upper.mtx",
-                "%%MatrixMarket matrix coordinate real symmetric\n2 2 2\n1 1 1\n1 2 1\n",
+                "%%MatrixMarket matrix coordinate real symmetric\n2 2 3\n1 1 1\n1 2 1\n2 2 1\n",
             ),
             "upper.mtx:4",
         ),
@@ -436,6 +436,13 @@ fn eval_model_judges_a_committed_evaluation_profile_without_a_gpu() {
     assert_eq!(j["spmv"]["matrices"], 19);
     assert!(j["spmv"]["median_rel_err"].as_f64().unwrap() > 0.0);
     assert!(j["vector_held_out"]["count"].as_u64().unwrap() > 0);
+    // The model is judged against the fallback rule the product ships, and beats it.
+    let fb = &j["spmv"]["fallback_rule"];
+    assert_eq!(fb["matrices"], 19);
+    assert!(
+        fb["geomean_slowdown"].as_f64().unwrap()
+            > j["spmv"]["model"]["geomean_slowdown"].as_f64().unwrap()
+    );
 }
 
 #[test]
@@ -514,4 +521,322 @@ fn close(a: &serde_json::Value, b: &serde_json::Value, at: &str) {
         }
         _ => assert_eq!(a, b, "{at}"),
     }
+}
+
+#[test]
+fn json_says_why_the_solve_stopped() {
+    // Converged.
+    let o = run(&[
+        "solve",
+        "../../matrices/fem2d_3000.mtx",
+        "--device",
+        "cpu",
+        "--json",
+        "--history",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(j["reason"], "converged");
+    assert!(j["replacements"].is_u64());
+    assert_eq!(j["residual_history_norm"], "recurrence");
+    // A tolerance below what double precision allows: stagnated, exit 1, the estimate said.
+    let o = run(&[
+        "solve",
+        "../../matrices/fem2d_3000.mtx",
+        "--device",
+        "cpu",
+        "--tol",
+        "1e-15",
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(j["reason"], "stagnated");
+    assert_eq!(j["converged"], false);
+    assert!(j["replacements"].as_u64().unwrap() >= 1);
+    assert!(stderr(&o).contains("attainable"), "{}", stderr(&o));
+    // The iteration limit.
+    let o = run(&[
+        "solve",
+        "../../matrices/fem2d_3000.mtx",
+        "--device",
+        "cpu",
+        "--max-iter",
+        "3",
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(j["reason"], "max_iter");
+}
+
+#[test]
+fn a_named_model_is_checked_on_the_cpu_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let empty = write(dir.path(), "empty.json", "");
+    for m in [dir.path().join("missing.json"), empty] {
+        let o = run(&[
+            "solve",
+            "../../matrices/bcsstk01.mtx",
+            "--device",
+            "cpu",
+            "--model",
+            m.to_str().unwrap(),
+        ]);
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        let e = stderr(&o);
+        assert!(
+            e.contains("--model") && e.contains(m.file_name().unwrap().to_str().unwrap()),
+            "{e}"
+        );
+        assert_eq!(e.trim().lines().count(), 1, "{e}");
+    }
+}
+
+#[test]
+fn outputs_never_overwrite_inputs() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("a.mtx");
+    std::fs::copy("../../matrices/bcsstk01.mtx", &a).unwrap();
+    let before = std::fs::read(&a).unwrap();
+    let b = dir.path().join("b.mtx");
+    let o = run(&[
+        "solve",
+        a.to_str().unwrap(),
+        "--device",
+        "cpu",
+        "--out",
+        b.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    for (out, extra) in [(&a, vec![]), (&b, vec!["--rhs", b.to_str().unwrap()])] {
+        let mut args = vec!["solve", a.to_str().unwrap(), "--device", "cpu"];
+        args.extend(extra);
+        args.extend(["--out", out.to_str().unwrap()]);
+        let o = run(&args);
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        assert_eq!(stderr(&o).trim().lines().count(), 1, "{}", stderr(&o));
+    }
+    assert_eq!(
+        std::fs::read(&a).unwrap(),
+        before,
+        "the matrix was overwritten"
+    );
+    // tune --refit PROFILE --out PROFILE.
+    let p = dir.path().join("p.jsonl.gz");
+    std::fs::copy("../../models/nvidia-h100.profile.jsonl.gz", &p).unwrap();
+    let pb = std::fs::read(&p).unwrap();
+    let o = run(&[
+        "tune",
+        "--refit",
+        p.to_str().unwrap(),
+        "--out",
+        p.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert_eq!(
+        std::fs::read(&p).unwrap(),
+        pb,
+        "the profile was overwritten"
+    );
+}
+
+#[test]
+fn a_non_positive_diagonal_is_refused_for_every_preconditioner_naming_its_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = write(
+        dir.path(),
+        "neg.mtx",
+        "%%MatrixMarket matrix coordinate real symmetric\n3 3 4\n1 1 2\n2 1 -1\n2 2 -3\n3 3 2\n",
+    );
+    for p in ["none", "jacobi", "ssor-ai"] {
+        let o = run(&[
+            "solve",
+            m.to_str().unwrap(),
+            "--device",
+            "cpu",
+            "--precond",
+            p,
+        ]);
+        assert_eq!(o.status.code(), Some(2), "{p}: {}", stderr(&o));
+        let e = stderr(&o);
+        assert!(e.contains("neg.mtx:5") && e.contains("-3"), "{p}: {e}");
+    }
+}
+
+#[test]
+fn too_many_threads_are_clamped_with_a_note() {
+    let t0 = std::time::Instant::now();
+    let o = run(&[
+        "solve",
+        "../../matrices/bcsstk01.mtx",
+        "--device",
+        "cpu",
+        "--threads",
+        "4096",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stderr(&o).contains("logical CPUs"), "{}", stderr(&o));
+    assert!(t0.elapsed().as_secs() < 20, "took {:?}", t0.elapsed());
+}
+
+#[test]
+fn refit_refuses_a_header_that_is_not_the_device_of_the_records() {
+    use std::io::Read;
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(
+        std::fs::File::open("../../models/nvidia-h100.profile.jsonl.gz").unwrap(),
+    )
+    .read_to_string(&mut text)
+    .unwrap();
+    // The header relabelled as a GPU with fewer SMs (an H100 PCIe has 114): the records'
+    // eq. 3-2 block counts were measured on 132.
+    let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+    assert!(lines[0].contains("\"sm_count\":132"), "{}", lines[0]);
+    lines[0] = lines[0]
+        .replace("\"sm_count\":132", "\"sm_count\":114")
+        .replace("NVIDIA H100 80GB HBM3", "NVIDIA H100 PCIe");
+    let dir = tempfile::tempdir().unwrap();
+    let p = write(dir.path(), "p.jsonl", &(lines.join("\n") + "\n"));
+    let out = dir.path().join("m.json");
+    let o = run(&[
+        "tune",
+        "--refit",
+        p.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("do not match the device"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!out.exists(), "a model was written");
+}
+
+/// Seeded mutations of the shipped fixtures through the whole binary (`solve` on the CPU and
+/// `features`): every run ends with exit 0, 1 or 2 — never a signal (a panic or an abort) — and
+/// an exit 2 says what is wrong in one line naming the file. The reader's own fuzz test
+/// (crates/sparse/tests/mm_fuzz.rs) covers thousands more inputs in-process; this one checks
+/// the process end to end. `AUTOPCG_CLI_FUZZ_CASES` changes the count.
+#[test]
+fn mutated_inputs_never_crash_the_binary() {
+    let cases: u64 = std::env::var("AUTOPCG_CLI_FUZZ_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(400);
+    let sources: Vec<Vec<u8>> = ["bcsstk01", "poisson3d_16", "fem2d_3000"]
+        .iter()
+        .map(|f| std::fs::read(format!("../../matrices/{f}.mtx")).unwrap())
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    // A small xorshift generator: seeded, no dependency.
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move |m: u64| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state % m.max(1)
+    };
+    let tokens: [&[u8]; 10] = [
+        b"nan",
+        b"-inf",
+        b"1e999",
+        b"-1",
+        b"0",
+        b"4000000000",
+        b"%%",
+        b"\n",
+        b" ",
+        b"general",
+    ];
+    for case in 0..cases {
+        let src = &sources[next(sources.len() as u64) as usize];
+        let mut bytes = src.clone();
+        for _ in 0..=next(4) {
+            let at = next(bytes.len() as u64) as usize;
+            match next(4) {
+                0 => bytes[at] = next(256) as u8,
+                1 => {
+                    let t = tokens[next(tokens.len() as u64) as usize];
+                    bytes.splice(at..at, t.iter().copied());
+                }
+                2 => bytes.truncate(at.max(1)),
+                _ => {
+                    let end = (at + 1 + next(64) as usize).min(bytes.len());
+                    bytes.drain(at..end);
+                }
+            }
+        }
+        let p = dir.path().join(format!("case{case}.mtx"));
+        std::fs::write(&p, &bytes).unwrap();
+        let path = p.to_str().unwrap();
+        for args in [
+            vec!["solve", path, "--device", "cpu", "--max-iter", "30"],
+            vec!["features", path, "--model", "none"],
+        ] {
+            let o = run(&args);
+            let code = o.status.code();
+            assert!(
+                matches!(code, Some(0..=2)),
+                "case {case} ({args:?}) ended with {:?}: {}",
+                o.status,
+                stderr(&o)
+            );
+            if code == Some(2) {
+                let e = stderr(&o);
+                assert!(
+                    e.contains(&format!("case{case}.mtx")) || e.contains("usage"),
+                    "case {case}: {e}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn an_initial_guess_from_a_file_is_used() {
+    let dir = tempfile::tempdir().unwrap();
+    let x = dir.path().join("x.mtx");
+    let o = run(&[
+        "solve",
+        "../../matrices/fem2d_3000.mtx",
+        "--device",
+        "cpu",
+        "--out",
+        x.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let first: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    // Starting from the solution: (almost) nothing left to do.
+    let o = run(&[
+        "solve",
+        "../../matrices/fem2d_3000.mtx",
+        "--device",
+        "cpu",
+        "--x0",
+        x.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let again: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(again["iterations"].as_u64().unwrap() < first["iterations"].as_u64().unwrap() / 4);
+    // A guess of the wrong length is bad input.
+    let short = write(
+        dir.path(),
+        "short.mtx",
+        "%%MatrixMarket matrix array real general\n2 1\n1\n2\n",
+    );
+    let o = run(&[
+        "solve",
+        "../../matrices/fem2d_3000.mtx",
+        "--device",
+        "cpu",
+        "--x0",
+        short.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("short.mtx"), "{}", stderr(&o));
 }

@@ -1,9 +1,21 @@
 //! `autopcg generate` and `autopcg solve --plan`: generation without a GPU from a committed
 //! model, the plan file and the emitted folder, and the refusals of a plan for another matrix
 //! or another device (exit 2, one line naming the plan), with `--force` for the fingerprint.
-//! On a GPU host whose GPU has a committed model, the saved plan also runs.
+//! On a GPU host the saved plan also runs, and its JSON is the one of `solve --json`; without
+//! a CUDA device that test is reported ignored (failed with AUTOPCG_REQUIRE_GPU=1).
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+
+use autopcg_gpu::GpuDevice;
+
+autopcg_gpu::test_main! {
+    cpu: [
+        generate_writes_the_plan_and_the_solver_without_a_gpu,
+        generate_refuses_what_it_cannot_do,
+        solve_plan_refuses_another_matrix_and_another_device,
+    ],
+    gpu: [solve_plan_runs_on_the_plans_gpu],
+}
 
 /// The binary cargo built for these tests, or the GPU bundle's (see tests/cli.rs).
 fn bin() -> Command {
@@ -54,7 +66,6 @@ fn gpu_slug() -> Option<String> {
     autopcg::open_gpu(0).ok().map(|d| d.props().slug())
 }
 
-#[test]
 fn generate_writes_the_plan_and_the_solver_without_a_gpu() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("gen");
@@ -126,7 +137,6 @@ fn generate_writes_the_plan_and_the_solver_without_a_gpu() {
     assert!(text.contains("cmake -S"), "{text}");
 }
 
-#[test]
 fn generate_refuses_what_it_cannot_do() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("g");
@@ -161,7 +171,6 @@ fn generate_refuses_what_it_cannot_do() {
     }
 }
 
-#[test]
 fn solve_plan_refuses_another_matrix_and_another_device() {
     let dir = tempfile::tempdir().unwrap();
     let plan = generate(
@@ -261,26 +270,27 @@ fn solve_plan_refuses_another_matrix_and_another_device() {
     assert_eq!(o.status.code(), Some(2));
 }
 
-#[test]
-fn solve_plan_runs_on_the_plans_gpu() {
-    let Some(slug) = gpu_slug() else {
-        assert!(
-            std::env::var("AUTOPCG_REQUIRE_GPU").as_deref() != Ok("1"),
-            "solve_plan_runs_on_the_plans_gpu: AUTOPCG_REQUIRE_GPU=1 but no GPU opens"
-        );
-        println!(
-            "solve_plan_runs_on_the_plans_gpu: skipped, no CUDA device; set \
-             AUTOPCG_REQUIRE_GPU=1 to fail instead"
-        );
-        return;
-    };
+fn solve_plan_runs_on_the_plans_gpu(dev: GpuDevice) {
+    // The committed model of this GPU chooses; without one, generate plans for GPU 0 with the
+    // model it finds as `solve` does (the fallback rule when there is none).
+    let slug = dev.props().slug();
+    drop(dev);
     let model = format!("../../models/{slug}.json");
-    if !Path::new(&model).exists() {
-        println!("solve_plan_runs_on_the_plans_gpu: skipped, no committed model for {slug}");
-        return;
-    }
     let dir = tempfile::tempdir().unwrap();
-    let plan = generate("../../matrices/bcsstk13.mtx", &model, &dir.path().join("g"));
+    let out = dir.path().join("g");
+    let has_model = Path::new(&model).exists();
+    let plan = if has_model {
+        generate("../../matrices/bcsstk13.mtx", &model, &out)
+    } else {
+        let o = run(&[
+            "generate",
+            "../../matrices/bcsstk13.mtx",
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        out.join("plan.json")
+    };
     let o = run(&[
         "solve",
         "../../matrices/bcsstk13.mtx",
@@ -291,7 +301,25 @@ fn solve_plan_runs_on_the_plans_gpu() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(j["converged"], true);
-    assert_eq!(j["model"], model.as_str());
+    if has_model {
+        assert_eq!(j["model"], model.as_str());
+    }
     assert!(j["plan"]["source"].as_str().unwrap().starts_with("plan "));
     assert!(j["relative_residual"].as_f64().unwrap() <= 1e-8);
+    let saved: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&plan).unwrap()).unwrap();
+    assert_eq!(j["omega"], saved["precond"]["omega"]);
+    assert_eq!(j["precond_applied"], saved["precond"]["applied"]);
+    assert_eq!(j["check_every"], saved["check_every"]);
+
+    // The same report as `solve --json`: the same fields.
+    let o = run(&["solve", "../../matrices/bcsstk13.mtx", "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let plain: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let keys = |v: &serde_json::Value| -> Vec<String> {
+        let mut k: Vec<String> = v.as_object().unwrap().keys().cloned().collect();
+        k.sort();
+        k
+    };
+    assert_eq!(keys(&j), keys(&plain));
 }

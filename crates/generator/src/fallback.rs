@@ -11,7 +11,7 @@
 //!   SSOR-AI), grid-stride, one wave.
 //! - One-iteration CUDA graphs (the entry point sets the graph length from the polling
 //!   interval).
-use autopcg_catalog::{DeviceProps, LaunchConfig};
+use autopcg_catalog::{DeviceProps, GridPolicy, LaunchConfig, SpmvCandidate, SpmvImpl};
 use autopcg_catalog::{
     Dot3Kernel, Loads, PrecondKernel, SpmvKernel, SpmvMethod, VectorVariant, DEFAULT_THREADS,
 };
@@ -46,28 +46,43 @@ pub const ENTRIES_PER_LANE: f64 = 2.5;
 /// 4 lanes on a 2D P1 FEM matrix (7 entries per row), 16 lanes on s3rmt3m3 (39) and 32 on
 /// bcsstk13 (42).
 pub fn spmv_method(b: &CsrMatrix) -> SpmvMethod {
-    let n = b.nrows();
-    let nnz = b.nnz().max(1);
-    let t = DEFAULT_THREADS;
-    let ndiag = autopcg_sparse::dia::count_diagonals(b);
-    if (ndiag as f64) * (n as f64) <= DIA_FILL * nnz as f64 {
-        return SpmvMethod::Dia {
-            config: LaunchConfig::per_item(n as u64, t),
-        };
+    let n = b.nrows() as u64;
+    let kernel = spmv_kernel(
+        n,
+        b.nnz() as u64,
+        autopcg_sparse::dia::count_diagonals(b) as u64,
+    );
+    let config = LaunchConfig::per_item(kernel.work_items(n, b.nnz() as u64), DEFAULT_THREADS);
+    match kernel {
+        SpmvKernel::Dia => SpmvMethod::Dia { config },
+        k => SpmvMethod::Csr { kernel: k, config },
     }
-    let mean = b.nnz() as f64 / n.max(1) as f64;
+}
+
+/// The kernel the rule picks for a matrix of `n` rows, `nnz` entries and `ndiag` diagonals
+/// (see [`spmv_method`]): [`SpmvKernel::Dia`], [`SpmvKernel::CsrScalar`] or
+/// [`SpmvKernel::CsrVector`].
+pub fn spmv_kernel(n: u64, nnz: u64, ndiag: u64) -> SpmvKernel {
+    if (ndiag as f64) * (n as f64) <= DIA_FILL * nnz.max(1) as f64 {
+        return SpmvKernel::Dia;
+    }
+    let mean = nnz as f64 / n.max(1) as f64;
     if mean < SCALAR_BELOW {
-        return SpmvMethod::Csr {
-            kernel: SpmvKernel::CsrScalar,
-            config: LaunchConfig::per_item(n as u64, t),
-        };
+        return SpmvKernel::CsrScalar;
     }
     let lanes = (mean / ENTRIES_PER_LANE).ceil().clamp(2.0, 32.0) as u32;
-    let lanes = lanes.next_power_of_two().min(32);
-    SpmvMethod::Csr {
-        kernel: SpmvKernel::CsrVector(lanes),
-        config: LaunchConfig::per_item((n as u64).saturating_mul(u64::from(lanes)), t),
-    }
+    SpmvKernel::CsrVector(lanes.next_power_of_two().min(32))
+}
+
+/// The rule's pick as a candidate of the SpMV model (a thread or lane per work item:
+/// [`GridPolicy::Cover`], [`DEFAULT_THREADS`] threads), from a matrix's work counts: what
+/// `eval-model` measures the shipped rule by.
+pub fn spmv_candidate(n: u64, nnz: u64, ndiag: u64) -> SpmvCandidate {
+    SpmvCandidate::own(
+        SpmvImpl::Kernel(spmv_kernel(n, nnz, ndiag)),
+        DEFAULT_THREADS,
+        GridPolicy::Cover,
+    )
 }
 
 /// The fallback SpMV choice of operand `b` (no prediction).
@@ -219,6 +234,21 @@ mod tests {
                 }
                 m => panic!("expected CSR vector, got {m:?}"),
             }
+        }
+    }
+
+    #[test]
+    fn the_candidate_is_the_method_the_rule_runs() {
+        let props = DeviceProps::hopper_like();
+        for a in [tridiag(5000), scattered(3000, 3), scattered(3000, 20)] {
+            let w = (a.nrows() as u64, a.nnz() as u64);
+            let c = spmv_candidate(w.0, w.1, autopcg_sparse::dia::count_diagonals(&a) as u64);
+            let shape = autopcg_catalog::SpmvShape {
+                nrows: w.0,
+                nnz: w.1,
+                hyb_coo_nnz: 0,
+            };
+            assert_eq!(c.method_for(shape, &props), Some(spmv_method(&a)));
         }
     }
 

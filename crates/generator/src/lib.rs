@@ -12,29 +12,47 @@
 //! - [`ssor`]: SSOR-AI's application form (factored or explicit) and the bound on the explicit
 //!   product's size that is checked before it is formed.
 //! - [`explain`]: how each step was chosen, with its runners-up.
-//! - [`saved`]: a GPU plan as a schema-versioned file ([`saved::SavedPlan`], with the matrix
-//!   [`saved::Fingerprint`]), and back to a [`SolvePlan`] without choosing again.
-//! - [`emit`]: a standalone CUDA solver from a saved plan (the chosen kernels of `kernels/`, a
-//!   host driver, a C API, CMake), from templates filled with the plan.
+//! - `saved` (feature `model`): a GPU plan as a schema-versioned file (`saved::SavedPlan`,
+//!   with the matrix `saved::Fingerprint`), and back to a [`SolvePlan`] without choosing again.
+//! - `emit` (feature `emit`): a standalone CUDA solver from a saved plan (the chosen kernels of
+//!   `kernels/`, a host driver, a C API, CMake), from templates filled with the plan. It needs
+//!   no GPU: the kernels are cut from the GPU crate's embedded sources.
+//!
+//! The model-driven parts ([`select`], the SSOR-AI form by predicted time, [`ModelRef`]) need
+//! the `model` feature (on by default; it brings the model crate and its classifier's
+//! dependencies). Without it every GPU plan is the fallback rule's, and CPU plans are the same.
+//! Saved plans need it too: a plan's matrix fingerprint records the SpMV work counts the model
+//! reads.
 #![warn(missing_docs)]
 
 use std::time::Instant;
 
+#[cfg(feature = "model")]
 use autopcg_catalog::DeviceProps;
+#[cfg(feature = "model")]
 use autopcg_model::file::ModelFile;
-use autopcg_solver::gpu::{GpuPlanChoice, PrecondChoice};
-use autopcg_solver::{PcgError, Plan, PrecondKind, Preconditioner, SsorForm};
+use autopcg_solver::gpu::GpuPlanChoice;
+#[cfg(feature = "model")]
+use autopcg_solver::gpu::PrecondChoice;
+#[cfg(feature = "model")]
+use autopcg_solver::SsorForm;
+use autopcg_solver::{PcgError, Plan, PrecondKind, Preconditioner};
 use autopcg_sparse::CsrMatrix;
 
+#[cfg(feature = "emit")]
 pub mod emit;
 pub mod explain;
 pub mod fallback;
+#[cfg(feature = "model")]
 pub mod saved;
+#[cfg(feature = "model")]
 pub mod select;
 pub mod ssor;
 
 pub use explain::{StepExplain, StepOption, RUNNERS_UP};
+#[cfg(feature = "model")]
 pub use select::{select_dot3, select_spmv, select_update};
+#[cfg(feature = "model")]
 pub use ssor::{choose_ssor_form, SsorFormChoice};
 
 /// Iterations a conversion is amortised over when a solve does not say how many it expects.
@@ -78,30 +96,9 @@ pub enum PlanError {
 /// record of the file, with the limits it does not record filled in
 /// ([`DeviceProps::with_defaults`]). A plan made for this target needs no GPU (it is a function
 /// of the model and the matrix).
+#[cfg(feature = "model")]
 pub fn model_device_props(model: &ModelFile) -> DeviceProps {
-    let d = &model.device;
-    DeviceProps {
-        name: d.name.clone(),
-        compute_capability: d.compute_capability,
-        sm_count: d.sm_count,
-        max_threads_per_block: d.max_threads_per_block,
-        max_threads_per_sm: d.max_threads_per_sm,
-        max_blocks_per_sm: d.max_blocks_per_sm,
-        regs_per_sm: d.regs_per_sm,
-        regs_per_block: 0,
-        smem_per_sm: d.smem_per_sm,
-        smem_per_block: 0,
-        smem_per_block_optin: 0,
-        total_mem: d.total_mem,
-        l2_bytes: d.l2_bytes,
-        warp_size: d.warp_size,
-        max_grid_x: d.max_grid_x,
-        mem_clock_khz: None,
-        mem_bus_width_bits: None,
-        driver_version: d.driver_version,
-        nvrtc_version: d.nvrtc_version,
-    }
-    .with_defaults()
+    model.device.clone().with_defaults()
 }
 
 /// Where a solve runs, as far as selection is concerned.
@@ -113,10 +110,11 @@ pub enum Target {
         threads: usize,
     },
     /// A GPU with these properties.
-    Gpu(DeviceProps),
+    Gpu(autopcg_catalog::DeviceProps),
 }
 
 /// A fitted model and how to name it in reports (usually its file path).
+#[cfg(feature = "model")]
 #[derive(Debug, Clone, Copy)]
 pub struct ModelRef<'a> {
     /// The model.
@@ -135,6 +133,7 @@ pub struct PlanRequest<'a> {
     /// Let the model choose SSOR-AI's form by predicted time (with a model on a GPU only).
     pub ssor_form_auto: bool,
     /// The fitted model of the target GPU, if one is to choose.
+    #[cfg(feature = "model")]
     pub model: Option<ModelRef<'a>>,
     /// Where the solve runs.
     pub target: Target,
@@ -153,6 +152,7 @@ impl<'a> PlanRequest<'a> {
             matrix,
             precond,
             ssor_form_auto: false,
+            #[cfg(feature = "model")]
             model: None,
             target,
             expected_iterations: EXPECTED_ITERATIONS,
@@ -166,6 +166,10 @@ impl<'a> PlanRequest<'a> {
 pub struct SolvePlan {
     /// The preconditioner, built on the host in the chosen form.
     pub preconditioner: Preconditioner,
+    /// The preconditioner as applied: its omega resolved for the matrix and its SSOR-AI form
+    /// the one chosen. Building it again for new values of the same pattern gives the same
+    /// plan's preconditioner.
+    pub kind: PrecondKind,
     /// What the GPU runs (`None` on the CPU).
     pub gpu: Option<GpuPlanChoice>,
     /// Poll the backend every this many iterations.
@@ -200,19 +204,27 @@ impl SolvePlan {
 pub fn plan(req: &PlanRequest) -> Result<SolvePlan, PlanError> {
     let a = req.matrix;
     let t0 = Instant::now();
-    let mut pre = Preconditioner::build(a, &req.precond)?;
+    // A model may switch SSOR-AI to its explicit form.
+    #[cfg_attr(not(feature = "model"), allow(unused_mut))]
+    let mut kind = req.precond.resolved_for(a);
+    #[cfg_attr(not(feature = "model"), allow(unused_mut))]
+    let mut pre = Preconditioner::build(a, &kind)?;
     let mut precond_ms = t0.elapsed().as_secs_f64() * 1e3;
     let props = match &req.target {
         Target::Cpu { threads } => {
             let check_every = req.check_every.unwrap_or(CPU_CHECK_EVERY);
             let steps = cpu_steps(&pre, *threads);
+            #[cfg(feature = "model")]
             let notes = req
                 .model
                 .map(|m| format!("model {} not used on the CPU", m.label))
                 .into_iter()
                 .collect();
+            #[cfg(not(feature = "model"))]
+            let notes = Vec::new();
             return Ok(SolvePlan {
                 preconditioner: pre,
+                kind,
                 gpu: None,
                 check_every,
                 steps,
@@ -227,16 +239,68 @@ pub fn plan(req: &PlanRequest) -> Result<SolvePlan, PlanError> {
         Target::Gpu(p) => p,
     };
     let t1 = Instant::now();
-    let mut notes = Vec::new();
-    let mut explain = Vec::new();
+    #[cfg(feature = "model")]
+    let m = modelled(req, props, &mut pre, &mut kind)?;
+    #[cfg(not(feature = "model"))]
+    let m = Modelled::default();
+    precond_ms += m.spent_building;
+    let check_every = req.check_every.unwrap_or(GPU_CHECK_EVERY).max(1);
+    let graph_iters = GpuPlanChoice::graph_iters_for(check_every);
+    let choice = m
+        .choice
+        .unwrap_or_else(|| fallback::gpu_choice(a, &pre, props))
+        .with_graph_iters(graph_iters);
+    choice.check(a.nrows(), &pre, props)?;
+    let steps = choice.plan();
+    let select_ms = (t1.elapsed().as_secs_f64() * 1e3 - m.spent_building).max(0.0);
+    Ok(SolvePlan {
+        preconditioner: pre,
+        kind,
+        gpu: Some(choice),
+        check_every,
+        steps,
+        model: m.model_used,
+        explain: m.explain,
+        predicted_iteration_ms: m.predicted,
+        notes: m.notes,
+        precond_ms,
+        select_ms,
+    })
+}
+
+/// What a model decided for a GPU plan (nothing without one).
+#[derive(Default)]
+struct Modelled {
+    /// The modelled choice; `None`: the fallback rule.
+    choice: Option<GpuPlanChoice>,
+    explain: Vec<StepExplain>,
+    notes: Vec<String>,
+    model_used: Option<String>,
+    predicted: Option<f64>,
+    /// Milliseconds spent forming the explicit SSOR-AI product to compare the forms.
+    spent_building: f64,
+}
+
+/// The model's part of a GPU plan: SSOR-AI's form by predicted time (which may replace `pre`
+/// and `kind` with the explicit form), then every modelled step; a model without an answer
+/// leaves the choice to the fallback rule, with a note.
+#[cfg(feature = "model")]
+fn modelled(
+    req: &PlanRequest,
+    props: &DeviceProps,
+    pre: &mut Preconditioner,
+    kind: &mut PrecondKind,
+) -> Result<Modelled, PlanError> {
+    let a = req.matrix;
+    let mut out = Modelled::default();
+    let Some(m) = req.model else {
+        return Ok(out);
+    };
     let mut form_choice = None;
-    let mut spent_building = 0.0;
-    if let (Some(m), true, Preconditioner::SsorFactored { k, kt, .. }) =
-        (req.model, req.ssor_form_auto, &pre)
-    {
+    if let (true, Preconditioner::SsorFactored { k, kt, .. }) = (req.ssor_form_auto, &*pre) {
         let bound = ssor::explicit_nnz_bound(k);
         if !ssor::explicit_within_bound(bound, a.nnz()) {
-            notes.push(format!(
+            out.notes.push(format!(
                 "SSOR-AI kept factored: the explicit product could hold up to {bound:.3e} \
                  entries ({:.1} times nnz(A))",
                 bound / a.nnz().max(1) as f64
@@ -244,7 +308,7 @@ pub fn plan(req: &PlanRequest) -> Result<SolvePlan, PlanError> {
         } else {
             let tb = Instant::now();
             let expl = pre.to_explicit()?;
-            spent_building = tb.elapsed().as_secs_f64() * 1e3;
+            out.spent_building = tb.elapsed().as_secs_f64() * 1e3;
             if let Some(expl) = expl {
                 let Preconditioner::SsorExplicit { m: mm } = &expl else {
                     return Err(PcgError::Backend(
@@ -254,66 +318,45 @@ pub fn plan(req: &PlanRequest) -> Result<SolvePlan, PlanError> {
                 };
                 match choose_ssor_form(m.file, k, kt, mm, props, req.expected_iterations) {
                     Ok(f) => {
-                        explain.push(f.explain.clone());
-                        if f.form == SsorForm::Explicit {
-                            pre = expl;
-                        }
+                        out.explain.push(f.explain.clone());
+                        let explicit = f.form == SsorForm::Explicit;
                         form_choice = Some(f);
+                        if explicit {
+                            *pre = expl;
+                            *kind = kind.with_form(SsorForm::Explicit);
+                        }
                     }
-                    Err(e) => notes.push(format!("SSOR-AI form left factored: {e}")),
+                    Err(e) => out.notes.push(format!("SSOR-AI form left factored: {e}")),
                 }
             }
         }
     }
-    precond_ms += spent_building;
-    let check_every = req.check_every.unwrap_or(GPU_CHECK_EVERY).max(1);
-    let graph_iters = GpuPlanChoice::graph_iters_for(check_every);
-    let mut model_used = None;
-    let mut predicted = None;
-    let choice = match req.model {
-        Some(m) => match select_plan(
-            m.file,
-            a,
-            &pre,
-            props,
-            req.expected_iterations,
-            form_choice.as_ref(),
-        ) {
-            Ok((mut c, ex, p)) => {
-                model_used = Some(m.label.to_string());
-                predicted = Some(p);
-                explain.extend(ex);
-                c.source = format!("model {}", m.label);
-                c
-            }
-            Err(e) => {
-                notes.push(format!("model {} not used ({e}): default rule", m.label));
-                fallback::gpu_choice(a, &pre, props)
-            }
-        },
-        None => fallback::gpu_choice(a, &pre, props),
+    match select_plan(
+        m.file,
+        a,
+        pre,
+        props,
+        req.expected_iterations,
+        form_choice.as_ref(),
+    ) {
+        Ok((mut c, ex, p)) => {
+            out.model_used = Some(m.label.to_string());
+            out.predicted = Some(p);
+            out.explain.extend(ex);
+            c.source = format!("model {}", m.label);
+            out.choice = Some(c);
+        }
+        Err(e) => out
+            .notes
+            .push(format!("model {} not used ({e}): default rule", m.label)),
     }
-    .with_graph_iters(graph_iters);
-    choice.check(a.nrows(), &pre, props)?;
-    let steps = choice.plan();
-    let select_ms = (t1.elapsed().as_secs_f64() * 1e3 - spent_building).max(0.0);
-    Ok(SolvePlan {
-        preconditioner: pre,
-        gpu: Some(choice),
-        check_every,
-        steps,
-        model: model_used,
-        explain,
-        predicted_iteration_ms: predicted,
-        notes,
-        precond_ms,
-        select_ms,
-    })
+    Ok(out)
 }
 
 /// Every modelled step of the GPU plan from `model`, the rest by the fallback rule; `form`,
 /// when [`choose_ssor_form`] already chose SSOR-AI's form, supplies the SpMV choices of K, K^T
 /// or M. Returns the choice, the explanations and the predicted milliseconds per iteration.
+#[cfg(feature = "model")]
 fn select_plan(
     model: &ModelFile,
     a: &CsrMatrix,
@@ -389,5 +432,5 @@ fn cpu_steps(pre: &Preconditioner, threads: usize) -> Plan {
     plan
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "model"))]
 mod tests;

@@ -270,10 +270,12 @@ pub struct SavedPrecond {
 }
 
 impl SavedPrecond {
-    /// The preconditioner asked for (`kind`) in the form the plan applies (`pre`).
-    pub fn of(kind: &PrecondKind, pre: &Preconditioner) -> Self {
+    /// The preconditioner `kind` (its omega resolved for the matrix) in the form the plan
+    /// applies (`pre`). An SSOR-AI kind whose omega is still automatic is refused: a saved
+    /// plan records the omega it runs with.
+    pub fn of(kind: &PrecondKind, pre: &Preconditioner) -> Result<Self, SavedPlanError> {
         let applied = pre.kind_name().to_string();
-        match *kind {
+        Ok(match *kind {
             PrecondKind::None => SavedPrecond {
                 kind: "none".into(),
                 order: None,
@@ -291,7 +293,12 @@ impl SavedPrecond {
             PrecondKind::SsorAi { order, omega, .. } => SavedPrecond {
                 kind: if order == 2 { "ssor-ai2" } else { "ssor-ai" }.into(),
                 order: Some(order),
-                omega: Some(omega),
+                omega: Some(omega.ok_or_else(|| {
+                    SavedPlanError::Invalid(
+                        "precond: SSOR-AI with an automatic omega not resolved for the matrix"
+                            .into(),
+                    )
+                })?),
                 form: Some(
                     match pre {
                         Preconditioner::SsorExplicit { .. } => "explicit",
@@ -301,7 +308,7 @@ impl SavedPrecond {
                 ),
                 applied,
             },
-        }
+        })
     }
 
     /// The preconditioner to build: the kind with the form applied.
@@ -324,7 +331,11 @@ impl SavedPrecond {
                         return Err(bad(format!("form {other:?} is not factored or explicit")))
                     }
                 };
-                let k = PrecondKind::SsorAi { order, omega, form };
+                let k = PrecondKind::SsorAi {
+                    order,
+                    omega: Some(omega),
+                    form,
+                };
                 k.validate().map_err(|e| bad(e.to_string()))?;
                 Ok(k)
             }
@@ -410,20 +421,21 @@ fn saved_steps(plan: &Plan) -> Vec<SavedStep> {
 }
 
 impl SavedPlan {
-    /// The saved form of `plan`, made for `a` on the device `props` with the preconditioner
-    /// `kind` (as asked; the form applied is the plan's), chosen by `model` (or the fallback
-    /// rule). `matrix_file` names where `a` came from. Only GPU plans can be saved.
+    /// The saved form of `plan`, made for `a` on the device `props`, chosen by `model` (or
+    /// the fallback rule). The preconditioner is the plan's as applied ([`SolvePlan::kind`]:
+    /// omega resolved for `a`, the SSOR-AI form chosen). `matrix_file` names where `a` came
+    /// from. Only GPU plans can be saved.
     pub fn from_plan(
         plan: &SolvePlan,
         a: &CsrMatrix,
         props: &DeviceProps,
-        kind: &PrecondKind,
         model: Option<SavedModel>,
         matrix_file: Option<String>,
     ) -> Result<SavedPlan, SavedPlanError> {
         let choice = plan.gpu.as_ref().ok_or_else(|| {
             SavedPlanError::Invalid("a CPU plan has nothing to save: plan for a GPU".into())
         })?;
+        let precond = SavedPrecond::of(&plan.kind.resolved_for(a), &plan.preconditioner)?;
         Ok(SavedPlan {
             schema: PLAN_SCHEMA,
             kind: PLAN_KIND.into(),
@@ -432,7 +444,7 @@ impl SavedPlan {
             model,
             matrix: Fingerprint::of(a),
             matrix_file,
-            precond: SavedPrecond::of(kind, &plan.preconditioner),
+            precond,
             check_every: plan.check_every,
             blocks: vec![SavedBlock {
                 rows: (0, a.nrows()),
@@ -651,6 +663,7 @@ impl SavedPlan {
         notes.push(format!("plan read from {label}: nothing chosen again"));
         Ok(SolvePlan {
             preconditioner: pre,
+            kind,
             gpu: Some(choice),
             check_every: self.check_every,
             steps,

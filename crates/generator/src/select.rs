@@ -11,8 +11,7 @@
 //! ([`autopcg_catalog::LaunchConfig::capped_at_work`]): the trees keep their block count at
 //! every length, and blocks without work cost time under graph replay.
 use autopcg_catalog::{
-    DeviceProps, Dot3Kernel, LaunchConfig, SpmvCandidate, SpmvMethod, SpmvShape, VectorKernel,
-    DOT_BLOCK_SIZES,
+    DeviceProps, KernelId, LaunchConfig, Reduction, SpmvMethod, VectorKernel, DOT_BLOCK_SIZES,
 };
 use autopcg_model::file::ModelFile;
 use autopcg_model::spmv::SpmvPrediction;
@@ -40,33 +39,10 @@ pub fn amortised_ms(
     Some(predicted_ms + conversion / iterations.max(1.0))
 }
 
-/// The catalogue candidate a prediction stands for.
-fn candidate_of(p: &SpmvPrediction) -> Option<SpmvCandidate> {
-    let c = &p.candidate;
-    Some(SpmvCandidate {
-        format: c.format.parse().ok()?,
-        kernel: c.kernel.parse().ok()?,
-        threads: c.threads,
-        grid: match &c.grid {
-            Some(g) => Some(g.parse().ok()?),
-            None => None,
-        },
-    })
-}
-
-/// The launch geometry inputs of a matrix with work counts `w`.
-pub fn shape_of(w: &SpmvWork) -> SpmvShape {
-    SpmvShape {
-        nrows: w.n,
-        nnz: w.nnz,
-        hyb_coo_nnz: w.hyb_coo_nnz,
-    }
-}
-
 /// The method a SpMV prediction stands for on a matrix with work `w`, or `None` for cuSPARSE
 /// or a candidate this build cannot run.
 pub fn method_of(p: &SpmvPrediction, w: &SpmvWork, props: &DeviceProps) -> Option<SpmvMethod> {
-    candidate_of(p)?.method_for(shape_of(w), props)
+    p.candidate.method_for(w.shape(), props)
 }
 
 /// Chooses the SpMV of operand `b` (named `step` in the explanation).
@@ -145,9 +121,9 @@ pub fn select_update(
         .vector
         .pick("cg_update", n)
         .ok_or_else(|| no("the model has no cg_update tree".into()))?;
-    let variant = match p.kernel.parse::<VectorKernel>() {
-        Ok(VectorKernel::CgUpdate(v)) => v,
-        _ => return Err(no(format!("{:?} is not an update kernel", p.kernel))),
+    let variant = match p.kernel {
+        KernelId::Vector(VectorKernel::CgUpdate(v)) => v,
+        k => return Err(no(format!("{k} is not an update kernel"))),
     };
     if p.threads > props.max_threads_per_block || p.blocks == 0 {
         return Err(no(format!(
@@ -182,7 +158,10 @@ pub fn select_dot3(model: &ModelFile, n: u64) -> Result<(Dot3Choice, StepExplain
         .dot
         .pick("dot3", n)
         .ok_or_else(|| no("the model has no dot3 tree".into()))?;
-    let kernel: Dot3Kernel = p.kernel.parse().map_err(|e| no(format!("{e}")))?;
+    let kernel = match p.kernel {
+        KernelId::Reduction(Reduction::Dot3(k)) => k,
+        k => return Err(no(format!("{k} is not a three-dot reduction"))),
+    };
     if !DOT_BLOCK_SIZES.contains(&p.threads) || p.blocks == 0 {
         return Err(no(format!(
             "{} threads x {} blocks is not a reduction launch",

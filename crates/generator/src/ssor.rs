@@ -1,14 +1,20 @@
 //! SSOR-AI's application form (method.md 2 and 3.4): factored (SpMV with K, a diagonal
 //! scaling, SpMV with K^T) or explicit (one SpMV with M = K^T D^-1 K), chosen by predicted
 //! time per application once the explicit product is known not to be far larger than A.
+#[cfg(feature = "model")]
 use autopcg_catalog::DeviceProps;
+#[cfg(feature = "model")]
 use autopcg_model::file::ModelFile;
+#[cfg(feature = "model")]
 use autopcg_solver::gpu::SpmvChoice;
 use autopcg_solver::SsorForm;
 use autopcg_sparse::CsrMatrix;
 
+#[cfg(feature = "model")]
 use crate::explain::{StepExplain, StepOption};
+#[cfg(feature = "model")]
 use crate::select::select_spmv;
+#[cfg(feature = "model")]
 use crate::SelectError;
 
 /// The explicit form is not considered when the bound on its nonzeros exceeds this many times
@@ -38,6 +44,7 @@ pub fn explicit_within_bound(bound: f64, nnz_a: usize) -> bool {
 
 /// What [`choose_ssor_form`] found: the form, why, and the SpMV choices of K, K^T and M it
 /// compared (the plan reuses them instead of choosing them again).
+#[cfg(feature = "model")]
 #[derive(Debug, Clone)]
 pub struct SsorFormChoice {
     /// The form with the least predicted time per application.
@@ -66,6 +73,7 @@ pub fn faster_form(factored_ms: f64, explicit_ms: f64) -> SsorForm {
 /// for the factored form against SpMV(M) for the explicit one. The factored form also runs a
 /// diagonal scaling (one vector pass), which is not profiled and not counted: the comparison
 /// favours the factored form by that pass.
+#[cfg(feature = "model")]
 pub fn choose_ssor_form(
     model: &ModelFile,
     k: &CsrMatrix,

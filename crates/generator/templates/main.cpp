@@ -6,7 +6,7 @@
 // Reads A (Matrix Market coordinate, real or integer, general or symmetric: the lower triangle
 // is kept and mirrored, as `autopcg solve` reads it), b (default b = A * ones, so the exact
 // solution is all ones), solves through the C API and prints one JSON object with the fields of
-// `autopcg solve --json`, plus `reason` and `residual_replacements`.
+// `autopcg solve --json`, with its `reason` and `replacements`.
 // Exit codes: 0 converged, 1 ran but did not converge (or not SPD), 2 bad input or usage.
 #include <algorithm>
 #include <chrono>
@@ -372,7 +372,7 @@ int run(int argc, char **argv) {
     o += ",\"iterations\":" + std::to_string(info.iterations);
     o += std::string(",\"converged\":") + (info.converged ? "true" : "false");
     o += ",\"reason\":" + jstr(autopcg_gen_reason_name(info.reason));
-    o += ",\"residual_replacements\":" + std::to_string(info.residual_replacements);
+    o += ",\"replacements\":" + std::to_string(info.residual_replacements);
     o += ",\"relative_residual\":" + num(info.relative_residual);
     o += ",\"recurrence_relative_residual\":" + num(info.recurrence_relative_residual);
     if (generated) {

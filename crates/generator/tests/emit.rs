@@ -4,9 +4,9 @@
 //! - a plan for another matrix or another device is refused, `force` overrides the
 //!   fingerprint, foreign and other-schema files are clear errors;
 //! - the emitted kernel files compile with NVRTC and export exactly the plan's entry points
-//!   (skipped, with one line, when NVRTC cannot be loaded; failed with AUTOPCG_REQUIRE_GPU=1);
-//! - the emitted C, C++ and Fortran host files pass the compilers' syntax checks (each skipped
-//!   with one line when its compiler is missing);
+//!   (reported ignored when NVRTC cannot be loaded; failed with AUTOPCG_REQUIRE_GPU=1);
+//! - the emitted C, C++ and Fortran host files pass the compilers' syntax checks (each
+//!   reported ignored when its compiler is missing; failed with AUTOPCG_REQUIRE_TOOLS=1);
 //! - the host-side preconditioner and format conversions of the emitted solver
 //!   (host_build.hpp) produce the same bits as the Rust code they mirror.
 mod common;
@@ -20,9 +20,54 @@ use autopcg_generator::model_device_props;
 use autopcg_generator::saved::{SavedPlan, SavedPlanError, PLAN_SCHEMA};
 use autopcg_solver::{PrecondKind, Preconditioner, SsorForm};
 use autopcg_sparse::{CooMatrix, CsrMatrix, DiaMatrix, EllMatrix, HybMatrix, PaddingLimits};
+use common::harness::{self, Case};
 use common::*;
 
-#[test]
+fn main() -> std::process::ExitCode {
+    harness::run(vec![
+        Case::cpu(
+            "plan_json_round_trips_and_rebuilds_the_same_plan",
+            plan_json_round_trips_and_rebuilds_the_same_plan,
+        ),
+        Case::cpu(
+            "mismatches_are_refused_and_force_overrides_the_fingerprint",
+            mismatches_are_refused_and_force_overrides_the_fingerprint,
+        ),
+        Case::cpu(
+            "emission_holds_exactly_the_plans_kernels_and_fills_every_template",
+            emission_holds_exactly_the_plans_kernels_and_fills_every_template,
+        ),
+        Case::nvrtc(
+            "emitted_kernels_compile_with_nvrtc",
+            emitted_kernels_compile_with_nvrtc,
+        ),
+        Case::tool(
+            "emitted_cpp_files_pass_the_syntax_check",
+            "C++ compiler (g++, c++ or clang++)",
+            cxx,
+            emitted_cpp_files_pass_the_syntax_check,
+        ),
+        Case::tool(
+            "emitted_c_header_passes_the_syntax_check",
+            "C compiler (gcc, cc or clang)",
+            cc,
+            emitted_c_header_passes_the_syntax_check,
+        ),
+        Case::tool(
+            "emitted_fortran_module_passes_the_syntax_check",
+            "Fortran compiler (gfortran)",
+            gfortran,
+            emitted_fortran_module_passes_the_syntax_check,
+        ),
+        Case::tool(
+            "host_build_matches_the_rust_preconditioners_and_conversions_bit_for_bit",
+            "C++ compiler (g++, c++ or clang++)",
+            cxx,
+            host_build_matches_the_rust_preconditioners_and_conversions_bit_for_bit,
+        ),
+    ])
+}
+
 fn plan_json_round_trips_and_rebuilds_the_same_plan() {
     let b13 = fixture("bcsstk13");
     for (name, p) in plans() {
@@ -34,7 +79,7 @@ fn plan_json_round_trips_and_rebuilds_the_same_plan() {
     }
     // The saved plan turns back into the plan it came from: the same steps and the same
     // preconditioner, bit for bit, without choosing again.
-    let p = saved("bcsstk13", &b13, ssor(&b13, 1), true);
+    let p = saved("bcsstk13", &b13, ssor(1), true);
     let props = model_device_props(&h200());
     let sp = p.to_solve_plan(&b13, &props, false, "plan.json").unwrap();
     assert_eq!(sp.gpu.as_ref(), Some(p.choice()));
@@ -42,7 +87,7 @@ fn plan_json_round_trips_and_rebuilds_the_same_plan() {
     assert!(sp.explain.is_empty());
     let mut req = autopcg_generator::PlanRequest::new(
         &b13,
-        ssor(&b13, 1),
+        ssor(1),
         autopcg_generator::Target::Gpu(props.clone()),
     );
     let model = h200();
@@ -54,6 +99,12 @@ fn plan_json_round_trips_and_rebuilds_the_same_plan() {
     let fresh = autopcg_generator::plan(&req).unwrap();
     assert_eq!(sp.preconditioner, fresh.preconditioner);
     assert_eq!(p.precond.applied, "ssor-ai-explicit");
+    // The automatic omega asked for is recorded as the value it resolved to, and the plan's
+    // kind is the fresh plan's (omega and the form the model chose).
+    assert_eq!(p.precond.omega, Some(omega_of(&b13)));
+    assert_eq!(sp.kind, fresh.kind);
+    assert_eq!(sp.kind.omega(), Some(omega_of(&b13)));
+    assert_eq!(sp.kind, sp.kind.resolved_for(&b13));
     assert_eq!(
         p.matrix.pattern_sha256,
         autopcg_generator::saved::pattern_sha256(&b13)
@@ -61,10 +112,9 @@ fn plan_json_round_trips_and_rebuilds_the_same_plan() {
     assert_eq!(p.model.as_ref().map(|m| m.sha256.len()), Some(64));
 }
 
-#[test]
 fn mismatches_are_refused_and_force_overrides_the_fingerprint() {
     let b13 = fixture("bcsstk13");
-    let p = saved("bcsstk13", &b13, ssor(&b13, 1), true);
+    let p = saved("bcsstk13", &b13, ssor(1), true);
     let props = model_device_props(&h200());
     let other = fixture("bcsstk01");
     let e = p
@@ -151,7 +201,6 @@ fn permute_last_two_rows_and_columns(a: &CsrMatrix) -> CsrMatrix {
     CsrMatrix::from_triplets(n, n, &r, &c, &v).unwrap()
 }
 
-#[test]
 fn emission_holds_exactly_the_plans_kernels_and_fills_every_template() {
     for (name, p) in plans() {
         let files = emit::emit(&p).unwrap();
@@ -209,12 +258,8 @@ fn emission_holds_exactly_the_plans_kernels_and_fills_every_template() {
     }
 }
 
-#[test]
 fn emitted_kernels_compile_with_nvrtc() {
     use autopcg_gpu::compile::{base_options, compile_source, image_has_entry, Target};
-    if !autopcg_gpu::testing::test_nvrtc("emitted_kernels_compile_with_nvrtc").unwrap() {
-        return;
-    }
     let mut checked = 0;
     for (name, p) in plans() {
         let files = emit::emit(&p).unwrap();
@@ -268,62 +313,61 @@ fn write_emitted(p: &SavedPlan, dir: &Path) {
     emit::write(dir, &emit::emit(p).unwrap()).unwrap();
 }
 
-#[test]
-fn emitted_host_files_pass_the_syntax_checks() {
+/// The host files of the explicit-SSOR plan over DIA, written to a temporary folder.
+fn emitted_host_files() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     let (_, p) = plans().swap_remove(4);
     write_emitted(&p, dir.path());
+    dir
+}
+
+fn emitted_cpp_files_pass_the_syntax_check(cxx: &str) {
+    let dir = emitted_host_files();
     let d = dir.path();
-    match find_tool(&["g++", "c++", "clang++"]) {
-        None => println!("emitted_host_files_pass_the_syntax_checks: skipped, no C++ compiler"),
-        Some(cxx) => {
-            check(
-                Command::new(&cxx)
-                    .args(["-std=c++17", "-fsyntax-only", "-Wall", "-Wextra", "-Werror"])
-                    .arg(d.join("src/main.cpp")),
-                "main.cpp",
-            );
-            let tu = d.join("src/host_check.cpp");
-            std::fs::write(&tu, "#include \"host_build.hpp\"\n#include \"plan.h\"\n#include \"../include/autopcg_generated.h\"\nint main() { return APG_PLAN_ARCH > 0 ? 0 : 1; }\n").unwrap();
-            check(
-                Command::new(&cxx)
-                    .args(["-std=c++17", "-fsyntax-only", "-Wall", "-Wextra", "-Werror"])
-                    .arg(&tu),
-                "host_build.hpp, plan.h",
-            );
-        }
-    }
-    match find_tool(&["gcc", "cc", "clang"]) {
-        None => println!("emitted_host_files_pass_the_syntax_checks: skipped C, no C compiler"),
-        Some(cc) => {
-            check(
-                Command::new(&cc)
-                    .args([
-                        "-std=c99",
-                        "-fsyntax-only",
-                        "-Wall",
-                        "-Wextra",
-                        "-Werror",
-                        "-x",
-                        "c",
-                    ])
-                    .arg(d.join("include/autopcg_generated.h")),
-                "autopcg_generated.h as C",
-            );
-        }
-    }
-    match find_tool(&["gfortran"]) {
-        None => println!("emitted_host_files_pass_the_syntax_checks: skipped Fortran, no gfortran"),
-        Some(fc) => {
-            check(
-                Command::new(&fc)
-                    .args(["-std=f2008", "-fsyntax-only"])
-                    .current_dir(d)
-                    .arg(d.join("fortran/autopcg_generated.f90")),
-                "autopcg_generated.f90",
-            );
-        }
-    }
+    check(
+        Command::new(cxx)
+            .args(["-std=c++17", "-fsyntax-only", "-Wall", "-Wextra", "-Werror"])
+            .arg(d.join("src/main.cpp")),
+        "main.cpp",
+    );
+    let tu = d.join("src/host_check.cpp");
+    std::fs::write(&tu, "#include \"host_build.hpp\"\n#include \"plan.h\"\n#include \"../include/autopcg_generated.h\"\nint main() { return APG_PLAN_ARCH > 0 ? 0 : 1; }\n").unwrap();
+    check(
+        Command::new(cxx)
+            .args(["-std=c++17", "-fsyntax-only", "-Wall", "-Wextra", "-Werror"])
+            .arg(&tu),
+        "host_build.hpp, plan.h",
+    );
+}
+
+fn emitted_c_header_passes_the_syntax_check(cc: &str) {
+    let dir = emitted_host_files();
+    check(
+        Command::new(cc)
+            .args([
+                "-std=c99",
+                "-fsyntax-only",
+                "-Wall",
+                "-Wextra",
+                "-Werror",
+                "-x",
+                "c",
+            ])
+            .arg(dir.path().join("include/autopcg_generated.h")),
+        "autopcg_generated.h as C",
+    );
+}
+
+fn emitted_fortran_module_passes_the_syntax_check(fc: &str) {
+    let dir = emitted_host_files();
+    let d = dir.path();
+    check(
+        Command::new(fc)
+            .args(["-std=f2008", "-fsyntax-only"])
+            .current_dir(d)
+            .arg(d.join("fortran/autopcg_generated.f90")),
+        "autopcg_generated.f90",
+    );
 }
 
 // ------------------------------------------------------------------- host_build.hpp vs Rust
@@ -372,19 +416,14 @@ fn check_csr(r: &mut Reader, want: &CsrMatrix, what: &str) {
     assert_eq!(r.f64_bits(), bits(want.data()), "{what}: values");
 }
 
-#[test]
-fn host_build_matches_the_rust_preconditioners_and_conversions_bit_for_bit() {
-    let Some(cxx) = find_tool(&["g++", "c++", "clang++"]) else {
-        println!("host_build_matches_rust: skipped, no C++ compiler");
-        return;
-    };
+fn host_build_matches_the_rust_preconditioners_and_conversions_bit_for_bit(cxx: &str) {
     let dir = tempfile::tempdir().unwrap();
     let (_, p) = plans().swap_remove(0);
     write_emitted(&p, dir.path());
     let harness = root().join("crates/generator/tests/support/host_build_check.cpp");
     let exe = dir.path().join("host_build_check");
     check(
-        Command::new(&cxx)
+        Command::new(cxx)
             .args(["-std=c++17", "-O1", "-ffp-contract=off", "-o"])
             .arg(&exe)
             .arg("-I")
@@ -404,12 +443,12 @@ fn host_build_matches_the_rust_preconditioners_and_conversions_bit_for_bit() {
                 1 => PrecondKind::Jacobi,
                 2 => PrecondKind::SsorAi {
                     order: order as u8,
-                    omega,
+                    omega: Some(omega),
                     form: SsorForm::Factored,
                 },
                 _ => PrecondKind::SsorAi {
                     order: order as u8,
-                    omega,
+                    omega: Some(omega),
                     form: SsorForm::Explicit,
                 },
             };

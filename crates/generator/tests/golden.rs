@@ -93,7 +93,7 @@ fn kinds(a: &CsrMatrix) -> Vec<(&'static str, PrecondKind, bool)> {
     let w = auto_omega(a);
     let ssor = |order: u8, form: SsorForm| PrecondKind::SsorAi {
         order,
-        omega: w,
+        omega: Some(w),
         form,
     };
     vec![

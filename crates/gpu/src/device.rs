@@ -135,8 +135,24 @@ fn read_attrs(f: &CudaFunction, name: &str) -> Result<KernelAttrs, GpuError> {
     })
 }
 
-/// An open CUDA device: context, stream, properties and kernel registry.
+/// An open CUDA device: context, stream, properties and kernel registry. Cloning is cheap and
+/// gives another handle to the same context, stream and registry (a prepared solver keeps one
+/// for as long as it lives).
+#[derive(Clone)]
 pub struct GpuDevice {
+    inner: Arc<DeviceState>,
+}
+
+impl std::ops::Deref for GpuDevice {
+    type Target = DeviceState;
+    fn deref(&self) -> &DeviceState {
+        &self.inner
+    }
+}
+
+/// What a [`GpuDevice`] handle shares; reached only through the handle's methods.
+#[doc(hidden)]
+pub struct DeviceState {
     ordinal: usize,
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
@@ -202,14 +218,16 @@ impl GpuDevice {
             let target =
                 Target::for_capability(props.compute_capability.0, props.compute_capability.1);
             Ok(GpuDevice {
-                ordinal,
-                ctx,
-                stream,
-                props,
-                target,
-                cache,
-                modules: Mutex::new(HashMap::new()),
-                kernels: Mutex::new(HashMap::new()),
+                inner: Arc::new(DeviceState {
+                    ordinal,
+                    ctx,
+                    stream,
+                    props,
+                    target,
+                    cache,
+                    modules: Mutex::new(HashMap::new()),
+                    kernels: Mutex::new(HashMap::new()),
+                }),
             })
         })
     }

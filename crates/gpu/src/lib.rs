@@ -5,8 +5,9 @@
 //! - [`device`]: [`GpuDevice`] (context, one stream, properties, kernel registry),
 //!   [`DeviceProps`], [`GpuDevice::discover`].
 //! - [`sources`], [`compile`], [`cache`]: the kernel pool under `kernels/` (embedded at build
-//!   time), NVRTC compilation per (source, `-D` defines) module, and the on-disk cache of
-//!   compiled images.
+//!   time through the crate's `kernels` link to the workspace folder, so the crate packages
+//!   with its sources), NVRTC compilation per (source, `-D` defines) module, and the on-disk
+//!   cache of compiled images.
 //! - [`memory`]: device vectors, [`DeviceVec`].
 //! - [`formats`]: [`DeviceCsr`], [`DeviceEll`], [`DeviceDia`], [`DeviceCoo`], [`DeviceHyb`].
 //! - [`kernels`]: one typed launch wrapper per kernel family (vector updates, reductions,

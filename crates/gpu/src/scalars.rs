@@ -269,7 +269,7 @@ mod tests {
     /// The constants above and the #defines of the CUDA header must agree.
     #[test]
     fn layout_matches_the_cuda_header() {
-        let header = include_str!("../../../kernels/cg_scalars.cuh");
+        let header = crate::sources::header_text("cg_scalars.cuh").unwrap();
         let defined = |name: &str| -> usize {
             let prefix = format!("#define {name} ");
             let line = header

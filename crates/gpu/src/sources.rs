@@ -1,31 +1,50 @@
 //! The kernel pool: every CUDA source file embedded in the binary, the modules built from them
 //! (a source plus `-D` defines) and the entry points each module must contain.
+//!
+//! The sources live in the workspace's `kernels/` folder, their one home. The crate reaches them
+//! through `crates/gpu/kernels`, a symbolic link to `../../kernels`, so that every
+//! `include_str!` path stays inside the crate: `cargo package` follows the link and packs the
+//! files themselves, and the packaged crate builds on its own. The `packaging` test checks that
+//! the package lists every file named here ([`embedded_files`]).
 use std::fmt;
 
 pub use autopcg_catalog::DOT_BLOCK_SIZES;
 
 /// Headers the kernel files include with `#include "name"`, handed to NVRTC by name.
 pub const HEADERS: [(&str, &str); 2] = [
-    ("common.cuh", include_str!("../../../kernels/common.cuh")),
-    (
-        "cg_scalars.cuh",
-        include_str!("../../../kernels/cg_scalars.cuh"),
-    ),
+    ("common.cuh", include_str!("../kernels/common.cuh")),
+    ("cg_scalars.cuh", include_str!("../kernels/cg_scalars.cuh")),
 ];
 
 pub use autopcg_catalog::KernelSource;
 
+/// The text of the header `name` (one of [`HEADERS`]), as embedded at build time.
+pub fn header_text(name: &str) -> Option<&'static str> {
+    HEADERS.iter().find(|(n, _)| *n == name).map(|(_, t)| *t)
+}
+
+/// Every file under `kernels/` the crate embeds, as paths relative to the crate's root
+/// (`kernels/vector.cu`): the sources of [`KernelSource::ALL`], then the [`HEADERS`].
+pub fn embedded_files() -> Vec<String> {
+    KernelSource::ALL
+        .iter()
+        .map(|s| s.file_name())
+        .chain(HEADERS.iter().map(|(n, _)| *n))
+        .map(|n| format!("kernels/{n}"))
+        .collect()
+}
+
 /// The text of `src`, as embedded at build time.
 pub fn source_text(src: KernelSource) -> &'static str {
     match src {
-        KernelSource::Vector => include_str!("../../../kernels/vector.cu"),
-        KernelSource::Dot => include_str!("../../../kernels/dot.cu"),
-        KernelSource::Precond => include_str!("../../../kernels/precond.cu"),
-        KernelSource::SpmvCsr => include_str!("../../../kernels/spmv_csr.cu"),
-        KernelSource::SpmvEll => include_str!("../../../kernels/spmv_ell.cu"),
-        KernelSource::SpmvDia => include_str!("../../../kernels/spmv_dia.cu"),
-        KernelSource::SpmvCoo => include_str!("../../../kernels/spmv_coo.cu"),
-        KernelSource::Convert => include_str!("../../../kernels/convert.cu"),
+        KernelSource::Vector => include_str!("../kernels/vector.cu"),
+        KernelSource::Dot => include_str!("../kernels/dot.cu"),
+        KernelSource::Precond => include_str!("../kernels/precond.cu"),
+        KernelSource::SpmvCsr => include_str!("../kernels/spmv_csr.cu"),
+        KernelSource::SpmvEll => include_str!("../kernels/spmv_ell.cu"),
+        KernelSource::SpmvDia => include_str!("../kernels/spmv_dia.cu"),
+        KernelSource::SpmvCoo => include_str!("../kernels/spmv_coo.cu"),
+        KernelSource::Convert => include_str!("../kernels/convert.cu"),
     }
 }
 
@@ -182,6 +201,19 @@ mod tests {
                 assert!(declared, "{e} not declared in {}", spec.source);
             }
         }
+    }
+
+    #[test]
+    fn embedded_headers_are_the_catalogs() {
+        let names: Vec<&str> = HEADERS.iter().map(|(n, _)| *n).collect();
+        assert_eq!(names, KernelSource::HEADERS);
+        for n in KernelSource::HEADERS {
+            assert!(header_text(n).is_some_and(|t| !t.is_empty()), "{n}");
+        }
+        assert_eq!(header_text("nope.cuh"), None);
+        let files = embedded_files();
+        assert_eq!(files.len(), KernelSource::ALL.len() + HEADERS.len());
+        assert!(files.contains(&"kernels/spmv_csr.cu".to_string()));
     }
 
     #[test]

@@ -1,35 +1,19 @@
 //! GPU tests of cuSPARSE's SpMV wrapper, the SpMV benchmark and the triad measurement. Without
-//! a CUDA device each test prints one line and returns (unless AUTOPCG_REQUIRE_GPU=1).
+//! a CUDA device (or cuSPARSE, or NVRTC for the compile test) the runner reports the tests as
+//! ignored (with AUTOPCG_REQUIRE_GPU=1 they fail instead); see autopcg_gpu::testing.
 mod common;
 
+use autopcg_catalog::SpmvImpl;
 use autopcg_gpu::bench::{
     bench_spmv, csr_min_bytes, measure_triad, GridPolicy, RecordStatus, SpmvBenchOptions,
 };
 use autopcg_gpu::cusparse::{cusparse_available, CusparseAlg, CusparseSpmv};
-use autopcg_gpu::{DeviceCsr, Format, GpuError};
+use autopcg_gpu::kernels::spmv::SpmvKernel;
+use autopcg_gpu::{DeviceCsr, Format, GpuDevice, GpuError};
 use autopcg_sparse::{CsrMatrix, PaddingLimits};
 use common::{abs_spmv, assert_close, poisson2d, random_csr, rng, uniform};
 
-/// With AUTOPCG_REQUIRE_GPU=1 a missing cuSPARSE fails the test; otherwise it skips.
-fn cusparse_or_skip(name: &str) -> bool {
-    match cusparse_available() {
-        Ok(()) => true,
-        Err(e) if std::env::var("AUTOPCG_REQUIRE_GPU").as_deref() == Ok("1") => {
-            panic!("{name}: AUTOPCG_REQUIRE_GPU=1 but {e}")
-        }
-        Err(e) => {
-            println!("{name}: skipped, {e}");
-            false
-        }
-    }
-}
-
-#[test]
-fn cusparse_matches_cpu() {
-    let dev = device_or_skip!("cusparse_matches_cpu");
-    if !cusparse_or_skip("cusparse_matches_cpu") {
-        return;
-    }
+fn cusparse_matches_cpu(dev: GpuDevice) {
     let mats = [
         ("random 700x700", random_csr(41, 700, 700)),
         ("random 300x500", random_csr(42, 300, 500)),
@@ -74,9 +58,7 @@ fn cusparse_matches_cpu() {
     }
 }
 
-#[test]
-fn bench_measures_every_format_and_marks_the_fastest() {
-    let dev = device_or_skip!("bench_measures_every_format_and_marks_the_fastest");
+fn bench_measures_every_format_and_marks_the_fastest(dev: GpuDevice) {
     let a = poisson2d(60);
     let opts = SpmvBenchOptions::quick();
     let b = bench_spmv(&dev, &a, &opts).unwrap();
@@ -119,13 +101,13 @@ fn bench_measures_every_format_and_marks_the_fastest() {
     let csr_ours = b
         .records
         .iter()
-        .filter(|r| r.format == Format::Csr && r.kernel.starts_with("spmv_"))
+        .filter(|r| r.format == Format::Csr && !r.is_cusparse())
         .count();
     assert_eq!(csr_ours, 7 * opts.threads.len());
     assert!(
         b.records
             .iter()
-            .any(|r| r.kernel == "spmv_csr_merge" && r.status.is_ok()),
+            .any(|r| r.kernel == SpmvImpl::Kernel(SpmvKernel::CsrMerge) && r.status.is_ok()),
         "no timed merge-path record"
     );
     // The padded formats were also built on the device, and timed.
@@ -140,10 +122,11 @@ fn bench_measures_every_format_and_marks_the_fastest() {
     if cusparse_available().is_ok() {
         assert!(b.cusparse_version.is_some());
         for alg in CusparseAlg::ALL {
-            let name = alg.to_string();
             assert!(
-                b.records.iter().any(|r| r.kernel == name),
-                "no record for {name}"
+                b.records
+                    .iter()
+                    .any(|r| r.kernel == SpmvImpl::Cusparse(alg)),
+                "no record for {alg}"
             );
         }
     }
@@ -164,9 +147,7 @@ fn bench_measures_every_format_and_marks_the_fastest() {
     assert!(json.contains("\"records\""));
 }
 
-#[test]
-fn bench_skips_refused_formats() {
-    let dev = device_or_skip!("bench_skips_refused_formats");
+fn bench_skips_refused_formats(dev: GpuDevice) {
     // Rows of very different lengths and scattered columns: ELL and DIA exceed a fill of 3.
     let a = random_csr(44, 2000, 2000);
     let opts = SpmvBenchOptions {
@@ -196,16 +177,14 @@ fn bench_skips_refused_formats() {
             "{conv:?}"
         );
     }
-    assert!(b.records.iter().all(|r| r.kernel.starts_with("spmv_")));
+    assert!(b.records.iter().all(|r| !r.is_cusparse()));
     assert!(b
         .records
         .iter()
         .any(|r| r.format == Format::Csr && r.status.is_ok()));
 }
 
-#[test]
-fn triad_bandwidth_is_plausible() {
-    let dev = device_or_skip!("triad_bandwidth_is_plausible");
+fn triad_bandwidth_is_plausible(dev: GpuDevice) {
     let t = measure_triad(&dev, 1 << 24).unwrap();
     assert_eq!(t.bytes, 24 << 24);
     // Any CUDA GPU streams faster than 10 GB/s and slower than 100 TB/s.
@@ -213,14 +192,10 @@ fn triad_bandwidth_is_plausible() {
     assert!(measure_triad(&dev, 0).is_err());
 }
 
-#[test]
 fn triad_kernel_compiles() {
     use autopcg_gpu::bench::TRIAD_KERNEL;
     use autopcg_gpu::compile::{compile_module, image_has_entry, Target};
     use autopcg_gpu::{KernelSource, ModuleSpec};
-    if !autopcg_gpu::testing::test_nvrtc("triad_kernel_compiles").unwrap() {
-        return;
-    }
     let spec = ModuleSpec::plain(KernelSource::Vector);
     for target in [Target::Ptx(90), Target::Cubin(90)] {
         let image = compile_module(&spec, target).unwrap();
@@ -238,10 +213,7 @@ fn triad_kernel_compiles() {
 ///
 ///     AUTOPCG_REQUIRE_GPU=1 cargo test -p autopcg-gpu --release --test gpu_bench \
 ///         -- --ignored --nocapture bench_full_table
-#[test]
-#[ignore]
-fn bench_full_table() {
-    let dev = device_or_skip!("bench_full_table");
+fn bench_full_table(dev: GpuDevice) {
     let a = match std::env::var("AUTOPCG_BENCH_MTX") {
         Ok(path) => {
             autopcg_sparse::mm::read_matrix(&path, &Default::default())
@@ -266,4 +238,21 @@ fn bench_full_table() {
         .records
         .iter()
         .all(|r| !matches!(r.status, RecordStatus::Failed(_))));
+}
+
+autopcg_gpu::test_main! {
+    nvrtc: [
+        triad_kernel_compiles,
+    ],
+    gpu: [
+        bench_measures_every_format_and_marks_the_fastest,
+        bench_skips_refused_formats,
+        triad_bandwidth_is_plausible,
+    ],
+    gpu_cusparse: [
+        cusparse_matches_cpu,
+    ],
+    gpu_ignored: [
+        bench_full_table,
+    ],
 }

@@ -1,5 +1,6 @@
 //! GPU tests of discovery, the kernel registry and its cache, device memory and the timer.
-//! Without a CUDA device each test prints one line and returns (unless AUTOPCG_REQUIRE_GPU=1).
+//! Without a CUDA device the runner reports each GPU test as ignored
+//! (with AUTOPCG_REQUIRE_GPU=1 it fails instead); see autopcg_gpu::testing.
 mod common;
 
 use autopcg_gpu::kernels::vector::{axpy, VectorVariant};
@@ -9,7 +10,6 @@ use autopcg_gpu::{
     KernelSource, LaunchConfig, ModuleSpec,
 };
 
-#[test]
 fn probing_never_panics() {
     // Runs everywhere: on a machine without CUDA these must return, not panic.
     let avail = gpu_available();
@@ -26,9 +26,7 @@ fn probing_never_panics() {
     }
 }
 
-#[test]
-fn discovery_and_properties() {
-    let dev = device_or_skip!("discovery_and_properties");
+fn discovery_and_properties(dev: GpuDevice) {
     let list = GpuDevice::discover().unwrap();
     assert!(!list.is_empty());
     assert_eq!(list[0].ordinal, 0);
@@ -65,9 +63,7 @@ fn discovery_and_properties() {
     }
 }
 
-#[test]
-fn registry_compiles_everything_and_reads_attributes() {
-    let dev = device_or_skip!("registry_compiles_everything_and_reads_attributes");
+fn registry_compiles_everything_and_reads_attributes(dev: GpuDevice) {
     let expected: usize = catalog().iter().map(|(_, e)| e.len()).sum();
     assert_eq!(dev.compile_all().unwrap(), expected);
     let arch = dev.props().arch();
@@ -98,12 +94,9 @@ fn registry_compiles_everything_and_reads_attributes() {
     }
 }
 
-#[test]
-fn disk_cache_is_used_and_repaired_on_the_device() {
-    if !gpu_available() {
-        let _ = device_or_skip!("disk_cache_is_used_and_repaired_on_the_device");
-        return;
-    }
+/// Opens its own devices, each with a kernel cache in a temporary folder; the device it is
+/// given only tells it that one opens.
+fn disk_cache_is_used_and_repaired_on_the_device(_dev: GpuDevice) {
     let dir = tempfile::tempdir().unwrap();
     let spec = ModuleSpec::plain(KernelSource::Precond);
     {
@@ -143,9 +136,7 @@ fn disk_cache_is_used_and_repaired_on_the_device() {
     assert_eq!((s.corrupt, s.misses), (1, 1));
 }
 
-#[test]
-fn memory_round_trips() {
-    let dev = device_or_skip!("memory_round_trips");
+fn memory_round_trips(dev: GpuDevice) {
     let mut r = common::rng(1);
     for n in [0usize, 1, 2, 1000, 100_003] {
         let h = common::uniform(&mut r, n, -1.0, 1.0);
@@ -174,9 +165,7 @@ fn memory_round_trips() {
     assert!(dev.copy(&big, &mut small).is_err());
 }
 
-#[test]
-fn timer_and_time_kernel() {
-    let dev = device_or_skip!("timer_and_time_kernel");
+fn timer_and_time_kernel(dev: GpuDevice) {
     let n = 1 << 22;
     let x = dev.upload(&vec![1.0; n]).unwrap();
     let mut y = dev.alloc_zeros::<f64>(n).unwrap();
@@ -210,4 +199,17 @@ fn timer_and_time_kernel() {
         s.median_ms,
         24.0 * n as f64 / (s.median_ms * 1e-3) / 1e9
     );
+}
+
+autopcg_gpu::test_main! {
+    cpu: [
+        probing_never_panics,
+    ],
+    gpu: [
+        discovery_and_properties,
+        registry_compiles_everything_and_reads_attributes,
+        disk_cache_is_used_and_repaired_on_the_device,
+        memory_round_trips,
+        timer_and_time_kernel,
+    ],
 }

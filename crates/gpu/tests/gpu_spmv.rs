@@ -1,8 +1,8 @@
 //! GPU tests of the SpMV kernels in every format against `CsrMatrix::spmv`, on seeded random
 //! matrices with empty rows and rows longer than a warp, a banded matrix, n = 1 and empty
 //! matrices; the merge-path CSR kernel also on power-law matrices and rows longer than many
-//! tiles, and its tile partition against a walk of the merge path on the CPU. Without a CUDA
-//! device each test prints one line and returns (unless AUTOPCG_REQUIRE_GPU=1).
+//! tiles, and its tile partition against a walk of the merge path on the CPU. Without a CUDA device the runner reports each GPU test as ignored
+//! (with AUTOPCG_REQUIRE_GPU=1 it fails instead); see autopcg_gpu::testing.
 mod common;
 
 use autopcg_gpu::kernels::spmv::{
@@ -89,9 +89,7 @@ fn check(
     assert_close(&dev.download(got).unwrap(), want, scale, 1e-12, what);
 }
 
-#[test]
-fn spmv_all_formats_match_cpu() {
-    let dev = device_or_skip!("spmv_all_formats_match_cpu");
+fn spmv_all_formats_match_cpu(dev: GpuDevice) {
     let mut rg = rng(34);
     for (label, a) in matrices() {
         let (nr, nc) = (a.nrows(), a.ncols());
@@ -260,10 +258,8 @@ fn walk_tile_rows(a: &CsrMatrix, tile: u64) -> Vec<u32> {
     out
 }
 
-#[test]
-fn spmv_csr_merge_matches_cpu_on_uneven_rows() {
+fn spmv_csr_merge_matches_cpu_on_uneven_rows(dev: GpuDevice) {
     use autopcg_gpu::kernels::spmv::{merge_tiles, MERGE_TILE};
-    let dev = device_or_skip!("spmv_csr_merge_matches_cpu_on_uneven_rows");
     let k = SpmvKernel::CsrMerge;
     let mut rg = rng(65);
     let mut all = uneven_matrices();
@@ -310,9 +306,7 @@ fn spmv_csr_merge_matches_cpu_on_uneven_rows() {
     }
 }
 
-#[test]
-fn spmv_csr_merge_checks_its_arguments() {
-    let dev = device_or_skip!("spmv_csr_merge_checks_its_arguments");
+fn spmv_csr_merge_checks_its_arguments(dev: GpuDevice) {
     let k = SpmvKernel::CsrMerge;
     let a = poisson2d(9);
     let x = dev.upload(&[1.0; 81]).unwrap();
@@ -365,7 +359,6 @@ fn spmv_csr_merge_checks_its_arguments() {
 }
 
 /// CPU check of the partition walk the merge test compares with (runs everywhere).
-#[test]
 fn merge_path_walk_is_consistent() {
     // Rows of lengths 2, 0, 3: path steps e e R R e e e R (e = entry, R = row end).
     let a = CsrMatrix::from_triplets(
@@ -390,9 +383,7 @@ fn merge_path_walk_is_consistent() {
     }
 }
 
-#[test]
-fn coo_accumulates_into_y() {
-    let dev = device_or_skip!("coo_accumulates_into_y");
+fn coo_accumulates_into_y(dev: GpuDevice) {
     let a = random_csr(35, 400, 400);
     let x = uniform(&mut rng(36), 400, -1.0, 1.0);
     let y0 = uniform(&mut rng(37), 400, -1.0, 1.0);
@@ -414,9 +405,7 @@ fn coo_accumulates_into_y() {
     }
 }
 
-#[test]
-fn spmv_uploads_from_host_formats_and_checks_arguments() {
-    let dev = device_or_skip!("spmv_uploads_from_host_formats_and_checks_arguments");
+fn spmv_uploads_from_host_formats_and_checks_arguments(dev: GpuDevice) {
     let a = poisson2d(5);
     let csr = DeviceCsr::upload(&dev, &a).unwrap();
     let x = dev.upload(&[1.0; 25]).unwrap();
@@ -478,7 +467,6 @@ fn spmv_uploads_from_host_formats_and_checks_arguments() {
 
 /// CPU check of the test's own conversions (runs everywhere): SpMV from the ELL, DIA, COO and
 /// HYB arrays equals CSR SpMV, so a GPU failure points at the kernel, not at the test.
-#[test]
 fn reference_conversions_are_consistent() {
     use autopcg_sparse::ell::ELL_PAD;
     let mut rg = rng(38);
@@ -541,7 +529,6 @@ fn reference_conversions_are_consistent() {
 }
 
 /// CPU check that the empty and degenerate matrices the GPU tests use can be built.
-#[test]
 fn degenerate_matrices_build() {
     let z = CsrMatrix::from_triplets(0, 0, &[], &[], &[]).unwrap();
     assert_eq!(
@@ -551,4 +538,19 @@ fn degenerate_matrices_build() {
     let e = CsrMatrix::from_triplets(5, 3, &[], &[], &[]).unwrap();
     assert_eq!(e.indptr(), &[0; 6]);
     autopcg_gpu::formats::validate_csr(0, 0, z.indptr(), z.indices(), z.data()).unwrap();
+}
+
+autopcg_gpu::test_main! {
+    cpu: [
+        merge_path_walk_is_consistent,
+        reference_conversions_are_consistent,
+        degenerate_matrices_build,
+    ],
+    gpu: [
+        spmv_all_formats_match_cpu,
+        spmv_csr_merge_matches_cpu_on_uneven_rows,
+        spmv_csr_merge_checks_its_arguments,
+        coo_accumulates_into_y,
+        spmv_uploads_from_host_formats_and_checks_arguments,
+    ],
 }

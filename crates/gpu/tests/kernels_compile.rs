@@ -1,18 +1,13 @@
 //! Compiles every module of the kernel pool with NVRTC, for every `-D` variant the launch
 //! wrappers use, to PTX for `compute_90` and to a CUBIN for `sm_90`, and checks that every
-//! expected entry point is exported. Needs NVRTC only (no GPU): without it the test prints one
-//! line and returns, unless AUTOPCG_REQUIRE_GPU=1.
+//! expected entry point is exported. Needs NVRTC only (no GPU): without it the runner reports the
+//! tests as ignored (with AUTOPCG_REQUIRE_GPU=1 they fail instead); see autopcg_gpu::testing.
 use autopcg_gpu::cache::KernelCache;
 use autopcg_gpu::compile::{compile_module, image_has_entry, Target};
 use autopcg_gpu::sources::catalog;
-use autopcg_gpu::testing::test_nvrtc;
 use autopcg_gpu::{GpuError, KernelSource, ModuleSpec};
 
-#[test]
 fn kernels_compile() {
-    if !test_nvrtc("kernels_compile").unwrap() {
-        return;
-    }
     let mut checked = 0;
     for (spec, entries) in catalog() {
         for target in [Target::Ptx(90), Target::Cubin(90)] {
@@ -32,11 +27,7 @@ fn kernels_compile() {
     println!("kernels_compile: {checked} (entry point, target) pairs found");
 }
 
-#[test]
 fn compile_errors_keep_the_nvrtc_log() {
-    if !test_nvrtc("compile_errors_keep_the_nvrtc_log").unwrap() {
-        return;
-    }
     // dot.cu refuses a block size that is not a power of two with an #error.
     let spec = ModuleSpec::dot(96);
     match compile_module(&spec, Target::Ptx(90)) {
@@ -51,11 +42,7 @@ fn compile_errors_keep_the_nvrtc_log() {
     }
 }
 
-#[test]
 fn disk_cache_serves_and_repairs_compiled_images() {
-    if !test_nvrtc("disk_cache_serves_and_repairs_compiled_images").unwrap() {
-        return;
-    }
     let dir = tempfile::tempdir().unwrap();
     let cache = KernelCache::new(Some(dir.path().to_path_buf()));
     let spec = ModuleSpec::plain(KernelSource::Precond);
@@ -76,4 +63,12 @@ fn disk_cache_serves_and_repairs_compiled_images() {
     assert_eq!(third, first);
     let s = cache.stats();
     assert_eq!((s.hits, s.misses, s.corrupt), (1, 2, 1));
+}
+
+autopcg_gpu::test_main! {
+    nvrtc: [
+        kernels_compile,
+        compile_errors_keep_the_nvrtc_log,
+        disk_cache_serves_and_repairs_compiled_images,
+    ],
 }

@@ -30,6 +30,7 @@
 //! CSR working set over the L2 size, the share of empty rows, and log10(1 + mean |i - j|).
 use std::collections::{BTreeMap, HashMap};
 
+use autopcg_catalog::Format;
 use autopcg_sparse::features::MatrixFeatures;
 use autopcg_sparse::PaddingLimits;
 use linfa::prelude::*;
@@ -39,7 +40,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::profile::MatrixRecord;
 use crate::profile::{MatrixSet, Profile};
-use crate::spmv::{format_applies, geomean, measured_times, working_set_bytes, SpmvCandidate};
+use crate::spmv::{
+    format_applies, geomean, measured_times, model_order, working_set_bytes, SpmvCandidate,
+};
 use crate::work::SpmvWork;
 use crate::ModelError;
 
@@ -81,7 +84,7 @@ pub fn classifier_features(f: &MatrixFeatures, w: &SpmvWork, l2_bytes: u64) -> V
         fin(fill(f.ell_fill_ratio)),
         fin(f.hyb_coo_share),
         fin(w.x_lines as f64 / nnz),
-        fin((working_set_bytes("csr", w) / l2_bytes.max(1) as f64).log10()),
+        fin((working_set_bytes(Format::Csr, w) / l2_bytes.max(1) as f64).log10()),
         fin(f.empty_rows as f64 / n),
         fin((1.0 + w.mean_col_distance).log10()),
     ]
@@ -299,8 +302,8 @@ impl SpmvClassifier {
             let Some(own) = measured.get(&m.id).map(|t| {
                 t.own
                     .iter()
-                    .filter(|(c, _)| format_applies(&c.format, &m.work, &opts.padding))
-                    .map(|(c, &v)| (c.clone(), v))
+                    .filter(|(c, _)| format_applies(c.format, &m.work, &opts.padding))
+                    .map(|(c, &v)| (*c, v))
                     .collect::<BTreeMap<_, _>>()
             }) else {
                 continue;
@@ -341,8 +344,8 @@ impl SpmvClassifier {
             }
         }
         let universe: Vec<SpmvCandidate> = {
-            let mut u: Vec<SpmvCandidate> = times.iter().flat_map(|t| t.keys().cloned()).collect();
-            u.sort();
+            let mut u: Vec<SpmvCandidate> = times.iter().flat_map(|t| t.keys().copied()).collect();
+            u.sort_by(model_order);
             u.dedup();
             u
         };
@@ -358,7 +361,7 @@ impl SpmvClassifier {
                         count[*a]
                             .cmp(&count[*b])
                             .then_with(|| times[m][*b].total_cmp(&times[m][*a]))
-                            .then_with(|| b.cmp(a))
+                            .then_with(|| model_order(b, a))
                     })
                     .copied();
                 pick.map_or(0, |c| index[c])
@@ -491,7 +494,7 @@ impl SpmvClassifier {
             .iter()
             .chain(&self.fallback)
             .filter_map(|&i| self.labels.get(i))
-            .find(|c| format_applies(&c.format, w, &self.padding))
+            .find(|c| format_applies(c.format, w, &self.padding))
     }
 
     /// The name of the candidate for a matrix ([`SpmvClassifier::predict_candidate`]).
@@ -559,16 +562,11 @@ mod tests {
     use crate::profile::{Header, MatrixRecord, SpmvRecord, Status, Timing, PROFILE_SCHEMA};
     use crate::spmv::geomean;
     use crate::spmv_synth::{self, Rng};
+    use autopcg_catalog::{GridPolicy, SpmvImpl, SpmvKernel};
     use autopcg_sparse::families::{Family, FamilyParams, Recipe};
 
-    fn cand(kernel: &str) -> SpmvCandidate {
-        let format = if kernel == "spmv_dia" { "dia" } else { "csr" };
-        SpmvCandidate {
-            format: format.into(),
-            kernel: kernel.into(),
-            threads: Some(256),
-            grid: Some("cover".into()),
-        }
+    fn cand(kernel: SpmvKernel) -> SpmvCandidate {
+        SpmvCandidate::own(SpmvImpl::Kernel(kernel), 256, GridPolicy::Cover)
     }
 
     /// A matrix record with random features; `mean` sets the mean row length.
@@ -626,12 +624,12 @@ mod tests {
     fn rec(matrix: &str, c: &SpmvCandidate, t: f64) -> SpmvRecord {
         SpmvRecord {
             matrix: matrix.into(),
-            format: c.format.clone(),
-            kernel: c.kernel.clone(),
+            format: c.format,
+            kernel: c.kernel,
             threads: c.threads,
             blocks: Some(1),
             coo_blocks: None,
-            grid: c.grid.clone(),
+            grid: c.grid,
             status: Status::Ok,
             timing: Some(Timing {
                 median_ms: t,
@@ -657,9 +655,9 @@ mod tests {
             ..Profile::default()
         };
         let (a, b, c) = (
-            cand("spmv_csr_scalar"),
-            cand("spmv_csr_vector_32"),
-            cand("spmv_csr_vector_4"),
+            cand(SpmvKernel::CsrScalar),
+            cand(SpmvKernel::CsrVector(32)),
+            cand(SpmvKernel::CsrVector(4)),
         );
         for (set, count) in [(MatrixSet::Fit, 60), (MatrixSet::Eval, 30)] {
             for i in 0..count {
@@ -733,9 +731,9 @@ mod tests {
         let cl = SpmvClassifier {
             feature_names: FEATURE_NAMES.iter().map(|s| s.to_string()).collect(),
             labels: vec![
-                cand("spmv_dia"),
-                cand("spmv_csr_vector_4"),
-                cand("spmv_csr_scalar"),
+                cand(SpmvKernel::Dia),
+                cand(SpmvKernel::CsrVector(4)),
+                cand(SpmvKernel::CsrScalar),
             ],
             root: TreeNode::Leaf {
                 ranked: vec![0],
@@ -774,7 +772,7 @@ mod tests {
         for m in &p.matrices {
             let pick = cl.predict_candidate(&m.features, &m.work).unwrap();
             assert!(format_applies(
-                &pick.format,
+                pick.format,
                 &m.work,
                 &PaddingLimits::default()
             ));

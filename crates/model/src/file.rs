@@ -13,9 +13,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::classifier::{ClassifierOptions, SpmvClassifier};
 use crate::profile::Profile;
-use crate::spmv::{SpmvFitOptions, SpmvModel};
+use crate::spmv::{SpmvFitOptions, SpmvModel, StoredLimits};
 use crate::vecdot::{evaluate, DotModels, TreeEvalReport, VectorModels};
-use crate::{device_slug, DeviceSpec, ModelError};
+use autopcg_catalog::{device_slug, DeviceProps};
+
+use crate::ModelError;
 
 /// Schema version of model files this build reads and writes.
 pub const MODEL_SCHEMA: u32 = 1;
@@ -56,7 +58,7 @@ pub struct ModelFile {
     /// Version of autopcg that fitted it.
     pub fitted_by: String,
     /// The device profiled.
-    pub device: DeviceSpec,
+    pub device: DeviceProps,
     /// The profile fitted.
     pub profile: ProfileInfo,
     /// Vector-update decision trees (per operation).
@@ -85,6 +87,19 @@ impl ModelFile {
             what: "model".into(),
             reason: "the profile has no header".into(),
         })?;
+        // The header must describe the device the records were measured on: every eq. 3-2
+        // record is recomputed on the header's limits (a profile whose header was edited to
+        // another GPU, or whose records came from one, fails here rather than giving a model
+        // labelled with the wrong device).
+        for o in &profile.occupancy {
+            o.check(&header.device).map_err(|e| ModelError::Fit {
+                what: "model".into(),
+                reason: format!(
+                    "the profile's records do not match the device of its header ({}): {e}",
+                    header.device.name
+                ),
+            })?;
+        }
         let vector = VectorModels::fit(profile)?;
         let dot = DotModels::fit(profile)?;
         let spmv = SpmvModel::fit(profile, &SpmvFitOptions::for_tune())?;
@@ -162,10 +177,19 @@ impl ModelFile {
             return Err("the SpMV model has no candidate".into());
         }
         self.spmv.validate().map_err(|e| e.to_string())?;
-        if self.spmv.device != self.device.name {
+        if self.spmv.device.name != self.device.name {
             return Err(format!(
                 "the SpMV model is for {:?}, the file for {:?}",
-                self.spmv.device, self.device.name
+                self.spmv.device.name, self.device.name
+            ));
+        }
+        let (ls, lf) = (
+            StoredLimits::of(&self.spmv.device),
+            StoredLimits::of(&self.device),
+        );
+        if ls != lf {
+            return Err(format!(
+                "the SpMV model's launch limits {ls:?} are not the device's {lf:?}"
             ));
         }
         if let Some(c) = &self.classifier {
@@ -218,11 +242,14 @@ impl ModelFile {
                 expected: MODEL_SCHEMA,
             });
         }
-        let m: ModelFile = serde_json::from_str(text).map_err(parse_err)?;
+        let mut m: ModelFile = serde_json::from_str(text).map_err(parse_err)?;
         m.validate().map_err(|reason| ModelError::Invalid {
             path: path.to_path_buf(),
             reason,
         })?;
+        // The SpMV model stores only the limits its terms read; they are the device's (checked
+        // above), so it gets the device's whole record.
+        m.spmv.device = m.device.clone();
         Ok(m)
     }
 
@@ -262,6 +289,7 @@ mod tests {
     use super::*;
     use crate::domains::{domains, held_out_sizes, sample_sizes};
     use crate::profile::{DotRecord, Timing, VectorRecord};
+    use autopcg_catalog::{Dot3Kernel, KernelId, Reduction, VectorKernel, VectorOp, VectorVariant};
 
     fn timing(ms: f64) -> Timing {
         Timing {
@@ -284,31 +312,33 @@ mod tests {
             for (n, held_out) in sizes {
                 let x = n as f64;
                 for (variant, threads, blocks, nb, ms) in [
-                    ("grid_v2", 256, 264, Some(1), 0.004 + 2.0e-9 * x),
-                    ("grid", 512, 528, Some(2), 0.008 + 1.0e-9 * x),
+                    (VectorVariant::GridV2, 256, 264, Some(1), 0.004 + 2.0e-9 * x),
+                    (VectorVariant::Grid, 512, 528, Some(2), 0.008 + 1.0e-9 * x),
                 ] {
                     p.vector.push(VectorRecord {
-                        kernel: format!("cg_update_{variant}"),
-                        op: "cg_update".into(),
-                        variant: variant.into(),
+                        kernel: VectorKernel::CgUpdate(variant),
+                        op: VectorOp::CgUpdate,
+                        variant,
                         n,
                         threads,
                         blocks,
                         nb_multiple: nb,
+                        elems_per_thread: None,
                         held_out,
                         timing: timing(ms),
                     });
                 }
                 for (kernel, ms) in [
-                    ("dot3_last_block", 0.003 + 1.0e-9 * x),
-                    ("dot3_two_pass", 0.006 + 1.1e-9 * x),
+                    (Dot3Kernel::LastBlock, 0.003 + 1.0e-9 * x),
+                    (Dot3Kernel::TwoPass, 0.006 + 1.1e-9 * x),
                 ] {
                     p.dot.push(DotRecord {
-                        kernel: kernel.into(),
+                        kernel: Reduction::Dot3(kernel),
                         n,
                         threads: 256,
                         blocks: 528,
                         nb_multiple: Some(2),
+                        elems_per_thread: None,
                         held_out,
                         timing: timing(ms),
                     });
@@ -326,15 +356,14 @@ mod tests {
         assert!(m.quality.vector_held_out.meets_target());
         assert!(m.quality.dot_held_out.meets_target());
         // The two update lines cross at 0.004 / 1e-9 = 4e6.
+        let update = |n: u64| m.vector.pick("cg_update", n).unwrap().kernel;
+        let cg = |v: VectorVariant| KernelId::Vector(VectorKernel::CgUpdate(v));
+        assert_eq!(update(100_000), cg(VectorVariant::GridV2));
+        assert_eq!(update(10_000_000), cg(VectorVariant::Grid));
         assert_eq!(
-            m.vector.pick("cg_update", 100_000).unwrap().kernel,
-            "cg_update_grid_v2"
+            m.dot.pick("dot3", 5_000).unwrap().kernel,
+            KernelId::Reduction(Reduction::Dot3(Dot3Kernel::LastBlock))
         );
-        assert_eq!(
-            m.vector.pick("cg_update", 10_000_000).unwrap().kernel,
-            "cg_update_grid"
-        );
-        assert_eq!(m.dot.pick("dot3", 5_000).unwrap().kernel, "dot3_last_block");
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("sub/gpu.json");
         m.save(&path).unwrap();

@@ -4,15 +4,12 @@
 //! - [`profile`]: the profile records (JSON Lines, streamed, resumable) and their reader.
 //! - [`work`]: work counts of every SpMV kernel on a matrix, the SpMV model's inputs.
 //! - [`domains`]: the test domains of vector lengths and the sizes sampled in each.
-//! - [`device`]: the device identity and limits, and the slug model files are named by.
 //! - [`linear`]: the time line of one launch configuration in one domain (eq. 3-1), fitted on
 //!   relative residuals.
-//! - [`occupancy`](mod@occupancy): eq. 3-2, the resident blocks per SM and the block-count
-//!   unit `NB_nt`.
 //! - [`tree`]: Alg. 3-1, the per-domain decision tree over candidate lines, and its lookup.
 //! - [`vecdot`]: the vector-update and dot-product models: per operation or family, lines per
 //!   launch configuration and domain, their decision trees, and the held-out evaluation.
-//! - [`file`]: model files: everything fitted for one GPU, saved and loaded with validation.
+//! - [`file`](mod@file): model files: everything fitted for one GPU, saved and loaded with validation.
 //! - [`store`]: where model files live and how the one for a device is found.
 //! - [`spmv`]: the SpMV performance model: a time model per candidate (format, kernel, launch
 //!   configuration), conversion costs, and the selection by predicted time.
@@ -21,17 +18,18 @@
 //! - [`classifier`]: a decision-tree classifier from matrix features to the best SpMV candidate.
 //! - [`nnls`]: non-negative least squares (Lawson–Hanson), the fitter of the SpMV time models.
 //!
+//! Kernel identities, formats, launch geometry, device properties ([`autopcg_catalog::DeviceProps`]) and eq. 3-2
+//! are the catalogue's ([`autopcg_catalog`]); this crate never spells or parses a kernel name.
+//!
 //! This crate never touches a GPU: it fits and predicts on any machine.
 #![warn(missing_docs)]
 
 pub mod classifier;
-pub mod device;
 pub mod domains;
 pub mod error;
 pub mod file;
 pub mod linear;
 pub mod nnls;
-pub mod occupancy;
 pub mod profile;
 pub mod spmv;
 pub mod spmv_eval;
@@ -43,13 +41,11 @@ pub mod vecdot;
 pub mod work;
 
 pub use classifier::{ClassifierOptions, SpmvClassifier};
-pub use device::{device_slug, DeviceSpec};
 pub use error::ModelError;
 pub use file::{ModelFile, MODEL_SCHEMA};
 pub use linear::{fit_line, FitStats, Line, LineFit};
-pub use occupancy::{occupancy, Limiter, Occupancy};
 pub use spmv::{SpmvCandidate, SpmvFitOptions, SpmvModel, SpmvPrediction};
-pub use spmv_eval::{evaluate as evaluate_spmv, SpmvEvalReport};
+pub use spmv_eval::{evaluate as evaluate_spmv, evaluate_against, FallbackRule, SpmvEvalReport};
 pub use tree::{domain_leaves, DecisionTree, Leaf};
 pub use vecdot::{
     evaluate, BlockPolicy, Candidate, DotModels, EvalRow, HeldOutModels, Pick, TreeEvalReport,

@@ -20,6 +20,7 @@
 //!   measured best.
 use std::fmt::Write;
 
+use autopcg_catalog::{Format, GridPolicy, SpmvImpl, SpmvKernel};
 use serde::{Deserialize, Serialize};
 
 use crate::classifier::SpmvClassifier;
@@ -38,7 +39,7 @@ pub const TARGET_NEAR_BEST_SHARE: f64 = 0.95;
 /// Target geometric-mean slowdown of the choice.
 pub const TARGET_GEOMEAN_SLOWDOWN: f64 = 1.03;
 /// The fixed rule compared with: format, kernel, threads per block.
-pub const FIXED_RULE: (&str, &str, u32) = ("csr", "spmv_csr_scalar", 256);
+pub const FIXED_RULE: (Format, SpmvKernel, u32) = (Format::Csr, SpmvKernel::CsrScalar, 256);
 
 /// One predicted candidate on one matrix.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -76,6 +77,10 @@ pub struct MatrixEval {
     pub chosen_predicted_ms: Option<f64>,
     /// Its measured time, ms (`None` when not measured on this matrix).
     pub chosen_ms: Option<f64>,
+    /// The shipped fallback rule's candidate, when the evaluation was given it.
+    pub fallback_rule: Option<String>,
+    /// Its measured time, ms.
+    pub fallback_rule_ms: Option<f64>,
     /// The fixed rule's candidate measured here.
     pub fixed_rule: Option<String>,
     /// Its time, ms.
@@ -173,7 +178,10 @@ pub struct SpmvEvalReport {
     pub model: SelectionEval,
     /// Both selection targets met (and no unmeasured choice).
     pub selection_target_met: bool,
-    /// The fixed rule's selection.
+    /// The selection of the fallback rule the product ships (what a solve without a model
+    /// runs), when the evaluation was given it.
+    pub fallback_rule: Option<SelectionEval>,
+    /// The fixed rule's selection (CSR scalar, 256 threads: kept for continuity).
     pub fixed_rule: SelectionEval,
     /// Matrices with a cuSPARSE time.
     pub cusparse_matrices: usize,
@@ -195,12 +203,16 @@ fn fixed_rule_of(own: &std::collections::BTreeMap<SpmvCandidate, f64>) -> Option
     let (f, k, t) = FIXED_RULE;
     let mut hits: Vec<(&SpmvCandidate, f64)> = own
         .iter()
-        .filter(|(c, _)| c.format == f && c.kernel == k && c.threads == Some(t))
+        .filter(|(c, _)| c.format == f && c.kernel == SpmvImpl::Kernel(k) && c.threads == Some(t))
         .map(|(c, &v)| (c, v))
         .collect();
-    hits.sort_by_key(|(c, _)| c.grid.as_deref() != Some("cover"));
+    hits.sort_by_key(|(c, _)| c.grid != Some(GridPolicy::Cover));
     hits.first().map(|(c, v)| (c.name(), *v))
 }
+
+/// The rule a solve without a model runs, as the SpMV candidate it picks for a matrix of these
+/// work counts (the generator's fallback rule; this crate cannot name it itself).
+pub type FallbackRule<'a> = &'a dyn Fn(&crate::work::SpmvWork) -> SpmvCandidate;
 
 /// Evaluates `model` (and `classifier`, if given) on the matrices of `set` in `profile` (every
 /// matrix for `None`).
@@ -212,6 +224,18 @@ pub fn evaluate(
     profile: &Profile,
     set: Option<MatrixSet>,
 ) -> Result<SpmvEvalReport, ModelError> {
+    evaluate_against(model, classifier, profile, set, None)
+}
+
+/// [`evaluate`], also judging the shipped fallback rule `fallback` on the same matrices.
+pub fn evaluate_against(
+    model: &SpmvModel,
+    classifier: Option<&SpmvClassifier>,
+    profile: &Profile,
+    set: Option<MatrixSet>,
+    fallback: Option<FallbackRule<'_>>,
+) -> Result<SpmvEvalReport, ModelError> {
+    let mut fallback_sel = Vec::new();
     let measured = measured_times(profile);
     let mut per_prediction = Vec::new();
     let mut per_matrix = Vec::new();
@@ -233,15 +257,15 @@ pub fn evaluate(
         };
         let best_name = best_c.name();
         let mut errs = Vec::new();
-        for (c, &ms) in &t.own {
+        for (c, ms) in t.own_in_model_order() {
             let Some(cm) = model.candidates.iter().find(|x| &x.candidate == c) else {
                 continue;
             };
             // Only candidates the model offers on this matrix (see `format_applies`).
-            if !model.applies(&c.format, &m.work) {
+            if !model.applies(c.format, &m.work) {
                 continue;
             }
-            let p = cm.predict(&m.work, &model.limits);
+            let p = cm.predict(&m.work, &model.device);
             let e = ((p - ms) / ms).abs();
             errs.push(e);
             per_prediction.push(PredictionEval {
@@ -261,6 +285,13 @@ pub fn evaluate(
             .push(chosen_ms.map(|x| (x / best_ms, chosen_name.as_deref() == Some(&best_name))));
         let fixed = fixed_rule_of(&t.own);
         fixed_sel.push(fixed.as_ref().map(|(n, x)| (x / best_ms, *n == best_name)));
+        let fb = fallback.map(|rule| {
+            let c = rule(&m.work);
+            (c.name(), t.own.get(&c).copied())
+        });
+        if let Some((n, ms)) = &fb {
+            fallback_sel.push(ms.map(|x| (x / best_ms, *n == best_name)));
+        }
         let cusparse_ms = t.best_cusparse();
         if let Some(cu) = cusparse_ms {
             best_cu.push(best_ms / cu);
@@ -299,6 +330,8 @@ pub fn evaluate(
             chosen: chosen_name,
             chosen_predicted_ms: chosen.as_ref().map(|p| p.predicted_ms),
             chosen_ms,
+            fallback_rule: fb.as_ref().map(|f| f.0.clone()),
+            fallback_rule_ms: fb.and_then(|f| f.1),
             fixed_rule: fixed.as_ref().map(|f| f.0.clone()),
             fixed_rule_ms: fixed.map(|f| f.1),
             cusparse_ms,
@@ -339,7 +372,7 @@ pub fn evaluate(
     });
     let gm = |v: &[f64]| (!v.is_empty()).then(|| geomean(v));
     Ok(SpmvEvalReport {
-        device: model.device.clone(),
+        device: model.device.name.clone(),
         set,
         matrices: per_matrix.len(),
         predictions: per_prediction.len(),
@@ -351,6 +384,7 @@ pub fn evaluate(
             && model_eval.near_best_share >= TARGET_NEAR_BEST_SHARE
             && model_eval.geomean_slowdown <= TARGET_GEOMEAN_SLOWDOWN,
         model: model_eval,
+        fallback_rule: fallback.map(|_| SelectionEval::of(&fallback_sel)),
         fixed_rule: SelectionEval::of(&fixed_sel),
         cusparse_matrices: best_cu.len(),
         best_over_cusparse: gm(&best_cu),
@@ -411,6 +445,9 @@ impl SpmvEvalReport {
             TARGET_GEOMEAN_SLOWDOWN,
             ok(self.selection_target_met)
         );
+        if let Some(fb) = &self.fallback_rule {
+            sel(&mut s, "fallback rule", fb);
+        }
         let (f, k, t) = FIXED_RULE;
         sel(&mut s, &format!("{f} {k} t{t}"), &self.fixed_rule);
         if let Some(c) = &self.classifier {
@@ -452,7 +489,7 @@ impl SpmvEvalReport {
         );
         let _ = writeln!(
             s,
-            "{:<28} {:>9} {:>10} {:>10} {:<40} {:<40} {:>7} {:>7} {:>7} {:>8}",
+            "{:<28} {:>9} {:>10} {:>10} {:<40} {:<40} {:>7} {:>7} {:>7} {:>7} {:>8}",
             "matrix",
             "n",
             "nnz",
@@ -460,6 +497,7 @@ impl SpmvEvalReport {
             "best",
             "chosen",
             "chosen",
+            "fallb.",
             "fixed",
             "class.",
             "pred err"
@@ -469,7 +507,7 @@ impl SpmvEvalReport {
         for m in &self.per_matrix {
             let _ = writeln!(
                 s,
-                "{:<28} {:>9} {:>10} {:>10.4} {:<40} {:<40} {:>7} {:>7} {:>7} {:>8}",
+                "{:<28} {:>9} {:>10} {:>10.4} {:<40} {:<40} {:>7} {:>7} {:>7} {:>7} {:>8}",
                 m.matrix,
                 m.n,
                 m.nnz,
@@ -477,6 +515,7 @@ impl SpmvEvalReport {
                 m.best,
                 m.chosen.as_deref().unwrap_or("-"),
                 slow(m.chosen_ms, m.best_ms),
+                slow(m.fallback_rule_ms, m.best_ms),
                 slow(m.fixed_rule_ms, m.best_ms),
                 slow(m.classifier_ms, m.best_ms),
                 pct(m.median_rel_err)
@@ -561,7 +600,7 @@ mod tests {
             .clone();
         let pick = model.select(&m.work, None).unwrap().candidate;
         for r in p.spmv.iter_mut() {
-            if r.matrix == m.id && SpmvCandidate::of_record(r) == pick {
+            if r.matrix == m.id && r.candidate() == pick {
                 r.status = crate::profile::Status::Failed("wrong result".into());
             }
         }
@@ -611,7 +650,7 @@ mod physical {
             let (oc, _) = t
                 .own
                 .keys()
-                .filter(|c| model.applies(&c.format, &m.work))
+                .filter(|c| model.applies(c.format, &m.work))
                 .map(|c| (c, spmv_synth::physical_time(c, &m.work)))
                 .min_by(|a, b| a.1.total_cmp(&b.1))
                 .unwrap();

@@ -9,28 +9,21 @@ use crate::profile::{
     ConversionRecord, Header, MatrixRecord, MatrixSet, Profile, SpmvRecord, Status, Timing,
     PROFILE_SCHEMA,
 };
-use crate::spmv::{term_value, LaunchLimits, SpmvCandidate, Term};
+use crate::spmv::{term_value, KernelKind, SpmvCandidate, Term};
 use crate::work::{spmv_work, SpmvWork};
-use crate::DeviceSpec;
+use autopcg_catalog::{
+    CusparseAlg, DeviceProps, Format, GridPolicy, SpmvImpl, SpmvKernel, DEFAULT_THREADS,
+};
 
 /// A small device: 2 SMs (one wave of 256-thread blocks is 16 blocks, so matrices above 4096
 /// rows get a distinct `wave` launch) and an L2 of 256 KiB (the matrices straddle it).
-pub(crate) fn device() -> DeviceSpec {
-    DeviceSpec {
+pub(crate) fn device() -> DeviceProps {
+    DeviceProps {
         name: "Synthetic GPU".into(),
-        compute_capability: (9, 0),
         sm_count: 2,
-        max_threads_per_block: 1024,
-        max_threads_per_sm: 2048,
-        max_blocks_per_sm: 32,
-        regs_per_sm: 65536,
-        smem_per_sm: 233472,
         total_mem: 1 << 34,
         l2_bytes: 256 << 10,
-        warp_size: 32,
-        max_grid_x: i32::MAX as u32,
-        driver_version: None,
-        nvrtc_version: None,
+        ..DeviceProps::hopper_like()
     }
 }
 
@@ -168,13 +161,13 @@ pub(crate) fn matrices(set: MatrixSet) -> Vec<MatrixRecord> {
         .collect()
 }
 
-fn cand(format: &str, kernel: &str, threads: u32, grid: &str) -> SpmvCandidate {
-    SpmvCandidate {
-        format: format.into(),
-        kernel: kernel.into(),
-        threads: Some(threads),
-        grid: Some(grid.into()),
-    }
+fn cand(kernel: SpmvKernel, threads: u32, grid: GridPolicy) -> SpmvCandidate {
+    SpmvCandidate::own(SpmvImpl::Kernel(kernel), threads, grid)
+}
+
+/// HYB with the segmented COO kernel.
+fn hyb(threads: u32, grid: GridPolicy) -> SpmvCandidate {
+    SpmvCandidate::own(SpmvImpl::Hyb(SpmvKernel::CooSegment), threads, grid)
 }
 
 /// The candidates of the synthetic profiles with the coefficients of their true base model
@@ -183,35 +176,36 @@ fn cand(format: &str, kernel: &str, threads: u32, grid: &str) -> SpmvCandidate {
 pub(crate) fn truths() -> Vec<(SpmvCandidate, [f64; 7])> {
     let mut v = Vec::new();
     let scalar = [4e-3, 2e-6, 1e-6, 0.5e-6, 0.8e-6, 0.0, 0.0];
-    for g in ["cover", "wave"] {
-        v.push((cand("csr", "spmv_csr_scalar", 256, g), scalar));
+    for g in [GridPolicy::Cover, GridPolicy::Wave] {
+        v.push((cand(SpmvKernel::CsrScalar, 256, g), scalar));
     }
+    let cover = GridPolicy::Cover;
     v.push((
-        cand("csr", "spmv_csr_scalar", 128, "cover"),
+        cand(SpmvKernel::CsrScalar, 128, cover),
         [4e-3, 2.2e-6, 1e-6, 0.5e-6, 0.7e-6, 0.0, 0.0],
     ));
     v.push((
-        cand("csr", "spmv_csr_vector_4", 256, "cover"),
+        cand(SpmvKernel::CsrVector(4), 256, cover),
         [4.5e-3, 3e-6, 1.0e-6, 0.5e-6, 1.2e-6, 0.0, 0.0],
     ));
     v.push((
-        cand("csr", "spmv_csr_vector_32", 256, "cover"),
+        cand(SpmvKernel::CsrVector(32), 256, cover),
         [4.5e-3, 6e-6, 0.6e-6, 0.5e-6, 2e-6, 0.0, 0.0],
     ));
     v.push((
-        cand("ell", "spmv_ell", 256, "cover"),
+        cand(SpmvKernel::Ell, 256, cover),
         [3.5e-3, 1e-6, 0.0, 0.5e-6, 1.1e-6, 0.0, 0.0],
     ));
     v.push((
-        cand("dia", "spmv_dia", 256, "cover"),
+        cand(SpmvKernel::Dia, 256, cover),
         [3.5e-3, 1e-6, 0.0, 0.2e-6, 0.9e-6, 0.0, 0.0],
     ));
     v.push((
-        cand("coo", "spmv_coo_segment", 256, "cover"),
+        cand(SpmvKernel::CooSegment, 256, cover),
         [5e-3, 1e-6, 2.5e-6, 0.5e-6, 0.0, 0.0, 0.0],
     ));
     v.push((
-        cand("hyb", "spmv_ell+spmv_coo_segment", 256, "cover"),
+        hyb(256, cover),
         [4e-3, 1e-6, 0.0, 0.5e-6, 1.1e-6, 4e-3, 2.5e-6],
     ));
     v
@@ -219,7 +213,7 @@ pub(crate) fn truths() -> Vec<(SpmvCandidate, [f64; 7])> {
 
 /// The noiseless time of `c` under the base linear model with coefficients `k`.
 pub(crate) fn linear_time(c: &SpmvCandidate, w: &SpmvWork, k: &[f64; 7]) -> f64 {
-    let lim = LaunchLimits::of(&device());
+    let dev = device();
     let terms = [
         Term::Launch,
         Term::Rows,
@@ -232,7 +226,7 @@ pub(crate) fn linear_time(c: &SpmvCandidate, w: &SpmvWork, k: &[f64; 7]) -> f64 
     terms
         .iter()
         .zip(k)
-        .map(|(t, k)| k * term_value(*t, c, w, &lim))
+        .map(|(t, k)| k * term_value(*t, c, w, &dev))
         .sum()
 }
 
@@ -283,38 +277,39 @@ pub(crate) fn profile_with(
         header: Some(header()),
         ..Profile::default()
     };
-    let lim = LaunchLimits::of(&device());
+    let dev = device();
     let mut rng = Rng::new(seed);
     for set in [MatrixSet::Fit, MatrixSet::Eval] {
         for m in matrices(set) {
             let w = &m.work;
             for c in cands {
-                let applicable = match c.format.as_str() {
-                    "ell" => fill_ok(w.ell_slots, w.nnz),
-                    "dia" => fill_ok(w.dia_slots, w.nnz),
+                let applicable = match c.format {
+                    Format::Ell => fill_ok(w.ell_slots, w.nnz),
+                    Format::Dia => fill_ok(w.dia_slots, w.nnz),
                     _ => true,
                 };
-                let t = c.threads.unwrap_or(256);
-                let rows_items = match c.kind() {
-                    crate::spmv::KernelKind::CsrVector { lanes } => w.n * u64::from(lanes),
-                    crate::spmv::KernelKind::CooAtomic | crate::spmv::KernelKind::CooSegment => {
-                        w.nnz
-                    }
+                let t = c.threads.unwrap_or(DEFAULT_THREADS);
+                let rows_items = match KernelKind::of(c) {
+                    KernelKind::CsrVector { lanes } => w.n * u64::from(lanes),
+                    KernelKind::CooAtomic | KernelKind::CooSegment => w.nnz,
                     _ => w.n,
                 };
-                let blocks = lim.blocks(rows_items, t, c.grid.as_deref());
+                let grid = c.grid.unwrap_or(GridPolicy::Cover);
+                let blocks = grid.blocks(rows_items, t, &dev);
                 // The profiler leaves out a wave launch equal to the cover launch.
-                if c.grid.as_deref() == Some("wave") && blocks == lim.blocks(rows_items, t, None) {
+                if grid == GridPolicy::Wave
+                    && blocks == GridPolicy::Cover.blocks(rows_items, t, &dev)
+                {
                     continue;
                 }
                 let mut r = SpmvRecord {
                     matrix: m.id.clone(),
-                    format: c.format.clone(),
-                    kernel: c.kernel.clone(),
+                    format: c.format,
+                    kernel: c.kernel,
                     threads: c.threads,
                     blocks: Some(blocks as u32),
                     coo_blocks: None,
-                    grid: c.grid.clone(),
+                    grid: c.grid,
                     status: Status::Ok,
                     timing: None,
                 };
@@ -330,16 +325,13 @@ pub(crate) fn profile_with(
             // cuSPARSE: two algorithms near the scalar kernel's time.
             let scalar = cands
                 .iter()
-                .find(|c| c.kernel == "spmv_csr_scalar")
+                .find(|c| c.kernel == SpmvImpl::Kernel(SpmvKernel::CsrScalar))
                 .map_or(0.01, |c| time(c, w));
-            for (alg, f) in [
-                ("cusparse_spmv_csr_alg1", 0.9),
-                ("cusparse_spmv_csr_alg2", 1.1),
-            ] {
+            for (alg, f) in [(CusparseAlg::CsrAlg1, 0.9), (CusparseAlg::CsrAlg2, 1.1)] {
                 p.spmv.push(SpmvRecord {
                     matrix: m.id.clone(),
-                    format: "csr".into(),
-                    kernel: alg.into(),
+                    format: Format::Csr,
+                    kernel: SpmvImpl::Cusparse(alg),
                     threads: None,
                     blocks: None,
                     coo_blocks: None,
@@ -349,17 +341,17 @@ pub(crate) fn profile_with(
                 });
             }
             for (format, slots, ok) in [
-                ("ell", w.ell_slots, fill_ok(w.ell_slots, w.nnz)),
-                ("dia", w.dia_slots, fill_ok(w.dia_slots, w.nnz)),
-                ("hyb", w.hyb_ell_slots + w.hyb_coo_nnz, true),
-                ("coo", w.nnz, true),
+                (Format::Ell, w.ell_slots, fill_ok(w.ell_slots, w.nnz)),
+                (Format::Dia, w.dia_slots, fill_ok(w.dia_slots, w.nnz)),
+                (Format::Hyb, w.hyb_ell_slots + w.hyb_coo_nnz, true),
+                (Format::Coo, w.nnz, true),
             ] {
                 let host = 0.02 + 3e-6 * slots as f64 + 1e-6 * w.n as f64;
                 let up = 0.01 + 1e-6 * slots as f64;
                 let e = 1.0 + noise * rng.normal();
                 p.conversions.push(ConversionRecord {
                     matrix: m.id.clone(),
-                    format: format.into(),
+                    format,
                     status: if ok {
                         Status::Ok
                     } else {
@@ -380,7 +372,7 @@ pub(crate) fn profile_with(
 /// The standard synthetic profile: [`truths`] with 1% noise.
 pub(crate) fn profile(seed: u64) -> Profile {
     let t = truths();
-    let cands: Vec<SpmvCandidate> = t.iter().map(|(c, _)| c.clone()).collect();
+    let cands: Vec<SpmvCandidate> = t.iter().map(|(c, _)| *c).collect();
     let time = move |c: &SpmvCandidate, w: &SpmvWork| {
         let k = t
             .iter()
@@ -398,12 +390,11 @@ pub(crate) fn profile(seed: u64) -> Profile {
 /// L2-resident share, mixed harmonically, with a sharper step at 0.7 times the L2 size than
 /// any the model offers; the latency time is the busiest thread's loop trips.
 pub(crate) fn physical_time(c: &SpmvCandidate, w: &SpmvWork) -> f64 {
-    use crate::spmv::{depth, working_set_bytes, KernelKind};
+    use crate::spmv::{depth, working_set_bytes};
     let dev = device();
-    let lim = LaunchLimits::of(&dev);
     let (n, nnz) = (w.n as f64, w.nnz as f64);
-    let kind = c.kind();
-    let t = c.threads.unwrap_or(256);
+    let kind = KernelKind::of(c);
+    let t = c.threads.unwrap_or(DEFAULT_THREADS);
     let (bytes, items) = match kind {
         KernelKind::CsrScalar => (
             12.0 * n + 12.0 * nnz + 32.0 * w.x_lines as f64 + 2.0 * w.scalar_warp_slots as f64,
@@ -436,16 +427,16 @@ pub(crate) fn physical_time(c: &SpmvCandidate, w: &SpmvWork) -> f64 {
         ),
         _ => (8.0 * n + 20.0 * nnz + 32.0 * w.x_lines as f64, w.nnz),
     };
-    let blocks = lim.blocks(items, t, c.grid.as_deref());
+    let blocks = c.grid.unwrap_or(GridPolicy::Cover).blocks(items, t, &dev);
     let resident = f64::from(dev.sm_count * dev.max_threads_per_sm);
     // Threads past the last item exit at once: only those with work keep loads in flight.
     let active = (blocks * u64::from(t)).min(items.max(1)) as f64;
     let fill = (active / (0.5 * resident)).min(1.0);
-    let b = working_set_bytes(&c.format, w);
+    let b = working_set_bytes(c.format, w);
     let l2 = dev.l2_bytes as f64;
     let s = 1.0 / (1.0 + (b / (0.7 * l2)).powi(8));
     let bw = 1e6 * fill * (s * 3.0 + (1.0 - s)); // bytes per ms
-    let lat = 2e-3 * depth(c, w, &lim);
+    let lat = 2e-3 * depth(c, w, &dev);
     let launches = if kind == KernelKind::Hyb && w.hyb_coo_nnz > 0 {
         2.0
     } else {
@@ -458,19 +449,19 @@ pub(crate) fn physical_time(c: &SpmvCandidate, w: &SpmvWork) -> f64 {
 pub(crate) fn many_candidates() -> Vec<SpmvCandidate> {
     let mut v = Vec::new();
     for t in [64, 256, 1024] {
-        for g in ["cover", "wave"] {
-            for (f, k) in [
-                ("csr", "spmv_csr_scalar"),
-                ("csr", "spmv_csr_vector_2"),
-                ("csr", "spmv_csr_vector_8"),
-                ("csr", "spmv_csr_vector_32"),
-                ("ell", "spmv_ell"),
-                ("dia", "spmv_dia"),
-                ("coo", "spmv_coo_segment"),
-                ("hyb", "spmv_ell+spmv_coo_segment"),
+        for g in [GridPolicy::Cover, GridPolicy::Wave] {
+            for k in [
+                SpmvKernel::CsrScalar,
+                SpmvKernel::CsrVector(2),
+                SpmvKernel::CsrVector(8),
+                SpmvKernel::CsrVector(32),
+                SpmvKernel::Ell,
+                SpmvKernel::Dia,
+                SpmvKernel::CooSegment,
             ] {
-                v.push(cand(f, k, t, g));
+                v.push(cand(k, t, g));
             }
+            v.push(hyb(t, g));
         }
     }
     v

@@ -1,6 +1,6 @@
 //! Where model files live and how the one for a device is found.
 //!
-//! A model file is named `<slug>.json` ([`crate::device_slug`] of the device name, e.g.
+//! A model file is named `<slug>.json` ([`autopcg_catalog::device_slug`] of the device name, e.g.
 //! `nvidia-h200.json`). [`search_dirs`] lists, in order: `$AUTOPCG_MODEL_DIR` when set; the
 //! `models/` folder of the current directory or of the nearest parent holding one (so a solve
 //! run from inside the repository finds the committed models); the `models/` folder beside the
@@ -62,7 +62,7 @@ pub fn search_dirs() -> Vec<PathBuf> {
 
 /// The file name of the model of a device called `name`.
 pub fn model_file_name(name: &str) -> String {
-    format!("{}.json", crate::device_slug(name))
+    format!("{}.json", autopcg_catalog::device_slug(name))
 }
 
 /// The first existing model file for device `name` in `dirs`.

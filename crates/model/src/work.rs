@@ -4,8 +4,9 @@ use autopcg_sparse::{dia::count_diagonals, hyb::one_third_split, CsrMatrix};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-/// Lane counts of the CSR vector kernels, in the order of [`SpmvWork::vector_steps`].
-pub const VECTOR_LANES: [u32; 5] = [2, 4, 8, 16, 32];
+/// Lane counts of the CSR vector kernels ([`autopcg_catalog::CSR_LANES`]), in the order of
+/// [`SpmvWork::vector_steps`].
+pub const VECTOR_LANES: [u32; 5] = autopcg_catalog::CSR_LANES;
 
 /// Bytes of one cache line of `x` (16 doubles) in [`SpmvWork::x_lines`].
 pub const X_LINE_BYTES: usize = 128;
@@ -50,6 +51,18 @@ pub struct SpmvWork {
     pub x_lines: u64,
     /// Mean `|i - j|` over the entries.
     pub mean_col_distance: f64,
+}
+
+impl SpmvWork {
+    /// What the launch geometry of a SpMV candidate needs of the matrix
+    /// ([`autopcg_catalog::SpmvCandidate::method_for`]).
+    pub fn shape(&self) -> autopcg_catalog::SpmvShape {
+        autopcg_catalog::SpmvShape {
+            nrows: self.n,
+            nnz: self.nnz,
+            hyb_coo_nnz: self.hyb_coo_nnz,
+        }
+    }
 }
 
 /// Per-row-block partial sums.

@@ -18,7 +18,7 @@
 //! and beta, so the update reads and writes all of its vectors as in a PCG iteration after the
 //! first.
 use autopcg_gpu::bench::{bench_spmv, RecordStatus};
-use autopcg_gpu::kernels::dot::{dot, dot3_advance, Dot3Workspace, DotWorkspace};
+use autopcg_gpu::kernels::dot::{dot, dot3_advance, Dot3Workspace, DotWorkspace, Reduction};
 use autopcg_gpu::kernels::vector::{axpy, cg_update, xpay, CgVectors, VectorKernel};
 use autopcg_gpu::scalars::{CG_ALPHA, CG_BETA, CG_SCALARS_LEN};
 use autopcg_gpu::sources::{KernelSource, ModuleSpec};
@@ -27,40 +27,18 @@ use autopcg_gpu::{
     SpmvBenchOptions, TimingStats,
 };
 use autopcg_model::profile::{ConversionRecord, SpmvRecord, Status, Timing};
-use autopcg_model::DeviceSpec;
 use autopcg_sparse::CsrMatrix;
 
 use crate::measure::{MatrixBench, Measurer};
 use crate::occupancy::KernelResources;
-use crate::plan::{vector_bytes_per_elem, DotOp, DotPoint, KernelRef, TimingPolicy, VectorPoint};
+use crate::plan::{
+    reduction_vectors, vector_bytes_per_elem, DotPoint, KernelRef, TimingPolicy, VectorPoint,
+};
 use crate::ProfilerError;
 
 /// Bandwidth assumed when the driver does not report the memory clock and bus width, bytes per
 /// second (high, so that short calls are rather probed than not).
 const FALLBACK_PEAK_BPS: f64 = 5e12;
-
-/// The device's identity and limits as a profile records them.
-pub fn device_spec(props: &DeviceProps) -> DeviceSpec {
-    DeviceSpec {
-        name: props.name.clone(),
-        compute_capability: props.compute_capability,
-        sm_count: props.sm_count,
-        max_threads_per_block: props.max_threads_per_block,
-        max_threads_per_sm: props.max_threads_per_sm,
-        max_blocks_per_sm: props.max_blocks_per_sm,
-        regs_per_sm: props.regs_per_sm,
-        smem_per_sm: props.smem_per_sm,
-        total_mem: props.total_mem,
-        l2_bytes: props.l2_bytes,
-        warp_size: props.warp_size,
-        max_grid_x: props.max_grid_x,
-        // The GPU crate does not expose the driver version.
-        driver_version: None,
-        nvrtc_version: autopcg_gpu::nvrtc_version()
-            .ok()
-            .and_then(|(a, b)| Some((u32::try_from(a).ok()?, u32::try_from(b).ok()?))),
-    }
-}
 
 struct VectorBufs {
     n: u64,
@@ -86,7 +64,7 @@ struct DotBufs {
 /// [`Measurer`] on one CUDA device.
 pub struct GpuMeasurer<'d> {
     dev: &'d GpuDevice,
-    spec: DeviceSpec,
+    props: DeviceProps,
     peak_bps: f64,
     vectors: Option<VectorBufs>,
     dots: Option<DotBufs>,
@@ -98,7 +76,7 @@ impl<'d> GpuMeasurer<'d> {
         let props = dev.props();
         GpuMeasurer {
             dev,
-            spec: device_spec(props),
+            props: props.clone(),
             peak_bps: props
                 .peak_bandwidth_gbs()
                 .map_or(FALLBACK_PEAK_BPS, |g| g * 1e9),
@@ -155,8 +133,8 @@ fn status(s: RecordStatus) -> Status {
 }
 
 impl Measurer for GpuMeasurer<'_> {
-    fn device(&self) -> &DeviceSpec {
-        &self.spec
+    fn device(&self) -> &DeviceProps {
+        &self.props
     }
 
     fn prepare(&mut self) -> Result<(), ProfilerError> {
@@ -289,10 +267,10 @@ impl Measurer for GpuMeasurer<'_> {
             .dots
             .as_mut()
             .ok_or_else(|| GpuMeasurer::missing("a reduction"))?;
-        let est_ms = (8 * point.op.vectors() * b.n) as f64 / self.peak_bps * 1e3;
+        let est_ms = (8 * reduction_vectors(point.op) * b.n) as f64 / self.peak_bps * 1e3;
         let cfg = point.cfg;
         let t = match point.op {
-            DotOp::Dot(k) => timed(
+            Reduction::Dot(k) => timed(
                 dev,
                 || dot(dev, k, cfg, &b.r, &b.u, &mut b.ws),
                 est_ms,
@@ -300,7 +278,7 @@ impl Measurer for GpuMeasurer<'_> {
             )?,
             // Iteration 0 (a start) every time: the reduction is the same as at any iteration
             // and the one-thread recurrence after it does not depend on the values.
-            DotOp::Dot3(k) => timed(
+            Reduction::Dot3(k) => timed(
                 dev,
                 || dot3_advance(dev, k, cfg, &b.r, &b.u, &b.w, &mut b.ws3, &mut b.scalars, 0),
                 est_ms,
@@ -335,12 +313,12 @@ impl Measurer for GpuMeasurer<'_> {
             .into_iter()
             .map(|r| SpmvRecord {
                 matrix: id.to_string(),
-                format: r.format.to_string(),
+                format: r.format,
                 kernel: r.kernel,
                 threads: r.threads,
                 blocks: r.blocks,
                 coo_blocks: r.coo_blocks,
-                grid: r.grid.map(|g| g.to_string()),
+                grid: r.grid,
                 timing: match (r.median_ms, r.min_ms, r.max_ms, r.reps) {
                     (Some(median_ms), Some(min_ms), Some(max_ms), Some(reps)) => Some(Timing {
                         median_ms,
@@ -358,7 +336,7 @@ impl Measurer for GpuMeasurer<'_> {
             .into_iter()
             .map(|c| ConversionRecord {
                 matrix: id.to_string(),
-                format: c.format.to_string(),
+                format: c.format,
                 status: status(c.status),
                 host_ms: c.host_ms,
                 upload_ms: c.upload_ms,

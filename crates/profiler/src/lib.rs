@@ -24,13 +24,13 @@ pub mod run;
 pub mod testing;
 
 pub use error::ProfilerError;
-pub use gpu::{device_spec, GpuMeasurer};
+pub use gpu::GpuMeasurer;
 pub use matrices::{eval_matrices, fit_matrices, quick_matrices, MatrixSpec};
 pub use measure::{MatrixBench, Measurer};
 pub use occupancy::KernelResources;
 pub use plan::{
-    DotOp, DotPoint, DotSize, KernelRef, KernelTable, StageEstimate, Sweep, SweepCounts,
-    SweepOptions, TimingPolicy, VectorPoint, VectorSize,
+    DotPoint, DotSize, KernelRef, KernelTable, StageEstimate, Sweep, SweepCounts, SweepOptions,
+    TimingPolicy, VectorPoint, VectorSize,
 };
 pub use run::{
     header, kernel_table, open_profile, run_eval_set, run_sweep, tune, Observer, Progress, Silent,

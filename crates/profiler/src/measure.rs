@@ -2,9 +2,9 @@
 //! records, memory checks, progress) is written once against it, runs on the GPU through
 //! [`crate::GpuMeasurer`] and is tested on any machine through
 //! [`crate::testing::FakeMeasurer`], whose times come from a formula.
+use autopcg_catalog::DeviceProps;
 use autopcg_gpu::SpmvBenchOptions;
 use autopcg_model::profile::{ConversionRecord, SpmvRecord, Timing};
-use autopcg_model::DeviceSpec;
 use autopcg_sparse::features::MatrixFeatures;
 use autopcg_sparse::CsrMatrix;
 
@@ -28,7 +28,7 @@ pub struct MatrixBench {
 /// that length and released by [`Measurer::free`].
 pub trait Measurer {
     /// The device measured.
-    fn device(&self) -> &DeviceSpec;
+    fn device(&self) -> &DeviceProps;
 
     /// Compiles and loads every kernel the sweep may launch; called before anything is timed.
     fn prepare(&mut self) -> Result<(), ProfilerError>;

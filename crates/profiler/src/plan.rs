@@ -26,13 +26,13 @@ use std::collections::HashMap;
 use std::fmt;
 use std::path::PathBuf;
 
-use autopcg_gpu::bench::GridPolicy;
-use autopcg_gpu::kernels::dot::{Dot3Kernel, DotKernel};
-use autopcg_gpu::kernels::vector::{VectorKernel, VectorVariant};
-use autopcg_gpu::{LaunchConfig, SpmvBenchOptions, DOT_BLOCK_SIZES};
+use autopcg_catalog::{
+    DeviceProps, Dot3Kernel, DotKernel, GridPolicy, KernelId, LaunchConfig, Reduction,
+    VectorKernel, VectorVariant, DOT_BLOCK_SIZES,
+};
+use autopcg_gpu::SpmvBenchOptions;
 use autopcg_model::domains::{domains, held_out_sizes, sample_sizes, Domain};
 use autopcg_model::profile::OccupancyRecord;
-use autopcg_model::DeviceSpec;
 use autopcg_sparse::PaddingLimits;
 
 use crate::matrices::{eval_matrices, fit_matrices, quick_matrices, MatrixSpec};
@@ -170,39 +170,21 @@ pub struct VectorPoint {
     pub nb_multiple: Option<u32>,
 }
 
-/// A reduction: one rung of the ladder or a fused three-dot kernel.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum DotOp {
-    /// `dot(x, y)`.
-    Dot(DotKernel),
-    /// The three dots of a PCG iteration and the scalar recurrence.
-    Dot3(Dot3Kernel),
-}
-
-impl fmt::Display for DotOp {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            DotOp::Dot(k) => k.fmt(f),
-            DotOp::Dot3(k) => k.fmt(f),
-        }
+/// Vectors a reduction reads (2 for a dot product, 3 for the fused three-dot kernels).
+pub fn reduction_vectors(r: Reduction) -> u64 {
+    match r {
+        Reduction::Dot(_) => 2,
+        Reduction::Dot3(_) => 3,
     }
 }
 
-impl DotOp {
-    /// Vectors it reads (2 or 3).
-    pub fn vectors(self) -> u64 {
-        match self {
-            DotOp::Dot(_) => 2,
-            DotOp::Dot3(_) => 3,
-        }
-    }
-
-    /// Kernel launches per call.
-    pub fn launches(self) -> u32 {
-        match self {
-            DotOp::Dot(DotKernel::LastBlock) | DotOp::Dot3(Dot3Kernel::LastBlock) => 1,
-            _ => 2,
-        }
+/// Kernel launches per call of a reduction: one for the kernels whose last block finishes,
+/// two for the others (a first stage and [`autopcg_catalog::kernels::DOT_FINISH`] or
+/// `dot3_finish`).
+pub fn reduction_launches(r: Reduction) -> u32 {
+    match r {
+        Reduction::Dot(DotKernel::LastBlock) | Reduction::Dot3(Dot3Kernel::LastBlock) => 1,
+        _ => 2,
     }
 }
 
@@ -210,7 +192,7 @@ impl DotOp {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DotPoint {
     /// The kernel.
-    pub op: DotOp,
+    pub op: Reduction,
     /// Its first-stage launch.
     pub cfg: LaunchConfig,
     /// `i` of `blocks = NB_nt * i`; `None` for the fixed-coverage rungs.
@@ -249,7 +231,7 @@ pub enum KernelRef {
     /// A kernel of `vector.cu`.
     Vector(VectorKernel),
     /// A reduction compiled for a block size.
-    Dot(DotOp, u32),
+    Dot(Reduction, u32),
 }
 
 impl fmt::Display for KernelRef {
@@ -297,10 +279,8 @@ pub fn vector_kernels() -> Vec<VectorKernel> {
 }
 
 /// Every reduction the sweep measures, ladder first.
-pub fn dot_ops() -> Vec<DotOp> {
-    let mut v: Vec<DotOp> = DotKernel::ALL.iter().map(|&k| DotOp::Dot(k)).collect();
-    v.extend(Dot3Kernel::ALL.iter().map(|&k| DotOp::Dot3(k)));
-    v
+pub fn dot_ops() -> Vec<Reduction> {
+    Reduction::all()
 }
 
 /// Bytes one call of a vector kernel moves per element: `cg_update` reads u, w, p, s, x, r and
@@ -374,7 +354,7 @@ fn domain_sizes(d: &Domain, quick: bool) -> Vec<(u64, bool)> {
 
 /// Thread counts a kernel is tried with: the sweep's list, capped by the device and by the
 /// compiled kernel.
-fn threads_for(list: &[u32], device: &DeviceSpec, res: &KernelResources) -> Vec<u32> {
+fn threads_for(list: &[u32], device: &DeviceProps, res: &KernelResources) -> Vec<u32> {
     list.iter()
         .copied()
         .filter(|&t| t <= device.max_threads_per_block && t <= res.max_threads_per_block)
@@ -385,7 +365,7 @@ fn threads_for(list: &[u32], device: &DeviceSpec, res: &KernelResources) -> Vec<
 #[derive(Debug, Clone, PartialEq)]
 pub struct Sweep {
     /// The device measured.
-    pub device: DeviceSpec,
+    pub device: DeviceProps,
     /// The options it was planned with.
     pub options: SweepOptions,
     /// Bytes the sweep may allocate: the memory fraction of the total.
@@ -479,7 +459,7 @@ fn measurement_s(t: f64, pol: &TimingPolicy) -> f64 {
 
 impl Sweep {
     /// The kernels whose resources [`Sweep::plan`] needs for `device` and `opts`.
-    pub fn kernel_refs(device: &DeviceSpec, opts: &SweepOptions) -> Vec<KernelRef> {
+    pub fn kernel_refs(device: &DeviceProps, opts: &SweepOptions) -> Vec<KernelRef> {
         let mut v: Vec<KernelRef> = vector_kernels()
             .into_iter()
             .map(KernelRef::Vector)
@@ -498,7 +478,7 @@ impl Sweep {
         }
     }
 
-    fn dot_block_sizes(device: &DeviceSpec, opts: &SweepOptions) -> Vec<u32> {
+    fn dot_block_sizes(device: &DeviceProps, opts: &SweepOptions) -> Vec<u32> {
         Sweep::thread_list(opts)
             .iter()
             .copied()
@@ -509,7 +489,7 @@ impl Sweep {
     /// The tune's plan: vector and dot stages and the fit matrices (the quick set for a quick
     /// sweep), with block counts from the kernels' resources in `kernels`.
     pub fn plan(
-        device: &DeviceSpec,
+        device: &DeviceProps,
         opts: &SweepOptions,
         kernels: &KernelTable,
     ) -> Result<Sweep, ProfilerError> {
@@ -520,10 +500,10 @@ impl Sweep {
         let threads = Sweep::thread_list(opts);
         let grid_x = device.max_grid_x.max(1);
         let mut occ: Vec<OccupancyRecord> = Vec::new();
-        let mut nb_of: HashMap<(String, u32), u32> = HashMap::new();
-        let mut nb = |kernel: String, t: u32, res: &KernelResources| -> u32 {
-            *nb_of.entry((kernel.clone(), t)).or_insert_with(|| {
-                let r = occupancy(device, &kernel, t, res);
+        let mut nb_of: HashMap<(KernelId, u32), u32> = HashMap::new();
+        let mut nb = |kernel: KernelId, t: u32, res: &KernelResources| -> u32 {
+            *nb_of.entry((kernel, t)).or_insert_with(|| {
+                let r = occupancy(device, kernel, t, res);
                 let v = r.nb_nt;
                 occ.push(r);
                 v
@@ -545,7 +525,7 @@ impl Sweep {
                 if k.variant().items(1).is_some() {
                     velem.push((k, t));
                 } else {
-                    let nbt = nb(k.to_string(), t, &res);
+                    let nbt = nb(KernelId::Vector(k), t, &res);
                     for &i in vmult {
                         let blocks = u64::from(nbt) * u64::from(i);
                         if blocks <= u64::from(grid_x) {
@@ -594,22 +574,18 @@ impl Sweep {
         } else {
             &DOT_NB_MULTIPLES
         };
-        let mut dfixed: Vec<(DotOp, u32, u64)> = Vec::new();
-        let mut dgrid: Vec<(DotOp, u32, u32, u32)> = Vec::new();
+        let mut dfixed: Vec<(Reduction, u32, u64)> = Vec::new();
+        let mut dgrid: Vec<(Reduction, u32, u32, u32)> = Vec::new();
         for b in Sweep::dot_block_sizes(device, opts) {
             for op in dot_ops() {
                 let res = kernels.get(&KernelRef::Dot(op, b))?;
                 if b > res.max_threads_per_block {
                     continue;
                 }
-                let per_thread = match op {
-                    DotOp::Dot(k) => k.elements_per_thread(),
-                    DotOp::Dot3(_) => None,
-                };
-                match per_thread {
+                match op.elements_per_thread() {
                     Some(e) => dfixed.push((op, b, u64::from(e))),
                     None => {
-                        let nbt = nb(op.to_string(), b, &res);
+                        let nbt = nb(KernelId::Reduction(op), b, &res);
                         for &i in dmult {
                             let blocks = u64::from(nbt) * u64::from(i);
                             if blocks <= u64::from(grid_x) {
@@ -623,7 +599,7 @@ impl Sweep {
         let grid_max = |three: bool| {
             dgrid
                 .iter()
-                .filter(|(op, ..)| matches!(op, DotOp::Dot3(_)) == three)
+                .filter(|(op, ..)| matches!(op, Reduction::Dot3(_)) == three)
                 .map(|&(_, _, b, _)| b)
                 .max()
                 .unwrap_or(0)
@@ -658,8 +634,8 @@ impl Sweep {
                     }
                     for &(o, t, b, i) in dgrid.iter().filter(|(o, ..)| *o == op) {
                         match o {
-                            DotOp::Dot(_) => max2 = max2.max(b),
-                            DotOp::Dot3(_) => max3 = max3.max(b),
+                            Reduction::Dot(_) => max2 = max2.max(b),
+                            Reduction::Dot3(_) => max3 = max3.max(b),
                         }
                         points.push(DotPoint {
                             op: o,
@@ -708,7 +684,7 @@ impl Sweep {
     }
 
     /// The plan of the evaluation set: its matrices only (no vector or dot stage).
-    pub fn eval_plan(device: &DeviceSpec, opts: &SweepOptions) -> Result<Sweep, ProfilerError> {
+    pub fn eval_plan(device: &DeviceProps, opts: &SweepOptions) -> Result<Sweep, ProfilerError> {
         opts.validate()?;
         Ok(Sweep {
             device: device.clone(),
@@ -777,8 +753,8 @@ impl Sweep {
         } else {
             1.0
         };
-        let t = slow * (8 * p.op.vectors() * n) as f64 / bandwidth
-            + f64::from(p.op.launches()) * cost::LAUNCH_S;
+        let t = slow * (8 * reduction_vectors(p.op) * n) as f64 / bandwidth
+            + f64::from(reduction_launches(p.op)) * cost::LAUNCH_S;
         measurement_s(t, &self.dot_timing)
     }
 

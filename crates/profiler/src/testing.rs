@@ -2,50 +2,42 @@
 //! times come from a formula of the bytes moved and the launch configuration, kernel resources
 //! are fixed figures, device memory is a counter, and a failure can be injected after a given
 //! number of measurements (an interrupted tune).
+use autopcg_catalog::{
+    CusparseAlg, DeviceProps, Format, GridPolicy, Reduction, SpmvImpl, SpmvKernel,
+};
 use autopcg_gpu::kernels::vector::VectorKernel;
 use autopcg_gpu::SpmvBenchOptions;
 use autopcg_model::profile::{ConversionRecord, SpmvRecord, Status, Timing};
-use autopcg_model::DeviceSpec;
 use autopcg_sparse::features::features;
 use autopcg_sparse::CsrMatrix;
 
 use crate::measure::{MatrixBench, Measurer};
 use crate::occupancy::KernelResources;
 use crate::plan::{
-    dot_stage_bytes, vector_bytes_per_elem, vector_stage_bytes, DotOp, DotPoint, KernelRef,
-    TimingPolicy, VectorPoint,
+    dot_stage_bytes, reduction_vectors, vector_bytes_per_elem, vector_stage_bytes, DotPoint,
+    KernelRef, TimingPolicy, VectorPoint,
 };
 use crate::ProfilerError;
 
 /// Limits of an H100/H200-like device (132 SMs, compute capability 9.0) with `total_mem` bytes.
-pub fn hopper_like_spec_with_memory(total_mem: u64) -> DeviceSpec {
-    DeviceSpec {
+pub fn hopper_like_props_with_memory(total_mem: u64) -> DeviceProps {
+    DeviceProps {
         name: "Fake Hopper".into(),
-        compute_capability: (9, 0),
-        sm_count: 132,
-        max_threads_per_block: 1024,
-        max_threads_per_sm: 2048,
-        max_blocks_per_sm: 32,
-        regs_per_sm: 65536,
-        smem_per_sm: 233_472,
         total_mem,
         l2_bytes: 60 << 20,
-        warp_size: 32,
-        max_grid_x: i32::MAX as u32,
-        driver_version: None,
-        nvrtc_version: None,
+        ..DeviceProps::hopper_like()
     }
 }
 
-/// [`hopper_like_spec_with_memory`] with 141 GB, an H200.
-pub fn hopper_like_spec() -> DeviceSpec {
-    hopper_like_spec_with_memory(141_000_000_000)
+/// [`hopper_like_props_with_memory`] with 141 GB, an H200.
+pub fn hopper_like_props() -> DeviceProps {
+    hopper_like_props_with_memory(141_000_000_000)
 }
 
 /// A [`Measurer`] whose results are formulas (see the module documentation).
 #[derive(Debug, Clone)]
 pub struct FakeMeasurer {
-    spec: DeviceSpec,
+    spec: DeviceProps,
     /// Fail every measurement after this many succeeded.
     pub fail_after: Option<usize>,
     /// Measurements that succeeded (vector, dot and whole matrices).
@@ -61,7 +53,7 @@ pub struct FakeMeasurer {
 
 impl FakeMeasurer {
     /// A fake source for `spec`.
-    pub fn new(spec: DeviceSpec) -> FakeMeasurer {
+    pub fn new(spec: DeviceProps) -> FakeMeasurer {
         FakeMeasurer {
             spec,
             fail_after: None,
@@ -121,7 +113,7 @@ impl FakeMeasurer {
 }
 
 impl Measurer for FakeMeasurer {
-    fn device(&self) -> &DeviceSpec {
+    fn device(&self) -> &DeviceProps {
         &self.spec
     }
 
@@ -144,8 +136,8 @@ impl Measurer for FakeMeasurer {
             KernelRef::Dot(op, b) => KernelResources {
                 regs_per_thread: 40,
                 static_smem_bytes: match op {
-                    DotOp::Dot(_) => 8 * b,
-                    DotOp::Dot3(_) => 768,
+                    Reduction::Dot(_) => 8 * b,
+                    Reduction::Dot3(_) => 768,
                 },
                 max_threads_per_block: b,
             },
@@ -194,7 +186,7 @@ impl Measurer for FakeMeasurer {
         _policy: &TimingPolicy,
     ) -> Result<Timing, ProfilerError> {
         self.tick()?;
-        let bytes = 8 * point.op.vectors() * self.n;
+        let bytes = 8 * reduction_vectors(point.op) * self.n;
         Ok(FakeMeasurer::formula(
             bytes,
             point.cfg.threads,
@@ -218,29 +210,29 @@ impl Measurer for FakeMeasurer {
         let f = features(a);
         let bytes = 12 * a.nnz() as u64 + 20 * a.nrows() as u64;
         let mut spmv = Vec::new();
-        let rec = |format: &str, kernel: &str, t: Option<u32>, g: Option<&str>, k: u32| {
+        let rec = |kernel: SpmvImpl, t: Option<u32>, g: Option<GridPolicy>, k: u32| {
             let blocks = t.map(|t| (a.nrows() as u64).div_ceil(u64::from(t)).max(1) as u32);
             SpmvRecord {
                 matrix: id.to_string(),
-                format: format.into(),
-                kernel: kernel.into(),
+                format: kernel.format(),
+                kernel,
                 threads: t,
-                blocks: if g == Some("wave") {
+                blocks: if g == Some(GridPolicy::Wave) {
                     blocks.map(|b| b.min(132 * 8))
                 } else {
                     blocks
                 },
                 coo_blocks: None,
-                grid: g.map(str::to_string),
+                grid: g,
                 status: Status::Ok,
                 timing: Some(FakeMeasurer::formula(bytes, t.unwrap_or(256), k)),
             }
         };
-        for (k, kernel) in ["spmv_csr_scalar", "spmv_csr_vector_4"].iter().enumerate() {
+        let csr = [SpmvKernel::CsrScalar, SpmvKernel::CsrVector(4)];
+        for (k, &kernel) in csr.iter().enumerate() {
             for &t in &opts.threads {
-                for g in &opts.grids {
-                    let g = g.to_string();
-                    let r = rec("csr", kernel, Some(t), Some(&g), k as u32);
+                for &g in &opts.grids {
+                    let r = rec(SpmvImpl::Kernel(kernel), Some(t), Some(g), k as u32);
                     // The benchmark leaves out a policy that repeats a configuration.
                     if !spmv.iter().any(|o: &SpmvRecord| {
                         o.candidate() == r.candidate() && o.blocks == r.blocks
@@ -251,22 +243,23 @@ impl Measurer for FakeMeasurer {
             }
         }
         if opts.cusparse {
-            spmv.push(rec("csr", "cusparse_spmv_default", None, None, 0));
+            spmv.push(rec(SpmvImpl::Cusparse(CusparseAlg::Default), None, None, 0));
         }
         let ell_ok = f.ell_fill_ratio <= opts.padding.max_fill_ratio;
+        let ell = SpmvImpl::Kernel(SpmvKernel::Ell);
         if ell_ok {
             for &t in &opts.threads {
-                spmv.push(rec("ell", "spmv_ell", Some(t), Some("cover"), 0));
+                spmv.push(rec(ell, Some(t), Some(GridPolicy::Cover), 0));
             }
         } else {
-            let mut r = rec("ell", "spmv_ell", None, None, 0);
+            let mut r = rec(ell, None, None, 0);
             r.status = Status::Skipped(format!("fill ratio {:.2}", f.ell_fill_ratio));
             r.timing = None;
             spmv.push(r);
         }
-        let conv = |format: &str, ok: bool| ConversionRecord {
+        let conv = |format: Format, ok: bool| ConversionRecord {
             matrix: id.to_string(),
-            format: format.into(),
+            format,
             status: if ok {
                 Status::Ok
             } else {
@@ -280,7 +273,7 @@ impl Measurer for FakeMeasurer {
         Ok(MatrixBench {
             features: f,
             spmv,
-            conversions: vec![conv("csr", true), conv("ell", ell_ok)],
+            conversions: vec![conv(Format::Csr, true), conv(Format::Ell, ell_ok)],
         })
     }
 }

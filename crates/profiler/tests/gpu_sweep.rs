@@ -1,21 +1,16 @@
 //! A tiny sweep on the GPU: every stage runs, every record is written once with a valid
-//! timing, and a second run resumes everything. Without a CUDA device the test prints one line
-//! and returns (unless AUTOPCG_REQUIRE_GPU=1, when it fails).
+//! timing, and a second run resumes everything. Without a CUDA device the runner reports the
+//! test as ignored (with AUTOPCG_REQUIRE_GPU=1 it fails instead); see autopcg_gpu::testing.
 use std::collections::HashSet;
 use std::path::Path;
 
+use autopcg_gpu::GpuDevice;
 use autopcg_model::profile::{Profile, Record, Status};
 use autopcg_profiler::{
     kernel_table, open_profile, run_sweep, GpuMeasurer, Measurer, Silent, Sweep, SweepOptions,
 };
 
-#[test]
-fn a_tiny_sweep_runs_on_the_gpu_and_resumes() {
-    let dev = match autopcg_gpu::testing::test_device("a_tiny_sweep_runs_on_the_gpu_and_resumes") {
-        Ok(Some(d)) => d,
-        Ok(None) => return,
-        Err(e) => panic!("AUTOPCG_REQUIRE_GPU=1 but no device opens: {e}"),
-    };
+fn a_tiny_sweep_runs_on_the_gpu_and_resumes(dev: GpuDevice) {
     let mut m = GpuMeasurer::new(&dev);
     m.prepare().unwrap();
     let mut opts = SweepOptions::new(true, Path::new(env!("CARGO_MANIFEST_DIR")).join("../.."));
@@ -63,7 +58,7 @@ fn a_tiny_sweep_runs_on_the_gpu_and_resumes() {
             .all(|s| !matches!(s.status, Status::Failed(_))),
         "a SpMV kernel failed its check"
     );
-    assert!(p.spmv.iter().any(|s| s.kernel.starts_with("cusparse")));
+    assert!(p.spmv.iter().any(|s| s.kernel.is_cusparse()));
     // Every timing is a valid measurement (no comparison of times: at the tiny sizes of this
     // sweep, launch latency hides the length, and timings are benchmarks, not tests).
     assert!(p
@@ -91,4 +86,10 @@ fn a_tiny_sweep_runs_on_the_gpu_and_resumes() {
         .filter_map(|r| r.key())
         .collect();
     assert_eq!(keys.iter().collect::<HashSet<_>>().len(), keys.len());
+}
+
+autopcg_gpu::test_main! {
+    gpu: [
+        a_tiny_sweep_runs_on_the_gpu_and_resumes,
+    ],
 }

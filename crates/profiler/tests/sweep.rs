@@ -4,11 +4,11 @@ use std::collections::{HashMap, HashSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use autopcg_catalog::{DeviceProps, KernelId};
 use autopcg_gpu::kernels::vector::{VectorKernel, VectorVariant};
 use autopcg_model::profile::{Profile, ProfileWriter, Record};
-use autopcg_model::DeviceSpec;
 use autopcg_profiler::plan::{dot_stage_bytes, vector_stage_bytes, DEFAULT_MAX_VECTOR_LEN};
-use autopcg_profiler::testing::{hopper_like_spec, hopper_like_spec_with_memory, FakeMeasurer};
+use autopcg_profiler::testing::{hopper_like_props, hopper_like_props_with_memory, FakeMeasurer};
 use autopcg_profiler::{
     kernel_table, open_profile, run_sweep, tune, Measurer, Observer, ProfilerError, Progress,
     Silent, StageReport, Sweep, SweepOptions,
@@ -19,7 +19,7 @@ fn base() -> PathBuf {
 }
 
 /// A small plan: lengths up to 2e5, two small matrices.
-fn small_sweep(spec: &DeviceSpec, quick: bool) -> Sweep {
+fn small_sweep(spec: &DeviceProps, quick: bool) -> Sweep {
     let mut opts = SweepOptions::new(quick, base());
     opts.max_vector_len = 200_000;
     let mut m = FakeMeasurer::new(spec.clone());
@@ -53,7 +53,7 @@ fn assert_unique(k: &[String]) {
 
 #[test]
 fn a_sweep_writes_every_planned_record_once() {
-    let spec = hopper_like_spec();
+    let spec = hopper_like_props();
     let sweep = small_sweep(&spec, false);
     let c = sweep.counts();
     let dir = tempfile::tempdir().unwrap();
@@ -81,28 +81,43 @@ fn a_sweep_writes_every_planned_record_once() {
     assert!(lengths.contains(&(200_000, false)));
 
     // Grid-stride blocks are NB_nt * i with NB_nt from the occupancy records.
-    let nb: HashMap<(String, u32), u32> = p
+    let nb: HashMap<(KernelId, u32), u32> = p
         .occupancy
         .iter()
-        .map(|o| ((o.kernel.clone(), o.threads), o.nb_nt))
+        .map(|o| ((o.kernel, o.threads), o.nb_nt))
         .collect();
     for v in &p.vector {
         assert!(v.timing.is_valid());
         match v.nb_multiple {
-            Some(i) => assert_eq!(v.blocks, nb[&(v.kernel.clone(), v.threads)] * i),
+            Some(i) => {
+                assert_eq!(v.blocks, nb[&(v.kernel_id(), v.threads)] * i);
+                assert_eq!(v.elems_per_thread, None);
+            }
             None => {
-                let per = if v.variant == "elem_v2" { 2 } else { 1 };
-                assert!(u64::from(v.blocks) * u64::from(v.threads) * per >= v.n);
+                // The records say how many elements a thread handles.
+                let per = v.elems_per_thread.unwrap();
+                assert_eq!(
+                    per,
+                    if v.variant == VectorVariant::ElemV2 {
+                        2
+                    } else {
+                        1
+                    }
+                );
+                assert_eq!(
+                    u64::from(v.blocks),
+                    v.n.div_ceil(u64::from(per)).div_ceil(u64::from(v.threads))
+                );
             }
         }
-        assert!(v.kernel == format!("{}_{}", v.op, v.variant));
+        v.check().unwrap();
     }
     let mult: HashSet<u32> = p.dot.iter().filter_map(|d| d.nb_multiple).collect();
     assert_eq!(mult, (1..=20).collect());
     for d in p.dot.iter().filter(|d| d.nb_multiple.is_some()) {
         assert_eq!(
             d.blocks,
-            nb[&(d.kernel.clone(), d.threads)] * d.nb_multiple.unwrap()
+            nb[&(KernelId::Reduction(d.kernel), d.threads)] * d.nb_multiple.unwrap()
         );
     }
     let dot_threads: HashSet<u32> = p.dot.iter().map(|d| d.threads).collect();
@@ -114,7 +129,7 @@ fn a_sweep_writes_every_planned_record_once() {
 
 #[test]
 fn an_interrupted_sweep_resumes_without_loss_or_duplicates() {
-    let spec = hopper_like_spec();
+    let spec = hopper_like_props();
     let sweep = small_sweep(&spec, true);
     let c = sweep.counts();
     let dir = tempfile::tempdir().unwrap();
@@ -154,7 +169,7 @@ fn an_interrupted_sweep_resumes_without_loss_or_duplicates() {
 
 #[test]
 fn spmv_records_without_their_matrix_record_are_completed_not_duplicated() {
-    let spec = hopper_like_spec();
+    let spec = hopper_like_props();
     let mut sweep = small_sweep(&spec, true);
     sweep.vector.clear();
     sweep.dot.clear();
@@ -184,7 +199,7 @@ fn spmv_records_without_their_matrix_record_are_completed_not_duplicated() {
 
 #[test]
 fn quick_sweeps_are_small_and_a_full_sweep_fits_the_time_budget() {
-    let spec = hopper_like_spec();
+    let spec = hopper_like_props();
     let plan = |quick: bool| {
         let opts = SweepOptions::new(quick, base());
         let mut m = FakeMeasurer::new(spec.clone());
@@ -224,7 +239,7 @@ fn quick_sweeps_are_small_and_a_full_sweep_fits_the_time_budget() {
 fn the_memory_budget_bounds_the_largest_length_and_the_allocations() {
     let opts = SweepOptions::new(false, base());
     for total in [1u64 << 30, 3 << 30, 24 << 30] {
-        let spec = hopper_like_spec_with_memory(total);
+        let spec = hopper_like_props_with_memory(total);
         let mut m = FakeMeasurer::new(spec.clone());
         let table = kernel_table(&mut m, &opts).unwrap();
         let s = Sweep::plan(&spec, &opts, &table).unwrap();
@@ -242,7 +257,7 @@ fn the_memory_budget_bounds_the_largest_length_and_the_allocations() {
         assert!(d == DEFAULT_MAX_VECTOR_LEN || 24 * (d + 1) > budget - (budget >> 4));
     }
     // What the sweep allocates stays inside the budget.
-    let spec = hopper_like_spec_with_memory(64 << 20);
+    let spec = hopper_like_props_with_memory(64 << 20);
     let mut opts = SweepOptions::new(true, base());
     opts.memory_fraction = 0.5;
     let mut fake = FakeMeasurer::new(spec.clone());
@@ -263,7 +278,7 @@ fn the_memory_budget_bounds_the_largest_length_and_the_allocations() {
 
 #[test]
 fn thread_counts_are_capped_by_the_compiled_kernel() {
-    let spec = hopper_like_spec();
+    let spec = hopper_like_props();
     let mut opts = SweepOptions::new(false, base());
     opts.max_vector_len = 50_000;
     let mut fake = FakeMeasurer::new(spec.clone());
@@ -287,7 +302,7 @@ fn thread_counts_are_capped_by_the_compiled_kernel() {
 
 #[test]
 fn a_quick_profile_is_not_continued_by_a_full_sweep() {
-    let spec = hopper_like_spec();
+    let spec = hopper_like_props();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("p.jsonl");
     drop(open_profile(&path, &spec, true).unwrap());
@@ -322,7 +337,7 @@ impl Observer for Log {
 
 #[test]
 fn tune_reports_progress_stage_by_stage() {
-    let spec = hopper_like_spec_with_memory(256 << 20);
+    let spec = hopper_like_props_with_memory(256 << 20);
     let mut opts = SweepOptions::new(true, base());
     opts.max_vector_len = 100_000;
     let dir = tempfile::tempdir().unwrap();
@@ -341,14 +356,15 @@ fn tune_reports_progress_stage_by_stage() {
     assert_eq!(report.measured(), c.vector + c.dot + c.matrices);
     assert_eq!(report.resumed(), 0);
     assert!(report.peak_device_bytes > 0 && report.peak_device_bytes <= spec.total_mem);
-    assert_eq!(report.records(), w.written() - 1 - 3);
+    // Written beside the records: the header, the session stamp and three stage marks.
+    assert_eq!(report.records(), w.written() - 2 - 3);
 }
 
 #[test]
 fn the_eval_plan_measures_only_its_matrices_and_labels_them() {
     use autopcg_model::profile::MatrixSet;
     use autopcg_sparse::families::Recipe;
-    let spec = hopper_like_spec();
+    let spec = hopper_like_props();
     let opts = SweepOptions::new(false, base());
     let mut s = Sweep::eval_plan(&spec, &opts).unwrap();
     assert_eq!(s.matrix_stage, "spmv_eval");

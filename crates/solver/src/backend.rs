@@ -10,7 +10,13 @@
 //!    [`GearScalars::advance`] — on whatever memory the backend keeps its scalars.
 //!
 //! The driver ([`crate::pcg()`]) calls [`PcgBackend::poll`] every `check_every` iterations to read
-//! what happened; nothing else forces a host synchronisation.
+//! what happened; nothing else forces a host synchronisation. Residual replacement needs no step
+//! of its own: the driver measures [`PcgBackend::true_residual_norm`] and calls
+//! [`PcgBackend::start`] again, which recomputes `r = b - A x` and restarts the recurrence.
+//!
+//! A backend may solve a scaled copy of the system ([`crate::scaling`]); every norm it reports
+//! is then of the scaled system, and [`PcgBackend::norm_factor`] converts them to the user's
+//! units. Relative residuals are the same in both.
 use serde::Serialize;
 
 use crate::PcgError;
@@ -66,6 +72,41 @@ impl Halt {
                 iteration,
                 reason: "a residual or inner product became NaN or infinite".into(),
             },
+        }
+    }
+}
+
+/// Below this magnitude an inner product has lost its relative accuracy to underflow (its terms
+/// were subnormal or flushed to zero): `f64::MIN_POSITIVE / f64::EPSILON`, about `1e-292`.
+pub const UNDERFLOW_LEVEL: f64 = f64::MIN_POSITIVE / f64::EPSILON;
+
+impl Halt {
+    /// The solver error for a halt at `iteration` with the dots of its record, telling a matrix
+    /// that is not SPD from an artefact of the range of `f64`: a non-positive curvature or
+    /// gamma is reported as [`PcgError::NotSpd`] only when the quantities it came from are
+    /// finite and not underflowed ([`UNDERFLOW_LEVEL`]); otherwise the halt is a
+    /// [`PcgError::Breakdown`] that says the inner products left the range of `f64`.
+    pub fn classify(self, iteration: usize, dots: Dots) -> PcgError {
+        let tiny = |v: f64| v.abs() < UNDERFLOW_LEVEL;
+        let range = |what: &str| PcgError::Breakdown {
+            iteration,
+            reason: format!(
+                "{what} (gamma = {:e}, delta = {:e}, (r,r) = {:e}); not a proof that the matrix \
+                 is not SPD",
+                dots.gamma, dots.delta, dots.rr
+            ),
+        };
+        match self {
+            Halt::CurvatureNotPositive(v) if !(v.is_finite() && dots.delta.is_finite()) => {
+                range("the curvature (A p, p) overflowed")
+            }
+            Halt::CurvatureNotPositive(_) if tiny(dots.delta) || tiny(dots.gamma) => {
+                range("the curvature (A p, p) was computed from underflowed inner products")
+            }
+            Halt::GammaNotPositive(v) if tiny(v) && tiny(dots.rr) => {
+                range("gamma = (r, M^-1 r) underflowed")
+            }
+            h => h.into_error(iteration),
         }
     }
 }
@@ -131,7 +172,10 @@ pub trait PcgBackend {
     /// ||b||, for the relative stopping test.
     fn rhs_norm(&mut self) -> Result<f64, PcgError>;
     /// From the current x: r = b - A x, u = M^-1 r, w = A u, the three dots and
-    /// [`GearScalars::start`]; p and s are cleared. Queues record 0 for the next poll.
+    /// [`GearScalars::start`]; p and s are cleared. Queues record 0 for the next poll (and
+    /// drops any record not yet polled). The driver calls it again to replace the residual, so
+    /// it must work at any time, after a halt too; the iteration numbers of the records start
+    /// again from 0.
     fn start(&mut self) -> Result<(), PcgError>;
     /// Step 1 of an iteration: the fused four-vector update.
     fn update_vectors(&mut self) -> Result<(), PcgError>;
@@ -143,6 +187,17 @@ pub trait PcgBackend {
     fn poll(&mut self) -> Result<Vec<IterRecord>, PcgError>;
     /// ||b - A x|| recomputed from the current x.
     fn true_residual_norm(&mut self) -> Result<f64, PcgError>;
+    /// ||A||_inf (largest absolute row sum) of the matrix the backend iterates with, for the
+    /// attainable-accuracy estimate `eps ||A|| ||x|| / ||b||`; computed once.
+    fn matrix_norm(&mut self) -> Result<f64, PcgError>;
+    /// ||x||_2 of the current iterate.
+    fn solution_norm(&mut self) -> Result<f64, PcgError>;
+    /// The factor that turns the norms this backend reports ([`PcgBackend::rhs_norm`], the
+    /// residuals) into the units of the caller's `b`: `2^-rhs_exp` when the backend solves a
+    /// scaled system ([`crate::scaling::ScaleFactors`]), 1 otherwise.
+    fn norm_factor(&self) -> f64 {
+        1.0
+    }
     /// Copies the current x to the host.
     fn solution(&mut self) -> Result<Vec<f64>, PcgError>;
     /// Sets x = 0 and stops the recurrence (the driver uses it when b = 0, where x = 0 is the
@@ -173,6 +228,49 @@ mod tests {
         // beta = 1/4, curvature = 3 - 0.25 * 1 / 2 = 2.875
         assert_eq!(s1.beta, 0.25);
         assert!((s1.alpha - 1.0 / 2.875).abs() < 1e-15);
+    }
+
+    #[test]
+    fn range_artefacts_are_breakdowns_not_verdicts() {
+        let d = |gamma: f64, delta: f64, rr: f64| Dots { gamma, delta, rr };
+        // Overflowed curvature or delta: not a proof of indefiniteness.
+        for (h, dots) in [
+            (
+                Halt::CurvatureNotPositive(f64::INFINITY),
+                d(1.0, 1e300, 1.0),
+            ),
+            (Halt::CurvatureNotPositive(-1.0), d(1.0, f64::INFINITY, 1.0)),
+            // Underflowed inner products.
+            (Halt::CurvatureNotPositive(0.0), d(1e-300, 1e-310, 1e-300)),
+            (
+                Halt::CurvatureNotPositive(-1e-320),
+                d(1e-295, 1e-300, 1e-290),
+            ),
+            (Halt::GammaNotPositive(0.0), d(0.0, 1.0, 1e-310)),
+        ] {
+            let e = h.classify(3, dots);
+            assert!(
+                matches!(e, PcgError::Breakdown { iteration: 3, .. }),
+                "{h:?} {dots:?}: {e}"
+            );
+        }
+        // Real verdicts stay NotSpd.
+        for (h, dots) in [
+            (Halt::CurvatureNotPositive(-0.5), d(1.0, 0.5, 1.0)),
+            (Halt::CurvatureNotPositive(0.0), d(1.0, 2.0, 1.0)),
+            (Halt::GammaNotPositive(-1.0), d(-1.0, 1.0, 1.0)),
+            (Halt::GammaNotPositive(0.0), d(0.0, 1.0, 1.0)),
+        ] {
+            let e = h.classify(3, dots);
+            assert!(
+                matches!(e, PcgError::NotSpd { iteration: 3, .. }),
+                "{h:?} {dots:?}: {e}"
+            );
+        }
+        assert!(matches!(
+            Halt::NotFinite.classify(0, d(f64::NAN, 1.0, 1.0)),
+            PcgError::Breakdown { .. }
+        ));
     }
 
     #[test]

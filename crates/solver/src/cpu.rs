@@ -4,10 +4,18 @@
 //! each chunk sums its rows in order, and the chunk sums are added in chunk order, so results
 //! do not depend on the number of threads. The SpMV `w = A u` and the three inner products of an
 //! iteration are one parallel pass over the rows.
+//!
+//! Construction refuses a matrix with a non-positive diagonal entry (not SPD, whatever the
+//! preconditioner) and scales a badly scaled system by powers of two ([`crate::scaling`]): the
+//! backend then iterates on borrowed data when no scaling is needed (bit-identical to an
+//! unscaled solve), and on scaled copies otherwise.
+use std::borrow::Cow;
+
 use autopcg_sparse::CsrMatrix;
 use rayon::prelude::*;
 
 use crate::backend::{Dots, GearScalars, Halt, IterRecord, PcgBackend};
+use crate::scaling::{first_bad_diagonal, inf_norm, ScaleFactors};
 use crate::{PcgError, Preconditioner};
 
 /// Rows per reduction chunk. Fixed, so that sums do not depend on the thread count.
@@ -16,9 +24,14 @@ pub const CHUNK: usize = 4096;
 /// Chronopoulos–Gear PCG state on the host.
 #[derive(Debug)]
 pub struct CpuBackend<'a> {
-    a: &'a CsrMatrix,
-    precond: &'a Preconditioner,
-    b: &'a [f64],
+    /// A, b and the preconditioner, scaled by `scale` (borrowed when it is the identity).
+    a: Cow<'a, CsrMatrix>,
+    precond: Cow<'a, Preconditioner>,
+    b: Cow<'a, [f64]>,
+    scale: ScaleFactors,
+    /// ||A||_inf of the scaled matrix, computed on first use.
+    a_norm: Option<f64>,
+    /// The iterate of the scaled system.
     x: Vec<f64>,
     r: Vec<f64>,
     u: Vec<f64>,
@@ -34,13 +47,38 @@ pub struct CpuBackend<'a> {
 }
 
 impl<'a> CpuBackend<'a> {
-    /// A backend for `A x = b` with preconditioner `precond`, starting from `x0` (zero when
-    /// `None`). Checks that `A` is square and that `b`, `x0` and the preconditioner have its size.
+    /// A backend for `A x = b` with preconditioner `precond` (built for `a`), starting from
+    /// `x0` (zero when `None`). Checks that `A` is square, that `b`, `x0` and the
+    /// preconditioner have its size, and that its diagonal is positive
+    /// ([`PcgError::BadDiagonal`] otherwise). When `A` or `b` is badly scaled, solves the
+    /// system scaled by powers of two ([`ScaleFactors::for_system`]), with the preconditioner
+    /// scaled to match; [`CpuBackend::x`] and the solution are those of the original system.
     pub fn new(
         a: &'a CsrMatrix,
         precond: &'a Preconditioner,
         b: &'a [f64],
         x0: Option<&[f64]>,
+    ) -> Result<Self, PcgError> {
+        let f = ScaleFactors::for_system(a, b);
+        Self::with_scaling(
+            f.scale_matrix(a),
+            f.scale_preconditioner(precond),
+            f.scale_rhs(b),
+            x0.map(|x| f.scale_solution(x)),
+            f,
+        )
+    }
+
+    /// A backend for a system already scaled by `scale`: `a`, `precond`, `b` and `x0` are
+    /// those of the scaled system (`2^matrix_exp A`, its preconditioner, `2^rhs_exp b` and
+    /// `2^(rhs_exp - matrix_exp) x0`); the solution and the reported norms are converted back.
+    /// The checks are those of [`CpuBackend::new`].
+    pub fn with_scaling(
+        a: Cow<'a, CsrMatrix>,
+        precond: Cow<'a, Preconditioner>,
+        b: Cow<'a, [f64]>,
+        x0: Option<Cow<'_, [f64]>>,
+        scale: ScaleFactors,
     ) -> Result<Self, PcgError> {
         let n = a.nrows();
         if a.ncols() != n {
@@ -56,7 +94,7 @@ impl<'a> CpuBackend<'a> {
                 b.len()
             )));
         }
-        if let Some(x0) = x0 {
+        if let Some(x0) = &x0 {
             if x0.len() != n {
                 return Err(PcgError::Dimension(format!(
                     "initial guess has length {}, the matrix has {n} rows",
@@ -71,31 +109,55 @@ impl<'a> CpuBackend<'a> {
                 )));
             }
         }
+        if let Some((row, value)) = first_bad_diagonal(&a) {
+            return Err(PcgError::BadDiagonal {
+                row,
+                value: crate::scaling::ldexp(value, -scale.matrix_exp),
+                precond: precond.kind_name().to_string(),
+            });
+        }
+        let work = vec![0.0; precond.work_len()];
         Ok(CpuBackend {
             a,
             precond,
             b,
-            x: x0.map_or_else(|| vec![0.0; n], <[f64]>::to_vec),
+            scale,
+            a_norm: None,
+            x: x0.map_or_else(|| vec![0.0; n], Cow::into_owned),
             r: vec![0.0; n],
             u: vec![0.0; n],
             w: vec![0.0; n],
             p: vec![0.0; n],
             s: vec![0.0; n],
-            work: vec![0.0; precond.work_len()],
+            work,
             scalars: None,
             iteration: 0,
             pending: Vec::new(),
         })
     }
 
-    /// The current iterate, without copying.
-    pub fn x(&self) -> &[f64] {
-        &self.x
+    /// The current iterate of the original system (without copying when the system is not
+    /// scaled).
+    pub fn x(&self) -> Cow<'_, [f64]> {
+        if self.scale.solution_exp() == 0 {
+            return Cow::Borrowed(&self.x);
+        }
+        let mut x = self.x.clone();
+        self.scale.unscale_solution(&mut x);
+        Cow::Owned(x)
     }
 
-    /// Consumes the backend, returning the current iterate.
+    /// The powers of two the system is solved scaled by ([`ScaleFactors::IDENTITY`] for an
+    /// ordinary system).
+    pub fn scale_factors(&self) -> ScaleFactors {
+        self.scale
+    }
+
+    /// Consumes the backend, returning the current iterate (of the original system).
     pub fn into_solution(self) -> Vec<f64> {
-        self.x
+        let mut x = self.x;
+        self.scale.unscale_solution(&mut x);
+        x
     }
 
     /// `w = A u` and the three dots, in one pass.
@@ -168,7 +230,7 @@ impl PcgBackend for CpuBackend<'_> {
     }
 
     fn rhs_norm(&mut self) -> Result<f64, PcgError> {
-        let b = self.b;
+        let b = &self.b[..];
         Ok(chunked_sum(b.len(), |i| b[i] * b[i]).sqrt())
     }
 
@@ -177,7 +239,7 @@ impl PcgBackend for CpuBackend<'_> {
         self.r
             .par_iter_mut()
             .with_min_len(CHUNK)
-            .zip(self.b.par_iter())
+            .zip(self.b[..].par_iter())
             .for_each(|(ri, bi)| *ri = bi - *ri);
         self.precond.apply(&self.r, &mut self.u, &mut self.work);
         self.p.fill(0.0);
@@ -238,7 +300,7 @@ impl PcgBackend for CpuBackend<'_> {
 
     fn true_residual_norm(&mut self) -> Result<f64, PcgError> {
         let (ptr, idx, val) = (self.a.indptr(), self.a.indices(), self.a.data());
-        let (x, b) = (&self.x, self.b);
+        let (x, b) = (&self.x, &self.b[..]);
         Ok(chunked_sum(x.len(), |i| {
             let mut ax = 0.0;
             for q in ptr[i] as usize..ptr[i + 1] as usize {
@@ -250,8 +312,21 @@ impl PcgBackend for CpuBackend<'_> {
         .sqrt())
     }
 
+    fn matrix_norm(&mut self) -> Result<f64, PcgError> {
+        Ok(*self.a_norm.get_or_insert_with(|| inf_norm(&self.a)))
+    }
+
+    fn solution_norm(&mut self) -> Result<f64, PcgError> {
+        let x = &self.x;
+        Ok(chunked_sum(x.len(), |i| x[i] * x[i]).sqrt())
+    }
+
+    fn norm_factor(&self) -> f64 {
+        self.scale.norm_factor()
+    }
+
     fn solution(&mut self) -> Result<Vec<f64>, PcgError> {
-        Ok(self.x.clone())
+        Ok(self.x().into_owned())
     }
 
     fn zero_solution(&mut self) -> Result<(), PcgError> {

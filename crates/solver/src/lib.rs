@@ -6,14 +6,17 @@
 //! a GPU backend keeps alpha, beta, gamma and delta on the device and the driver synchronises
 //! only when it polls (every `check_every` iterations); a multi-GPU backend holds row blocks.
 //!
-//! - [`params`]: [`PcgParams`] (checked builder), [`PcgInfo`], [`PcgError`].
+//! - [`params`]: [`PcgParams`] (checked builder), [`PcgInfo`], [`PcgError`], [`StopReason`].
 //! - [`backend`]: the trait, the scalar recurrence [`backend::GearScalars`] every backend shares.
 //! - [`precond`]: preconditioner construction (Jacobi, SSOR-AI first and second order, factored
 //!   or explicit product form) as host matrices any backend can upload.
 //! - [`cpu`]: the rayon CPU backend.
-//! - [`gpu`]: the CUDA backend ([`gpu::GpuBackend`], [`gpu::solve_gpu`]) and the choice of
-//!   kernels it runs ([`gpu::GpuPlanChoice`]).
-//! - [`mod@pcg`]: the driver ([`pcg()`], and [`solve_cpu`] for the common CPU case).
+//! - [`gpu`]: the choice of kernels a GPU runs ([`gpu::GpuPlanChoice`]), and with the `gpu`
+//!   feature (default) the CUDA backend (`gpu::GpuBackend`, `gpu::solve_gpu`).
+//! - [`mod@pcg`]: the driver ([`pcg()`], and [`solve_cpu`] for the common CPU case): convergence
+//!   on the true residual, residual replacement, stagnation.
+//! - [`scaling`]: power-of-two scaling of badly scaled systems ([`ScaleFactors`]), so that no
+//!   inner product over- or underflows, and the diagonal check every solve runs.
 //! - [`plan`]: what each step of an iteration runs, for reporting.
 #![warn(missing_docs)]
 
@@ -24,10 +27,12 @@ pub mod params;
 pub mod pcg;
 pub mod plan;
 pub mod precond;
+pub mod scaling;
 
 pub use backend::{Dots, GearScalars, Halt, IterRecord, PcgBackend};
 pub use cpu::CpuBackend;
-pub use params::{PcgError, PcgInfo, PcgParams};
+pub use params::{HistoryNorm, PcgError, PcgInfo, PcgParams, StopReason};
 pub use pcg::{pcg, solve_cpu, SolveFailure};
 pub use plan::{Plan, PlanStep};
 pub use precond::{auto_omega, PrecondKind, Preconditioner, SsorForm};
+pub use scaling::ScaleFactors;

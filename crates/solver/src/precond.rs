@@ -57,7 +57,8 @@ pub enum SsorForm {
 ///
 /// The text form (used by the command line) is `none`, `jacobi`, `ssor-ai` (first order) or
 /// `ssor-ai2` (second order); a suffix `-explicit` or `-factored` picks the SSOR form (factored
-/// when absent). Parsing sets `omega = 1`; the relaxation factor is not part of the text form.
+/// when absent). Parsing leaves omega automatic ([`auto_omega`]); the relaxation factor is not
+/// part of the text form.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 pub enum PrecondKind {
     /// No preconditioning (`M = I`).
@@ -68,20 +69,54 @@ pub enum PrecondKind {
     SsorAi {
         /// Truncation order of the Neumann series: 1 or 2.
         order: u8,
-        /// Relaxation factor, in (0, 2).
-        omega: f64,
+        /// Relaxation factor, in (0, 2); `None` for [`auto_omega`] of the matrix, resolved when
+        /// the preconditioner is built.
+        omega: Option<f64>,
         /// Factored (three SpMV-like steps) or explicit product (one SpMV).
         form: SsorForm,
     },
 }
 
 impl PrecondKind {
-    /// First-order SSOR-AI with `omega = 1`, factored.
+    /// First-order SSOR-AI, factored, omega chosen for the matrix ([`auto_omega`]).
     pub fn ssor_ai() -> Self {
         PrecondKind::SsorAi {
             order: 1,
-            omega: 1.0,
+            omega: None,
             form: SsorForm::Factored,
+        }
+    }
+
+    /// Second-order SSOR-AI, factored, omega chosen for the matrix ([`auto_omega`]).
+    pub fn ssor_ai2() -> Self {
+        PrecondKind::SsorAi {
+            order: 2,
+            omega: None,
+            form: SsorForm::Factored,
+        }
+    }
+
+    /// The kind with an automatic omega resolved for `a` ([`auto_omega`]); others unchanged.
+    pub fn resolved_for(self, a: &CsrMatrix) -> Self {
+        match self {
+            PrecondKind::SsorAi {
+                order,
+                omega: None,
+                form,
+            } => PrecondKind::SsorAi {
+                order,
+                omega: Some(auto_omega(a)),
+                form,
+            },
+            k => k,
+        }
+    }
+
+    /// The relaxation factor when it is set (SSOR-AI with an explicit omega).
+    pub fn omega(&self) -> Option<f64> {
+        match self {
+            PrecondKind::SsorAi { omega, .. } => *omega,
+            _ => None,
         }
     }
 
@@ -91,7 +126,7 @@ impl PrecondKind {
         match self {
             PrecondKind::SsorAi { order, form, .. } => PrecondKind::SsorAi {
                 order,
-                omega: w,
+                omega: Some(w),
                 form,
             },
             k => k,
@@ -118,10 +153,12 @@ impl PrecondKind {
                     "SSOR-AI order must be 1 or 2, got {order}"
                 )));
             }
-            if !(omega.is_finite() && omega > 0.0 && omega < 2.0) {
-                return Err(PcgError::InvalidParameter(format!(
-                    "SSOR relaxation factor omega must be in (0, 2), got {omega}"
-                )));
+            if let Some(omega) = omega {
+                if !(omega.is_finite() && omega > 0.0 && omega < 2.0) {
+                    return Err(PcgError::InvalidParameter(format!(
+                        "SSOR relaxation factor omega must be in (0, 2), got {omega}"
+                    )));
+                }
             }
         }
         Ok(())
@@ -204,7 +241,7 @@ impl FromStr for PrecondKind {
         };
         Ok(PrecondKind::SsorAi {
             order,
-            omega: 1.0,
+            omega: None,
             form,
         })
     }
@@ -260,6 +297,7 @@ impl Preconditioner {
             }
             PrecondKind::SsorAi { order, omega, form } => {
                 let d = positive_diagonal(a, &kind.to_string())?;
+                let omega = omega.unwrap_or_else(|| auto_omega(a));
                 let k = ssor_k(a, &d, omega, order)?;
                 let scale = omega * (2.0 - omega);
                 let s: Vec<f64> = d.par_iter().map(|&v| scale / v).collect();
@@ -599,7 +637,7 @@ mod tests {
             "SSOR-AI2-factored".parse::<PrecondKind>().unwrap(),
             PrecondKind::SsorAi {
                 order: 2,
-                omega: 1.0,
+                omega: None,
                 form: SsorForm::Factored
             }
         );
@@ -610,7 +648,7 @@ mod tests {
         assert!(PrecondKind::ssor_ai().with_omega(1.9).validate().is_ok());
         let bad = PrecondKind::SsorAi {
             order: 3,
-            omega: 1.0,
+            omega: None,
             form: SsorForm::Factored,
         };
         assert!(bad.validate().is_err());

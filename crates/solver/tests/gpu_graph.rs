@@ -2,8 +2,8 @@
 //! reduction that takes its iteration from the scalar buffer, and the one-download read of
 //! history and scalars.
 //!
-//! Without a CUDA device every test prints one line and returns (with AUTOPCG_REQUIRE_GPU=1 it
-//! fails instead).
+//! Without a CUDA device the runner reports each GPU test as ignored
+//! (with AUTOPCG_REQUIRE_GPU=1 it fails instead); see autopcg_gpu::testing.
 use autopcg_gpu::kernels::dot::{dot3_advance, dot3_advance_next, Dot3Kernel, Dot3Workspace};
 use autopcg_gpu::kernels::vector::{axpy, VectorVariant};
 use autopcg_gpu::scalars::{HaltCode, CG_ITER};
@@ -11,23 +11,12 @@ use autopcg_gpu::{CgScalars, GpuDevice, GpuError, LaunchConfig};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-fn device(name: &str) -> Option<GpuDevice> {
-    match autopcg_gpu::testing::test_device(name) {
-        Ok(d) => d,
-        Err(e) => panic!("{name}: AUTOPCG_REQUIRE_GPU=1 but no device opens: {e}"),
-    }
-}
-
 fn uniform(seed: u64, n: usize, lo: f64, hi: f64) -> Vec<f64> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     (0..n).map(|_| rng.random_range(lo..hi)).collect()
 }
 
-#[test]
-fn captured_work_runs_only_when_replayed() {
-    let Some(dev) = device("captured_work_runs_only_when_replayed") else {
-        return;
-    };
+fn captured_work_runs_only_when_replayed(dev: GpuDevice) {
     let n = 1001;
     let x = dev.upload(&uniform(1, n, -1.0, 1.0)).unwrap();
     let y0 = uniform(2, n, -1.0, 1.0);
@@ -80,11 +69,7 @@ fn captured_work_runs_only_when_replayed() {
 
 /// dot3_advance_next on iteration k reproduces dot3_advance with k given, bit for bit, for both
 /// reduction kernels and several block sizes.
-#[test]
-fn next_iteration_variant_matches_the_explicit_one() {
-    let Some(dev) = device("next_iteration_variant_matches_the_explicit_one") else {
-        return;
-    };
+fn next_iteration_variant_matches_the_explicit_one(dev: GpuDevice) {
     let n = 4097;
     // Positive u and w keep delta = (w, u) fixed and positive; residuals shrinking by about 0.3
     // per iteration keep (gamma_k / gamma_{k-1})^2 near 0.09, so every curvature
@@ -137,11 +122,7 @@ fn next_iteration_variant_matches_the_explicit_one() {
 
 /// After a halt the device iteration stops advancing: later calls leave the scalars alone
 /// and put their dots in the slot just past the halt.
-#[test]
-fn next_iteration_variant_freezes_after_a_halt() {
-    let Some(dev) = device("next_iteration_variant_freezes_after_a_halt") else {
-        return;
-    };
+fn next_iteration_variant_freezes_after_a_halt(dev: GpuDevice) {
     let n = 300;
     let u = dev.upload(&uniform(6, n, 0.5, 1.5)).unwrap();
     let r = dev.upload(&uniform(7, n, 0.5, 1.5)).unwrap();
@@ -170,4 +151,12 @@ fn next_iteration_variant_freezes_after_a_halt() {
         "the slot after the halt holds the same dots"
     );
     assert_eq!(hist[2], [0.0; 3], "nothing beyond it");
+}
+
+autopcg_gpu::test_main! {
+    gpu: [
+        captured_work_runs_only_when_replayed,
+        next_iteration_variant_matches_the_explicit_one,
+        next_iteration_variant_freezes_after_a_halt,
+    ],
 }

@@ -4,8 +4,10 @@
 //! sizes, other storage formats and kernels, history growth, and the committed fixtures
 //! bcsstk13 and s3rmt3m3.
 //!
-//! Without a CUDA device every test prints one line and returns (with AUTOPCG_REQUIRE_GPU=1 it
-//! fails instead).
+//! Without a CUDA device the runner reports each GPU test as ignored
+//! (with AUTOPCG_REQUIRE_GPU=1 it fails instead); see autopcg_gpu::testing.
+mod common;
+
 use std::ops::ControlFlow;
 
 use autopcg_gpu::kernels::dot::Dot3Kernel;
@@ -21,13 +23,6 @@ use autopcg_sparse::mm::{read_matrix, ReadOptions};
 use autopcg_sparse::CsrMatrix;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-
-fn device(name: &str) -> Option<GpuDevice> {
-    match autopcg_gpu::testing::test_device(name) {
-        Ok(d) => d,
-        Err(e) => panic!("{name}: AUTOPCG_REQUIRE_GPU=1 but no device opens: {e}"),
-    }
-}
 
 // ------------------------------------------------------------------------------ matrices
 
@@ -129,7 +124,7 @@ fn all_kinds() -> Vec<PrecondKind> {
         for form in [SsorForm::Factored, SsorForm::Explicit] {
             v.push(PrecondKind::SsorAi {
                 order,
-                omega: if order == 1 { 1.0 } else { 1.3 },
+                omega: Some(if order == 1 { 1.0 } else { 1.3 }),
                 form,
             });
         }
@@ -189,11 +184,7 @@ fn run_gpu(
 
 // ------------------------------------------------------------------------------ tests
 
-#[test]
-fn gpu_matches_cpu_on_small_spd_matrices() {
-    let Some(dev) = device("gpu_matches_cpu_on_small_spd_matrices") else {
-        return;
-    };
+fn gpu_matches_cpu_on_small_spd_matrices(dev: GpuDevice) {
     let tol = 1e-10;
     for (name, a) in small_matrices() {
         let b = rhs(a.nrows());
@@ -230,11 +221,7 @@ fn gpu_matches_cpu_on_small_spd_matrices() {
     }
 }
 
-#[test]
-fn graph_replay_and_polling_interval_give_identical_records() {
-    let Some(dev) = device("graph_replay_and_polling_interval_give_identical_records") else {
-        return;
-    };
+fn graph_replay_and_polling_interval_give_identical_records(dev: GpuDevice) {
     for (name, a, kind) in [
         ("poisson2d 30x30", poisson2d(30, 30), PrecondKind::ssor_ai()),
         ("random spd 900", random_spd(900, 11), PrecondKind::Jacobi),
@@ -284,11 +271,7 @@ fn graph_replay_and_polling_interval_give_identical_records() {
     }
 }
 
-#[test]
-fn polling_every_1_7_50_detects_the_same_iteration() {
-    let Some(dev) = device("polling_every_1_7_50_detects_the_same_iteration") else {
-        return;
-    };
+fn polling_every_1_7_50_detects_the_same_iteration(dev: GpuDevice) {
     let a = poisson2d(40, 25);
     let b = rhs(a.nrows());
     for kind in [
@@ -317,11 +300,7 @@ fn polling_every_1_7_50_detects_the_same_iteration() {
     }
 }
 
-#[test]
-fn non_spd_matrices_give_not_spd() {
-    let Some(dev) = device("non_spd_matrices_give_not_spd") else {
-        return;
-    };
+fn non_spd_matrices_give_not_spd(dev: GpuDevice) {
     // [[1, 2], [2, 1]] (eigenvalues 3 and -1), b = e1, no preconditioner: in exact (here
     // exactly representable) arithmetic alpha0 = 1, then gamma1 = 4, delta1 = 4, beta1 = 4 and
     // the curvature is 4 - 4 * 4 / 1 = -12 at iteration 1.
@@ -396,11 +375,7 @@ fn non_spd_matrices_give_not_spd() {
     }
 }
 
-#[test]
-fn zero_rhs_gives_zero_solution() {
-    let Some(dev) = device("zero_rhs_gives_zero_solution") else {
-        return;
-    };
+fn zero_rhs_gives_zero_solution(dev: GpuDevice) {
     let a = poisson2d(9, 9);
     let b = vec![0.0; a.nrows()];
     let x0 = rhs(a.nrows());
@@ -413,11 +388,7 @@ fn zero_rhs_gives_zero_solution() {
     }
 }
 
-#[test]
-fn one_by_one_system() {
-    let Some(dev) = device("one_by_one_system") else {
-        return;
-    };
+fn one_by_one_system(dev: GpuDevice) {
     let a = from_triplets(1, &[(0, 0, 4.0)]);
     for kind in all_kinds() {
         for graph in [false, true] {
@@ -435,11 +406,7 @@ fn one_by_one_system() {
 }
 
 /// Every storage format and several kernels and variants, for A and the SSOR-AI factors.
-#[test]
-fn other_formats_and_kernels_match_the_cpu() {
-    let Some(dev) = device("other_formats_and_kernels_match_the_cpu") else {
-        return;
-    };
+fn other_formats_and_kernels_match_the_cpu(dev: GpuDevice) {
     let props = dev.props().clone();
     let a = poisson2d(33, 21);
     let b = rhs(a.nrows());
@@ -563,11 +530,7 @@ fn other_formats_and_kernels_match_the_cpu() {
 
 /// A power-law matrix (very uneven rows), A's SpMV by the merge-path CSR kernel from CUDA
 /// graphs: the same iterations as the CPU solve, to within 2, and the residual reached.
-#[test]
-fn merge_path_spmv_solves_a_power_law_matrix() {
-    let Some(dev) = device("merge_path_spmv_solves_a_power_law_matrix") else {
-        return;
-    };
+fn merge_path_spmv_solves_a_power_law_matrix(dev: GpuDevice) {
     let a = autopcg_sparse::families::random_powerlaw_spd(4000, 12.0, 1.1, 71).unwrap();
     let n = a.nrows() as u64;
     let b = rhs(a.nrows());
@@ -598,11 +561,7 @@ fn merge_path_spmv_solves_a_power_law_matrix() {
 
 /// More iterations than the history first holds, without reserving: the history grows in the
 /// middle of graph batches, and the records are those of a run that reserved ahead.
-#[test]
-fn history_grows_without_changing_the_records() {
-    let Some(dev) = device("history_grows_without_changing_the_records") else {
-        return;
-    };
+fn history_grows_without_changing_the_records(dev: GpuDevice) {
     // About 1360 iterations with Jacobi at 1e-8 (more than the first history holds).
     let a = fixture("bcsstk13");
     let b = a.mul_vec(&vec![1.0; a.nrows()]);
@@ -631,11 +590,7 @@ fn history_grows_without_changing_the_records() {
 
 /// Profiling restarts from the same x and leaves the solve undisturbed; prints the step
 /// times.
-#[test]
-fn profile_steps_leaves_the_solve_undisturbed() {
-    let Some(dev) = device("profile_steps_leaves_the_solve_undisturbed") else {
-        return;
-    };
+fn profile_steps_leaves_the_solve_undisturbed(dev: GpuDevice) {
     let a = poisson3d(12);
     let b = rhs(a.nrows());
     let pre = Preconditioner::build(&a, &PrecondKind::ssor_ai()).unwrap();
@@ -677,11 +632,7 @@ fn fixture(name: &str) -> CsrMatrix {
 /// b = A * ones. CG on these ill-conditioned matrices (cond ~ 1e10) is sensitive to rounding,
 /// so CPU and GPU iteration counts are compared to within 5% rather than 2 iterations, and
 /// the solutions through their true residuals.
-#[test]
-fn fixtures_converge_like_the_cpu() {
-    let Some(dev) = device("fixtures_converge_like_the_cpu") else {
-        return;
-    };
+fn fixtures_converge_like_the_cpu(dev: GpuDevice) {
     let tol = 1e-8;
     let cases = [
         ("bcsstk13", PrecondKind::Jacobi),
@@ -730,21 +681,24 @@ fn fixtures_converge_like_the_cpu() {
 
 /// SSOR-AI cannot precondition s3rmt3m3 (its truncated series is no approximate inverse there):
 /// the GPU solve must stop at the limit, not converged, with a finite residual, as the CPU does.
-#[test]
-fn ssor_ai_fails_cleanly_on_s3rmt3m3() {
-    let Some(dev) = device("ssor_ai_fails_cleanly_on_s3rmt3m3") else {
-        return;
-    };
+fn ssor_ai_fails_cleanly_on_s3rmt3m3(dev: GpuDevice) {
     let a = fixture("s3rmt3m3");
     let b = a.mul_vec(&vec![1.0; a.nrows()]);
     let p = params(1e-8, 1000, 50);
-    match solve_gpu_default(&dev, &a, &b, None, &PrecondKind::ssor_ai(), &p) {
+    match solve_gpu_default(
+        &dev,
+        &a,
+        &b,
+        None,
+        &PrecondKind::ssor_ai().with_omega(1.0),
+        &p,
+    ) {
         Err(f) => match &f.error {
             PcgError::NotConverged { info } => {
                 assert!(info.true_relative_residual.is_finite());
                 assert!(f.x.is_some());
             }
-            PcgError::NotSpd { .. } | PcgError::Breakdown { .. } => {}
+            PcgError::NotSpd { .. } | PcgError::Breakdown { .. } | PcgError::Stagnated { .. } => {}
             e => panic!("unexpected error {e}"),
         },
         Ok((_, info)) => panic!("claimed convergence: {info:?}"),
@@ -754,11 +708,7 @@ fn ssor_ai_fails_cleanly_on_s3rmt3m3() {
 /// The figure of the performance target: s3rmt3m3 (5357 rows, 207k nonzeros) with Jacobi,
 /// per-step and per-iteration times with and without graphs. Prints a table; asserts only
 /// that the figures are sane.
-#[test]
-fn profile_s3rmt3m3_jacobi() {
-    let Some(dev) = device("profile_s3rmt3m3_jacobi") else {
-        return;
-    };
+fn profile_s3rmt3m3_jacobi(dev: GpuDevice) {
     let a = fixture("s3rmt3m3");
     let b = a.mul_vec(&vec![1.0; a.nrows()]);
     let pre = Preconditioner::build(&a, &PrecondKind::Jacobi).unwrap();
@@ -793,6 +743,231 @@ fn profile_s3rmt3m3_jacobi() {
     }
 }
 
+// ------------------------------------------------------------------------------ reliability
+// GPU mirrors of `reliability.rs`: the verdicts of the driver must hold with the GPU backend
+// (polled every 16 iterations, iterations replayed from graphs), whose reductions round
+// differently.
+
+/// The FEM system on which the recurrence residual drifts below the true one (see
+/// `reliability.rs`): converged means the true residual meets tol; a tolerance below the
+/// attainable accuracy stops as stagnated, with the estimate.
+fn gpu_fem_false_convergence_is_caught_by_residual_replacement(dev: GpuDevice) {
+    let a = common::fem_neumann(20_000, 1);
+    let b = a.mul_vec(&vec![1.0; a.nrows()]);
+    let tol = 1e-10;
+    for every in [1usize, 16] {
+        let p = params(tol, 20_000, every);
+        let (x, info) = solve_gpu_default(&dev, &a, &b, None, &PrecondKind::Jacobi, &p)
+            .unwrap_or_else(|f| panic!("every {every}: {f}"));
+        common::assert_truly_converged(
+            &format!("GPU fem_neumann 20000 jacobi, every {every}"),
+            &a,
+            &x,
+            &b,
+            &info,
+            tol,
+        );
+        println!(
+            "GPU fem_neumann 20000 jacobi tol 1e-10, every {every}: {} iterations, {} replacements",
+            info.iterations, info.replacements
+        );
+    }
+    let a = common::fem_neumann(3000, 2);
+    for (name, b) in [
+        ("ones", a.mul_vec(&vec![1.0; a.nrows()])),
+        ("random", common::random_rhs(a.nrows(), 5)),
+    ] {
+        for kind in common::kinds(&a) {
+            let what = format!("GPU fem_neumann 3000 b = {name} {kind} tol 1e-17");
+            let f = solve_gpu_default(&dev, &a, &b, None, &kind, &params(1e-17, 20_000, 16))
+                .err()
+                .unwrap_or_else(|| panic!("{what}: converged"));
+            let PcgError::Stagnated {
+                info, attainable, ..
+            } = &f.error
+            else {
+                panic!("{what}: expected Stagnated, got {}", f.error);
+            };
+            assert_eq!(info.reason, autopcg_solver::StopReason::Stagnated);
+            let x = f.x.as_ref().expect("a stagnated solve returns its iterate");
+            let host = common::safe_rel_residual(&a, x, &b);
+            println!(
+                "{what}: stagnated after {} iterations, {} replacements, true {host:.2e}, \
+                 estimate {attainable:.2e}",
+                info.iterations, info.replacements
+            );
+            assert!(
+                *attainable > 0.1 * host && *attainable < 30.0 * host,
+                "{what}: estimate {attainable:e}, true {host:e}"
+            );
+        }
+    }
+}
+
+/// Entries near 1e-170, 1e308 and 1e150: solved scaled by powers of two, x as for the
+/// well-scaled system.
+fn gpu_badly_scaled_systems_solve_like_well_scaled_ones(dev: GpuDevice) {
+    let tol = 1e-10;
+    let n = 100;
+    let mut t = Vec::new();
+    for i in 0..n {
+        t.push((i, i, 2.0));
+        if i > 0 {
+            t.push((i, i - 1, -1.0));
+            t.push((i - 1, i, -1.0));
+        }
+    }
+    let tri = from_triplets(n, &t);
+    let exact = common::tridiag_solution(n);
+    let p2 = poisson2d(20, 20);
+    let ones = vec![1.0; p2.nrows()];
+    let p2b = p2.mul_vec(&ones);
+    let cases: Vec<(&str, CsrMatrix, Vec<f64>, Vec<f64>)> = vec![
+        (
+            "1e-170 tridiag, b = 1e-170 ones",
+            common::scaled(&tri, 1e-170),
+            vec![1e-170; n],
+            exact.clone(),
+        ),
+        (
+            "diag(1e308, 1e308)",
+            from_triplets(2, &[(0, 0, 1e308), (1, 1, 1e308)]),
+            vec![1e308, 1e308],
+            vec![1.0, 1.0],
+        ),
+        (
+            "1e150 poisson2d, b = A ones",
+            common::scaled(&p2, 1e150),
+            p2b.iter().map(|v| v * 1e150).collect(),
+            ones.clone(),
+        ),
+        (
+            "1e150 poisson2d, b = 1e-150 A ones",
+            common::scaled(&p2, 1e150),
+            p2b.iter().map(|v| v * 1e-150).collect(),
+            ones.iter().map(|v| v * 1e-300).collect(),
+        ),
+    ];
+    for (name, a, b, exact) in &cases {
+        for kind in common::kinds(a) {
+            let what = format!("GPU {name}, {kind}");
+            let (x, info) = solve_gpu_default(&dev, a, b, None, &kind, &params(tol, 1000, 16))
+                .unwrap_or_else(|f| panic!("{what}: {f}"));
+            common::assert_truly_converged(&what, a, &x, b, &info, tol);
+            assert!(info.iterations > 0, "{what}");
+            let err = common::max_rel_err(&x, exact);
+            assert!(err < 1e-7, "{what}: max relative error {err:e}");
+        }
+    }
+    let pre = Preconditioner::None;
+    let choice = autopcg_generator::fallback::gpu_choice(&cases[0].1, &pre, dev.props());
+    let be = GpuBackend::new(&dev, &cases[0].1, &pre, &cases[0].2, None, &choice).unwrap();
+    assert!(!be.scale_factors().is_identity());
+    let choice = autopcg_generator::fallback::gpu_choice(&p2, &pre, dev.props());
+    let be = GpuBackend::new(&dev, &p2, &pre, &p2b, None, &choice).unwrap();
+    assert!(be.scale_factors().is_identity());
+}
+
+/// A zero row or a zero or negative diagonal entry: refused before iterating, with every
+/// preconditioner.
+fn gpu_zero_or_negative_diagonal_is_refused_for_every_preconditioner(dev: GpuDevice) {
+    let p = poisson2d(5, 5);
+    let zero_row = p.filter(|i, j| i != 6 && j != 6);
+    let mut negative = p.clone();
+    {
+        let (ptr, idx) = (p.indptr().to_vec(), p.indices().to_vec());
+        let k = (ptr[10] as usize..ptr[11] as usize)
+            .find(|&k| idx[k] == 10)
+            .unwrap();
+        negative.data_mut()[k] = -4.0;
+    }
+    let b = vec![1.0; 25];
+    for (name, a, row, value) in [
+        ("zero row 7", &zero_row, 7, 0.0),
+        ("negative at 11", &negative, 11, -4.0),
+    ] {
+        for kind in all_kinds() {
+            let f = solve_gpu_default(&dev, a, &b, None, &kind, &params(1e-8, 100, 1)).unwrap_err();
+            match f.error {
+                PcgError::BadDiagonal {
+                    row: r, value: v, ..
+                } => assert_eq!((r, v), (row, value), "{name} {kind}"),
+                e => panic!("{name} {kind}: expected BadDiagonal, got {e}"),
+            }
+        }
+        let pre = Preconditioner::None;
+        let choice = autopcg_generator::fallback::gpu_choice(a, &pre, dev.props());
+        assert!(matches!(
+            GpuBackend::new(&dev, a, &pre, &b, None, &choice),
+            Err(PcgError::BadDiagonal { .. })
+        ));
+    }
+}
+
+/// Every shipped fixture (s3rmt3m3 included: fast on a GPU) and generated family, b = A * ones
+/// and random, none / Jacobi / SSOR-AI, tol 1e-8 and 1e-11, polled every 16 iterations: each
+/// solve reported converged has a true relative residual <= tol.
+fn gpu_every_converged_solve_meets_tol_on_fixtures_and_families(dev: GpuDevice) {
+    let mut systems = common::fixtures();
+    for (fam, n) in [
+        (autopcg_sparse::families::Family::FemP1, 40_000),
+        (autopcg_sparse::families::Family::Poisson3d7, 40),
+        (autopcg_sparse::families::Family::Poisson2d9, 200),
+        (autopcg_sparse::families::Family::Anisotropic2d, 150),
+        (autopcg_sparse::families::Family::Banded, 50_000),
+        (autopcg_sparse::families::Family::PowerLaw, 50_000),
+    ] {
+        let m = autopcg_sparse::families::generate(
+            fam,
+            &autopcg_sparse::families::FamilyParams::new(n, 7),
+        )
+        .unwrap();
+        systems.push((format!("{fam} {n}"), m));
+    }
+    systems.push(("fem_neumann 20000".into(), common::fem_neumann(20_000, 7)));
+    common::sweep(
+        &systems,
+        |tol| params(tol, 40_000, 16),
+        |a, b, kind, p| solve_gpu_default(&dev, a, b, None, kind, p),
+    );
+}
+
+/// Periodic replacement on the GPU converges truly.
+fn gpu_periodic_replacement_converges(dev: GpuDevice) {
+    let a = poisson3d(12);
+    let b = rhs(a.nrows());
+    for k in [16usize, 48] {
+        let p = params(1e-10, 5000, 16).with_replace_every(Some(k)).unwrap();
+        let (x, info) = solve_gpu_default(&dev, &a, &b, None, &PrecondKind::Jacobi, &p)
+            .unwrap_or_else(|f| panic!("replace every {k}: {f}"));
+        common::assert_truly_converged(&format!("GPU replace every {k}"), &a, &x, &b, &info, 1e-10);
+        assert!(info.replacements >= 1);
+    }
+}
+
+autopcg_gpu::test_main! {
+    gpu: [
+        gpu_matches_cpu_on_small_spd_matrices,
+        graph_replay_and_polling_interval_give_identical_records,
+        polling_every_1_7_50_detects_the_same_iteration,
+        non_spd_matrices_give_not_spd,
+        zero_rhs_gives_zero_solution,
+        one_by_one_system,
+        other_formats_and_kernels_match_the_cpu,
+        merge_path_spmv_solves_a_power_law_matrix,
+        history_grows_without_changing_the_records,
+        profile_steps_leaves_the_solve_undisturbed,
+        fixtures_converge_like_the_cpu,
+        ssor_ai_fails_cleanly_on_s3rmt3m3,
+        profile_s3rmt3m3_jacobi,
+        gpu_fem_false_convergence_is_caught_by_residual_replacement,
+        gpu_badly_scaled_systems_solve_like_well_scaled_ones,
+        gpu_every_converged_solve_meets_tol_on_fixtures_and_families,
+        gpu_periodic_replacement_converges,
+        gpu_zero_or_negative_diagonal_is_refused_for_every_preconditioner,
+    ],
+}
+
 /// Builds the preconditioner `kind` and solves on `dev` with the generator's fallback plan,
 /// polling as `params` says (graphs of as many iterations as fit the polling interval).
 pub fn solve_gpu_default(
@@ -806,6 +981,6 @@ pub fn solve_gpu_default(
     use autopcg_solver::gpu::GpuPlanChoice;
     let pre = autopcg_solver::Preconditioner::build(a, kind)?;
     let choice = autopcg_generator::fallback::gpu_choice(a, &pre, dev.props())
-        .with_graph_iters(GpuPlanChoice::graph_iters_for(params.check_every));
+        .with_graph_iters(GpuPlanChoice::graph_iters_for(params.poll_interval()));
     autopcg_solver::gpu::solve_gpu(dev, a, &pre, b, x0, params, &choice)
 }

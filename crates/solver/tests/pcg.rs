@@ -151,7 +151,8 @@ fn identity_converges_in_one_iteration() {
 
 #[test]
 fn indefinite_matrix_is_reported_not_spd() {
-    // Symmetric indefinite with a positive first curvature: the failure comes later.
+    // A negative diagonal entry proves that A is not SPD: refused before iterating, also
+    // without a preconditioner.
     let n = 6;
     let d = [3.0, -1.0, 2.0, -2.0, 4.0, 1.0];
     let a = csr(
@@ -164,14 +165,31 @@ fn indefinite_matrix_is_reported_not_spd() {
     let b = vec![1.0; n];
     let f = solve_cpu(&a, &b, None, &PrecondKind::None, &params(1e-10, 100)).unwrap_err();
     assert!(f.x.is_none());
+    assert!(
+        matches!(f.error, PcgError::BadDiagonal { row: 2, value, .. } if value == -1.0),
+        "{}",
+        f.error
+    );
+    // Symmetric indefinite with a positive diagonal and a positive first curvature, no
+    // preconditioner: [[1, 2], [2, 1]], b = e1 gives alpha0 = 1, then the curvature
+    // 4 - 4 * 4 / 1 = -12 at iteration 1 (all exact).
+    let a = csr(2, &[(0, 0, 1.0), (0, 1, 2.0), (1, 0, 2.0), (1, 1, 1.0)]);
+    let f = solve_cpu(
+        &a,
+        &[1.0, 0.0],
+        None,
+        &PrecondKind::None,
+        &params(1e-10, 100),
+    )
+    .unwrap_err();
+    assert!(f.x.is_none());
     match f.error {
         PcgError::NotSpd {
             value,
             iteration,
             ref quantity,
         } => {
-            assert!(value <= 0.0 && value.is_finite(), "{quantity} = {value}");
-            println!("diag indefinite: {quantity} = {value:e} at iteration {iteration}");
+            assert_eq!((value, iteration), (-12.0, 1), "{quantity}");
         }
         e => panic!("expected NotSpd, got {e}"),
     }
@@ -322,6 +340,15 @@ impl PcgBackend for Poisoned<'_> {
     fn true_residual_norm(&mut self) -> Result<f64, PcgError> {
         self.inner.true_residual_norm()
     }
+    fn matrix_norm(&mut self) -> Result<f64, PcgError> {
+        self.inner.matrix_norm()
+    }
+    fn solution_norm(&mut self) -> Result<f64, PcgError> {
+        self.inner.solution_norm()
+    }
+    fn norm_factor(&self) -> f64 {
+        self.inner.norm_factor()
+    }
     fn solution(&mut self) -> Result<Vec<f64>, PcgError> {
         self.inner.solution()
     }
@@ -410,6 +437,8 @@ fn not_converged_keeps_the_iterate_and_the_info() {
     let f = solve_cpu(&a, &b, None, &PrecondKind::Jacobi, &params(1e-12, 5)).unwrap_err();
     let info = f.error.info().expect("NotConverged carries its info");
     assert_eq!((info.iterations, info.converged), (5, false));
+    assert_eq!(info.reason, autopcg_solver::StopReason::MaxIter);
+    assert_eq!(info.replacements, 0);
     assert_eq!(info.residual_history.len(), 6);
     let x = f.x.expect("the last iterate is returned");
     assert!((rel_residual(&a, &x, &b) - info.true_relative_residual).abs() < 1e-12);
@@ -431,6 +460,7 @@ fn callback_can_stop_the_solve() {
     })
     .unwrap_err();
     assert_eq!(e.info().map(|i| i.iterations), Some(3));
+    assert_eq!(e.reason(), Some(autopcg_solver::StopReason::Stopped));
 }
 
 #[test]

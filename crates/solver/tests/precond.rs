@@ -7,7 +7,11 @@ use autopcg_solver::{PcgError, PrecondKind, Preconditioner, SsorForm};
 use common::*;
 
 fn ssor(order: u8, omega: f64, form: SsorForm) -> PrecondKind {
-    PrecondKind::SsorAi { order, omega, form }
+    PrecondKind::SsorAi {
+        order,
+        omega: Some(omega),
+        form,
+    }
 }
 
 /// Dense split A = L + D + L^T: returns (L, D as a vector).

@@ -1,9 +1,14 @@
 //! autopcg-sparse: the host side of every sparse matrix in autopcg.
 //!
 //! - [`CsrMatrix`]: the canonical format (on `sprs`, 32-bit indices), with parallel CPU kernels.
+//! - [`arrays`]: building it from a caller's CSR arrays (any common index type, 0- or
+//!   1-based), from `sprs` matrices of any common index type, or from one triangle; the
+//!   symmetry check that recognises a one-triangle matrix.
 //! - [`CooMatrix`], [`EllMatrix`], [`DiaMatrix`], [`HybMatrix`]: the other storage formats the
 //!   GPU kernels use, each converted from CSR and back without changing a value.
-//! - [`mm`]: Matrix Market reading (parallel, `.gz` transparent) and writing.
+//! - [`mm`]: Matrix Market reading (parallel, `.gz` streamed, allocation bounded by the file's
+//!   content) and writing.
+//! - [`io`]: atomic output files and the output-is-an-input check.
 //! - [`features`]: the matrix statistics the performance models use.
 //! - [`kernels`]: deterministic CPU reference vector kernels (dot, axpy).
 //! - [`families`]: seeded generators of SPD benchmark matrices.
@@ -11,6 +16,7 @@
 //! Nothing in this crate touches a GPU.
 #![warn(missing_docs)]
 
+pub mod arrays;
 mod build;
 pub mod coo;
 pub mod csr;
@@ -20,9 +26,11 @@ pub mod error;
 pub mod families;
 pub mod features;
 pub mod hyb;
+pub mod io;
 pub mod kernels;
 pub mod mm;
 
+pub use arrays::{CsrIndex, EntryMap, IndexBase, Triangle};
 pub use coo::CooMatrix;
 pub use csr::CsrMatrix;
 pub use dia::DiaMatrix;

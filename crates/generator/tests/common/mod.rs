@@ -3,6 +3,8 @@
 //! finding the compilers the checks need.
 #![allow(dead_code)]
 
+pub mod harness;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -37,13 +39,19 @@ pub fn h200() -> ModelFile {
     ModelFile::load(h200_path()).expect("the committed H200 model loads")
 }
 
-/// SSOR-AI (first order unless `order` 2) with the automatic omega.
-pub fn ssor(a: &CsrMatrix, order: u8) -> PrecondKind {
+/// SSOR-AI (first order unless `order` 2) with the automatic omega (resolved for the matrix
+/// by the plan, as `solve` and `generate` leave it).
+pub fn ssor(order: u8) -> PrecondKind {
     PrecondKind::SsorAi {
         order,
-        omega: auto_omega(a),
+        omega: None,
         form: SsorForm::Factored,
     }
+}
+
+/// The omega `auto` resolves to for `a`.
+pub fn omega_of(a: &CsrMatrix) -> f64 {
+    auto_omega(a)
 }
 
 /// The plan `autopcg generate --model models/nvidia-h200.json` saves for `a` with `kind`
@@ -59,15 +67,7 @@ pub fn saved(name: &str, a: &CsrMatrix, kind: PrecondKind, form_auto: bool) -> S
     });
     let p = plan(&req).expect("a plan");
     let m = SavedModel::of_file(&h200_path(), "models/nvidia-h200.json").unwrap();
-    SavedPlan::from_plan(
-        &p,
-        a,
-        &props,
-        &kind,
-        Some(m),
-        Some(format!("matrices/{name}.mtx")),
-    )
-    .unwrap()
+    SavedPlan::from_plan(&p, a, &props, Some(m), Some(format!("matrices/{name}.mtx"))).unwrap()
 }
 
 /// One resident wave for `items` work items with `threads` per block on the H200.
@@ -176,6 +176,21 @@ pub fn find_tool(names: &[&str]) -> Option<String> {
     })
 }
 
+/// A C++ compiler.
+pub fn cxx() -> Option<String> {
+    find_tool(&["g++", "c++", "clang++"])
+}
+
+/// A C compiler.
+pub fn cc() -> Option<String> {
+    find_tool(&["gcc", "cc", "clang"])
+}
+
+/// A Fortran compiler.
+pub fn gfortran() -> Option<String> {
+    find_tool(&["gfortran"])
+}
+
 /// Runs `cmd`, panicking with its output when it fails.
 pub fn check(cmd: &mut Command, what: &str) -> std::process::Output {
     let o = cmd
@@ -198,12 +213,12 @@ pub fn plans() -> Vec<(String, SavedPlan)> {
     let b13 = fixture("bcsstk13");
     out.push((
         "bcsstk13 ssor-ai auto".into(),
-        saved("bcsstk13", &b13, ssor(&b13, 1), true),
+        saved("bcsstk13", &b13, ssor(1), true),
     ));
     let p3 = fixture("poisson3d_16");
     out.push((
         "poisson3d_16 ssor-ai factored".into(),
-        saved("poisson3d_16", &p3, ssor(&p3, 1), false),
+        saved("poisson3d_16", &p3, ssor(1), false),
     ));
     let fem = fixture("fem2d_3000");
     let mut p = saved("fem2d_3000", &fem, PrecondKind::Jacobi, false);
@@ -240,8 +255,8 @@ pub fn plans() -> Vec<(String, SavedPlan)> {
     );
     out.push(("1138_bus none hyb elem_v2 no graphs".into(), p));
     let s3 = fixture("s3rmt3m3");
-    let mut p = saved("s3rmt3m3", &s3, ssor(&s3, 2), false);
-    let (knnz, ktnnz) = match &Preconditioner::build(&s3, &ssor(&s3, 2)).unwrap() {
+    let mut p = saved("s3rmt3m3", &s3, ssor(2), false);
+    let (knnz, ktnnz) = match &Preconditioner::build(&s3, &ssor(2)).unwrap() {
         Preconditioner::SsorFactored { k, kt, .. } => (k.nnz(), kt.nnz()),
         _ => unreachable!(),
     };
@@ -267,7 +282,7 @@ pub fn plans() -> Vec<(String, SavedPlan)> {
     let mut p = saved(
         "bcsstk01",
         &b1,
-        ssor(&b1, 1).with_form(SsorForm::Explicit),
+        ssor(1).with_form(SsorForm::Explicit),
         false,
     );
     force(

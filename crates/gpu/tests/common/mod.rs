@@ -1,4 +1,4 @@
-//! Shared helpers of the GPU tests: the device-or-skip macro, seeded random data, CPU reference
+//! Shared helpers of the GPU tests: seeded random data, CPU reference
 //! conversions of CSR to the other formats, and tolerant comparisons.
 #![allow(dead_code)]
 
@@ -6,19 +6,6 @@ use autopcg_sparse::ell::ELL_PAD;
 use autopcg_sparse::CsrMatrix;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-
-/// Opens device 0 or returns from the test (printing one line) when there is none and
-/// AUTOPCG_REQUIRE_GPU is not 1; with AUTOPCG_REQUIRE_GPU=1 a missing device fails the test.
-#[macro_export]
-macro_rules! device_or_skip {
-    ($name:expr) => {
-        match autopcg_gpu::testing::test_device($name) {
-            Ok(Some(d)) => d,
-            Ok(None) => return,
-            Err(e) => panic!("{}: AUTOPCG_REQUIRE_GPU=1 but no device opens: {e}", $name),
-        }
-    };
-}
 
 pub fn rng(seed: u64) -> ChaCha8Rng {
     ChaCha8Rng::seed_from_u64(seed)

@@ -311,3 +311,227 @@ pub fn all_kinds() -> Vec<autopcg_solver::PrecondKind> {
     .map(|s| s.parse().unwrap())
     .collect()
 }
+
+/// P1 finite elements on the Delaunay mesh of [`autopcg_sparse::families::fem_p1_2d_mesh`]
+/// (`n` interior points, seed `seed`) with natural (Neumann) boundary conditions: stiffness
+/// plus mass, `int grad u . grad v + u v`, over every mesh point (interior and boundary), so
+/// `n` plus the boundary points rows. SPD (the mass term makes it definite), and with
+/// b = A * ones = M * ones small next to ||A|| ||x||, the kind of FEM system on which the
+/// recurrence residual of CG drifts far below the true one.
+pub fn fem_neumann(n: usize, seed: u64) -> CsrMatrix {
+    let mesh = autopcg_sparse::families::fem_p1_2d_mesh(n, seed).unwrap();
+    let np = mesh.points.len();
+    let (mut r, mut c, mut v) = (vec![], vec![], vec![]);
+    for t in 0..mesh.triangles.len() {
+        let tri = mesh.triangles[t];
+        let area = mesh.area(t);
+        let p = tri.map(|k| mesh.points[k as usize]);
+        let grad = |a: usize| {
+            let (q, s) = (p[(a + 1) % 3], p[(a + 2) % 3]);
+            (q[1] - s[1], s[0] - q[0])
+        };
+        let g = [grad(0), grad(1), grad(2)];
+        for a in 0..3 {
+            for b in 0..3 {
+                let stiff = (g[a].0 * g[b].0 + g[a].1 * g[b].1) / (4.0 * area);
+                let mass = area / 12.0 * if a == b { 2.0 } else { 1.0 };
+                r.push(tri[a]);
+                c.push(tri[b]);
+                v.push(stiff + mass);
+            }
+        }
+    }
+    CsrMatrix::from_triplets(np, np, &r, &c, &v).unwrap()
+}
+
+/// ||v||_2 computed so that it cannot under- or overflow for finite entries (scaled by the
+/// largest |v_i|).
+pub fn safe_norm(v: &[f64]) -> f64 {
+    let m = v.iter().fold(0.0f64, |m, x| m.max(x.abs()));
+    if m == 0.0 || !m.is_finite() {
+        return m;
+    }
+    m * v.iter().map(|x| (x / m) * (x / m)).sum::<f64>().sqrt()
+}
+
+/// ||b - A x|| / ||b|| with scale-safe norms.
+pub fn safe_rel_residual(a: &CsrMatrix, x: &[f64], b: &[f64]) -> f64 {
+    let ax = a.mul_vec(x);
+    let r: Vec<f64> = b.iter().zip(&ax).map(|(p, q)| p - q).collect();
+    safe_norm(&r) / safe_norm(b)
+}
+
+/// A bound on the rounding error of computing ||b - A x|| / ||b|| in double precision (by any
+/// summation order): gamma_{k+1} || |b| + |A| |x| || / ||b||, k the longest row. Two
+/// computations of the true residual (the solver's and the test's) differ by at most twice
+/// this; it is also, up to a small factor, the best relative residual any x can show.
+pub fn residual_rounding_bound(a: &CsrMatrix, x: &[f64], b: &[f64]) -> f64 {
+    let kmax = (0..a.nrows()).map(|i| a.row_len(i)).max().unwrap_or(0) as f64;
+    let u = f64::EPSILON / 2.0;
+    let gamma = (kmax + 1.0) * u / (1.0 - (kmax + 1.0) * u);
+    let t: Vec<f64> = (0..a.nrows())
+        .map(|i| {
+            let (c, v) = a.row(i);
+            b[i].abs()
+                + c.iter()
+                    .zip(v)
+                    .map(|(&j, &aij)| (aij * x[j as usize]).abs())
+                    .sum::<f64>()
+        })
+        .collect();
+    gamma * safe_norm(&t) / safe_norm(b)
+}
+
+/// A seeded right-hand side with entries in [-1, 1).
+pub fn random_rhs(n: usize, seed: u64) -> Vec<f64> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    (0..n).map(|_| rng.random_range(-1.0..1.0)).collect()
+}
+
+// ------------------------------------------------------------------ reliability of verdicts
+
+use autopcg_solver::{
+    auto_omega, PcgError, PcgInfo, PcgParams, PrecondKind, SolveFailure, StopReason,
+};
+use autopcg_sparse::mm::{read_matrix, ReadOptions};
+
+/// None, Jacobi and first-order SSOR-AI with the `auto` relaxation factor (the command line's
+/// default).
+pub fn kinds(a: &CsrMatrix) -> Vec<PrecondKind> {
+    vec![
+        PrecondKind::None,
+        PrecondKind::Jacobi,
+        PrecondKind::ssor_ai().with_omega(auto_omega(a)),
+    ]
+}
+
+/// The contract of a converged solve: the reported true residual meets tol, and so does the
+/// test's own recomputation, up to the rounding error of computing a residual at all.
+pub fn assert_truly_converged(
+    what: &str,
+    a: &CsrMatrix,
+    x: &[f64],
+    b: &[f64],
+    info: &PcgInfo,
+    tol: f64,
+) {
+    assert!(info.converged, "{what}: {info:?}");
+    assert_eq!(info.reason, StopReason::Converged, "{what}");
+    assert!(
+        info.true_relative_residual <= tol,
+        "{what}: converged with a reported true residual {:e} above tol {tol:e}",
+        info.true_relative_residual
+    );
+    let host = safe_rel_residual(a, x, b);
+    let noise = 2.0 * residual_rounding_bound(a, x, b) + 1e-12 * host;
+    assert!(
+        host <= tol + noise,
+        "{what}: converged, but ||b - A x|| / ||b|| = {host:e} > tol {tol:e} (rounding {noise:e})"
+    );
+    assert!(
+        (host - info.true_relative_residual).abs() <= noise,
+        "{what}: reported true residual {:e}, recomputed {host:e}",
+        info.true_relative_residual
+    );
+}
+
+/// The exact solution of tridiag(-1, 2, -1) x = ones (1-based i): x_i = i (n + 1 - i) / 2.
+pub fn tridiag_solution(n: usize) -> Vec<f64> {
+    (1..=n).map(|i| (i * (n + 1 - i)) as f64 / 2.0).collect()
+}
+
+pub fn scaled(a: &CsrMatrix, s: f64) -> CsrMatrix {
+    let mut m = a.clone();
+    m.data_mut().iter_mut().for_each(|v| *v *= s);
+    m
+}
+
+pub fn max_rel_err(x: &[f64], exact: &[f64]) -> f64 {
+    x.iter()
+        .zip(exact)
+        .map(|(p, q)| ((p - q) / q).abs())
+        .fold(0.0, f64::max)
+}
+
+/// The shipped fixtures (matrices/*.mtx), sorted by name.
+pub fn fixtures() -> Vec<(String, CsrMatrix)> {
+    let mut files: Vec<_> = std::fs::read_dir("../../matrices")
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "mtx"))
+        .collect();
+    files.sort();
+    assert!(files.len() >= 5, "{files:?}");
+    files
+        .into_iter()
+        .map(|f| {
+            let m = read_matrix(&f, &ReadOptions::default())
+                .unwrap_or_else(|e| panic!("{}: {e}", f.display()))
+                .matrix;
+            (f.file_name().unwrap().to_string_lossy().into_owned(), m)
+        })
+        .collect()
+}
+
+/// Solves every system with b = A * ones and a random b, under none, Jacobi and SSOR-AI, at
+/// tol 1e-8 and 1e-11, up to `max_iter` iterations, and checks every verdict: each solve
+/// reported converged has a true relative residual <= tol; the others stopped at the
+/// iteration limit or as stagnated (never with another error: all these matrices are SPD),
+/// with the iterate. `solve` runs one solve (on the CPU or a GPU). Prints the tally and the
+/// time per system.
+pub fn sweep(
+    systems: &[(String, CsrMatrix)],
+    params: impl Fn(f64) -> PcgParams,
+    solve: impl Fn(
+        &CsrMatrix,
+        &[f64],
+        &PrecondKind,
+        &PcgParams,
+    ) -> Result<(Vec<f64>, PcgInfo), SolveFailure>,
+) {
+    let mut tally = std::collections::BTreeMap::<&str, usize>::new();
+    for (name, a) in systems {
+        let t0 = std::time::Instant::now();
+        for rhs in ["ones", "random"] {
+            let b = if rhs == "ones" {
+                a.mul_vec(&vec![1.0; a.nrows()])
+            } else {
+                random_rhs(a.nrows(), 11)
+            };
+            for kind in kinds(a) {
+                for tol in [1e-8, 1e-11] {
+                    let what = format!("{name} b = {rhs} {kind} tol {tol:e}");
+                    let key = match solve(a, &b, &kind, &params(tol)) {
+                        Ok((x, info)) => {
+                            assert_truly_converged(&what, a, &x, &b, &info, tol);
+                            if info.replacements > 0 {
+                                "converged after replacement"
+                            } else {
+                                "converged"
+                            }
+                        }
+                        Err(f) => match &f.error {
+                            PcgError::NotConverged { info } | PcgError::Stagnated { info, .. } => {
+                                assert!(!info.converged, "{what}");
+                                assert!(info.true_relative_residual > tol, "{what}: {info:?}");
+                                assert!(f.x.is_some());
+                                if matches!(f.error, PcgError::Stagnated { .. }) {
+                                    "stagnated"
+                                } else {
+                                    "max_iter"
+                                }
+                            }
+                            e => panic!("{what}: {e}"),
+                        },
+                    };
+                    *tally.entry(key).or_default() += 1;
+                    if key != "converged" {
+                        println!("{what}: {key}");
+                    }
+                }
+            }
+        }
+        println!("{name}: {:.1} s", t0.elapsed().as_secs_f64());
+    }
+    println!("{} systems: {tally:?}", systems.len());
+}

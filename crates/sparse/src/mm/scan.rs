@@ -37,24 +37,25 @@ pub(super) struct Upper {
     pub offset: usize,
 }
 
-/// Splits `bytes[start..]` into about `pieces` ranges, each ending just after a newline (the last
-/// one at the end of the input). Empty input gives no range.
-pub(super) fn split_chunks(bytes: &[u8], start: usize, pieces: usize) -> Vec<Range<usize>> {
-    let len = bytes.len().saturating_sub(start);
+/// Splits `bytes[range]` (whole lines) into about `pieces` ranges, each ending just after a
+/// newline (the last one at the end of the range). An empty range gives no range.
+pub(super) fn split_chunks(bytes: &[u8], range: Range<usize>, pieces: usize) -> Vec<Range<usize>> {
+    let (start, end) = (range.start, range.end.min(bytes.len()));
+    let len = end.saturating_sub(start);
     if len == 0 {
         return Vec::new();
     }
     let target = (len / pieces.max(1)).max(1 << 16);
     let mut out = Vec::with_capacity(len / target + 1);
     let mut a = start;
-    while a < bytes.len() {
+    while a < end {
         let want = a.saturating_add(target);
-        let b = if want >= bytes.len() {
-            bytes.len()
+        let b = if want >= end {
+            end
         } else {
-            match memchr::memchr(b'\n', &bytes[want..]) {
+            match memchr::memchr(b'\n', &bytes[want..end]) {
                 Some(q) => want + q + 1,
-                None => bytes.len(),
+                None => end,
             }
         };
         out.push(a..b);
@@ -322,11 +323,19 @@ pub(super) fn count_newlines(b: &[u8]) -> usize {
     memchr::memchr_iter(b'\n', b).count()
 }
 
-/// Upper bound on the triplets a range yields: its number of lines.
-pub(super) fn capacity(b: &[u8], range: Range<usize>) -> usize {
+/// Shortest coordinate entry line: `1 1 1` and its newline.
+pub(super) const MIN_ENTRY_LINE: usize = 6;
+/// Shortest array value line: `1` and its newline.
+pub(super) const MIN_VALUE_LINE: usize = 2;
+
+/// Upper bound on the entries a range of whole lines yields: its number of lines, and at most
+/// one per `min_line` bytes (every data line but the last one of the input ends with a newline,
+/// so `k` data lines take at least `k * min_line - 1` bytes). The second bound keeps a range of
+/// blank lines from asking for a slot per newline.
+pub(super) fn capacity(b: &[u8], range: Range<usize>, min_line: usize) -> usize {
     let text = &b[range];
-    // Every data line ends with a newline except perhaps the last one of the input.
-    count_newlines(text) + usize::from(text.last().is_some_and(|&c| c != b'\n'))
+    let lines = count_newlines(text) + usize::from(text.last().is_some_and(|&c| c != b'\n'));
+    lines.min((text.len() + 1) / min_line.max(1))
 }
 
 /// Where a chunk writes its triplets: at least [`capacity`] slots.
@@ -393,7 +402,8 @@ pub(super) fn parse_coordinate(
 pub(super) fn parse_array(b: &[u8], range: Range<usize>, field: Field) -> Result<Vec<f64>, Fault> {
     let end = range.end;
     let mut p = range.start;
-    let mut out = Vec::with_capacity((end - p) / 2 + 1);
+    // Grown as values come: a range of blank lines asks for nothing.
+    let mut out = Vec::with_capacity(capacity(b, range.clone(), MIN_VALUE_LINE).min(1 << 16));
     let mut line = p;
     while let Some(q) = next_data(b, p, end, &mut line) {
         let (v, q) = parse_value(b, q, end, field, line)?;
@@ -420,8 +430,14 @@ pub(super) fn nth_data_line(b: &[u8], range: Range<usize>, k: usize) -> Option<u
 }
 
 /// Byte offset of the first data line of `bytes[range]` whose row and column (1-based, as written)
-/// are `row` and `col`.
-pub(super) fn find_entry(b: &[u8], range: Range<usize>, row: u64, col: u64) -> Option<usize> {
+/// are `row` and `col` (or, with `mirror`, `col` and `row`).
+pub(super) fn find_entry(
+    b: &[u8],
+    range: Range<usize>,
+    row: u64,
+    col: u64,
+    mirror: bool,
+) -> Option<usize> {
     let end = range.end;
     let mut p = range.start;
     let mut line = p;
@@ -429,7 +445,7 @@ pub(super) fn find_entry(b: &[u8], range: Range<usize>, row: u64, col: u64) -> O
         let (r, q) = scan_digits(b, q, end);
         let q = skip_blanks(b, q, end);
         let (c, _) = scan_digits(b, q, end);
-        if (r, c) == (row, col) {
+        if (r, c) == (row, col) || (mirror && (c, r) == (row, col)) {
             return Some(line);
         }
         p = line_end(b, line, end) + 1;

@@ -1,12 +1,14 @@
 //! Matrix Market writing: rows are formatted in parallel into per-block buffers (`itoa` for
 //! indices, `ryu` for values: the shortest decimal that reads back to the same `f64`) and the
-//! buffers are written in order, a bounded batch at a time.
+//! buffers are written in order, a bounded batch at a time, into a temporary file that replaces
+//! the target only once it is complete and on disk ([`write_atomic`]).
 use std::io::{self, Write};
 use std::ops::Range;
 use std::path::Path;
 
 use rayon::prelude::*;
 
+use crate::io::write_atomic;
 use crate::{CsrMatrix, SparseError};
 
 /// Which entries [`write_matrix`] stores.
@@ -29,30 +31,26 @@ fn is_gz(path: &Path) -> bool {
         .is_some_and(|e| e.eq_ignore_ascii_case("gz"))
 }
 
-/// Opens `path` for writing (gzip-compressed when it ends in `.gz`), lets `body` write into it and
-/// finishes the stream.
+/// Writes `path` atomically ([`write_atomic`]: a temporary file renamed into place, so that a
+/// failure leaves an earlier file as it was), gzip-compressed when it ends in `.gz`, with `body`
+/// writing the text.
 fn with_file(
     path: &Path,
     body: impl FnOnce(&mut dyn Write) -> io::Result<()>,
 ) -> Result<(), SparseError> {
-    let io = |source| SparseError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
-    let file = std::fs::File::create(path).map_err(io)?;
-    let buf = io::BufWriter::with_capacity(1 << 20, file);
-    if is_gz(path) {
-        // Level 1: numbers in text compress nearly as well as at higher levels, several times faster.
-        let mut gz = flate2::write::GzEncoder::new(buf, flate2::Compression::fast());
-        body(&mut gz).map_err(io)?;
-        let mut buf = gz.finish().map_err(io)?;
-        buf.flush().map_err(io)?;
-    } else {
-        let mut buf = buf;
-        body(&mut buf).map_err(io)?;
-        buf.flush().map_err(io)?;
-    }
-    Ok(())
+    let gz = is_gz(path);
+    write_atomic(path, |w| {
+        if gz {
+            // Level 1: numbers in text compress nearly as well as at higher levels, several times
+            // faster.
+            let mut gz = flate2::write::GzEncoder::new(w, flate2::Compression::fast());
+            body(&mut gz)?;
+            gz.finish()?;
+            Ok(())
+        } else {
+            body(w)
+        }
+    })
 }
 
 /// Writes `a` to a Matrix Market `coordinate real` file (gzip-compressed when the name ends in

@@ -1,0 +1,586 @@
+//! The prepared solver: setup once (device, model, plan, preconditioner, conversions, uploads,
+//! kernel loading), then solve many right-hand sides and take new values of the same sparsity
+//! pattern — the time steps and Newton steps of a simulation code.
+//!
+//! What each operation costs:
+//! - [`PreparedSolver::solve`]: the right-hand side and initial guess are copied in place (on a
+//!   GPU into the buffers the captured graphs already use), then the iterations run.
+//! - [`PreparedSolver::update_values`]: the plan is kept (formats, kernels, launches, SSOR-AI
+//!   form and omega, polling); the preconditioner's values are rebuilt and the matrices
+//!   converted and uploaded again into a backend whose vectors, scalars, workspaces and
+//!   loaded kernels stay.
+//! - [`PreparedSolver::solve_many`]: one solve after another. A block variant (several
+//!   right-hand sides per SpMV) would read the matrix once for all of them; with the one or two
+//!   SpMVs of an iteration reading A and the preconditioner, and about ten vector passes per
+//!   right-hand side, the gain is the matrix traffic only (a third to a half of an iteration
+//!   for stencils), and it is not built.
+use std::borrow::Cow;
+use std::ops::ControlFlow;
+use std::time::Instant;
+
+#[cfg(feature = "gpu")]
+use autopcg_generator::saved::{SavedPlan, SavedPlanError};
+#[cfg(feature = "gpu")]
+use autopcg_generator::ModelRef;
+use autopcg_generator::{PlanRequest, SolvePlan, Target};
+#[cfg(feature = "gpu")]
+use autopcg_gpu::GpuDevice;
+use autopcg_solver::cpu::CpuBackend;
+#[cfg(feature = "gpu")]
+use autopcg_solver::gpu::GpuBackend;
+#[cfg(feature = "gpu")]
+use autopcg_solver::PcgBackend;
+use autopcg_solver::{IterRecord, PcgError, PcgInfo, PcgParams, Plan, PrecondKind, Preconditioner};
+use autopcg_sparse::CsrMatrix;
+
+#[cfg(feature = "gpu")]
+use crate::device::open_gpu;
+use crate::models::ModelChoice;
+#[cfg(feature = "gpu")]
+use crate::models::{resolve_model, ResolvedModel};
+use crate::solve::{SetupTimes, Solution, SolveFailure};
+use crate::{Device, Error};
+
+/// Relative tolerance of the symmetry check a solver makes of its matrix (see
+/// [`CsrMatrix::check_symmetric`]): the Matrix Market reader's.
+pub const SYMMETRY_TOLERANCE: f64 = autopcg_sparse::mm::SYM_TOL;
+
+/// What a [`crate::Solver`] was configured with.
+#[derive(Debug, Clone)]
+pub(crate) struct Settings {
+    pub(crate) precond: PrecondKind,
+    pub(crate) params: PcgParams,
+    pub(crate) device: Device,
+    pub(crate) model: ModelChoice,
+    pub(crate) ssor_form_auto: bool,
+    pub(crate) expected_iterations: f64,
+    pub(crate) check_every: Option<usize>,
+    pub(crate) check_symmetry: bool,
+}
+
+/// Where the prepared solve runs.
+enum Exec {
+    /// The CPU: a backend is made per solve (it only allocates the work vectors).
+    Cpu,
+    /// A GPU: the backend lives as long as the prepared solver.
+    #[cfg(feature = "gpu")]
+    Gpu {
+        dev: GpuDevice,
+        backend: Box<GpuBackend>,
+    },
+}
+
+/// A solve prepared for one matrix (and its sparsity pattern): see the module documentation.
+///
+/// Not `Sync`: one thread at a time may use a prepared solver (the C interface documents the
+/// same); different prepared solvers may be used from different threads.
+pub struct PreparedSolver<'a> {
+    a: Cow<'a, CsrMatrix>,
+    plan: SolvePlan,
+    params: PcgParams,
+    exec: Exec,
+    device: String,
+    notes: Vec<String>,
+    setup: SetupTimes,
+}
+
+impl std::fmt::Debug for PreparedSolver<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PreparedSolver")
+            .field("n", &self.a.nrows())
+            .field("nnz", &self.a.nnz())
+            .field("device", &self.device)
+            .field("precond", &self.plan.precond_applied())
+            .finish()
+    }
+}
+
+impl<'a> PreparedSolver<'a> {
+    pub(crate) fn prepare(a: Cow<'a, CsrMatrix>, s: &Settings) -> Result<Self, Error> {
+        let mut check_ms = 0.0;
+        if s.check_symmetry {
+            let tc = Instant::now();
+            a.check_symmetric(SYMMETRY_TOLERANCE)?;
+            check_ms = tc.elapsed().as_secs_f64() * 1e3;
+        }
+        let t0 = Instant::now();
+        let mut notes = Vec::new();
+        #[cfg(feature = "gpu")]
+        let (gpu, model, label) = {
+            let gpu = match s.device {
+                Device::Cpu => None,
+                Device::Gpu => Some(open_gpu(0).map_err(Error::DeviceUnavailable)?),
+                Device::Auto => match open_gpu(0) {
+                    Ok(d) => Some(d),
+                    Err(why) => {
+                        notes.push(format!("{why}: running on the CPU"));
+                        None
+                    }
+                },
+            };
+            let device_name = gpu.as_ref().map(|d| d.props().name.clone());
+            let ResolvedModel {
+                model,
+                notes: model_notes,
+            } = resolve_model(&s.model, device_name.as_deref())?;
+            notes.extend(model_notes);
+            let label = model.as_ref().map(|m| m.label());
+            (gpu, model, label)
+        };
+        #[cfg(not(feature = "gpu"))]
+        cpu_only(s, &mut notes)?;
+        #[cfg(feature = "gpu")]
+        let gpu_props = gpu.as_ref().map(|d| d.props().clone());
+        #[cfg(not(feature = "gpu"))]
+        let gpu_props: Option<autopcg_catalog::DeviceProps> = None;
+        let target = match gpu_props {
+            Some(p) => Target::Gpu(p),
+            None => Target::Cpu {
+                threads: rayon::current_num_threads(),
+            },
+        };
+        let mut req = PlanRequest::new(&a, s.precond, target);
+        req.ssor_form_auto = s.ssor_form_auto;
+        req.expected_iterations = s.expected_iterations;
+        req.check_every = s.check_every.or(s.params.check_every);
+        #[cfg(feature = "gpu")]
+        {
+            req.model = match (&model, &label) {
+                (Some(m), Some(l)) => Some(ModelRef {
+                    file: &m.file,
+                    label: l,
+                }),
+                _ => None,
+            };
+        }
+        let device_ms = t0.elapsed().as_secs_f64() * 1e3;
+        let plan = autopcg_generator::plan(&req).map_err(|e| match e {
+            autopcg_generator::PlanError::Solver(p) => Error::Pcg(p),
+            other => Error::Plan(other.to_string()),
+        })?;
+        notes.extend(plan.notes.iter().cloned());
+        let mut params = s.params.clone();
+        params.check_every = Some(plan.check_every);
+        let t1 = Instant::now();
+        #[cfg(feature = "gpu")]
+        let on_gpu = match gpu {
+            Some(dev) => Some(gpu_exec(dev, &a, &plan, &params)?),
+            None => None,
+        };
+        #[cfg(not(feature = "gpu"))]
+        let on_gpu = None;
+        let (exec, device) = match on_gpu {
+            Some(e) => e,
+            None => {
+                // Checks what a solve would check (sizes, the diagonal) now, not at the first
+                // solve.
+                CpuBackend::new(&a, &plan.preconditioner, &vec![0.0; a.nrows()], None)?;
+                (
+                    Exec::Cpu,
+                    format!("cpu ({} threads)", rayon::current_num_threads()),
+                )
+            }
+        };
+        let setup = SetupTimes {
+            check_ms,
+            device_ms,
+            precond_ms: plan.precond_ms,
+            select_ms: plan.select_ms,
+            backend_ms: t1.elapsed().as_secs_f64() * 1e3,
+            rhs_ms: 0.0,
+        };
+        Ok(PreparedSolver {
+            a,
+            plan,
+            params,
+            exec,
+            device,
+            notes,
+            setup,
+        })
+    }
+
+    /// A prepared solve of the saved plan `saved` (named `label` in reports) on GPU 0: the
+    /// fingerprint is checked first (before the device is opened, so that a wrong matrix is
+    /// the error even where no GPU is present; with `force` a mismatch is only a note), then
+    /// the device; the plan's preconditioner, steps and polling interval are used as they are.
+    /// Hashing the pattern counts as selection time.
+    #[cfg(feature = "gpu")]
+    pub(crate) fn prepare_saved(
+        a: Cow<'a, CsrMatrix>,
+        s: &Settings,
+        saved: &SavedPlan,
+        label: &str,
+        force: bool,
+    ) -> Result<Self, Error> {
+        let mut check_ms = 0.0;
+        if s.check_symmetry {
+            let tc = Instant::now();
+            a.check_symmetric(SYMMETRY_TOLERANCE)?;
+            check_ms = tc.elapsed().as_secs_f64() * 1e3;
+        }
+        let t0 = Instant::now();
+        let gpu = match s.device {
+            Device::Cpu => Err("the solve was asked to run on the CPU".to_string()),
+            Device::Gpu | Device::Auto => open_gpu(0).map_err(|why| format!("here: {why}")),
+        };
+        let dev = match gpu {
+            Ok(d) => d,
+            Err(why) => {
+                // The matrix first: a wrong matrix is the more useful message.
+                saved.check_matrix(&a, force).map_err(saved_error)?;
+                return Err(saved_error(saved.no_device(&why)));
+            }
+        };
+        let device_ms = t0.elapsed().as_secs_f64() * 1e3;
+        let t1 = Instant::now();
+        let plan = saved
+            .to_solve_plan(&a, dev.props(), force, label)
+            .map_err(saved_error)?;
+        let select_ms = (t1.elapsed().as_secs_f64() * 1e3 - plan.precond_ms).max(0.0);
+        let notes = plan.notes.clone();
+        let mut params = s.params.clone();
+        params.check_every = Some(plan.check_every);
+        let t2 = Instant::now();
+        let (exec, device) = gpu_exec(dev, &a, &plan, &params)?;
+        let setup = SetupTimes {
+            check_ms,
+            device_ms,
+            precond_ms: plan.precond_ms,
+            select_ms,
+            backend_ms: t2.elapsed().as_secs_f64() * 1e3,
+            rhs_ms: 0.0,
+        };
+        Ok(PreparedSolver {
+            a,
+            plan,
+            params,
+            exec,
+            device,
+            notes,
+            setup,
+        })
+    }
+
+    /// Rows of the matrix.
+    pub fn n(&self) -> usize {
+        self.a.nrows()
+    }
+
+    /// Stored entries of the matrix: the length [`PreparedSolver::update_values`] takes.
+    pub fn nnz(&self) -> usize {
+        self.a.nnz()
+    }
+
+    /// The matrix as prepared (its values are the last ones given).
+    pub fn matrix(&self) -> &CsrMatrix {
+        &self.a
+    }
+
+    /// What each step of an iteration runs.
+    pub fn plan(&self) -> &Plan {
+        &self.plan.steps
+    }
+
+    /// The preconditioner as applied (omega resolved, SSOR-AI form chosen).
+    pub fn precond(&self) -> PrecondKind {
+        self.plan.kind
+    }
+
+    /// Where it runs, in words.
+    pub fn device(&self) -> &str {
+        &self.device
+    }
+
+    /// What preparing cost (`rhs_ms` is 0: that belongs to each solve).
+    pub fn setup(&self) -> SetupTimes {
+        self.setup
+    }
+
+    /// Notes of the preparation (fallbacks taken).
+    pub fn notes(&self) -> &[String] {
+        &self.notes
+    }
+
+    /// The solver parameters of later solves.
+    pub fn params(&self) -> &PcgParams {
+        &self.params
+    }
+
+    /// Sets the relative and absolute tolerances of later solves (`rtol` in (0, 1),
+    /// `atol >= 0`; converged when `||b - A x|| <= max(rtol ||b||, atol)`).
+    pub fn set_tolerances(&mut self, rtol: f64, atol: f64) -> Result<(), Error> {
+        self.params = self.params.clone().with_tol(rtol)?.with_atol(atol)?;
+        Ok(())
+    }
+
+    /// Sets the iteration limit of later solves (at least 1).
+    pub fn set_max_iter(&mut self, max_iter: usize) -> Result<(), Error> {
+        self.params = self.params.clone().with_max_iter(max_iter)?;
+        #[cfg(feature = "gpu")]
+        if let Exec::Gpu { backend, .. } = &mut self.exec {
+            backend.reserve_iterations(max_iter)?;
+        }
+        Ok(())
+    }
+
+    /// Solves `A x = b` from x0 = 0.
+    pub fn solve(&mut self, b: &[f64]) -> Result<Solution, SolveFailure> {
+        self.solve_with(b, None, |_| ControlFlow::Continue(()))
+    }
+
+    /// Solves `A x = b` from `x0` (zero when `None`), calling `progress` with every record the
+    /// solver examines (on a GPU in batches, at each poll); `Break` stops the solve.
+    pub fn solve_with(
+        &mut self,
+        b: &[f64],
+        x0: Option<&[f64]>,
+        progress: impl FnMut(&IterRecord) -> ControlFlow<()>,
+    ) -> Result<Solution, SolveFailure> {
+        let n = self.a.nrows();
+        if b.len() != n || x0.is_some_and(|x| x.len() != n) {
+            return Err(Error::Pcg(PcgError::Dimension(format!(
+                "right-hand side of length {} and initial guess of length {:?} for a matrix of {n} \
+                 rows",
+                b.len(),
+                x0.map(<[f64]>::len)
+            )))
+            .into());
+        }
+        let t0 = Instant::now();
+        match &mut self.exec {
+            #[cfg(feature = "gpu")]
+            Exec::Gpu { dev, backend } => {
+                if !backend.set_problem(b, x0).map_err(Error::from)? {
+                    // A right-hand side of another magnitude: the system is scaled anew.
+                    let mut fresh = new_gpu_backend(dev, &self.a, &self.plan, b, x0)?;
+                    fresh
+                        .reserve_iterations(self.params.max_iter)
+                        .map_err(Error::from)?;
+                    **backend = fresh;
+                }
+                let rhs_ms = t0.elapsed().as_secs_f64() * 1e3;
+                let t1 = Instant::now();
+                let result = autopcg_solver::pcg(backend.as_mut(), &self.params, progress);
+                let x = backend.solution();
+                let solve_ms = t1.elapsed().as_secs_f64() * 1e3;
+                finish(
+                    result,
+                    x,
+                    self.device.clone(),
+                    rhs_ms,
+                    solve_ms,
+                    &self.plan,
+                    self.notes.clone(),
+                )
+            }
+            Exec::Cpu => {
+                let mut backend = CpuBackend::new(&self.a, &self.plan.preconditioner, b, x0)
+                    .map_err(Error::from)?;
+                let rhs_ms = t0.elapsed().as_secs_f64() * 1e3;
+                let t1 = Instant::now();
+                let result = autopcg_solver::pcg(&mut backend, &self.params, progress);
+                let x = Ok(backend.into_solution());
+                let solve_ms = t1.elapsed().as_secs_f64() * 1e3;
+                finish(
+                    result,
+                    x,
+                    self.device.clone(),
+                    rhs_ms,
+                    solve_ms,
+                    &self.plan,
+                    self.notes.clone(),
+                )
+            }
+        }
+    }
+
+    /// Solves for each right-hand side in turn (from x0 = 0), returning each outcome.
+    pub fn solve_many(&mut self, rhs: &[&[f64]]) -> Vec<Result<Solution, SolveFailure>> {
+        rhs.iter().map(|b| self.solve(b)).collect()
+    }
+
+    /// Takes new values for the same sparsity pattern: `values[k]` is the new value of the
+    /// `k`-th stored entry in the prepared matrix's CSR order (`matrix().indices()`), both
+    /// triangles. The plan is kept; the preconditioner is rebuilt from the new values with the
+    /// same form and omega, and the device operands are converted and uploaded again.
+    ///
+    /// Errors (and nothing changes): a length other than [`PreparedSolver::nnz`], a non-finite
+    /// value, or values that make a diagonal entry non-positive.
+    pub fn update_values(&mut self, values: &[f64]) -> Result<SetupTimes, Error> {
+        if values.len() != self.a.nnz() {
+            return Err(Error::Pcg(PcgError::Dimension(format!(
+                "{} new values for a matrix with {} stored entries",
+                values.len(),
+                self.a.nnz()
+            ))));
+        }
+        if let Some(k) = values.iter().position(|v| !v.is_finite()) {
+            return Err(Error::Pcg(PcgError::InvalidParameter(format!(
+                "new value {k} (row {}) is {}",
+                row_of(self.a.indptr(), k) + 1,
+                values[k]
+            ))));
+        }
+        let t0 = Instant::now();
+        let mut a = self.a.clone().into_owned();
+        a.data_mut().copy_from_slice(values);
+        let pre = Preconditioner::build(&a, &self.plan.kind)?;
+        let precond_ms = t0.elapsed().as_secs_f64() * 1e3;
+        let t1 = Instant::now();
+        match &mut self.exec {
+            #[cfg(feature = "gpu")]
+            Exec::Gpu { dev, backend } => {
+                if !backend.update_matrix(&a, &pre)? {
+                    let mut plan = self.plan.clone();
+                    plan.preconditioner = pre.clone();
+                    let mut fresh = new_gpu_backend(dev, &a, &plan, &vec![0.0; a.nrows()], None)?;
+                    fresh.reserve_iterations(self.params.max_iter)?;
+                    **backend = fresh;
+                }
+            }
+            Exec::Cpu => {
+                CpuBackend::new(&a, &pre, &vec![0.0; a.nrows()], None)?;
+            }
+        }
+        self.plan.preconditioner = pre;
+        self.a = Cow::Owned(a);
+        Ok(SetupTimes {
+            precond_ms,
+            backend_ms: t1.elapsed().as_secs_f64() * 1e3,
+            ..SetupTimes::default()
+        })
+    }
+
+    /// The same prepared solver owning its matrix, free of the caller's borrow.
+    pub fn into_owned(self) -> PreparedSolver<'static> {
+        PreparedSolver {
+            a: Cow::Owned(self.a.into_owned()),
+            plan: self.plan,
+            params: self.params,
+            exec: self.exec,
+            device: self.device,
+            notes: self.notes,
+            setup: self.setup,
+        }
+    }
+}
+
+/// The row of stored entry `k`.
+fn row_of(indptr: &[u32], k: usize) -> usize {
+    indptr
+        .partition_point(|&p| p as usize <= k)
+        .saturating_sub(1)
+}
+
+/// A saved plan's error as the facade's: one that is the solver's (a preconditioner that
+/// cannot be built, a launch that does not fit) is [`Error::Pcg`].
+#[cfg(feature = "gpu")]
+fn saved_error(e: SavedPlanError) -> Error {
+    match e {
+        SavedPlanError::Solver(p) => Error::Pcg(p),
+        e => Error::SavedPlan(e),
+    }
+}
+
+/// The GPU backend of `plan` on `dev` (uploaded with a zero right-hand side; each solve puts
+/// its own in place), with room for `params.max_iter` iterations, and the device in words.
+#[cfg(feature = "gpu")]
+fn gpu_exec(
+    dev: GpuDevice,
+    a: &CsrMatrix,
+    plan: &SolvePlan,
+    params: &PcgParams,
+) -> Result<(Exec, String), Error> {
+    let backend = new_gpu_backend(&dev, a, plan, &vec![0.0; a.nrows()], None)?;
+    let device = format!("gpu {} ({})", dev.ordinal(), dev.props().name);
+    let mut backend = Box::new(backend);
+    backend.reserve_iterations(params.max_iter)?;
+    Ok((Exec::Gpu { dev, backend }, device))
+}
+
+#[cfg(feature = "gpu")]
+fn new_gpu_backend(
+    dev: &GpuDevice,
+    a: &CsrMatrix,
+    plan: &SolvePlan,
+    b: &[f64],
+    x0: Option<&[f64]>,
+) -> Result<GpuBackend, Error> {
+    let choice = plan.gpu.as_ref().ok_or_else(|| {
+        Error::Plan("the plan for a GPU has no GPU steps (internal error)".into())
+    })?;
+    Ok(GpuBackend::new(
+        dev,
+        a,
+        &plan.preconditioner,
+        b,
+        x0,
+        choice,
+    )?)
+}
+
+/// Without GPU support: [`Device::Gpu`] and a named model file are errors, [`Device::Auto`]
+/// runs on the CPU with a note.
+#[cfg(not(feature = "gpu"))]
+fn cpu_only(s: &Settings, notes: &mut Vec<String>) -> Result<(), Error> {
+    const WHY: &str = "this build of autopcg has no GPU support (its `gpu` feature is off)";
+    match s.device {
+        Device::Gpu => return Err(Error::DeviceUnavailable(WHY.into())),
+        Device::Auto => notes.push(format!("{WHY}: running on the CPU")),
+        Device::Cpu => {}
+    }
+    if let ModelChoice::File(p) = &s.model {
+        return Err(Error::Unsupported(format!(
+            "model file {}: models choose GPU plans, and {WHY}",
+            p.display()
+        )));
+    }
+    Ok(())
+}
+
+/// Turns a driver result and the final iterate into a [`Solution`] or a [`SolveFailure`].
+fn finish(
+    result: Result<PcgInfo, PcgError>,
+    x: Result<Vec<f64>, PcgError>,
+    device: String,
+    rhs_ms: f64,
+    solve_ms: f64,
+    plan: &SolvePlan,
+    notes: Vec<String>,
+) -> Result<Solution, SolveFailure> {
+    let setup = SetupTimes {
+        rhs_ms,
+        ..SetupTimes::default()
+    };
+    let make = |x: Vec<f64>, info: PcgInfo| Solution {
+        x,
+        info,
+        device: device.clone(),
+        setup_ms: setup.total_ms(),
+        setup,
+        solve_ms,
+        plan: plan.steps.clone(),
+        notes: notes.clone(),
+        precond_applied: plan.precond_applied().to_string(),
+        model: plan.model.clone(),
+        explain: plan.explain.clone(),
+        predicted_iteration_ms: plan.predicted_iteration_ms,
+        check_every: plan.check_every,
+    };
+    match result {
+        Ok(info) => Ok(make(x.map_err(Error::from)?, info)),
+        // The iteration limit, or stagnation at the attainable accuracy: x is still usable.
+        Err(e) if e.info().is_some() => {
+            let partial = match (x, e.info()) {
+                (Ok(x), Some(info)) => Some(Box::new(make(x, info.clone()))),
+                _ => None,
+            };
+            Err(SolveFailure {
+                error: Error::Pcg(e),
+                partial,
+            })
+        }
+        Err(e) => Err(Error::Pcg(e).into()),
+    }
+}

@@ -1,0 +1,124 @@
+//! The prepared solver on the CPU: several right-hand sides, x0, tolerances, new values of the
+//! same pattern, and what is refused. (The same API runs on a GPU: crates/autopcg/tests/
+//! gpu_prepared.rs.)
+use autopcg::sparse::families;
+use autopcg::{CsrMatrix, Device, PrecondKind, Solver};
+
+fn rhs(a: &CsrMatrix, seed: u64) -> Vec<f64> {
+    let x: Vec<f64> = (0..a.nrows())
+        .map(|i| 1.0 + ((i as u64 * 2654435761 + seed) % 97) as f64 / 97.0)
+        .collect();
+    a.mul_vec(&x)
+}
+
+fn true_residual(a: &CsrMatrix, x: &[f64], b: &[f64]) -> f64 {
+    let ax = a.mul_vec(x);
+    let r: f64 = ax
+        .iter()
+        .zip(b)
+        .map(|(p, q)| (p - q).powi(2))
+        .sum::<f64>()
+        .sqrt();
+    r / b.iter().map(|v| v * v).sum::<f64>().sqrt()
+}
+
+#[test]
+fn one_setup_many_right_hand_sides_and_new_values() {
+    let a = families::poisson2d_5pt(40, 40).unwrap();
+    let mut p = Solver::new(&a)
+        .device(Device::Cpu)
+        .precond(PrecondKind::ssor_ai())
+        .prepare()
+        .unwrap();
+    assert_eq!((p.n(), p.nnz()), (a.nrows(), a.nnz()));
+    let omega = p.precond().omega().expect("omega resolved at setup");
+    let bs: Vec<Vec<f64>> = (0..3).map(|s| rhs(&a, s)).collect();
+    let refs: Vec<&[f64]> = bs.iter().map(Vec::as_slice).collect();
+    for (s, b) in p.solve_many(&refs).into_iter().zip(&bs) {
+        let s = s.unwrap();
+        assert!(s.info.converged);
+        assert!(true_residual(&a, &s.x, b) <= 1e-8);
+        // No setup beyond putting b in place.
+        assert_eq!(
+            s.setup.precond_ms + s.setup.select_ms + s.setup.backend_ms,
+            0.0
+        );
+    }
+    // A good initial guess converges at once.
+    let first = p.solve(&bs[0]).unwrap();
+    let again = p
+        .solve_with(&bs[0], Some(&first.x), |_| {
+            std::ops::ControlFlow::Continue(())
+        })
+        .unwrap();
+    assert!(again.info.iterations <= 1, "{}", again.info.iterations);
+
+    // New values of the same pattern: A + 2 I (still SPD, better conditioned).
+    let mut values = a.data().to_vec();
+    for i in 0..a.nrows() {
+        let (ptr, idx) = (a.indptr(), a.indices());
+        for k in ptr[i] as usize..ptr[i + 1] as usize {
+            if idx[k] as usize == i {
+                values[k] += 2.0;
+            }
+        }
+    }
+    p.update_values(&values).unwrap();
+    assert_eq!(p.precond().omega(), Some(omega), "the plan's omega is kept");
+    let mut a2 = a.clone();
+    a2.data_mut().copy_from_slice(&values);
+    let b2 = rhs(&a2, 7);
+    let s2 = p.solve(&b2).unwrap();
+    assert!(true_residual(&a2, &s2.x, &b2) <= 1e-8);
+    assert!(s2.info.iterations < first.info.iterations);
+}
+
+#[test]
+fn absolute_and_relative_tolerances() {
+    let a = families::poisson2d_5pt(30, 30).unwrap();
+    let b = rhs(&a, 1);
+    let mut p = Solver::new(&a).device(Device::Cpu).prepare().unwrap();
+    p.set_tolerances(1e-12, 0.0).unwrap();
+    let tight = p.solve(&b).unwrap();
+    // An absolute floor far above the relative target stops much earlier.
+    p.set_tolerances(1e-12, 1e-3).unwrap();
+    let loose = p.solve(&b).unwrap();
+    assert!(loose.info.converged);
+    assert!(loose.info.iterations < tight.info.iterations);
+    let abs = true_residual(&a, &loose.x, &b) * b.iter().map(|v| v * v).sum::<f64>().sqrt();
+    assert!(abs <= 1e-3, "{abs}");
+    assert!(p.set_tolerances(0.0, 0.0).is_err());
+    assert!(p.set_tolerances(1e-8, -1.0).is_err());
+}
+
+#[test]
+fn bad_values_and_sizes_are_refused_and_change_nothing() {
+    let a = families::poisson2d_5pt(10, 10).unwrap();
+    let b = rhs(&a, 2);
+    let mut p = Solver::new(&a).device(Device::Cpu).prepare().unwrap();
+    assert!(p.update_values(&a.data()[1..]).is_err());
+    let mut v = a.data().to_vec();
+    v[3] = f64::NAN;
+    assert!(p.update_values(&v).unwrap_err().to_string().contains("NaN"));
+    let mut v = a.data().to_vec();
+    v[0] = -1.0; // the first entry of row 1 is its diagonal
+    assert!(p.update_values(&v).is_err());
+    assert!(p.solve(&b[1..]).is_err());
+    let s = p.solve(&b).unwrap();
+    assert!(true_residual(&a, &s.x, &b) <= 1e-8);
+}
+
+#[test]
+fn a_prepared_solver_can_own_its_matrix() {
+    let p = {
+        let a = families::poisson2d_5pt(12, 12).unwrap();
+        Solver::new(&a)
+            .device(Device::Cpu)
+            .prepare()
+            .unwrap()
+            .into_owned()
+    };
+    let mut p = p;
+    let b = vec![1.0; p.n()];
+    assert!(p.solve(&b).unwrap().info.converged);
+}

@@ -1,0 +1,347 @@
+//! The records of a profile, one JSON object per line, tagged by `record`.
+use autopcg_catalog::{
+    occupancy, DeviceProps, Format, GridPolicy, KernelId, Occupancy, Reduction, SpmvCandidate,
+    SpmvImpl, VectorKernel, VectorOp, VectorVariant,
+};
+use autopcg_sparse::families::Recipe;
+use autopcg_sparse::features::MatrixFeatures;
+use serde::{Deserialize, Serialize};
+
+use crate::work::SpmvWork;
+use crate::ModelError;
+
+/// Summary of repeated event timings of one measurement, milliseconds per call.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Timing {
+    /// Median.
+    pub median_ms: f64,
+    /// Fastest repetition.
+    pub min_ms: f64,
+    /// Slowest repetition.
+    pub max_ms: f64,
+    /// Timed repetitions.
+    pub reps: usize,
+}
+
+impl Timing {
+    /// `(max - min) / median`: the relative spread of the repetitions.
+    pub fn spread(&self) -> f64 {
+        if self.median_ms > 0.0 {
+            (self.max_ms - self.min_ms) / self.median_ms
+        } else {
+            0.0
+        }
+    }
+
+    /// True when every figure is finite, non-negative and ordered `min <= median <= max`, with
+    /// at least one repetition.
+    pub fn is_valid(&self) -> bool {
+        let f = [self.median_ms, self.min_ms, self.max_ms];
+        f.iter().all(|v| v.is_finite() && *v >= 0.0)
+            && self.min_ms <= self.median_ms
+            && self.median_ms <= self.max_ms
+            && self.reps > 0
+    }
+}
+
+/// First line of a profile.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Header {
+    /// [`super::PROFILE_SCHEMA`] of the writer.
+    pub schema: u32,
+    /// The device measured.
+    pub device: DeviceProps,
+    /// A reduced (`--quick`) sweep.
+    pub quick: bool,
+    /// Version of autopcg that measured it.
+    pub tool_version: String,
+    /// Seconds since the Unix epoch when the profile was started.
+    pub started_unix_s: u64,
+}
+
+/// The inputs and result of eq. 3-2 for one reduction kernel at one block size, so the block
+/// counts of the dot-product sweep can be audited:
+/// `NB_nt = N_sm * min(N_reg / N_reg_per_block, N_smem / N_smem_per_block, N_threads_per_sm / nt,
+/// N_blocks_per_sm)`, the device limits being those of the [`Header`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OccupancyRecord {
+    /// Kernel entry point.
+    pub kernel: KernelId,
+    /// Threads per block nt.
+    pub threads: u32,
+    /// Registers per thread of the compiled kernel.
+    pub regs_per_thread: u32,
+    /// Static shared memory per block of the compiled kernel, bytes.
+    pub static_smem_bytes: u32,
+    /// Dynamic shared memory per block at launch, bytes.
+    pub dynamic_smem_bytes: u32,
+    /// Resident blocks per SM by eq. 3-2's minimum.
+    pub blocks_per_sm: u32,
+    /// `NB_nt`: `sm_count * blocks_per_sm`.
+    pub nb_nt: u32,
+}
+
+impl OccupancyRecord {
+    /// Audits the record: recomputes eq. 3-2 ([`autopcg_catalog::occupancy()`]) from the inputs
+    /// it holds on `dev` (the device of the profile's header) and checks its `blocks_per_sm`
+    /// and `nb_nt` against the result. Errors on a mismatch, and when the inputs give no valid
+    /// count (for such a kernel the profiler records one block per SM, see the profiler's
+    /// `occupancy` module).
+    pub fn check(&self, dev: &DeviceProps) -> Result<Occupancy, ModelError> {
+        let smem = self
+            .static_smem_bytes
+            .saturating_add(self.dynamic_smem_bytes);
+        let o = occupancy(dev, self.threads, self.regs_per_thread, smem)
+            .map_err(|e| ModelError::InvalidParameter(format!("{}: {e}", self.kernel)))?;
+        if o.blocks_per_sm != self.blocks_per_sm || o.nb_nt != self.nb_nt {
+            return Err(ModelError::InvalidParameter(format!(
+                "occupancy record of {} at {} threads says {} blocks/SM and NB_nt = {}; eq. 3-2 \
+                 on its inputs gives {} and {}",
+                self.kernel, self.threads, self.blocks_per_sm, self.nb_nt, o.blocks_per_sm, o.nb_nt
+            )));
+        }
+        Ok(o)
+    }
+}
+
+/// One vector-update measurement.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VectorRecord {
+    /// The kernel, e.g. `cg_update_grid_v2`.
+    pub kernel: VectorKernel,
+    /// Its operation (`axpy`, `xpay`, `cg_update`), as the kernel says ([`VectorRecord::check`]).
+    pub op: VectorOp,
+    /// Its thread mapping (`elem`, `elem_v2`, `grid`, `grid_v2`), as the kernel says.
+    pub variant: VectorVariant,
+    /// Vector length.
+    pub n: u64,
+    /// Threads per block.
+    pub threads: u32,
+    /// Blocks.
+    pub blocks: u32,
+    /// For grid-stride variants, `i` in `blocks = NB_nt * i`; `None` when the block count
+    /// covers the vector one item per thread.
+    pub nb_multiple: Option<u32>,
+    /// Elements one thread handles where the block count covers the vector (1 or 2), as the
+    /// profiler launched it; `None` for grid-stride records, and in profiles written before
+    /// the field existed (the model then takes the kernel's property,
+    /// [`KernelId::elements_per_thread`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub elems_per_thread: Option<u32>,
+    /// A size held out of the fit, measured only to evaluate the decision trees.
+    #[serde(default)]
+    pub held_out: bool,
+    /// The timing.
+    pub timing: Timing,
+}
+
+impl VectorRecord {
+    /// Checks that the operation and the variant are the kernel's.
+    pub fn check(&self) -> Result<(), String> {
+        if self.kernel.op() != self.op || self.kernel.variant() != self.variant {
+            return Err(format!(
+                "vector record of {} says operation {} and variant {}",
+                self.kernel, self.op, self.variant
+            ));
+        }
+        Ok(())
+    }
+
+    /// The kernel as an entry point of any family.
+    pub fn kernel_id(&self) -> KernelId {
+        KernelId::Vector(self.kernel)
+    }
+}
+
+/// One dot-product (or fused three-dot) measurement.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DotRecord {
+    /// The reduction (named by its first stage's entry point, e.g. `dot_vec2` or
+    /// `dot3_last_block`).
+    pub kernel: Reduction,
+    /// Vector length.
+    pub n: u64,
+    /// Threads per block.
+    pub threads: u32,
+    /// Blocks of the first stage.
+    pub blocks: u32,
+    /// `i` in `blocks = NB_nt * i`; `None` for rungs whose block count is fixed by n.
+    pub nb_multiple: Option<u32>,
+    /// Elements one thread of a fixed-coverage rung handles: as
+    /// [`VectorRecord::elems_per_thread`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub elems_per_thread: Option<u32>,
+    /// Held out of the fit (as [`VectorRecord::held_out`]).
+    #[serde(default)]
+    pub held_out: bool,
+    /// The timing of the whole reduction (every stage, result left on the device).
+    pub timing: Timing,
+}
+
+/// Which use a benchmark matrix is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MatrixSet {
+    /// Fitting the models.
+    Fit,
+    /// Held out: only for evaluating them.
+    Eval,
+}
+
+/// A benchmark matrix: how to rebuild it and what it looks like.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MatrixRecord {
+    /// Identifier the SpMV and conversion records refer to.
+    pub id: String,
+    /// Fit or evaluation set.
+    pub set: MatrixSet,
+    /// How to rebuild it exactly.
+    pub recipe: Recipe,
+    /// Structural statistics.
+    pub features: MatrixFeatures,
+    /// Work counts of every kernel.
+    pub work: SpmvWork,
+}
+
+/// Outcome of a measurement that may not apply.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", content = "reason", rename_all = "snake_case")]
+pub enum Status {
+    /// Measured.
+    Ok,
+    /// Not applicable (padding too large, configuration not allowed): not a time.
+    Skipped(String),
+    /// Ran but failed (wrong result, launch error).
+    Failed(String),
+}
+
+/// One SpMV candidate on one matrix.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SpmvRecord {
+    /// [`MatrixRecord::id`].
+    pub matrix: String,
+    /// The format read.
+    pub format: Format,
+    /// The kernel (HYB's two, `+`-joined on disk), or a cuSPARSE algorithm.
+    pub kernel: SpmvImpl,
+    /// Threads per block (`None` for cuSPARSE and whole-format skips).
+    pub threads: Option<u32>,
+    /// Blocks (of the ELL launch for HYB).
+    pub blocks: Option<u32>,
+    /// Blocks of HYB's COO launch.
+    pub coo_blocks: Option<u32>,
+    /// Grid policy (`None` for cuSPARSE and whole-format skips).
+    pub grid: Option<GridPolicy>,
+    /// Outcome.
+    pub status: Status,
+    /// Timing when measured.
+    pub timing: Option<Timing>,
+}
+
+impl SpmvRecord {
+    /// The candidate this record measures, without the matrix (its name is
+    /// `format/kernel/t<threads>/<grid>`, [`SpmvCandidate::name`]).
+    pub fn candidate(&self) -> SpmvCandidate {
+        SpmvCandidate {
+            format: self.format,
+            kernel: self.kernel,
+            threads: self.threads,
+            grid: self.grid,
+        }
+    }
+}
+
+/// Converting a matrix from CSR to a format and uploading it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ConversionRecord {
+    /// [`MatrixRecord::id`].
+    pub matrix: String,
+    /// Target format.
+    pub format: Format,
+    /// Outcome (skipped: padding refused).
+    pub status: Status,
+    /// Host conversion, milliseconds.
+    pub host_ms: f64,
+    /// Upload, milliseconds.
+    pub upload_ms: f64,
+    /// Conversion on the device from an uploaded CSR matrix, milliseconds, where a GPU
+    /// conversion kernel exists for the format.
+    pub device_ms: Option<f64>,
+    /// Bytes of the format on the device.
+    pub device_bytes: u64,
+}
+
+/// A stage of the sweep finished.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StageRecord {
+    /// Stage name (`vector`, `dot`, `spmv`...).
+    pub stage: String,
+    /// Records written by the stage in this run.
+    pub records: usize,
+    /// Seconds the stage took in this run.
+    pub elapsed_s: f64,
+}
+
+/// A writing session began: every time a profile is opened for writing (new or resumed), the
+/// device measuring from then on is stamped, so a profile holding records of several devices
+/// (a resume or a concatenation on another GPU) is refused when read.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionRecord {
+    /// Name of the device measuring from this line on.
+    pub device: String,
+    /// Seconds since the Unix epoch when the session began.
+    pub started_unix_s: u64,
+}
+
+/// One line of a profile.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "record", rename_all = "snake_case")]
+pub enum Record {
+    /// The first line.
+    Header(Header),
+    /// Eq. 3-2 for one kernel and block size.
+    Occupancy(OccupancyRecord),
+    /// A vector update.
+    Vector(VectorRecord),
+    /// A reduction.
+    Dot(DotRecord),
+    /// A benchmark matrix (boxed: it is several times larger than the other records).
+    Matrix(Box<MatrixRecord>),
+    /// A SpMV candidate.
+    Spmv(SpmvRecord),
+    /// A format conversion.
+    Conversion(ConversionRecord),
+    /// End of a stage.
+    Stage(StageRecord),
+    /// A writing session began (profiles written before sessions were stamped have none).
+    Session(SessionRecord),
+}
+
+impl Record {
+    /// The identity of the measurement (what was measured, not the result), used to skip it
+    /// on resume; `None` for the header and stage marks.
+    pub fn key(&self) -> Option<String> {
+        let opt = |v: Option<u32>| v.map_or_else(|| "-".to_string(), |v| v.to_string());
+        match self {
+            Record::Header(_) | Record::Stage(_) | Record::Session(_) => None,
+            Record::Occupancy(o) => Some(format!("occupancy/{}/{}", o.kernel, o.threads)),
+            Record::Vector(v) => Some(format!(
+                "vector/{}/{}/{}/{}",
+                v.kernel, v.n, v.threads, v.blocks
+            )),
+            Record::Dot(d) => Some(format!(
+                "dot/{}/{}/{}/{}",
+                d.kernel, d.n, d.threads, d.blocks
+            )),
+            Record::Matrix(m) => Some(format!("matrix/{}", m.id)),
+            Record::Spmv(s) => Some(format!(
+                "spmv/{}/{}/{}/{}",
+                s.matrix,
+                s.candidate().name(),
+                opt(s.blocks),
+                opt(s.coo_blocks)
+            )),
+            Record::Conversion(c) => Some(format!("conversion/{}/{}", c.matrix, c.format)),
+        }
+    }
+}

@@ -1,0 +1,108 @@
+//! The committed models and profiles (`models/`) load with this build, and re-fitting a
+//! committed profile reproduces its committed model: the typed identities read the strings the
+//! files have always held.
+use std::path::{Path, PathBuf};
+
+use autopcg_catalog::{KernelId, LaunchConfig};
+use autopcg_model::profile::Profile;
+use autopcg_model::ModelFile;
+
+const GPUS: [&str; 2] = ["nvidia-h100", "nvidia-h200"];
+
+fn models_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../models")
+}
+
+#[test]
+fn committed_model_files_load() {
+    for gpu in GPUS {
+        let m = ModelFile::load(models_dir().join(format!("{gpu}.json"))).unwrap();
+        assert_eq!(m.device.slug(), gpu);
+        assert_eq!(m.spmv.device, m.device);
+        assert!(m.vector.pick("cg_update", 1 << 20).is_some());
+        assert!(m.dot.pick("dot3", 1 << 20).is_some());
+    }
+}
+
+#[test]
+fn committed_profiles_load_and_their_records_agree_with_the_catalogue() {
+    for gpu in GPUS {
+        for kind in ["profile", "eval"] {
+            let p = Profile::read(models_dir().join(format!("{gpu}.{kind}.jsonl.gz"))).unwrap();
+            let dev = p.device().unwrap().clone();
+            assert_eq!(dev.slug(), gpu);
+            assert!(!p.spmv.is_empty() && !p.matrices.is_empty());
+            if kind == "eval" {
+                continue;
+            }
+            // Eq. 3-2 of the catalogue gives every recorded block count.
+            assert!(!p.occupancy.is_empty());
+            for o in &p.occupancy {
+                o.check(&dev).unwrap();
+            }
+            // The covering block counts are those of the kernels' elements per thread.
+            let covers = |k: KernelId, n: u64, threads: u32, blocks: u32| {
+                let e = k.elements_per_thread().unwrap();
+                LaunchConfig::per_item(n.div_ceil(u64::from(e)), threads).blocks == blocks
+            };
+            for v in p.vector.iter().filter(|v| v.nb_multiple.is_none()) {
+                assert!(covers(v.kernel_id(), v.n, v.threads, v.blocks), "{v:?}");
+            }
+            for d in p.dot.iter().filter(|d| d.nb_multiple.is_none()) {
+                let k = KernelId::Reduction(d.kernel);
+                assert!(covers(k, d.n, d.threads, d.blocks), "{d:?}");
+            }
+        }
+    }
+}
+
+/// `v` with every number replaced by 0, and its numbers in document order: two documents
+/// agree to rounding when their skeletons are equal and their numbers close.
+fn skeleton(v: &serde_json::Value, numbers: &mut Vec<f64>) -> serde_json::Value {
+    use serde_json::Value;
+    match v {
+        Value::Number(x) => {
+            numbers.push(x.as_f64().unwrap_or(f64::NAN));
+            Value::from(0)
+        }
+        Value::Array(items) => items.iter().map(|x| skeleton(x, numbers)).collect(),
+        Value::Object(fields) => Value::Object(
+            fields
+                .iter()
+                .map(|(k, x)| (k.clone(), skeleton(x, numbers)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+/// Asserts that `fitted` is `committed` up to rounding (parallel sums may add in another order
+/// on another machine).
+fn assert_reproduces(fitted: &serde_json::Value, committed: &serde_json::Value, what: &str) {
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    assert_eq!(
+        skeleton(fitted, &mut a),
+        skeleton(committed, &mut b),
+        "{what}"
+    );
+    for (i, (x, y)) in a.iter().zip(&b).enumerate() {
+        let tol = 1e-9 * x.abs().max(y.abs()) + 1e-300;
+        assert!((x - y).abs() <= tol, "{what}: number {i}: {x} vs {y}");
+    }
+}
+
+#[test]
+fn refitting_the_committed_profiles_reproduces_their_models() {
+    for gpu in GPUS {
+        let file = format!("{gpu}.profile.jsonl.gz");
+        let p = Profile::read(models_dir().join(&file)).unwrap();
+        let fitted = ModelFile::fit(&p, &file).unwrap();
+        let fitted = serde_json::to_value(&fitted).unwrap();
+        let text = std::fs::read_to_string(models_dir().join(format!("{gpu}.json"))).unwrap();
+        let committed: serde_json::Value = serde_json::from_str(&text).unwrap();
+        for part in ["spmv", "vector", "dot", "classifier", "quality", "profile"] {
+            assert_reproduces(&fitted[part], &committed[part], &format!("{gpu} {part}"));
+        }
+        assert_eq!(fitted["device"]["name"], committed["device"]["name"]);
+    }
+}

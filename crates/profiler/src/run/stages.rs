@@ -1,0 +1,461 @@
+//! The stages of a sweep. The vector and the dot stage are one runner over lengths
+//! ([`StageSize`]: a length's measurements, its buffers, how to time one and the record it
+//! gives); the matrix stage benchmarks whole matrices, built one ahead on a second thread.
+use std::sync::mpsc::sync_channel;
+use std::time::Instant;
+
+use autopcg_model::profile::{
+    DotRecord, MatrixRecord, ProfileWriter, Record, StageRecord, Timing, VectorRecord,
+};
+use autopcg_model::work::{spmv_work, SpmvWork};
+use autopcg_sparse::{CsrMatrix, SparseError};
+
+use super::progress::{Clock, StageRun};
+use super::{matrix_key, spmv_footprint, Observer, SweepReport, ASSUMED_BANDWIDTH};
+use crate::measure::Measurer;
+use crate::plan::{
+    dot_stage_bytes, vector_stage_bytes, DotPoint, DotSize, Sweep, VectorPoint, VectorSize,
+};
+use crate::ProfilerError;
+
+/// A timing for records whose key alone is needed.
+const NO_TIMING: Timing = Timing {
+    median_ms: 0.0,
+    min_ms: 0.0,
+    max_ms: 0.0,
+    reps: 0,
+};
+
+fn key_of(r: &Record) -> String {
+    r.key().unwrap_or_default()
+}
+
+/// One length of the vector or the dot stage, as the stage runner sees it.
+pub(super) trait StageSize {
+    /// One measurement at this length.
+    type Point;
+    /// The stage's name in the profile and in notes.
+    const STAGE: &'static str;
+    /// The length.
+    fn n(&self) -> u64;
+    /// The measurements.
+    fn points(&self) -> &[Self::Point];
+    /// Device bytes of the length's buffers.
+    fn need_bytes(&self) -> u64;
+    /// Allocates the length's buffers.
+    fn alloc(&self, m: &mut dyn Measurer) -> Result<(), ProfilerError>;
+    /// Estimated seconds of one measurement (at [`ASSUMED_BANDWIDTH`]).
+    fn cost(&self, sweep: &Sweep, p: &Self::Point) -> f64;
+    /// Times one measurement.
+    fn time(m: &mut dyn Measurer, sweep: &Sweep, p: &Self::Point) -> Result<Timing, ProfilerError>;
+    /// The record of a measurement.
+    fn record(&self, p: &Self::Point, timing: Timing) -> Record;
+}
+
+impl StageSize for VectorSize {
+    type Point = VectorPoint;
+    const STAGE: &'static str = "vector";
+
+    fn n(&self) -> u64 {
+        self.n
+    }
+
+    fn points(&self) -> &[VectorPoint] {
+        &self.points
+    }
+
+    fn need_bytes(&self) -> u64 {
+        vector_stage_bytes(self.n)
+    }
+
+    fn alloc(&self, m: &mut dyn Measurer) -> Result<(), ProfilerError> {
+        m.alloc_vectors(self.n)
+    }
+
+    fn cost(&self, sweep: &Sweep, p: &VectorPoint) -> f64 {
+        sweep.vector_point_s(self.n, p, ASSUMED_BANDWIDTH)
+    }
+
+    fn time(m: &mut dyn Measurer, sweep: &Sweep, p: &VectorPoint) -> Result<Timing, ProfilerError> {
+        m.time_vector(p, &sweep.vector_timing)
+    }
+
+    /// The record of `p`, with the elements per thread of its kernel (the catalogue's
+    /// property, which the planner's covering block counts used).
+    fn record(&self, p: &VectorPoint, timing: Timing) -> Record {
+        Record::Vector(VectorRecord {
+            kernel: p.kernel,
+            op: p.kernel.op(),
+            variant: p.kernel.variant(),
+            n: self.n,
+            threads: p.cfg.threads,
+            blocks: p.cfg.blocks,
+            nb_multiple: p.nb_multiple,
+            elems_per_thread: p.kernel.variant().elements_per_thread(),
+            held_out: self.held_out,
+            timing,
+        })
+    }
+}
+
+impl StageSize for DotSize {
+    type Point = DotPoint;
+    const STAGE: &'static str = "dot";
+
+    fn n(&self) -> u64 {
+        self.n
+    }
+
+    fn points(&self) -> &[DotPoint] {
+        &self.points
+    }
+
+    fn need_bytes(&self) -> u64 {
+        dot_stage_bytes(self.n, self.max_dot_blocks, self.max_dot3_blocks)
+    }
+
+    fn alloc(&self, m: &mut dyn Measurer) -> Result<(), ProfilerError> {
+        m.alloc_dots(self.n, self.max_dot_blocks, self.max_dot3_blocks)
+    }
+
+    fn cost(&self, sweep: &Sweep, p: &DotPoint) -> f64 {
+        sweep.dot_point_s(self.n, p, ASSUMED_BANDWIDTH)
+    }
+
+    fn time(m: &mut dyn Measurer, sweep: &Sweep, p: &DotPoint) -> Result<Timing, ProfilerError> {
+        m.time_dot(p, &sweep.dot_timing)
+    }
+
+    /// The record of `p`, with the elements per thread of its reduction (the catalogue's
+    /// property, which the planner's covering block counts used).
+    fn record(&self, p: &DotPoint, timing: Timing) -> Record {
+        Record::Dot(DotRecord {
+            kernel: p.op,
+            n: self.n,
+            threads: p.cfg.threads,
+            blocks: p.cfg.blocks,
+            nb_multiple: p.nb_multiple,
+            elems_per_thread: p.op.elements_per_thread(),
+            held_out: self.held_out,
+            timing,
+        })
+    }
+}
+
+/// Per length, which measurements the profile does not hold yet.
+fn pending<S: StageSize>(sizes: &[S], writer: &ProfileWriter) -> Vec<Vec<bool>> {
+    sizes
+        .iter()
+        .map(|s| {
+            s.points()
+                .iter()
+                .map(|p| !writer.has(&key_of(&s.record(p, NO_TIMING))))
+                .collect()
+        })
+        .collect()
+}
+
+/// Estimated seconds of the pending measurements.
+fn pending_cost<S: StageSize>(sweep: &Sweep, sizes: &[S], todo: &[Vec<bool>]) -> f64 {
+    sizes
+        .iter()
+        .zip(todo)
+        .flat_map(|(s, todo)| {
+            s.points()
+                .iter()
+                .zip(todo)
+                .filter(|(_, t)| **t)
+                .map(move |(p, _)| s.cost(sweep, p))
+        })
+        .sum()
+}
+
+/// What a sweep has left to measure (what the profile does not hold), and its estimated cost.
+pub(super) struct Todo {
+    vector: Vec<Vec<bool>>,
+    dot: Vec<Vec<bool>>,
+    matrices: Vec<bool>,
+    vector_cost: f64,
+    dot_cost: f64,
+    matrix_cost: f64,
+}
+
+impl Todo {
+    /// What `sweep` has left to measure into `writer`'s profile.
+    pub(super) fn of(sweep: &Sweep, writer: &ProfileWriter) -> Todo {
+        let vector = pending(&sweep.vector, writer);
+        let dot = pending(&sweep.dot, writer);
+        let matrices: Vec<bool> = sweep
+            .matrices
+            .iter()
+            .map(|mm| !writer.has(&matrix_key(&mm.id)))
+            .collect();
+        Todo {
+            vector_cost: pending_cost(sweep, &sweep.vector, &vector),
+            dot_cost: pending_cost(sweep, &sweep.dot, &dot),
+            matrix_cost: sweep
+                .matrices
+                .iter()
+                .zip(&matrices)
+                .filter(|(_, t)| **t)
+                .map(|(mm, _)| sweep.matrix_s(mm, ASSUMED_BANDWIDTH))
+                .sum(),
+            vector,
+            dot,
+            matrices,
+        }
+    }
+
+    /// Estimated seconds of everything left.
+    pub(super) fn cost(&self) -> f64 {
+        self.vector_cost + self.dot_cost + self.matrix_cost
+    }
+}
+
+/// A sweep while it runs: the measurement source, the profile, the plan, the observer, the
+/// clock of the estimates and the report so far.
+pub(super) struct Run<'a> {
+    pub(super) m: &'a mut dyn Measurer,
+    pub(super) writer: &'a mut ProfileWriter,
+    pub(super) sweep: &'a Sweep,
+    pub(super) obs: &'a mut dyn Observer,
+    pub(super) clock: Clock,
+    pub(super) report: SweepReport,
+}
+
+/// A matrix built on the host, with its work counts.
+type Built = Result<(CsrMatrix, SpmvWork), SparseError>;
+
+impl Run<'_> {
+    fn write(&mut self, st: &mut StageRun<'_>, r: &Record) -> Result<(), ProfilerError> {
+        self.writer.write(r)?;
+        st.report.records += 1;
+        Ok(())
+    }
+
+    /// Writes `r` unless the profile holds it already.
+    fn write_new(&mut self, st: &mut StageRun<'_>, r: &Record) -> Result<(), ProfilerError> {
+        if self.writer.has(&key_of(r)) {
+            return Ok(());
+        }
+        self.write(st, r)
+    }
+
+    fn note(&mut self, msg: String) {
+        self.obs.note(&msg);
+        self.report.notes.push(msg);
+    }
+
+    /// Ends a stage: releases the buffers, writes the stage record, tells the observer.
+    fn finish_stage(&mut self, mut st: StageRun<'_>) -> Result<(), ProfilerError> {
+        self.m.free()?;
+        st.report.elapsed = st.start.elapsed();
+        let rec = Record::Stage(StageRecord {
+            stage: st.name.to_string(),
+            records: st.report.records,
+            elapsed_s: st.report.elapsed.as_secs_f64(),
+        });
+        self.writer.write(&rec)?;
+        self.report.peak_device_bytes = self
+            .report
+            .peak_device_bytes
+            .max(st.report.peak_device_bytes);
+        self.obs.stage_done(&st.report);
+        self.report.stages.push(st.report);
+        Ok(())
+    }
+
+    /// The vector stage; the occupancy records of every stage come first (no timing, only the
+    /// compiled kernels' figures).
+    pub(super) fn vector_stage(&mut self, todo: &Todo) -> Result<(), ProfilerError> {
+        let sweep = self.sweep;
+        let prelude: Vec<Record> = sweep
+            .occupancy
+            .iter()
+            .map(|o| Record::Occupancy(o.clone()))
+            .collect();
+        self.length_stage(&sweep.vector, &todo.vector, todo.vector_cost, &prelude)
+    }
+
+    /// The dot stage.
+    pub(super) fn dot_stage(&mut self, todo: &Todo) -> Result<(), ProfilerError> {
+        let sweep = self.sweep;
+        self.length_stage(&sweep.dot, &todo.dot, todo.dot_cost, &[])
+    }
+
+    /// A stage over lengths, skipped when it has neither lengths nor `prelude` records: the
+    /// `prelude` the profile lacks, then at every length the measurements it lacks, on buffers
+    /// allocated only when some are left and they fit the budget and the free memory.
+    fn length_stage<S: StageSize>(
+        &mut self,
+        sizes: &[S],
+        todo: &[Vec<bool>],
+        cost: f64,
+        prelude: &[Record],
+    ) -> Result<(), ProfilerError> {
+        if sizes.is_empty() && prelude.is_empty() {
+            return Ok(());
+        }
+        let total = sizes.iter().map(|s| s.points().len()).sum();
+        let mut st = StageRun::new(S::STAGE, total, cost);
+        for r in prelude {
+            self.write_new(&mut st, r)?;
+        }
+        for (s, todo) in sizes.iter().zip(todo) {
+            self.length(s, todo, &mut st)?;
+        }
+        self.finish_stage(st)
+    }
+
+    /// The measurements of one length that the profile lacks.
+    fn length<S: StageSize>(
+        &mut self,
+        s: &S,
+        todo: &[bool],
+        st: &mut StageRun<'_>,
+    ) -> Result<(), ProfilerError> {
+        let sweep = self.sweep;
+        let current = format!("n = {}", s.n());
+        let pending: Vec<&S::Point> = s
+            .points()
+            .iter()
+            .zip(todo)
+            .filter(|(_, t)| **t)
+            .map(|(p, _)| p)
+            .collect();
+        let found = s.points().len() - pending.len();
+        st.done += found;
+        st.report.resumed += found;
+        if pending.is_empty() {
+            st.show(&self.clock, self.obs, &current);
+            return Ok(());
+        }
+        let need = s.need_bytes();
+        let (free, total_mem) = self.m.mem_info()?;
+        if need > sweep.memory_budget || need > free {
+            let cost = pending.iter().map(|p| s.cost(sweep, p)).sum();
+            st.skipped(&mut self.clock, pending.len(), cost);
+            self.note(format!(
+                "{} stage: length {} skipped: its buffers need {need} bytes, {free} are free \
+                 and the budget is {}",
+                S::STAGE,
+                s.n(),
+                sweep.memory_budget
+            ));
+            return Ok(());
+        }
+        s.alloc(self.m)?;
+        let (free, _) = self.m.mem_info()?;
+        st.peak(total_mem.saturating_sub(free), false);
+        for p in pending {
+            let t0 = Instant::now();
+            let timing = S::time(self.m, sweep, p)?;
+            self.write(st, &s.record(p, timing))?;
+            st.measured(&mut self.clock, s.cost(sweep, p), t0.elapsed());
+            st.show(&self.clock, self.obs, &current);
+        }
+        Ok(())
+    }
+
+    /// The SpMV stage. Matrices are built (and their work counted) on a second thread one
+    /// matrix ahead of the benchmark, so the host work of the next matrix overlaps the GPU work
+    /// of this one; at most two built matrices wait in memory.
+    pub(super) fn matrix_stage(&mut self, todo: &Todo) -> Result<(), ProfilerError> {
+        let sweep = self.sweep;
+        if sweep.matrices.is_empty() {
+            return Ok(());
+        }
+        let mut st = StageRun::new(&sweep.matrix_stage, sweep.matrices.len(), todo.matrix_cost);
+        let todo = &todo.matrices;
+        let to_build: Vec<usize> = (0..sweep.matrices.len()).filter(|&i| todo[i]).collect();
+        std::thread::scope(|scope| -> Result<(), ProfilerError> {
+            let (tx, rx) = sync_channel::<(usize, Built)>(1);
+            let base = &sweep.options.base_dir;
+            let specs = &sweep.matrices;
+            scope.spawn(move || {
+                for i in to_build {
+                    let built = specs[i].recipe.build(base).map(|a| {
+                        let w = spmv_work(&a);
+                        (a, w)
+                    });
+                    if tx.send((i, built)).is_err() {
+                        // The stage stopped early.
+                        break;
+                    }
+                }
+            });
+            for (i, spec) in specs.iter().enumerate() {
+                if !todo[i] {
+                    st.done += 1;
+                    st.report.resumed += 1;
+                    st.show(&self.clock, self.obs, &spec.id);
+                    continue;
+                }
+                st.show(&self.clock, self.obs, &spec.id);
+                let t0 = Instant::now();
+                let (j, built) = rx.recv().map_err(|_| {
+                    ProfilerError::Measurement("the matrix builder stopped unexpectedly".into())
+                })?;
+                if j != i {
+                    return Err(ProfilerError::Measurement(format!(
+                        "matrix builder out of order: got {}, expected {}",
+                        specs[j].id, spec.id
+                    )));
+                }
+                let built = built.map_err(|source| ProfilerError::Matrix {
+                    id: spec.id.clone(),
+                    source,
+                })?;
+                self.matrix(i, built, &mut st, t0)?;
+            }
+            Ok(())
+        })?;
+        self.finish_stage(st)
+    }
+
+    /// The benchmark of matrix `i` of the plan, built, unless it does not fit the memory: its
+    /// SpMV and conversion records the profile lacks, then the record that marks it done.
+    fn matrix(
+        &mut self,
+        i: usize,
+        (a, work): (CsrMatrix, SpmvWork),
+        st: &mut StageRun<'_>,
+        t0: Instant,
+    ) -> Result<(), ProfilerError> {
+        let sweep = self.sweep;
+        let spec = &sweep.matrices[i];
+        let cost = sweep.matrix_s(spec, ASSUMED_BANDWIDTH);
+        let need = spmv_footprint(&work, &sweep.spmv.padding);
+        let (free, total_mem) = self.m.mem_info()?;
+        if need > sweep.memory_budget || need > free {
+            st.skipped(&mut self.clock, 1, cost);
+            self.note(format!(
+                "{}: matrix {} skipped: its benchmark needs about {need} bytes, {free} are free \
+                 and the budget is {}",
+                sweep.matrix_stage, spec.id, sweep.memory_budget
+            ));
+            return Ok(());
+        }
+        let bench = self.m.bench_matrix(&spec.id, &a, &sweep.spmv)?;
+        drop(a);
+        st.peak(total_mem.saturating_sub(free) + need, true);
+        for r in bench.spmv {
+            self.write_new(st, &Record::Spmv(r))?;
+        }
+        for c in bench.conversions {
+            self.write_new(st, &Record::Conversion(c))?;
+        }
+        // Last: the record that marks the matrix done.
+        let rec = Record::Matrix(Box::new(MatrixRecord {
+            id: spec.id.clone(),
+            set: spec.set,
+            recipe: spec.recipe.clone(),
+            features: bench.features,
+            work,
+        }));
+        self.write(st, &rec)?;
+        st.measured(&mut self.clock, cost, t0.elapsed());
+        st.show(&self.clock, self.obs, &spec.id);
+        Ok(())
+    }
+}

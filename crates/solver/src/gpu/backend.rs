@@ -1,0 +1,967 @@
+//! The CUDA backend: Chronopoulos–Gear PCG with every vector and scalar on one GPU.
+//!
+//! Each step of an iteration is a fixed sequence of kernel launches with no host
+//! synchronisation:
+//! - [`PcgBackend::update_vectors`]: one `cg_update` launch, which reads alpha and beta from the
+//!   device scalar buffer ([`CgScalars`]) and does nothing once the recurrence has halted;
+//! - [`PcgBackend::apply_preconditioner`]: `jacobi_apply`, or SpMV(K), `diag_scale`, SpMV(K^T),
+//!   or SpMV(M), or a device copy without a preconditioner;
+//! - [`PcgBackend::spmv_reduce_advance`]: SpMV(A), then the fused three-dot reduction whose last
+//!   stage runs the recurrence on the device and appends (gamma, delta, rr) to the device history.
+//!   It takes the iteration index from the scalar buffer (the iteration it last recorded plus
+//!   one), so its launch arguments never change.
+//!
+//! [`PcgBackend::poll`] is the only synchronisation of a solve: one download of the history
+//! entries since the last poll together with the scalar buffer. The records' outcomes are
+//! recomputed on the host with [`GearScalars::advance`] (the same operations in the same order as
+//! the device, so the same values), the last one is taken from the device, and a halt is reported
+//! with the device's code, value and iteration.
+//!
+//! With [`GpuPlanChoice::use_graph`] the steps of an iteration are not launched when called:
+//! once update, preconditioner and SpMV-reduction of an iteration have been asked for in order,
+//! the whole iteration is replayed from a captured CUDA graph ([`GpuGraph`]), or, with
+//! [`GpuPlanChoice::graph_iters`] = k > 1, every k such iterations from a graph of k. Anything
+//! else (a poll, a step out of order, the true residual...) first launches what is still
+//! deferred, so the work done is the same as kernel by kernel, and so are the results.
+//!
+//! The history of dots grows on demand (doubling, with one synchronisation each time);
+//! [`GpuBackend::reserve_iterations`] sizes it ahead of a solve.
+//!
+//! As on the CPU, construction refuses a non-positive diagonal and uploads a badly scaled
+//! system scaled by powers of two ([`crate::scaling`]); [`PcgBackend::solution`] scales the
+//! iterate back on the host. Residual replacement is the driver's: it calls
+//! [`PcgBackend::start`] again, whose reduction at iteration 0 resets the device recurrence
+//! (a halt included).
+use std::borrow::Cow;
+use std::ops::ControlFlow;
+
+use autopcg_gpu::kernels::dot::{
+    dot, dot3_advance, dot3_advance_next, Dot3Workspace, DotKernel, DotWorkspace,
+};
+use autopcg_gpu::kernels::vector::{cg_update, xpay, CgVectors, VectorKernel, VectorVariant};
+use autopcg_gpu::scalars::{DeviceHalt, HaltCode};
+use autopcg_gpu::{
+    CgScalars, DeviceVec, GpuDevice, GpuError, GpuGraph, GpuTimer, LaunchConfig, TimingStats,
+};
+use autopcg_sparse::CsrMatrix;
+use serde::Serialize;
+
+use crate::backend::{Dots, GearScalars, Halt, IterRecord, PcgBackend};
+use crate::scaling::{first_bad_diagonal, inf_norm, max_abs, ScaleFactors};
+use crate::{pcg, PcgError, PcgInfo, PcgParams, Plan, Preconditioner, SolveFailure};
+
+use super::ops::{preload_dot3, preload_vector, DeviceOperator, DevicePrecond};
+use super::{GpuPlanChoice, MAX_GRAPH_ITERS};
+
+/// Iterations the device history holds before it first grows.
+pub const INITIAL_HISTORY: u32 = 1024;
+
+/// Most iterations [`GpuBackend::reserve_iterations`] reserves ahead (48 MiB of history and
+/// staging), so that a huge iteration limit does not allocate a huge history up front.
+pub const MAX_RESERVED_HISTORY: u32 = 1 << 20;
+
+impl From<GpuError> for PcgError {
+    fn from(e: GpuError) -> Self {
+        PcgError::Gpu(std::sync::Arc::new(e))
+    }
+}
+
+/// Which steps of the current iteration were asked for but not yet launched (graph mode).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    /// Nothing deferred beyond whole iterations.
+    Idle,
+    /// The update was asked for.
+    Updated,
+    /// The update and the preconditioner were asked for.
+    Preconditioned,
+}
+
+/// The kernels of the start and of the residual checks (not part of the plan's iteration).
+#[derive(Debug, Clone, Copy)]
+struct AuxKernels {
+    xpay: (VectorVariant, LaunchConfig),
+    dot: (DotKernel, LaunchConfig),
+}
+
+/// Chronopoulos–Gear PCG state on one GPU.
+pub struct GpuBackend {
+    /// A handle to the device (shared with the caller's).
+    dev: GpuDevice,
+    n: usize,
+    choice: GpuPlanChoice,
+    aux: AuxKernels,
+    a: DeviceOperator,
+    pre: DevicePrecond,
+    b: DeviceVec<f64>,
+    x: DeviceVec<f64>,
+    r: DeviceVec<f64>,
+    u: DeviceVec<f64>,
+    w: DeviceVec<f64>,
+    p: DeviceVec<f64>,
+    s: DeviceVec<f64>,
+    /// Scratch: the factored preconditioner's middle vector, the true residual.
+    t: DeviceVec<f64>,
+    scalars: CgScalars,
+    ws3: Dot3Workspace,
+    ws: DotWorkspace,
+    /// One iteration, captured on first use.
+    graph_one: Option<GpuGraph>,
+    /// `choice.graph_iters` iterations, captured on first use (when more than 1).
+    graph_batch: Option<GpuGraph>,
+    /// Whether the recurrence runs (after `start`, until a halt is polled or the solution is
+    /// zeroed). While false, the steps do nothing.
+    running: bool,
+    /// Records queued since `start` (record 0 is the start), so the next iteration's index.
+    queued: u32,
+    /// First record not yet returned by `poll`.
+    polled: u32,
+    /// History entries from `polled` on, already downloaded (when the history grew).
+    carried: Vec<[f64; 3]>,
+    /// Scalars after the last record returned.
+    host_scalars: Option<GearScalars>,
+    /// Whole iterations asked for but not yet launched (graph mode).
+    pending_iters: u32,
+    /// Steps of the current iteration asked for but not yet launched (graph mode).
+    stage: Stage,
+    /// The powers of two the uploaded system is scaled by.
+    scale: ScaleFactors,
+    /// ||A||_inf of the uploaded (scaled) matrix, computed on the host at construction.
+    a_norm: f64,
+    /// `max |a_ij|` of the caller's (unscaled) matrix: with a right-hand side's, it gives the
+    /// scale factors of a new problem without reading A again.
+    a_max: f64,
+}
+
+impl std::fmt::Debug for GpuBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GpuBackend")
+            .field("device", &&self.dev)
+            .field("n", &self.n)
+            .field("choice", &self.choice)
+            .field("running", &self.running)
+            .field("queued", &self.queued)
+            .field("polled", &self.polled)
+            .finish()
+    }
+}
+
+impl Drop for GpuBackend {
+    fn drop(&mut self) {
+        // Executable graphs are destroyed with the backend; let replays still queued finish
+        // first. An error here was already reported to whoever queued the work, or will be by
+        // the next call on the device.
+        if self.graph_one.is_some() || self.graph_batch.is_some() {
+            let _ = self.dev.synchronize();
+        }
+    }
+}
+
+fn dimension_checks(
+    a: &CsrMatrix,
+    pre: &Preconditioner,
+    b: &[f64],
+    x0: Option<&[f64]>,
+) -> Result<usize, PcgError> {
+    let n = a.nrows();
+    if a.ncols() != n {
+        return Err(PcgError::Dimension(format!(
+            "the matrix must be square, got {} x {}",
+            n,
+            a.ncols()
+        )));
+    }
+    if u32::try_from(n).is_err() {
+        return Err(PcgError::Dimension(format!(
+            "{n} rows exceed the 32-bit indices of the GPU kernels"
+        )));
+    }
+    if b.len() != n {
+        return Err(PcgError::Dimension(format!(
+            "right-hand side has length {}, the matrix has {n} rows",
+            b.len()
+        )));
+    }
+    if let Some(x0) = x0 {
+        if x0.len() != n {
+            return Err(PcgError::Dimension(format!(
+                "initial guess has length {}, the matrix has {n} rows",
+                x0.len()
+            )));
+        }
+    }
+    if let Some(m) = pre.dim() {
+        if m != n {
+            return Err(PcgError::Dimension(format!(
+                "preconditioner built for {m} rows, the matrix has {n}"
+            )));
+        }
+    }
+    Ok(n)
+}
+
+fn halt_from_device(h: DeviceHalt) -> Halt {
+    match h.code {
+        HaltCode::GammaNotPositive => Halt::GammaNotPositive(h.value),
+        HaltCode::CurvatureNotPositive => Halt::CurvatureNotPositive(h.value),
+        HaltCode::NotFinite => Halt::NotFinite,
+    }
+}
+
+impl GpuBackend {
+    /// Uploads A (in the format `choice` names), the preconditioner's arrays, b and x0 (zero
+    /// when `None`) to `dev`, allocates the work vectors, the scalar buffer and the history, and
+    /// loads every kernel the plan uses (compiling on first use), so that later steps only
+    /// queue work. Checks dimensions, the choice ([`GpuPlanChoice::check`]) and that the
+    /// diagonal is positive ([`PcgError::BadDiagonal`]). A badly scaled system is uploaded
+    /// scaled by powers of two ([`ScaleFactors::for_system`], the preconditioner scaled to
+    /// match); the solution is scaled back when downloaded.
+    pub fn new(
+        dev: &GpuDevice,
+        a: &CsrMatrix,
+        pre: &Preconditioner,
+        b: &[f64],
+        x0: Option<&[f64]>,
+        choice: &GpuPlanChoice,
+    ) -> Result<Self, PcgError> {
+        let n = dimension_checks(a, pre, b, x0)?;
+        let props = dev.props();
+        choice.check(n, pre, props)?;
+        let a_max = max_abs(a.data());
+        let scale = ScaleFactors::from_maxima(a_max, max_abs(b));
+        if let Some((row, value)) = first_bad_diagonal(a) {
+            return Err(PcgError::BadDiagonal {
+                row,
+                value,
+                precond: pre.kind_name().to_string(),
+            });
+        }
+        let a: Cow<'_, CsrMatrix> = scale.scale_matrix(a);
+        let pre = scale.scale_preconditioner(pre);
+        let b = scale.scale_rhs(b);
+        let x0 = x0.map(|x| scale.scale_solution(x));
+        let a_norm = inf_norm(&a);
+        let aux = AuxKernels {
+            xpay: (
+                VectorVariant::GridV2,
+                VectorVariant::GridV2.default_config(n as u64, props),
+            ),
+            dot: (
+                DotKernel::LastBlock,
+                DotKernel::LastBlock.default_config(n as u64, props),
+            ),
+        };
+        let a_dev = DeviceOperator::upload(dev, &a, choice.a.method, &choice.padding, "A")?;
+        let pre_dev = DevicePrecond::upload(dev, &pre, &choice.precond, &choice.padding)?;
+        let x = match &x0 {
+            Some(x0) => dev.upload(x0)?,
+            None => dev.alloc_zeros(n)?,
+        };
+        let backend = GpuBackend {
+            dev: dev.clone(),
+            n,
+            aux,
+            a: a_dev,
+            pre: pre_dev,
+            b: dev.upload(&b)?,
+            x,
+            r: dev.alloc_zeros(n)?,
+            u: dev.alloc_zeros(n)?,
+            w: dev.alloc_zeros(n)?,
+            p: dev.alloc_zeros(n)?,
+            s: dev.alloc_zeros(n)?,
+            t: dev.alloc_zeros(n)?,
+            scalars: CgScalars::new(dev, INITIAL_HISTORY)?,
+            ws3: Dot3Workspace::new(dev, choice.dot3.config.blocks)?,
+            ws: DotWorkspace::new(dev, aux.dot.1.blocks)?,
+            choice: choice.clone(),
+            graph_one: None,
+            graph_batch: None,
+            running: false,
+            queued: 0,
+            polled: 0,
+            carried: Vec::new(),
+            host_scalars: None,
+            pending_iters: 0,
+            stage: Stage::Idle,
+            scale,
+            a_norm,
+            a_max,
+        };
+        backend.preload()?;
+        Ok(backend)
+    }
+
+    /// The device.
+    pub fn device(&self) -> &GpuDevice {
+        &self.dev
+    }
+
+    /// The powers of two the system is solved scaled by ([`ScaleFactors::IDENTITY`] for an
+    /// ordinary system).
+    pub fn scale_factors(&self) -> ScaleFactors {
+        self.scale
+    }
+
+    /// Sets a new right-hand side `b` and start `x0` (zero when `None`) for the next solve,
+    /// keeping the matrix, the preconditioner, the plan, every device buffer and the captured
+    /// graphs (the same buffers are overwritten). Returns `Ok(false)` without changing anything
+    /// when `b` needs other power-of-two factors than the uploaded system was scaled by (a
+    /// right-hand side of a very different magnitude): the caller then builds a new backend.
+    pub fn set_problem(&mut self, b: &[f64], x0: Option<&[f64]>) -> Result<bool, PcgError> {
+        if b.len() != self.n || x0.is_some_and(|x| x.len() != self.n) {
+            return Err(PcgError::Dimension(format!(
+                "right-hand side of length {} and initial guess of length {:?} for a matrix of \
+                 {} rows",
+                b.len(),
+                x0.map(<[f64]>::len),
+                self.n
+            )));
+        }
+        if ScaleFactors::from_maxima(self.a_max, max_abs(b)) != self.scale {
+            return Ok(false);
+        }
+        self.flush()?;
+        let handle = self.dev.clone();
+        let dev = &handle;
+        dev.upload_into(&self.scale.scale_rhs(b), &mut self.b)?;
+        match x0 {
+            Some(x0) => dev.upload_into(&self.scale.scale_solution(x0), &mut self.x)?,
+            None => dev.fill_zeros(&mut self.x)?,
+        }
+        self.running = false;
+        self.polled = self.queued;
+        self.carried.clear();
+        self.host_scalars = None;
+        Ok(true)
+    }
+
+    /// Replaces the matrix and the preconditioner by `a` and `pre` of the same pattern and
+    /// size (new values: a time step, a Newton step), as the plan says: the matrices are
+    /// converted and uploaded again, the vectors, scalars, workspaces and loaded kernels are
+    /// kept, and graphs are captured anew at the next iteration. The right-hand side must be
+    /// set again ([`GpuBackend::set_problem`]) before the next solve; returns `Ok(false)`
+    /// without changing anything when the new values need other scale factors (the caller
+    /// builds a new backend).
+    pub fn update_matrix(&mut self, a: &CsrMatrix, pre: &Preconditioner) -> Result<bool, PcgError> {
+        if a.nrows() != self.n || a.ncols() != self.n || pre.dim().is_some_and(|m| m != self.n) {
+            return Err(PcgError::Dimension(format!(
+                "new values for a {} x {} matrix and a preconditioner of {:?} rows, the prepared \
+                 matrix has {} rows",
+                a.nrows(),
+                a.ncols(),
+                pre.dim(),
+                self.n
+            )));
+        }
+        if let Some((row, value)) = first_bad_diagonal(a) {
+            return Err(PcgError::BadDiagonal {
+                row,
+                value,
+                precond: pre.kind_name().to_string(),
+            });
+        }
+        let a_max = max_abs(a.data());
+        let rhs_exp_kept =
+            ScaleFactors::from_maxima(self.a_max, 1.0) == ScaleFactors::from_maxima(a_max, 1.0);
+        if !rhs_exp_kept {
+            return Ok(false);
+        }
+        self.flush()?;
+        let handle = self.dev.clone();
+        let dev = &handle;
+        let a = self.scale.scale_matrix(a);
+        let pre = self.scale.scale_preconditioner(pre);
+        self.choice.check(self.n, &pre, dev.props())?;
+        // Nothing queued may still read the buffers and graphs replaced below.
+        dev.synchronize()?;
+        self.a = DeviceOperator::upload(dev, &a, self.choice.a.method, &self.choice.padding, "A")?;
+        self.pre = DevicePrecond::upload(dev, &pre, &self.choice.precond, &self.choice.padding)?;
+        self.a_norm = inf_norm(&a);
+        self.a_max = a_max;
+        self.graph_one = None;
+        self.graph_batch = None;
+        self.running = false;
+        self.polled = self.queued;
+        self.carried.clear();
+        self.host_scalars = None;
+        Ok(true)
+    }
+
+    /// What each step runs.
+    pub fn choice(&self) -> &GpuPlanChoice {
+        &self.choice
+    }
+
+    /// Every step of one iteration (format, kernel, configuration), for reporting.
+    pub fn plan(&self) -> Plan {
+        self.choice.plan()
+    }
+
+    /// Makes room in the device history for a solve of up to `max_iter` iterations (at most
+    /// [`MAX_RESERVED_HISTORY`]; beyond that it grows on demand), so that it does not grow
+    /// during the solve. Waits for queued work when it grows.
+    pub fn reserve_iterations(&mut self, max_iter: usize) -> Result<(), PcgError> {
+        let want = u32::try_from(max_iter.saturating_add(1))
+            .unwrap_or(u32::MAX)
+            .min(MAX_RESERVED_HISTORY);
+        if want > self.scalars.capacity() {
+            self.grow_history(want)?;
+        }
+        Ok(())
+    }
+
+    fn preload(&self) -> Result<(), GpuError> {
+        let handle = self.dev.clone();
+        let dev = &handle;
+        self.a.preload(dev)?;
+        self.pre.preload(dev)?;
+        preload_vector(dev, VectorKernel::CgUpdate(self.choice.update.variant))?;
+        preload_vector(dev, VectorKernel::Xpay(self.aux.xpay.0))?;
+        preload_dot3(
+            dev,
+            self.choice.dot3.kernel,
+            self.choice.dot3.config.threads,
+        )?;
+        dev.kernel(
+            &autopcg_gpu::ModuleSpec::dot(self.aux.dot.1.threads),
+            &self.aux.dot.0.to_string(),
+        )?;
+        Ok(())
+    }
+
+    // ------------------------------------------------------------------ raw launches
+
+    fn launch_update(&mut self) -> Result<(), GpuError> {
+        let c = self.choice.update;
+        cg_update(
+            &self.dev,
+            c.variant,
+            c.config,
+            &self.scalars,
+            CgVectors {
+                u: &self.u,
+                w: &self.w,
+                p: &mut self.p,
+                s: &mut self.s,
+                x: &mut self.x,
+                r: &mut self.r,
+            },
+        )
+    }
+
+    fn launch_precond(&mut self) -> Result<(), GpuError> {
+        self.pre.apply(&self.dev, &self.r, &mut self.u, &mut self.t)
+    }
+
+    fn launch_spmv_dots(&mut self) -> Result<(), GpuError> {
+        self.a.apply(&self.dev, &self.u, &mut self.w)?;
+        let c = self.choice.dot3;
+        dot3_advance_next(
+            &self.dev,
+            c.kernel,
+            c.config,
+            &self.r,
+            &self.u,
+            &self.w,
+            &mut self.ws3,
+            &mut self.scalars,
+        )
+    }
+
+    fn launch_iteration(&mut self) -> Result<(), GpuError> {
+        self.launch_update()?;
+        self.launch_precond()?;
+        self.launch_spmv_dots()
+    }
+
+    /// Captures `k` iterations into a graph.
+    fn capture(&mut self, k: u32) -> Result<GpuGraph, GpuError> {
+        let handle = self.dev.clone();
+        let dev = &handle;
+        dev.capture(|| {
+            for _ in 0..k {
+                self.launch_iteration()?;
+            }
+            Ok(())
+        })
+    }
+
+    fn launch_graph_one(&mut self) -> Result<(), GpuError> {
+        if self.graph_one.is_none() {
+            self.graph_one = Some(self.capture(1)?);
+        }
+        match &self.graph_one {
+            Some(g) => g.launch(),
+            None => Ok(()),
+        }
+    }
+
+    fn launch_graph_batch(&mut self) -> Result<(), GpuError> {
+        if self.graph_batch.is_none() {
+            let k = self.choice.graph_iters;
+            self.graph_batch = Some(self.capture(k)?);
+        }
+        match &self.graph_batch {
+            Some(g) => g.launch(),
+            None => Ok(()),
+        }
+    }
+
+    /// Launches whatever was asked for and deferred: whole iterations first (they came first),
+    /// then the steps of the current one.
+    fn flush(&mut self) -> Result<(), GpuError> {
+        while self.pending_iters > 0 {
+            self.launch_graph_one()?;
+            self.pending_iters -= 1;
+        }
+        match std::mem::replace(&mut self.stage, Stage::Idle) {
+            Stage::Idle => Ok(()),
+            Stage::Updated => self.launch_update(),
+            Stage::Preconditioned => {
+                self.launch_update()?;
+                self.launch_precond()
+            }
+        }
+    }
+
+    /// Replaces the history with one of `capacity` iterations, keeping the scalars and the
+    /// entries not yet polled (downloaded into `carried`); graphs are captured anew.
+    fn grow_history(&mut self, capacity: u32) -> Result<(), PcgError> {
+        self.flush()?;
+        let handle = self.dev.clone();
+        let dev = &handle;
+        let from = self.polled + self.carried.len() as u32;
+        if self.running && from < self.queued {
+            let (_, hist) = self.scalars.read_since(dev, from, self.queued)?;
+            self.carried.extend(hist);
+        }
+        let raw = self.scalars.read_raw(dev)?;
+        let mut fresh = CgScalars::new(dev, capacity)?;
+        fresh.write_raw(dev, &raw)?;
+        self.scalars = fresh;
+        self.graph_one = None;
+        self.graph_batch = None;
+        Ok(())
+    }
+
+    /// Makes sure record `self.queued` fits in the history.
+    fn reserve_next(&mut self) -> Result<(), PcgError> {
+        if self.queued >= self.scalars.capacity() {
+            let cap = self.scalars.capacity();
+            let grown = cap
+                .checked_mul(2)
+                .filter(|&c| c > self.queued)
+                .ok_or_else(|| {
+                    PcgError::Backend(format!(
+                        "the device history cannot grow beyond {cap} iterations"
+                    ))
+                })?;
+            self.grow_history(grown)?;
+        }
+        Ok(())
+    }
+
+    /// Consumes the backend, returning the current iterate.
+    pub fn into_solution(mut self) -> Result<Vec<f64>, PcgError> {
+        self.solution()
+    }
+
+    // ------------------------------------------------------------------ profiling
+
+    /// Times each step kind and whole iterations, with CUDA events, and returns the medians.
+    ///
+    /// Each sample covers a batch of up to 32 back-to-back executions (fewer when `iters` is
+    /// smaller), and about `iters` executions are timed per figure (at least 3 samples). Steps
+    /// are timed alone, repeated on the current state: the update, the preconditioner, SpMV with
+    /// the reduction. Whole iterations are timed from a fresh start, three ways: kernel by
+    /// kernel, replayed from a one-iteration graph, and (when [`GpuPlanChoice::graph_iters`] is
+    /// more than 1) from a graph of that many iterations. A sample in which the recurrence
+    /// halted (it ran past convergence, where rounding can end it) is dropped and the batch
+    /// halved.
+    ///
+    /// This restarts the solve: x is saved before and put back after, then
+    /// [`PcgBackend::start`] runs again from it, so records not yet polled are lost. Call it
+    /// before or after a solve, not in the middle of one.
+    pub fn profile_steps(&mut self, iters: usize) -> Result<StepTimes, PcgError> {
+        let handle = self.dev.clone();
+        let dev = &handle;
+        self.flush()?;
+        let mut saved = dev.alloc_zeros(self.n)?;
+        dev.copy(&self.x, &mut saved)?;
+        let batch = iters.clamp(1, 32);
+        let reps = iters.div_ceil(batch).max(3);
+        self.reserve_iterations(batch + MAX_GRAPH_ITERS as usize)?;
+
+        self.start()?;
+        let update = time_step(dev, || self.launch_update(), batch, reps)?;
+        self.start()?;
+        let precond = time_step(dev, || self.launch_precond(), batch, reps)?;
+        self.start()?;
+        let spmv_dots = time_step(dev, || self.launch_spmv_dots(), batch, reps)?;
+
+        let iteration = self.time_iterations(IterMode::Direct, batch, reps)?;
+        let iteration_graph = self.time_iterations(IterMode::GraphOne, batch, reps)?;
+        let k = self.choice.graph_iters as usize;
+        let iteration_graph_batch = if k > 1 {
+            Some(self.time_iterations(IterMode::GraphBatch, k.max(batch / k * k), reps)?)
+        } else {
+            None
+        };
+
+        dev.copy(&saved, &mut self.x)?;
+        self.start()?;
+        Ok(StepTimes {
+            update,
+            precond,
+            spmv_dots,
+            iteration,
+            iteration_graph,
+            iteration_graph_batch,
+            graph_iters: self.choice.graph_iters,
+            batch,
+        })
+    }
+
+    /// Median time per iteration over samples of `batch` iterations from a fresh start.
+    fn time_iterations(
+        &mut self,
+        mode: IterMode,
+        mut batch: usize,
+        reps: usize,
+    ) -> Result<TimingStats, PcgError> {
+        let handle = self.dev.clone();
+        let dev = &handle;
+        let k = self.choice.graph_iters as usize;
+        let step = if mode == IterMode::GraphBatch { k } else { 1 };
+        let timer = GpuTimer::new(dev)?;
+        let mut samples = Vec::with_capacity(reps);
+        let mut warm = false;
+        let mut tries = 0;
+        while samples.len() < reps {
+            tries += 1;
+            if tries > 8 * reps + 16 {
+                return Err(PcgError::Backend(format!(
+                    "profiling: the recurrence halted in every sample of {batch} iteration(s)"
+                )));
+            }
+            self.start()?;
+            timer.start()?;
+            for _ in 0..batch / step {
+                match mode {
+                    IterMode::Direct => self.launch_iteration()?,
+                    IterMode::GraphOne => self.launch_graph_one()?,
+                    IterMode::GraphBatch => self.launch_graph_batch()?,
+                }
+            }
+            let ms = timer.stop()?;
+            let halted = self.scalars.read(dev)?.halt.is_some();
+            if halted {
+                if batch / 2 >= step {
+                    batch = (batch / 2) / step * step;
+                }
+                continue;
+            }
+            if !warm {
+                // The first sample absorbs graph capture and first-launch costs.
+                warm = true;
+                continue;
+            }
+            samples.push(ms / batch as f64);
+        }
+        // The loop above leaves the recurrence mid-run with the host counters of the start.
+        self.running = false;
+        TimingStats::from_samples(&samples)
+            .ok_or_else(|| PcgError::Backend("profiling: no sample was taken".into()))
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum IterMode {
+    Direct,
+    GraphOne,
+    GraphBatch,
+}
+
+/// `reps` samples of `batch` back-to-back calls of `launch` (after one untimed call), per call.
+fn time_step(
+    dev: &GpuDevice,
+    launch: impl FnMut() -> Result<(), GpuError>,
+    batch: usize,
+    reps: usize,
+) -> Result<TimingStats, PcgError> {
+    Ok(autopcg_gpu::time_kernel_batched(
+        dev, launch, batch, reps, 0.0,
+    )?)
+}
+
+/// What [`GpuBackend::profile_steps`] measured: milliseconds per execution (median, min, max
+/// over the samples).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct StepTimes {
+    /// The fused update.
+    pub update: TimingStats,
+    /// The preconditioner application (all its launches).
+    pub precond: TimingStats,
+    /// SpMV with A and the three-dot reduction with the recurrence.
+    pub spmv_dots: TimingStats,
+    /// One whole iteration, kernel by kernel.
+    pub iteration: TimingStats,
+    /// One whole iteration replayed from a one-iteration graph.
+    pub iteration_graph: TimingStats,
+    /// One iteration, replayed from graphs of `graph_iters` iterations (when more than 1).
+    pub iteration_graph_batch: Option<TimingStats>,
+    /// Iterations per batched graph.
+    pub graph_iters: u32,
+    /// Executions per timed sample.
+    pub batch: usize,
+}
+
+impl PcgBackend for GpuBackend {
+    fn n(&self) -> usize {
+        self.n
+    }
+
+    fn rhs_norm(&mut self) -> Result<f64, PcgError> {
+        let (k, cfg) = self.aux.dot;
+        dot(&self.dev, k, cfg, &self.b, &self.b, &mut self.ws)?;
+        Ok(self.ws.result(&self.dev)?.max(0.0).sqrt())
+    }
+
+    fn start(&mut self) -> Result<(), PcgError> {
+        self.flush()?;
+        let handle = self.dev.clone();
+        let dev = &handle;
+        // r = b - A x
+        self.a.apply(dev, &self.x, &mut self.r)?;
+        let (v, cfg) = self.aux.xpay;
+        xpay(dev, v, cfg, -1.0, &self.b, &mut self.r)?;
+        self.launch_precond()?;
+        self.a.apply(dev, &self.u, &mut self.w)?;
+        dev.fill_zeros(&mut self.p)?;
+        dev.fill_zeros(&mut self.s)?;
+        let c = self.choice.dot3;
+        dot3_advance(
+            dev,
+            c.kernel,
+            c.config,
+            &self.r,
+            &self.u,
+            &self.w,
+            &mut self.ws3,
+            &mut self.scalars,
+            0,
+        )?;
+        self.running = true;
+        self.queued = 1;
+        self.polled = 0;
+        self.carried.clear();
+        self.host_scalars = None;
+        Ok(())
+    }
+
+    fn update_vectors(&mut self) -> Result<(), PcgError> {
+        if !self.running {
+            return Ok(());
+        }
+        if self.choice.use_graph {
+            if self.stage != Stage::Idle {
+                self.flush()?;
+            }
+            self.stage = Stage::Updated;
+            return Ok(());
+        }
+        Ok(self.launch_update()?)
+    }
+
+    fn apply_preconditioner(&mut self) -> Result<(), PcgError> {
+        if !self.running {
+            return Ok(());
+        }
+        if self.choice.use_graph && self.stage == Stage::Updated {
+            self.stage = Stage::Preconditioned;
+            return Ok(());
+        }
+        self.flush()?;
+        Ok(self.launch_precond()?)
+    }
+
+    fn spmv_reduce_advance(&mut self) -> Result<(), PcgError> {
+        if !self.running {
+            return Ok(());
+        }
+        // Growing the history launches everything deferred, so the stage is Idle after it.
+        self.reserve_next()?;
+        if self.choice.use_graph && self.stage == Stage::Preconditioned {
+            self.stage = Stage::Idle;
+            self.pending_iters += 1;
+            self.queued += 1;
+            let k = self.choice.graph_iters;
+            if k > 1 && self.pending_iters == k {
+                self.launch_graph_batch()?;
+                self.pending_iters = 0;
+            } else if k == 1 {
+                self.launch_graph_one()?;
+                self.pending_iters = 0;
+            }
+            return Ok(());
+        }
+        self.flush()?;
+        self.launch_spmv_dots()?;
+        self.queued += 1;
+        Ok(())
+    }
+
+    fn poll(&mut self) -> Result<Vec<IterRecord>, PcgError> {
+        self.flush()?;
+        if !self.running {
+            return Ok(Vec::new());
+        }
+        let from = self.polled + self.carried.len() as u32;
+        let (snap, hist) = self.scalars.read_since(&self.dev, from, self.queued)?;
+        let entries: Vec<[f64; 3]> = self.carried.drain(..).chain(hist).collect();
+        let mut records = Vec::with_capacity(entries.len());
+        for (j, e) in entries.iter().enumerate() {
+            let k = self.polled + j as u32;
+            let dots = Dots {
+                gamma: e[0],
+                delta: e[1],
+                rr: e[2],
+            };
+            if let Some(h) = snap.halt.filter(|h| h.iteration == k) {
+                records.push(IterRecord {
+                    iteration: k as usize,
+                    dots,
+                    outcome: Err(halt_from_device(h)),
+                });
+                // The device froze its vectors here; nothing after it is meaningful.
+                self.running = false;
+                self.host_scalars = None;
+                self.polled = self.queued;
+                return Ok(records);
+            }
+            let outcome = if k == 0 {
+                GearScalars::start(dots)
+            } else {
+                match self.host_scalars {
+                    Some(s) => s.advance(dots),
+                    None => {
+                        return Err(PcgError::Backend(format!(
+                            "record {k} has no predecessor scalars (internal error)"
+                        )))
+                    }
+                }
+            };
+            let sc = outcome.map_err(|h| {
+                PcgError::Backend(format!(
+                    "the device recurrence went on at iteration {k} where the host's halts \
+                     ({h:?}); dots {dots:?}"
+                ))
+            })?;
+            self.host_scalars = Some(sc);
+            records.push(IterRecord {
+                iteration: k as usize,
+                dots,
+                outcome: Ok(sc),
+            });
+        }
+        if let Some(h) = snap.halt {
+            return Err(PcgError::Backend(format!(
+                "the device recurrence halted at iteration {} outside the records {}..{} \
+                 (internal error)",
+                h.iteration, self.polled, self.queued
+            )));
+        }
+        if let Some(last) = records.last_mut() {
+            if snap.iteration as usize != last.iteration {
+                return Err(PcgError::Backend(format!(
+                    "the device recorded iteration {} last but the host queued up to {} \
+                     (internal error)",
+                    snap.iteration, last.iteration
+                )));
+            }
+            // The device's scalars are the ones its next update uses.
+            let sc = GearScalars {
+                alpha: snap.alpha,
+                beta: snap.beta,
+                gamma: snap.gamma,
+            };
+            last.outcome = Ok(sc);
+            self.host_scalars = Some(sc);
+        }
+        self.polled = self.queued;
+        Ok(records)
+    }
+
+    fn true_residual_norm(&mut self) -> Result<f64, PcgError> {
+        self.flush()?;
+        let handle = self.dev.clone();
+        let dev = &handle;
+        self.a.apply(dev, &self.x, &mut self.t)?;
+        let (v, cfg) = self.aux.xpay;
+        xpay(dev, v, cfg, -1.0, &self.b, &mut self.t)?;
+        let (k, cfg) = self.aux.dot;
+        dot(dev, k, cfg, &self.t, &self.t, &mut self.ws)?;
+        Ok(self.ws.result(dev)?.max(0.0).sqrt())
+    }
+
+    fn matrix_norm(&mut self) -> Result<f64, PcgError> {
+        Ok(self.a_norm)
+    }
+
+    fn solution_norm(&mut self) -> Result<f64, PcgError> {
+        self.flush()?;
+        let (k, cfg) = self.aux.dot;
+        dot(&self.dev, k, cfg, &self.x, &self.x, &mut self.ws)?;
+        Ok(self.ws.result(&self.dev)?.max(0.0).sqrt())
+    }
+
+    fn norm_factor(&self) -> f64 {
+        self.scale.norm_factor()
+    }
+
+    fn solution(&mut self) -> Result<Vec<f64>, PcgError> {
+        self.flush()?;
+        let mut x = self.dev.download(&self.x)?;
+        self.scale.unscale_solution(&mut x);
+        Ok(x)
+    }
+
+    fn zero_solution(&mut self) -> Result<(), PcgError> {
+        self.flush()?;
+        self.dev.fill_zeros(&mut self.x)?;
+        self.running = false;
+        self.polled = self.queued;
+        self.carried.clear();
+        self.host_scalars = None;
+        Ok(())
+    }
+}
+
+/// Solves `A x = b` on `dev` from `x0` (zero when `None`) with the preconditioner `pre` as
+/// `choice` says (the generator chooses plans: `autopcg_generator::plan`).
+///
+/// Returns the solution and what the solve did, or a [`SolveFailure`] that still carries the
+/// last iterate when the solve ran out of iterations or stagnated.
+pub fn solve_gpu(
+    dev: &GpuDevice,
+    a: &CsrMatrix,
+    pre: &Preconditioner,
+    b: &[f64],
+    x0: Option<&[f64]>,
+    params: &PcgParams,
+    choice: &GpuPlanChoice,
+) -> Result<(Vec<f64>, PcgInfo), SolveFailure> {
+    let mut backend = GpuBackend::new(dev, a, pre, b, x0, choice)?;
+    backend.reserve_iterations(params.max_iter)?;
+    match pcg(&mut backend, params, |_| ControlFlow::Continue(())) {
+        Ok(info) => Ok((backend.into_solution()?, info)),
+        Err(error @ (PcgError::NotConverged { .. } | PcgError::Stagnated { .. })) => {
+            Err(SolveFailure {
+                error,
+                x: backend.into_solution().ok(),
+            })
+        }
+        Err(error) => Err(SolveFailure { error, x: None }),
+    }
+}
