@@ -14,6 +14,11 @@
 //! [`PreparedSolver`]: setup once, then solve many right-hand sides and take new values of the
 //! same sparsity pattern.
 //!
+//! A plan saved by `autopcg generate` (its `plan.json`, a `generator::saved::SavedPlan`) runs
+//! without a model and without choosing again: `Solver::prepare_saved` gives a
+//! [`PreparedSolver`] of it, `Solver::solve_saved_plan` solves once (both with the `gpu`
+//! feature: a saved plan is a GPU plan).
+//!
 //! Matrices come from the caller's CSR arrays of any common index type, 0- or 1-based
 //! ([`CsrMatrix::from_csr_arrays`]), from `sprs` matrices ([`CsrMatrix::from_sprs_any`]),
 //! from one triangle ([`CsrMatrix::from_lower_triangle`]), from triplets, from Matrix Market
@@ -88,6 +93,11 @@ pub enum Error {
     /// No plan could be made.
     #[error("no plan: {0}")]
     Plan(String),
+    /// A saved plan cannot be used: another device, another matrix, or a file that is not a
+    /// plan of this schema (`Solver::prepare_saved`).
+    #[cfg(feature = "gpu")]
+    #[error(transparent)]
+    SavedPlan(#[from] autopcg_generator::saved::SavedPlanError),
     /// Something this build of the library leaves out (a feature that is off).
     #[error("not in this build: {0}")]
     Unsupported(String),

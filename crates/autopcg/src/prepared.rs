@@ -19,6 +19,8 @@ use std::ops::ControlFlow;
 use std::time::Instant;
 
 #[cfg(feature = "gpu")]
+use autopcg_generator::saved::{SavedPlan, SavedPlanError};
+#[cfg(feature = "gpu")]
 use autopcg_generator::ModelRef;
 use autopcg_generator::{PlanRequest, SolvePlan, Target};
 #[cfg(feature = "gpu")]
@@ -162,14 +164,7 @@ impl<'a> PreparedSolver<'a> {
         let t1 = Instant::now();
         #[cfg(feature = "gpu")]
         let on_gpu = match gpu {
-            Some(dev) => {
-                // Uploaded with a zero right-hand side; each solve puts its own in place.
-                let backend = new_gpu_backend(&dev, &a, &plan, &vec![0.0; a.nrows()], None)?;
-                let device = format!("gpu {} ({})", dev.ordinal(), dev.props().name);
-                let mut backend = Box::new(backend);
-                backend.reserve_iterations(params.max_iter)?;
-                Some((Exec::Gpu { dev, backend }, device))
-            }
+            Some(dev) => Some(gpu_exec(dev, &a, &plan, &params)?),
             None => None,
         };
         #[cfg(not(feature = "gpu"))]
@@ -192,6 +187,68 @@ impl<'a> PreparedSolver<'a> {
             precond_ms: plan.precond_ms,
             select_ms: plan.select_ms,
             backend_ms: t1.elapsed().as_secs_f64() * 1e3,
+            rhs_ms: 0.0,
+        };
+        Ok(PreparedSolver {
+            a,
+            plan,
+            params,
+            exec,
+            device,
+            notes,
+            setup,
+        })
+    }
+
+    /// A prepared solve of the saved plan `saved` (named `label` in reports) on GPU 0: the
+    /// fingerprint is checked first (before the device is opened, so that a wrong matrix is
+    /// the error even where no GPU is present; with `force` a mismatch is only a note), then
+    /// the device; the plan's preconditioner, steps and polling interval are used as they are.
+    /// Hashing the pattern counts as selection time.
+    #[cfg(feature = "gpu")]
+    pub(crate) fn prepare_saved(
+        a: Cow<'a, CsrMatrix>,
+        s: &Settings,
+        saved: &SavedPlan,
+        label: &str,
+        force: bool,
+    ) -> Result<Self, Error> {
+        let mut check_ms = 0.0;
+        if s.check_symmetry {
+            let tc = Instant::now();
+            a.check_symmetric(SYMMETRY_TOLERANCE)?;
+            check_ms = tc.elapsed().as_secs_f64() * 1e3;
+        }
+        let t0 = Instant::now();
+        let gpu = match s.device {
+            Device::Cpu => Err("the solve was asked to run on the CPU".to_string()),
+            Device::Gpu | Device::Auto => open_gpu(0).map_err(|why| format!("here: {why}")),
+        };
+        let dev = match gpu {
+            Ok(d) => d,
+            Err(why) => {
+                // The matrix first: a wrong matrix is the more useful message.
+                saved.check_matrix(&a, force).map_err(saved_error)?;
+                return Err(saved_error(saved.no_device(&why)));
+            }
+        };
+        let device_ms = t0.elapsed().as_secs_f64() * 1e3;
+        let t1 = Instant::now();
+        let plan = saved
+            .to_solve_plan(&a, dev.props(), force, label)
+            .map_err(saved_error)?;
+        let select_ms = (t1.elapsed().as_secs_f64() * 1e3 - plan.precond_ms).max(0.0);
+        let notes = plan.notes.clone();
+        let mut params = s.params.clone();
+        params.check_every = Some(plan.check_every);
+        let t2 = Instant::now();
+        let (exec, device) = gpu_exec(dev, &a, &plan, &params)?;
+        let setup = SetupTimes {
+            check_ms,
+            device_ms,
+            precond_ms: plan.precond_ms,
+            select_ms,
+            backend_ms: t2.elapsed().as_secs_f64() * 1e3,
             rhs_ms: 0.0,
         };
         Ok(PreparedSolver {
@@ -414,6 +471,32 @@ fn row_of(indptr: &[u32], k: usize) -> usize {
     indptr
         .partition_point(|&p| p as usize <= k)
         .saturating_sub(1)
+}
+
+/// A saved plan's error as the facade's: one that is the solver's (a preconditioner that
+/// cannot be built, a launch that does not fit) is [`Error::Pcg`].
+#[cfg(feature = "gpu")]
+fn saved_error(e: SavedPlanError) -> Error {
+    match e {
+        SavedPlanError::Solver(p) => Error::Pcg(p),
+        e => Error::SavedPlan(e),
+    }
+}
+
+/// The GPU backend of `plan` on `dev` (uploaded with a zero right-hand side; each solve puts
+/// its own in place), with room for `params.max_iter` iterations, and the device in words.
+#[cfg(feature = "gpu")]
+fn gpu_exec(
+    dev: GpuDevice,
+    a: &CsrMatrix,
+    plan: &SolvePlan,
+    params: &PcgParams,
+) -> Result<(Exec, String), Error> {
+    let backend = new_gpu_backend(&dev, a, plan, &vec![0.0; a.nrows()], None)?;
+    let device = format!("gpu {} ({})", dev.ordinal(), dev.props().name);
+    let mut backend = Box::new(backend);
+    backend.reserve_iterations(params.max_iter)?;
+    Ok((Exec::Gpu { dev, backend }, device))
 }
 
 #[cfg(feature = "gpu")]

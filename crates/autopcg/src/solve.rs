@@ -12,6 +12,9 @@ use crate::models::ModelChoice;
 use crate::prepared::{PreparedSolver, Settings};
 use crate::{Device, Error};
 
+#[cfg(feature = "gpu")]
+mod saved;
+
 /// Where setup time went, in milliseconds.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct SetupTimes {
@@ -191,19 +194,21 @@ impl<'a> Solver<'a> {
     /// the [`PreparedSolver`] then solves as many right-hand sides as needed, and takes new
     /// values of the same pattern ([`PreparedSolver::update_values`]).
     pub fn prepare(&self) -> Result<PreparedSolver<'a>, Error> {
-        PreparedSolver::prepare(
-            std::borrow::Cow::Borrowed(self.a),
-            &Settings {
-                precond: self.precond,
-                params: self.params.clone(),
-                device: self.device,
-                model: self.model.clone(),
-                ssor_form_auto: self.ssor_form_auto,
-                expected_iterations: self.expected_iterations,
-                check_every: self.check_every,
-                check_symmetry: self.check_symmetry,
-            },
-        )
+        PreparedSolver::prepare(std::borrow::Cow::Borrowed(self.a), &self.settings())
+    }
+
+    /// What the builder was configured with.
+    pub(crate) fn settings(&self) -> Settings {
+        Settings {
+            precond: self.precond,
+            params: self.params.clone(),
+            device: self.device,
+            model: self.model.clone(),
+            ssor_form_auto: self.ssor_form_auto,
+            expected_iterations: self.expected_iterations,
+            check_every: self.check_every,
+            check_symmetry: self.check_symmetry,
+        }
     }
 
     /// Solves from x0 = 0.
@@ -221,27 +226,36 @@ impl<'a> Solver<'a> {
         x0: Option<&[f64]>,
         progress: impl FnMut(&IterRecord) -> ControlFlow<()>,
     ) -> Result<Solution, SolveFailure> {
-        let mut p = self.prepare()?;
-        let prep = p.setup();
-        let add = |s: &mut Solution| {
-            s.setup.check_ms += prep.check_ms;
-            s.setup.device_ms += prep.device_ms;
-            s.setup.precond_ms += prep.precond_ms;
-            s.setup.select_ms += prep.select_ms;
-            s.setup.backend_ms += prep.backend_ms;
-            s.setup_ms = s.setup.total_ms();
-        };
-        match p.solve_with(b, x0, progress) {
-            Ok(mut s) => {
-                add(&mut s);
-                Ok(s)
+        solve_prepared(self.prepare()?, b, x0, progress)
+    }
+}
+
+/// Solves once with `p`, the setup times of the solution including preparing's.
+pub(crate) fn solve_prepared(
+    mut p: PreparedSolver<'_>,
+    b: &[f64],
+    x0: Option<&[f64]>,
+    progress: impl FnMut(&IterRecord) -> ControlFlow<()>,
+) -> Result<Solution, SolveFailure> {
+    let prep = p.setup();
+    let add = |s: &mut Solution| {
+        s.setup.check_ms += prep.check_ms;
+        s.setup.device_ms += prep.device_ms;
+        s.setup.precond_ms += prep.precond_ms;
+        s.setup.select_ms += prep.select_ms;
+        s.setup.backend_ms += prep.backend_ms;
+        s.setup_ms = s.setup.total_ms();
+    };
+    match p.solve_with(b, x0, progress) {
+        Ok(mut s) => {
+            add(&mut s);
+            Ok(s)
+        }
+        Err(mut f) => {
+            if let Some(s) = f.partial.as_deref_mut() {
+                add(s);
             }
-            Err(mut f) => {
-                if let Some(s) = f.partial.as_deref_mut() {
-                    add(s);
-                }
-                Err(f)
-            }
+            Err(f)
         }
     }
 }

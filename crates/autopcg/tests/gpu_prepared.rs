@@ -1,12 +1,21 @@
 //! The prepared solver on a GPU: several right-hand sides on one setup, a right-hand side of
-//! another magnitude (the system scaled anew), new values of the same pattern, and the per-solve
-//! cost. Without a CUDA device the runner reports each test as ignored (with
+//! another magnitude (the system scaled anew), new values of the same pattern, the per-solve
+//! cost, and a prepared solver made from a saved plan (its checks run without a GPU). Without a CUDA device the runner reports each test as ignored (with
 //! AUTOPCG_REQUIRE_GPU=1 it fails instead); see autopcg_gpu::testing.
 use std::time::Instant;
 
+use autopcg::catalog::DeviceProps;
+use autopcg::generator::saved::{SavedPlan, SavedPlanError};
+use autopcg::generator::{plan, PlanRequest, Target};
 use autopcg::gpu::GpuDevice;
 use autopcg::sparse::families;
-use autopcg::{CsrMatrix, Device, ModelChoice, PrecondKind, Solver};
+use autopcg::{CsrMatrix, Device, Error, ModelChoice, PrecondKind, Solver};
+
+/// The saved plan the fallback rule makes for `a` on `props` with SSOR-AI and omega `auto`.
+fn saved_for(a: &CsrMatrix, props: &DeviceProps) -> SavedPlan {
+    let req = PlanRequest::new(a, PrecondKind::ssor_ai(), Target::Gpu(props.clone()));
+    SavedPlan::from_plan(&plan(&req).unwrap(), a, props, None, None).unwrap()
+}
 
 fn rhs(a: &CsrMatrix, seed: u64) -> Vec<f64> {
     let x: Vec<f64> = (0..a.nrows())
@@ -95,8 +104,100 @@ fn per_solve_overhead_is_reported(_dev: GpuDevice) {
     assert!(total.is_finite());
 }
 
+fn saved_plans_are_checked_before_any_device() {
+    let a = families::poisson2d_5pt(30, 30).unwrap();
+    let saved = saved_for(&a, &DeviceProps::hopper_like());
+    // The automatic omega is recorded as the value it resolved to.
+    assert_eq!(saved.precond.omega, Some(autopcg::solver::auto_omega(&a)));
+    // Another matrix: the fingerprint is the error, whatever the device.
+    let other = families::poisson2d_5pt(31, 30).unwrap();
+    for device in [Device::Cpu, Device::Auto] {
+        let e = Solver::new(&other)
+            .device(device)
+            .prepare_saved(&saved, "plan.json", false)
+            .unwrap_err();
+        assert!(
+            matches!(
+                e,
+                Error::SavedPlan(SavedPlanError::Fingerprint { what: "rows", .. })
+            ),
+            "{e}"
+        );
+    }
+    // The plan's matrix on the CPU: a saved plan is a GPU plan.
+    let e = Solver::new(&a)
+        .device(Device::Cpu)
+        .prepare_saved(&saved, "plan.json", false)
+        .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("the plan is for test (sm_90) but the solve was asked to run on the CPU"),
+        "{e}"
+    );
+    // Forced, the fingerprint is only a note: the device is still refused.
+    let e = Solver::new(&other)
+        .device(Device::Cpu)
+        .prepare_saved(&saved, "plan.json", true)
+        .unwrap_err();
+    assert!(
+        matches!(e, Error::SavedPlan(SavedPlanError::Device { .. })),
+        "{e}"
+    );
+}
+
+fn a_saved_plan_prepares_once_and_solves_many(dev: GpuDevice) {
+    let a = families::poisson3d_7pt(20, 20, 20).unwrap();
+    let saved = saved_for(&a, dev.props());
+    drop(dev);
+    let text = saved.to_json().unwrap();
+    let saved = SavedPlan::parse(&text, std::path::Path::new("plan.json")).unwrap();
+    let mut p = Solver::new(&a)
+        .device(Device::Gpu)
+        .prepare_saved(&saved, "plan.json", false)
+        .unwrap();
+    assert_eq!(p.precond().omega(), saved.precond.omega);
+    assert!(
+        p.plan().source.starts_with("plan plan.json"),
+        "{}",
+        p.plan().source
+    );
+    assert_eq!(p.plan().steps.len(), saved.block().steps.len());
+    let mut iters = Vec::new();
+    for seed in 0..2 {
+        let b = rhs(&a, seed);
+        let s = p.solve(&b).unwrap();
+        assert!(s.info.converged);
+        assert!(true_residual(&a, &s.x, &b) <= 1e-8);
+        iters.push(s.info.iterations);
+    }
+    // The same plan chosen by the builder runs the same iterations.
+    let fresh = Solver::new(&a)
+        .device(Device::Gpu)
+        .model(ModelChoice::Off)
+        .solve(&rhs(&a, 0))
+        .unwrap();
+    assert_eq!(fresh.info.iterations, iters[0]);
+    // New values of the same pattern keep the plan.
+    let values: Vec<f64> = a.data().iter().map(|v| 2.0 * v).collect();
+    p.update_values(&values).unwrap();
+    let b = rhs(&a, 0);
+    let s = p.solve(&b).unwrap();
+    assert!(s.info.converged);
+    assert_eq!(s.info.iterations, iters[0]);
+    // One-shot.
+    let once = Solver::new(&a)
+        .device(Device::Gpu)
+        .solve_saved_plan(&saved, "plan.json", false, &b, None, |_| {
+            std::ops::ControlFlow::Continue(())
+        })
+        .unwrap();
+    assert_eq!(once.info.iterations, iters[0]);
+}
+
 autopcg_gpu::test_main! {
+    cpu: [saved_plans_are_checked_before_any_device],
     gpu: [
+        a_saved_plan_prepares_once_and_solves_many,
         prepared_solves_many_right_hand_sides_and_new_values,
         per_solve_overhead_is_reported,
     ],

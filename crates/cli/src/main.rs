@@ -11,6 +11,7 @@ mod bench;
 mod common;
 mod evalmodel;
 mod features;
+mod generate;
 mod matgen;
 mod report;
 mod solve;
@@ -42,6 +43,19 @@ Without --rhs, b = A * ones, so the exact solution is all ones and the error aga
 reported. The matrix must be symmetric: a `general` file is checked (relative tolerance 1e-10) \
 and refused when it is not symmetric, unless --assume-symmetric is given.")]
     Solve(solve::SolveArgs),
+    /// Plan a solve for a GPU and write the plan (plan.json) and a standalone CUDA solver
+    /// emitted from it.
+    #[command(
+        long_about = "Plan a solve for a GPU and write the plan and a standalone solver.\n\n\
+The plan is the one `solve` would run on the target GPU: the model named with --model chooses \
+for its GPU (no GPU is needed here), or else GPU 0's model, found as `solve` finds it. --out \
+receives plan.json (device, model and its hash, the matrix fingerprint, the preconditioner and \
+every step's format, kernel, launch and predicted time; `autopcg solve --plan` runs it) and the \
+CUDA C++ sources of a solver that runs exactly that plan: the chosen kernels, a host driver, a C \
+API (autopcg_generated.h), a Fortran module, a command that prints the JSON of `solve --json`, \
+CMakeLists.txt and a README."
+    )]
+    Generate(generate::GenerateArgs),
     /// Print the matrix features the performance models use.
     Features(features::FeaturesArgs),
     /// Write a generated SPD benchmark matrix (`autopcg matgen --list` names the families).
@@ -124,6 +138,7 @@ fn error_chain(e: &anyhow::Error) -> String {
 fn try_main(cli: Cli) -> Result<u8, Fail> {
     match cli.cmd {
         Cmd::Solve(a) => solve::solve(a),
+        Cmd::Generate(a) => generate::generate(a),
         Cmd::Features(a) => Ok(features::features_cmd(a).map(|_| 0)?),
         Cmd::Matgen(a) => Ok(matgen::matgen(a).map(|_| 0)?),
         Cmd::Bench(BenchCmd::Mmread(a)) => Ok(bench::bench_mmread(a).map(|_| 0)?),

@@ -8,6 +8,7 @@ use anyhow::anyhow;
 use clap::Args;
 use serde::Serialize;
 
+use autopcg::generator::saved::{SavedPlan, SavedPlanError};
 use autopcg::generator::StepExplain;
 use autopcg::solver::{HistoryNorm, StopReason};
 use autopcg::sparse::mm;
@@ -79,6 +80,14 @@ pub(crate) struct SolveArgs {
     /// tolerance and the true residual does not, and a restart loses the Krylov space.
     #[arg(long, value_name = "K")]
     replace_every: Option<usize>,
+    /// Run the plan saved by `autopcg generate` (its plan.json) instead of choosing one: no
+    /// model is read, the plan's preconditioner, omega, formats, kernels and launches are used.
+    /// The plan must be for this GPU and this matrix (n, nnz and sparsity pattern).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["precond", "omega", "ssor_form", "model"])]
+    plan: Option<PathBuf>,
+    /// With --plan: run it even when the matrix's fingerprint differs from the plan's.
+    #[arg(long, requires = "plan")]
+    force: bool,
 }
 
 /// What `solve --json` prints: one object, the JSON contract of the README.
@@ -141,7 +150,18 @@ pub(crate) fn solve(a: SolveArgs) -> Result<u8, Fail> {
     let t_read = Instant::now();
     let m = read_matrix(&a.matrix, a.assume_symmetric)?;
     let n = m.nrows();
-    let kind = precond_kind(a.precond, a.ssor_form, omega_arg).resolved_for(&m);
+    let saved = match &a.plan {
+        Some(p) => Some(SavedPlan::load(p)?),
+        None => None,
+    };
+    // The preconditioner as asked (omega resolved for the matrix), or the plan's.
+    let (kind, precond_text) = match &saved {
+        Some(s) => (s.precond.kind()?, s.precond.kind.clone()),
+        None => {
+            let kind = precond_kind(a.precond, a.ssor_form, omega_arg).resolved_for(&m);
+            (kind, kind.to_string())
+        }
+    };
     let omega = kind.omega().unwrap_or(1.0);
     let params = PcgParams::new()
         .with_tol(a.tol)?
@@ -204,14 +224,24 @@ pub(crate) fn solve(a: SolveArgs) -> Result<u8, Fail> {
     };
 
     // read_matrix has checked the symmetry (a general file) or built it (a symmetric one).
-    let outcome = Solver::new(&m)
+    let solver = Solver::new(&m)
         .check_symmetry(false)
         .precond(kind)
         .params(params)
         .device(a.device)
         .model(model)
-        .ssor_form_auto(a.ssor_form == FormArg::Auto)
-        .solve_with(&b, x0.as_deref(), progress);
+        .ssor_form_auto(a.ssor_form == FormArg::Auto);
+    let outcome = match (&saved, &a.plan) {
+        (Some(s), Some(p)) => solver.solve_saved_plan(
+            s,
+            &p.display().to_string(),
+            a.force,
+            &b,
+            x0.as_deref(),
+            progress,
+        ),
+        _ => solver.solve_with(&b, x0.as_deref(), progress),
+    };
     if shown {
         eprintln!();
     }
@@ -245,6 +275,16 @@ pub(crate) fn solve(a: SolveArgs) -> Result<u8, Fail> {
             }
             (None, e @ Error::Model(_)) => {
                 return Err(anyhow::Error::new(e).context("--model").into())
+            }
+            (None, Error::SavedPlan(e)) => {
+                let plan = a.plan.as_deref().unwrap_or(&a.matrix);
+                let hint = match e {
+                    SavedPlanError::Fingerprint { .. } => "; --force runs the plan anyway",
+                    _ => "",
+                };
+                return Err(
+                    anyhow!("{} ({}): {e}{hint}", plan.display(), a.matrix.display()).into(),
+                );
             }
             (None, e) => {
                 return Err(anyhow::Error::new(e)
@@ -284,7 +324,7 @@ pub(crate) fn solve(a: SolveArgs) -> Result<u8, Fail> {
             solve_ms: sol.solve_ms,
             ms_per_iteration: ms_per_iter,
             device: &sol.device,
-            precond: kind.to_string(),
+            precond: precond_text.clone(),
             omega: is_ssor.then_some(omega),
             tol: a.tol,
             precond_applied: &sol.precond_applied,
@@ -312,7 +352,7 @@ pub(crate) fn solve(a: SolveArgs) -> Result<u8, Fail> {
             String::new()
         };
         println!(
-            "{}: n = {n}, nnz = {}, precond = {kind}{w}, device = {}",
+            "{}: n = {n}, nnz = {}, precond = {precond_text}{w}, device = {}",
             a.matrix.display(),
             m.nnz(),
             sol.device

@@ -1,12 +1,12 @@
 //! How a plan was chosen, step by step: the choice, its runners-up with their predicted times,
 //! and why.
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// How many runner-up choices an explanation lists per step.
 pub const RUNNERS_UP: usize = 4;
 
 /// One option considered for a step.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StepOption {
     /// Candidate name (`format/kernel/tT/grid` for SpMV, `kernel tT bB` for vector steps).
     pub name: String,
@@ -31,7 +31,7 @@ impl StepOption {
 }
 
 /// How one step was chosen.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StepExplain {
     /// The step (`spmv A`, `spmv K`, `update`, `dots`...).
     pub step: String,

@@ -12,10 +12,17 @@
 //! - [`ssor`]: SSOR-AI's application form (factored or explicit) and the bound on the explicit
 //!   product's size that is checked before it is formed.
 //! - [`explain`]: how each step was chosen, with its runners-up.
+//! - `saved` (feature `model`): a GPU plan as a schema-versioned file (`saved::SavedPlan`,
+//!   with the matrix `saved::Fingerprint`), and back to a [`SolvePlan`] without choosing again.
+//! - `emit` (feature `emit`): a standalone CUDA solver from a saved plan (the chosen kernels of
+//!   `kernels/`, a host driver, a C API, CMake), from templates filled with the plan. It needs
+//!   no GPU: the kernels are cut from the GPU crate's embedded sources.
 //!
 //! The model-driven parts ([`select`], the SSOR-AI form by predicted time, [`ModelRef`]) need
 //! the `model` feature (on by default; it brings the model crate and its classifier's
 //! dependencies). Without it every GPU plan is the fallback rule's, and CPU plans are the same.
+//! Saved plans need it too: a plan's matrix fingerprint records the SpMV work counts the model
+//! reads.
 #![warn(missing_docs)]
 
 use std::time::Instant;
@@ -32,8 +39,12 @@ use autopcg_solver::SsorForm;
 use autopcg_solver::{PcgError, Plan, PrecondKind, Preconditioner};
 use autopcg_sparse::CsrMatrix;
 
+#[cfg(feature = "emit")]
+pub mod emit;
 pub mod explain;
 pub mod fallback;
+#[cfg(feature = "model")]
+pub mod saved;
 #[cfg(feature = "model")]
 pub mod select;
 pub mod ssor;
@@ -79,6 +90,15 @@ pub enum PlanError {
     /// relaxation factor...), or the plan does not fit the device.
     #[error(transparent)]
     Solver(#[from] PcgError),
+}
+
+/// The properties of the GPU a model file was fitted on, as a plan's target: the device
+/// record of the file, with the limits it does not record filled in
+/// ([`DeviceProps::with_defaults`]). A plan made for this target needs no GPU (it is a function
+/// of the model and the matrix).
+#[cfg(feature = "model")]
+pub fn model_device_props(model: &ModelFile) -> DeviceProps {
+    model.device.clone().with_defaults()
 }
 
 /// Where a solve runs, as far as selection is concerned.

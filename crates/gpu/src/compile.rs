@@ -76,24 +76,51 @@ fn cstring(what: &str, s: &str) -> Result<CString, GpuError> {
 /// Compiles `spec` for `target`. Returns the image: PTX text with its terminating NUL, or the
 /// CUBIN bytes. A compile error carries NVRTC's log.
 pub fn compile_module(spec: &ModuleSpec, target: Target) -> Result<Vec<u8>, GpuError> {
+    compile_source(
+        &spec.to_string(),
+        spec.source.file_name(),
+        crate::sources::source_text(spec.source),
+        &HEADERS,
+        &compile_options(spec, target),
+        target,
+    )
+}
+
+/// The NVRTC options of a source compiled for `target` without defines (all its knobs fixed in
+/// the text).
+pub fn base_options(target: Target) -> Vec<String> {
+    compile_options(&ModuleSpec::plain(crate::KernelSource::Vector), target)
+}
+
+/// Compiles the CUDA source `text` (file name `file`, named `label` in errors) with `headers`
+/// (name, text) available to `#include "name"`, and NVRTC `options` that must include the
+/// architecture of `target`. Returns the image as [`compile_module`] does. This is how text
+/// that is not one of the pool's sources (the kernel files of an emitted solver) is checked.
+pub fn compile_source(
+    label: &str,
+    file: &str,
+    text: &str,
+    headers: &[(&str, &str)],
+    options: &[String],
+    target: Target,
+) -> Result<Vec<u8>, GpuError> {
     nvrtc_version()?;
-    let file = spec.source.file_name();
-    let src = cstring(file, crate::sources::source_text(spec.source))?;
+    let src = cstring(file, text)?;
     let name = cstring("kernel file name", file)?;
-    let mut hdr_src = Vec::with_capacity(HEADERS.len());
-    let mut hdr_name = Vec::with_capacity(HEADERS.len());
-    for (n, t) in HEADERS {
+    let mut hdr_src = Vec::with_capacity(headers.len());
+    let mut hdr_name = Vec::with_capacity(headers.len());
+    for (n, t) in headers {
         hdr_name.push(cstring("header name", n)?);
         hdr_src.push(cstring(n, t)?);
     }
     let hdr_src_ptrs: Vec<*const c_char> = hdr_src.iter().map(|c| c.as_ptr()).collect();
     let hdr_name_ptrs: Vec<*const c_char> = hdr_name.iter().map(|c| c.as_ptr()).collect();
-    let options = compile_options(spec, target);
+    let options = options.to_vec();
 
     guarded("libnvrtc", || {
         let mut raw: nsys::nvrtcProgram = std::ptr::null_mut();
         // SAFETY: every pointer refers to a NUL-terminated string that outlives the program
-        // (they are dropped after `prog`), and the header arrays have HEADERS.len() entries.
+        // (they are dropped after `prog`), and the header arrays have headers.len() entries.
         unsafe {
             nsys::nvrtcCreateProgram(
                 &mut raw,
@@ -114,7 +141,7 @@ pub fn compile_module(spec: &ModuleSpec, target: Target) -> Result<Vec<u8>, GpuE
                 .map(|l| c_chars_to_string(&l))
                 .unwrap_or_else(|le| format!("(no log: {:?})", le.0));
             return Err(GpuError::Compile {
-                file: spec.to_string(),
+                file: label.to_string(),
                 options: options.clone(),
                 code: format!("{:?}", e.0),
                 log,

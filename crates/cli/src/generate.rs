@@ -1,0 +1,209 @@
+//! `autopcg generate`: plan a solve (as `solve` would on the target GPU) and write the plan
+//! (`plan.json`) with a standalone CUDA solver emitted from it.
+//!
+//! The target is the GPU of the model named with `--model` (no GPU needed: the plan is a
+//! function of the model and the matrix), or else GPU 0 with its model found as `solve` finds
+//! it (the fallback rule when there is none).
+use std::path::PathBuf;
+
+use anyhow::{anyhow, Context};
+use clap::Args;
+use serde::Serialize;
+
+use autopcg::generator::emit;
+use autopcg::generator::saved::{SavedModel, SavedPlan};
+use autopcg::generator::{model_device_props, plan, ModelRef, PlanError, PlanRequest, Target};
+use autopcg::model::ModelFile;
+use autopcg::{resolve_model, ModelChoice};
+
+use crate::common::{init_threads, parse_omega, precond_kind, read_matrix, FormArg, PrecondArg};
+use crate::Fail;
+
+#[derive(Args)]
+pub(crate) struct GenerateArgs {
+    /// Matrix Market file of A (.mtx or .mtx.gz).
+    matrix: PathBuf,
+    /// Folder to write plan.json and the solver's sources to (created if missing; files of
+    /// the same names are replaced).
+    #[arg(long)]
+    out: PathBuf,
+    /// Model file of the target GPU. The plan is made for that GPU, without a GPU here.
+    /// Without it, GPU 0 is the target and its model is found as `solve` finds it.
+    #[arg(long)]
+    model: Option<PathBuf>,
+    /// Preconditioner.
+    #[arg(long, value_enum, default_value_t = PrecondArg::SsorAi)]
+    precond: PrecondArg,
+    /// SSOR relaxation factor: a number in (0, 2), or `auto` (as `solve`).
+    #[arg(long, default_value = "auto")]
+    omega: String,
+    /// How SSOR-AI is applied (`auto`: the model picks by predicted time).
+    #[arg(long, value_enum, default_value_t = FormArg::Auto)]
+    ssor_form: FormArg,
+    /// GPUs to plan for (only 1: plans of several row blocks are not generated yet).
+    #[arg(long, default_value_t = 1)]
+    gpus: usize,
+    /// Poll (synchronise, check convergence) every this many iterations (default: 16).
+    #[arg(long)]
+    check_every: Option<usize>,
+    /// Use the lower triangle of a `general` file that is not symmetric, mirrored.
+    #[arg(long)]
+    assume_symmetric: bool,
+    /// CPU threads (default: all cores).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+/// What `generate --json` prints.
+#[derive(Serialize)]
+struct GenerateReport<'a> {
+    out: String,
+    files: Vec<&'a str>,
+    device: String,
+    model: Option<&'a str>,
+    precond: &'a str,
+    precond_applied: &'a str,
+    omega: Option<f64>,
+    steps: &'a [autopcg::generator::saved::SavedStep],
+    predicted_ms_per_iteration: Option<f64>,
+    notes: &'a [String],
+    build: String,
+}
+
+pub(crate) fn generate(a: GenerateArgs) -> Result<u8, Fail> {
+    init_threads(a.threads)?;
+    if a.gpus != 1 {
+        return Err(anyhow!(
+            "--gpus {}: plans for several GPUs (row blocks) are not generated yet; use --gpus 1",
+            a.gpus
+        )
+        .into());
+    }
+    if a.check_every == Some(0) {
+        return Err(anyhow!("--check-every must be at least 1").into());
+    }
+    let omega_arg = parse_omega(&a.omega)?;
+    let m = read_matrix(&a.matrix, a.assume_symmetric)?;
+    // An automatic omega is resolved for the matrix by the plan and recorded in plan.json.
+    let kind = precond_kind(a.precond, a.ssor_form, omega_arg);
+
+    // The target GPU and the model that chooses for it.
+    let mut notes = Vec::new();
+    let (props, model, label) = match &a.model {
+        Some(path) => {
+            let file = ModelFile::load(path).context("--model")?;
+            (
+                model_device_props(&file),
+                Some(file),
+                Some(path.display().to_string()),
+            )
+        }
+        None => {
+            let dev = autopcg::open_gpu(0).map_err(|why| {
+                anyhow!("no GPU to plan for ({why}): name the target's model file with --model")
+            })?;
+            let props = dev.props().clone();
+            let resolved = resolve_model(&ModelChoice::Auto, Some(&props.name))?;
+            notes.extend(resolved.notes);
+            match resolved.model {
+                Some(l) => {
+                    let label = l.label();
+                    (props, Some(l.file), Some(label))
+                }
+                None => (props, None, None),
+            }
+        }
+    };
+    let saved_model = match (&a.model, &label) {
+        (Some(p), Some(l)) => Some(SavedModel::of_file(p, l)?),
+        (None, Some(l)) => Some(SavedModel::of_file(std::path::Path::new(l), l)?),
+        _ => None,
+    };
+
+    let mut req = PlanRequest::new(&m, kind, Target::Gpu(props.clone()));
+    req.ssor_form_auto = a.ssor_form == FormArg::Auto;
+    req.check_every = a.check_every;
+    req.model = match (&model, &label) {
+        (Some(f), Some(l)) => Some(ModelRef { file: f, label: l }),
+        _ => None,
+    };
+    let solve_plan = plan(&req).map_err(|e| match e {
+        PlanError::Solver(p) => anyhow!("{}: {p}", a.matrix.display()),
+        other => anyhow!("{}: {other}", a.matrix.display()),
+    })?;
+    let mut saved = SavedPlan::from_plan(
+        &solve_plan,
+        &m,
+        &props,
+        saved_model,
+        Some(a.matrix.display().to_string()),
+    )?;
+    notes.append(&mut saved.notes);
+    saved.notes = notes;
+    let files = emit::emit(&saved)?;
+    emit::write(&a.out, &files)?;
+
+    let out = a.out.display().to_string();
+    let build = format!("cmake -S {out} -B {out}/build && cmake --build {out}/build -j");
+    if a.json {
+        let report = GenerateReport {
+            out: out.clone(),
+            files: files.iter().map(|f| f.path.as_str()).collect(),
+            device: saved.device.words(),
+            model: saved.model.as_ref().map(|m| m.file.as_str()),
+            precond: &saved.precond.kind,
+            precond_applied: &saved.precond.applied,
+            omega: saved.precond.omega,
+            steps: &saved.block().steps,
+            predicted_ms_per_iteration: saved.predicted_ms_per_iteration,
+            notes: &saved.notes,
+            build,
+        };
+        println!(
+            "{}",
+            serde_json::to_string(&report).map_err(anyhow::Error::from)?
+        );
+        return Ok(0);
+    }
+    for note in &saved.notes {
+        eprintln!("note: {note}");
+    }
+    println!(
+        "{}: plan for {} ({}), precond {}{}",
+        a.matrix.display(),
+        saved.device.words(),
+        saved
+            .model
+            .as_ref()
+            .map_or("fallback rule", |m| m.file.as_str()),
+        saved.precond.applied,
+        saved
+            .precond
+            .omega
+            .map(|w| format!(" (omega {w:.3})"))
+            .unwrap_or_default()
+    );
+    for s in &saved.block().steps {
+        let p = s
+            .predicted_ms
+            .map(|p| format!("  predicted {p:.4} ms"))
+            .unwrap_or_default();
+        println!(
+            "  {:<16} {:<8} {:<28} {}{p}",
+            s.step, s.format, s.kernel, s.config
+        );
+    }
+    println!(
+        "wrote {} files to {out} (plan: {out}/plan.json)",
+        files.len()
+    );
+    println!("build: {build}");
+    println!(
+        "run:   {out}/build/autopcg_gen_solve {}",
+        a.matrix.display()
+    );
+    Ok(0)
+}

@@ -1,0 +1,325 @@
+//! `autopcg generate` and `autopcg solve --plan`: generation without a GPU from a committed
+//! model, the plan file and the emitted folder, and the refusals of a plan for another matrix
+//! or another device (exit 2, one line naming the plan), with `--force` for the fingerprint.
+//! On a GPU host the saved plan also runs, and its JSON is the one of `solve --json`; without
+//! a CUDA device that test is reported ignored (failed with AUTOPCG_REQUIRE_GPU=1).
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use autopcg_gpu::GpuDevice;
+
+autopcg_gpu::test_main! {
+    cpu: [
+        generate_writes_the_plan_and_the_solver_without_a_gpu,
+        generate_refuses_what_it_cannot_do,
+        solve_plan_refuses_another_matrix_and_another_device,
+    ],
+    gpu: [solve_plan_runs_on_the_plans_gpu],
+}
+
+/// The binary cargo built for these tests, or the GPU bundle's (see tests/cli.rs).
+fn bin() -> Command {
+    let built = PathBuf::from(env!("CARGO_BIN_EXE_autopcg"));
+    let path = if built.exists() {
+        built
+    } else if let Some(p) = std::env::var_os("AUTOPCG_BIN") {
+        PathBuf::from(p)
+    } else {
+        PathBuf::from("../../.gpu-bundle/bin/autopcg")
+    };
+    Command::new(path)
+}
+
+fn run(args: &[&str]) -> Output {
+    bin().args(args).output().expect("the binary runs")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Exit 2 with one line on stderr that contains every piece of `parts`.
+fn refused(o: &Output, parts: &[&str]) {
+    let e = stderr(o);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert_eq!(e.trim_end().lines().count(), 1, "not one line: {e}");
+    for p in parts {
+        assert!(e.contains(p), "{p:?} not in: {e}");
+    }
+}
+
+fn generate(matrix: &str, model: &str, out: &Path) -> PathBuf {
+    let o = run(&[
+        "generate",
+        matrix,
+        "--model",
+        model,
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    out.join("plan.json")
+}
+
+/// The slug of GPU 0 when one opens.
+fn gpu_slug() -> Option<String> {
+    autopcg::open_gpu(0).ok().map(|d| d.props().slug())
+}
+
+fn generate_writes_the_plan_and_the_solver_without_a_gpu() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("gen");
+    let o = run(&[
+        "generate",
+        "../../matrices/bcsstk13.mtx",
+        "--model",
+        "../../models/nvidia-h200.json",
+        "--out",
+        out.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let files: Vec<&str> = j["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f.as_str().unwrap())
+        .collect();
+    for f in [
+        "plan.json",
+        "CMakeLists.txt",
+        "README.md",
+        "include/autopcg_generated.h",
+        "src/solver.cu",
+        "src/main.cpp",
+        "src/plan.h",
+        "kernels/dot.cu",
+        "kernels/vector.cu",
+    ] {
+        assert!(files.contains(&f), "{f} not written: {files:?}");
+        assert!(out.join(f).is_file(), "{f} missing on disk");
+    }
+    assert_eq!(j["device"], "NVIDIA H200 (sm_90)");
+    assert!(j["build"].as_str().unwrap().contains("cmake"));
+    let plan: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("plan.json")).unwrap()).unwrap();
+    assert_eq!(plan["schema"], 1);
+    assert_eq!(plan["kind"], "autopcg-plan");
+    assert_eq!(plan["device"]["arch"], 90);
+    assert_eq!(plan["matrix"]["n"], 2003);
+    assert_eq!(plan["matrix"]["nnz"], 83883);
+    assert_eq!(
+        plan["matrix"]["pattern_sha256"].as_str().map(str::len),
+        Some(64)
+    );
+    assert_eq!(plan["model"]["sha256"].as_str().map(str::len), Some(64));
+    assert_eq!(plan["precond"]["kind"], "ssor-ai");
+    let steps = plan["blocks"][0]["steps"].as_array().unwrap();
+    assert!(steps
+        .iter()
+        .all(|s| s["kernel"].is_string() && s["config"].is_string()));
+
+    // Text output, another preconditioner and form.
+    let o = run(&[
+        "generate",
+        "../../matrices/poisson3d_16.mtx",
+        "--model",
+        "../../models/nvidia-h100.json",
+        "--precond",
+        "jacobi",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("NVIDIA H100"), "{text}");
+    assert!(text.contains("cmake -S"), "{text}");
+}
+
+fn generate_refuses_what_it_cannot_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("g");
+    let o = run(&[
+        "generate",
+        "../../matrices/bcsstk01.mtx",
+        "--model",
+        "../../models/nvidia-h200.json",
+        "--gpus",
+        "2",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    refused(&o, &["--gpus 2"]);
+    let o = run(&[
+        "generate",
+        "../../matrices/bcsstk01.mtx",
+        "--model",
+        "../../matrices/README.md",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    refused(&o, &["--model", "README.md"]);
+    if autopcg::open_gpu(0).is_err() {
+        let o = run(&[
+            "generate",
+            "../../matrices/bcsstk01.mtx",
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        refused(&o, &["--model"]);
+    }
+}
+
+fn solve_plan_refuses_another_matrix_and_another_device() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = generate(
+        "../../matrices/bcsstk13.mtx",
+        "../../models/nvidia-h200.json",
+        &dir.path().join("g"),
+    );
+    let p = plan.to_str().unwrap();
+
+    // Another matrix: refused whatever the device, naming the plan.
+    let o = run(&["solve", "../../matrices/bcsstk01.mtx", "--plan", p]);
+    refused(&o, &[p, "bcsstk01.mtx", "rows differ", "--force"]);
+
+    // --force overrides the fingerprint: what remains is the device (no H200 here), or the run.
+    let o = run(&[
+        "solve",
+        "../../matrices/bcsstk01.mtx",
+        "--plan",
+        p,
+        "--force",
+    ]);
+    let e = stderr(&o);
+    assert!(!e.contains("differ"), "{e}");
+    if gpu_slug().as_deref() != Some("nvidia-h200") {
+        refused(&o, &[p, "the plan is for NVIDIA H200 (sm_90)"]);
+    }
+
+    // A plan for another device.
+    let text = std::fs::read_to_string(&plan).unwrap();
+    let mut j: serde_json::Value = serde_json::from_str(&text).unwrap();
+    j["device"]["name"] = "NVIDIA A100-SXM4-80GB".into();
+    j["device"]["slug"] = "nvidia-a100".into();
+    j["device"]["arch"] = 80.into();
+    let other = dir.path().join("a100.json");
+    std::fs::write(&other, serde_json::to_string_pretty(&j).unwrap()).unwrap();
+    let o = run(&[
+        "solve",
+        "../../matrices/bcsstk13.mtx",
+        "--plan",
+        other.to_str().unwrap(),
+    ]);
+    refused(
+        &o,
+        &[
+            other.to_str().unwrap(),
+            "the plan is for NVIDIA A100-SXM4-80GB (sm_80)",
+        ],
+    );
+    // --force is for the fingerprint only: the device is still refused.
+    let o = run(&[
+        "solve",
+        "../../matrices/bcsstk13.mtx",
+        "--plan",
+        other.to_str().unwrap(),
+        "--force",
+    ]);
+    refused(&o, &["the plan is for NVIDIA A100-SXM4-80GB (sm_80)"]);
+    // --device cpu cannot run a plan.
+    let o = run(&[
+        "solve",
+        "../../matrices/bcsstk13.mtx",
+        "--plan",
+        p,
+        "--device",
+        "cpu",
+    ]);
+    refused(&o, &[p, "the CPU"]);
+
+    // Files that are not plans of this schema.
+    let o = run(&[
+        "solve",
+        "../../matrices/bcsstk13.mtx",
+        "--plan",
+        "../../matrices/README.md",
+    ]);
+    refused(&o, &["README.md line 1: not an autopcg plan"]);
+    let v2 = dir.path().join("v2.json");
+    std::fs::write(&v2, text.replacen("\"schema\": 1", "\"schema\": 2", 1)).unwrap();
+    let o = run(&[
+        "solve",
+        "../../matrices/bcsstk13.mtx",
+        "--plan",
+        v2.to_str().unwrap(),
+    ]);
+    refused(&o, &["v2.json: plan schema 2"]);
+    // The plan decides the preconditioner: choosing one beside it is a usage error.
+    let o = run(&[
+        "solve",
+        "../../matrices/bcsstk13.mtx",
+        "--plan",
+        p,
+        "--precond",
+        "jacobi",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    let o = run(&["solve", "../../matrices/bcsstk13.mtx", "--force"]);
+    assert_eq!(o.status.code(), Some(2));
+}
+
+fn solve_plan_runs_on_the_plans_gpu(dev: GpuDevice) {
+    // The committed model of this GPU chooses; without one, generate plans for GPU 0 with the
+    // model it finds as `solve` does (the fallback rule when there is none).
+    let slug = dev.props().slug();
+    drop(dev);
+    let model = format!("../../models/{slug}.json");
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("g");
+    let has_model = Path::new(&model).exists();
+    let plan = if has_model {
+        generate("../../matrices/bcsstk13.mtx", &model, &out)
+    } else {
+        let o = run(&[
+            "generate",
+            "../../matrices/bcsstk13.mtx",
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        out.join("plan.json")
+    };
+    let o = run(&[
+        "solve",
+        "../../matrices/bcsstk13.mtx",
+        "--plan",
+        plan.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(j["converged"], true);
+    if has_model {
+        assert_eq!(j["model"], model.as_str());
+    }
+    assert!(j["plan"]["source"].as_str().unwrap().starts_with("plan "));
+    assert!(j["relative_residual"].as_f64().unwrap() <= 1e-8);
+    let saved: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&plan).unwrap()).unwrap();
+    assert_eq!(j["omega"], saved["precond"]["omega"]);
+    assert_eq!(j["precond_applied"], saved["precond"]["applied"]);
+    assert_eq!(j["check_every"], saved["check_every"]);
+
+    // The same report as `solve --json`: the same fields.
+    let o = run(&["solve", "../../matrices/bcsstk13.mtx", "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let plain: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let keys = |v: &serde_json::Value| -> Vec<String> {
+        let mut k: Vec<String> = v.as_object().unwrap().keys().cloned().collect();
+        k.sort();
+        k
+    };
+    assert_eq!(keys(&j), keys(&plain));
+}

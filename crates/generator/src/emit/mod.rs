@@ -1,0 +1,313 @@
+//! Emission of a tuned standalone solver: a [`SavedPlan`] becomes a folder of CUDA C++
+//! sources that build with CMake and nvcc and need no Rust.
+//!
+//! What is emitted ([`emit`]), relative to the output folder:
+//!
+//! | file | what |
+//! |---|---|
+//! | `plan.json` | the plan ([`SavedPlan::to_json`]) |
+//! | `kernels/*.cu`, `kernels/*.cuh` | the kernel files of the plan, from the GPU crate's embedded copy of `kernels/`, cut down to the entry points the plan launches, compile-time values fixed ([`kernels`]) |
+//! | `src/plan.h`, `src/plan_kernels.cuh` | the plan as constants and one launch function per step ([`plan_files`]) |
+//! | `src/solver.cu` | the host driver: Chronopoulos–Gear PCG with the fused update, device scalars, CUDA graphs, the true-residual check and residual replacement (template) |
+//! | `src/host_build.hpp` | SSOR-AI / Jacobi construction and the format conversions on the host (template) |
+//! | `include/autopcg_generated.h` | the C API: setup, solve, update_values, destroy (template) |
+//! | `fortran/autopcg_generated.f90` | Fortran interfaces to the C API (template) |
+//! | `src/main.cpp` | a command that reads a `.mtx` and prints the JSON of `autopcg solve --json` (template) |
+//! | `CMakeLists.txt`, `README.md` | the build for the plan's `sm_XX`, and how to build and call it (templates) |
+//!
+//! Emission is templates plus the plan: the templates (`crates/generator/templates/`) are the
+//! same for every plan, and the only plan-specific text is generated here from the plan.
+use std::path::{Path, PathBuf};
+
+use crate::saved::{SavedPlan, SavedPlanError};
+
+pub mod kernels;
+pub mod plan_files;
+pub mod template;
+
+/// Why a solver could not be emitted.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum EmitError {
+    /// A kernel source could not be cut down to the plan's entry points.
+    #[error("kernels/{file}: {reason}")]
+    Kernels {
+        /// The source file.
+        file: String,
+        /// What went wrong.
+        reason: String,
+    },
+    /// A template and its values disagree (an internal error).
+    #[error("template {template}: {reason}")]
+    Template {
+        /// The template.
+        template: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The plan cannot be written.
+    #[error(transparent)]
+    Plan(#[from] SavedPlanError),
+    /// A file cannot be written.
+    #[error("{path}: {source}", path = path.display())]
+    Io {
+        /// The file or folder.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+/// What kind of file an emitted file is (what can check it without a GPU).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileKind {
+    /// A kernel file: compiles alone with NVRTC (with the emitted headers).
+    Kernel,
+    /// A header of the kernel files.
+    KernelHeader,
+    /// Host code that needs nvcc (kernel launches).
+    Cuda,
+    /// Plain C++17 (checkable by any C++ compiler).
+    Cxx,
+    /// A C header (C99 and C++).
+    CHeader,
+    /// Fortran 2003.
+    Fortran,
+    /// Anything else (JSON, CMake, Markdown).
+    Other,
+}
+
+/// One emitted file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EmittedFile {
+    /// Path relative to the output folder, `/`-separated.
+    pub path: String,
+    /// Contents.
+    pub text: String,
+    /// What it is.
+    pub kind: FileKind,
+}
+
+/// A C string literal of `s`: quotes and backslashes escaped, bytes outside printable ASCII
+/// as three-digit octal escapes.
+pub fn c_string(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for b in s.bytes() {
+        match b {
+            b'"' => out.push_str("\\\""),
+            b'\\' => out.push_str("\\\\"),
+            b'?' => out.push_str("\\?"),
+            0x20..=0x7e => out.push(b as char),
+            _ => out.push_str(&format!("\\{b:03o}")),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// A JSON string literal of `s`.
+pub fn json_string(s: &str) -> String {
+    serde_json::to_string(s).unwrap_or_else(|_| "\"\"".to_string())
+}
+
+/// The first line of every generated file.
+fn banner(plan: &SavedPlan) -> String {
+    format!(
+        "emitted by {} for {} from a plan of {}",
+        plan.generated_by,
+        plan.device.words(),
+        plan.model
+            .as_ref()
+            .map_or("the fallback rule", |m| m.file.as_str())
+    )
+}
+
+/// A Markdown table of the plan's steps.
+fn steps_table(plan: &SavedPlan) -> String {
+    let mut t =
+        String::from("| step | format | kernel | launch | predicted ms |\n|---|---|---|---|---|\n");
+    for s in &plan.block().steps {
+        t.push_str(&format!(
+            "| {} | {} | `{}` | {} | {} |\n",
+            s.step,
+            s.format,
+            s.kernel,
+            s.config,
+            s.predicted_ms
+                .map_or_else(|| "-".to_string(), |p| format!("{p:.4}"))
+        ));
+    }
+    t
+}
+
+/// Every file of the solver of `plan`, `plan.json` first.
+pub fn emit(plan: &SavedPlan) -> Result<Vec<EmittedFile>, EmitError> {
+    plan.validate()?;
+    let banner = banner(plan);
+    let choice = plan.choice();
+    let mut files = vec![EmittedFile {
+        path: "plan.json".into(),
+        text: plan.to_json()?,
+        kind: FileKind::Other,
+    }];
+    let kfiles = kernels::kernel_files(choice, &banner)?;
+    let mut kernel_list = String::new();
+    for k in &kfiles {
+        kernel_list.push_str(&format!(
+            "- `kernels/{}`: {}\n",
+            k.name,
+            k.entries.join(", ")
+        ));
+    }
+    for h in kernels::headers() {
+        files.push(EmittedFile {
+            path: format!("kernels/{}", h.name),
+            text: h.text,
+            kind: FileKind::KernelHeader,
+        });
+    }
+    let names: Vec<String> = kfiles.iter().map(|k| k.name.clone()).collect();
+    for k in kfiles {
+        files.push(EmittedFile {
+            path: format!("kernels/{}", k.name),
+            text: k.text,
+            kind: FileKind::Kernel,
+        });
+    }
+    files.push(EmittedFile {
+        path: "src/plan.h".into(),
+        text: plan_files::plan_header(plan, &banner)?,
+        kind: FileKind::Cxx,
+    });
+    files.push(EmittedFile {
+        path: "src/plan_kernels.cuh".into(),
+        text: plan_files::plan_kernels(plan, &names, &banner)?,
+        kind: FileKind::Cuda,
+    });
+    let version = [("VERSION", plan.generated_by.clone())];
+    files.push(EmittedFile {
+        path: "src/solver.cu".into(),
+        text: template::fill("solver.cu", template::SOLVER_CU, &version)?,
+        kind: FileKind::Cuda,
+    });
+    files.push(EmittedFile {
+        path: "src/host_build.hpp".into(),
+        text: template::fill("host_build.hpp", template::HOST_BUILD_HPP, &version)?,
+        kind: FileKind::Cxx,
+    });
+    files.push(EmittedFile {
+        path: "src/main.cpp".into(),
+        text: template::fill("main.cpp", template::MAIN_CPP, &version)?,
+        kind: FileKind::Cxx,
+    });
+    files.push(EmittedFile {
+        path: "include/autopcg_generated.h".into(),
+        text: template::fill("autopcg_generated.h", template::C_HEADER, &version)?,
+        kind: FileKind::CHeader,
+    });
+    files.push(EmittedFile {
+        path: "fortran/autopcg_generated.f90".into(),
+        text: template::fill("autopcg_generated.f90", template::FORTRAN_MODULE, &version)?,
+        kind: FileKind::Fortran,
+    });
+    files.push(EmittedFile {
+        path: "CMakeLists.txt".into(),
+        text: template::fill(
+            "CMakeLists.txt",
+            template::CMAKE_LISTS,
+            &[
+                ("VERSION", plan.generated_by.clone()),
+                ("ARCH", plan.device.arch.to_string()),
+            ],
+        )?,
+        kind: FileKind::Other,
+    });
+    let m = &plan.matrix;
+    let readme = template::fill(
+        "README.md",
+        template::README_MD,
+        &[
+            ("VERSION", plan.generated_by.clone()),
+            ("DEVICE", plan.device.words()),
+            ("ARCH", plan.device.arch.to_string()),
+            (
+                "MODEL",
+                plan.model.as_ref().map_or_else(
+                    || "none (the fallback rule chose)".to_string(),
+                    |mm| format!("`{}` (SHA-256 `{}`)", mm.file, mm.sha256),
+                ),
+            ),
+            (
+                "MATRIX",
+                format!(
+                    "{}n = {}, nnz = {}, pattern SHA-256 `{}`",
+                    plan.matrix_file
+                        .as_ref()
+                        .map(|f| format!("`{f}`, "))
+                        .unwrap_or_default(),
+                    m.n,
+                    m.nnz,
+                    m.pattern_sha256
+                ),
+            ),
+            (
+                "PRECOND",
+                match plan.precond.omega {
+                    Some(w) => format!(
+                        "{} (omega {w}), applied as {}",
+                        plan.precond.kind, plan.precond.applied
+                    ),
+                    None => plan.precond.applied.clone(),
+                },
+            ),
+            ("CHECK_EVERY", plan.check_every.to_string()),
+            (
+                "GRAPHS",
+                if choice.use_graph {
+                    format!(
+                        "replayed from CUDA graphs of {} iteration(s)",
+                        choice.graph_iters
+                    )
+                } else {
+                    "launched kernel by kernel".to_string()
+                },
+            ),
+            ("STEPS", steps_table(plan)),
+            ("KERNELS", kernel_list),
+        ],
+    )?;
+    files.push(EmittedFile {
+        path: "README.md".into(),
+        text: readme,
+        kind: FileKind::Other,
+    });
+    Ok(files)
+}
+
+/// Writes `files` under `dir` (created if missing; files of the same names are replaced).
+pub fn write(dir: &Path, files: &[EmittedFile]) -> Result<(), EmitError> {
+    for f in files {
+        let path = f.path.split('/').fold(dir.to_path_buf(), |p, c| p.join(c));
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(|source| EmitError::Io {
+                path: parent.to_path_buf(),
+                source,
+            })?;
+        }
+        std::fs::write(&path, &f.text).map_err(|source| EmitError::Io { path, source })?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn c_strings_escape_what_c_needs() {
+        assert_eq!(c_string("a\"b\\c"), r#""a\"b\\c""#);
+        assert_eq!(c_string("é\n"), "\"\\303\\251\\012\"");
+        assert_eq!(c_string("??="), "\"\\?\\?=\"");
+    }
+}

@@ -1,0 +1,452 @@
+//! The two plan-specific files of the emitted solver, generated from a [`SavedPlan`]:
+//!
+//! - `src/plan.h`: the plan as C preprocessor constants (device, matrix fingerprint,
+//!   preconditioner, omega, the format of every operand, padding limits, block sizes, polling
+//!   and graph lengths) and the JSON members the emitted command prints;
+//! - `src/plan_kernels.cuh`: the chosen kernel files, included, and one launch function per
+//!   step with the chosen kernel and its launch configuration as literals.
+//!
+//! The host driver template (`templates/solver.cu`) includes both and is otherwise the same
+//! for every plan.
+use std::fmt::Write as _;
+
+use autopcg_catalog::kernels::{
+    merge_smem_bytes, MERGE_FIXUP, MERGE_PARTITION, MERGE_SMEM_PER_WARP, MERGE_TILE,
+};
+use autopcg_catalog::Dot3Kernel;
+use autopcg_catalog::{LaunchConfig, PrecondKernel, SpmvKernel, SpmvMethod, DEFAULT_THREADS};
+use autopcg_solver::gpu::{Dot3Choice, GpuPlanChoice, PrecondChoice};
+
+use super::kernels::{AUX_DOT, AUX_XPAY};
+use super::{c_string, json_string, EmitError};
+use crate::saved::SavedPlan;
+
+/// The operands a plan may store, with their names in the emitted code.
+const OPERANDS: [&str; 4] = ["A", "K", "KT", "M"];
+
+/// The SpMV method of each operand the plan stores.
+fn operands(choice: &GpuPlanChoice) -> Vec<(&'static str, SpmvMethod)> {
+    let mut v = vec![("A", choice.a.method)];
+    match &choice.precond {
+        PrecondChoice::Factored { k, kt, .. } => {
+            v.push(("K", k.method));
+            v.push(("KT", kt.method));
+        }
+        PrecondChoice::Explicit { m } => v.push(("M", m.method)),
+        PrecondChoice::None | PrecondChoice::Jacobi(_) => {}
+    }
+    v
+}
+
+fn format_const(m: &SpmvMethod) -> &'static str {
+    match m {
+        SpmvMethod::Csr { .. } => "APG_FORMAT_CSR",
+        SpmvMethod::Ell { .. } => "APG_FORMAT_ELL",
+        SpmvMethod::Dia { .. } => "APG_FORMAT_DIA",
+        SpmvMethod::Coo { .. } => "APG_FORMAT_COO",
+        SpmvMethod::Hyb { .. } => "APG_FORMAT_HYB",
+    }
+}
+
+fn uses_merge(m: &SpmvMethod) -> bool {
+    matches!(
+        m,
+        SpmvMethod::Csr {
+            kernel: SpmvKernel::CsrMerge,
+            ..
+        }
+    )
+}
+
+/// A C double literal that reads back as exactly `x` (shortest round trip).
+fn c_double(x: f64) -> String {
+    format!("{x:?}")
+}
+
+fn def(h: &mut String, name: &str, value: String) {
+    let _ = writeln!(h, "#define {name} {value}");
+}
+
+/// `src/plan.h`.
+pub fn plan_header(plan: &SavedPlan, banner: &str) -> Result<String, EmitError> {
+    let c = plan.choice();
+    let mut h = String::new();
+    let mut out = format!(
+        "// plan.h: {banner}\n// The plan as constants. Generated from plan.json: edit the plan \
+         and generate again rather than editing this file.\n#ifndef AUTOPCG_GENERATED_PLAN_H\n\
+         #define AUTOPCG_GENERATED_PLAN_H\n\n"
+    );
+    def(&mut h, "APG_FORMAT_CSR", "0".into());
+    def(&mut h, "APG_FORMAT_ELL", "1".into());
+    def(&mut h, "APG_FORMAT_DIA", "2".into());
+    def(&mut h, "APG_FORMAT_COO", "3".into());
+    def(&mut h, "APG_FORMAT_HYB", "4".into());
+    def(&mut h, "APG_PRECOND_NONE", "0".into());
+    def(&mut h, "APG_PRECOND_JACOBI", "1".into());
+    def(&mut h, "APG_PRECOND_SSOR_FACTORED", "2".into());
+    def(&mut h, "APG_PRECOND_SSOR_EXPLICIT", "3".into());
+    h.push('\n');
+    let d = &plan.device;
+    def(&mut h, "APG_PLAN_DEVICE_NAME", c_string(&d.name));
+    def(&mut h, "APG_PLAN_DEVICE_SLUG", c_string(&d.slug));
+    def(&mut h, "APG_PLAN_ARCH", d.arch.to_string());
+    let m = &plan.matrix;
+    def(&mut h, "APG_PLAN_N", format!("{}LL", m.n));
+    def(&mut h, "APG_PLAN_NCOLS", format!("{}LL", m.ncols));
+    def(&mut h, "APG_PLAN_NNZ", format!("{}LL", m.nnz));
+    def(
+        &mut h,
+        "APG_PLAN_PATTERN_SHA256",
+        c_string(&m.pattern_sha256),
+    );
+    h.push('\n');
+    let p = &plan.precond;
+    let kind = match c.precond {
+        PrecondChoice::None => "APG_PRECOND_NONE",
+        PrecondChoice::Jacobi(_) => "APG_PRECOND_JACOBI",
+        PrecondChoice::Factored { .. } => "APG_PRECOND_SSOR_FACTORED",
+        PrecondChoice::Explicit { .. } => "APG_PRECOND_SSOR_EXPLICIT",
+    };
+    def(&mut h, "APG_PRECOND", kind.into());
+    def(&mut h, "APG_SSOR_ORDER", p.order.unwrap_or(0).to_string());
+    def(&mut h, "APG_SSOR_OMEGA", c_double(p.omega.unwrap_or(1.0)));
+    def(&mut h, "APG_PRECOND_NAME", c_string(&p.kind));
+    def(&mut h, "APG_PRECOND_APPLIED", c_string(&p.applied));
+    h.push('\n');
+    let ops = operands(c);
+    for name in OPERANDS {
+        let found = ops.iter().find(|(n, _)| *n == name);
+        def(
+            &mut h,
+            &format!("APG_HAS_{name}"),
+            u8::from(found.is_some()).to_string(),
+        );
+        if let Some((_, m)) = found {
+            def(&mut h, &format!("APG_FMT_{name}"), format_const(m).into());
+            let split = match m {
+                SpmvMethod::Hyb { split: Some(s), .. } => format!("{s}LL"),
+                _ => "(-1LL)".into(),
+            };
+            def(&mut h, &format!("APG_HYB_SPLIT_{name}"), split);
+            def(
+                &mut h,
+                &format!("APG_MERGE_{name}"),
+                u8::from(uses_merge(m)).to_string(),
+            );
+        }
+    }
+    def(
+        &mut h,
+        "APG_ANY_MERGE",
+        u8::from(ops.iter().any(|(_, m)| uses_merge(m))).to_string(),
+    );
+    def(
+        &mut h,
+        "APG_PAD_MAX_FILL",
+        c_double(c.padding.max_fill_ratio),
+    );
+    def(
+        &mut h,
+        "APG_PAD_MAX_BYTES",
+        format!("{}ULL", c.padding.max_bytes),
+    );
+    h.push('\n');
+    def(&mut h, "APG_DOT_THREADS", c.dot3.config.threads.to_string());
+    def(&mut h, "APG_DOT3_BLOCKS", c.dot3.config.blocks.to_string());
+    def(&mut h, "APG_AUX_THREADS", DEFAULT_THREADS.to_string());
+    def(&mut h, "APG_MERGE_TILE", MERGE_TILE.to_string());
+    def(
+        &mut h,
+        "APG_MERGE_SMEM_PER_WARP",
+        MERGE_SMEM_PER_WARP.to_string(),
+    );
+    def(&mut h, "APG_CHECK_EVERY", plan.check_every.to_string());
+    def(&mut h, "APG_USE_GRAPH", u8::from(c.use_graph).to_string());
+    def(&mut h, "APG_GRAPH_ITERS", c.graph_iters.to_string());
+    h.push('\n');
+    def(
+        &mut h,
+        "APG_PLAN_JSON_MEMBERS",
+        c_string(&json_members(plan)?),
+    );
+    out.push_str(&h);
+    out.push_str("\n#endif // AUTOPCG_GENERATED_PLAN_H\n");
+    Ok(out)
+}
+
+/// The members of the solve report that come from the plan (`precond`, `omega`,
+/// `precond_applied`, `check_every`, `plan`, `model`, `predicted_ms_per_iteration`), as the
+/// text between the braces of a JSON object, in the field names of `autopcg solve --json`.
+pub fn json_members(plan: &SavedPlan) -> Result<String, EmitError> {
+    let mut steps = Vec::new();
+    for s in &plan.block().steps {
+        steps.push(format!(
+            "{{\"step\":{},\"format\":{},\"kernel\":{},\"config\":{},\"predicted_ms\":{}}}",
+            json_string(&s.step),
+            json_string(&s.format),
+            json_string(&s.kernel),
+            json_string(&s.config),
+            json_number(s.predicted_ms)
+        ));
+    }
+    let source = format!("generated solver of {}", plan.source);
+    Ok(format!(
+        "\"precond\":{},\"omega\":{},\"precond_applied\":{},\"check_every\":{},\
+         \"plan\":{{\"steps\":[{}],\"source\":{}}},\"model\":{},\"predicted_ms_per_iteration\":{}",
+        json_string(&plan.precond.kind),
+        json_number(plan.precond.omega),
+        json_string(&plan.precond.applied),
+        plan.check_every,
+        steps.join(","),
+        json_string(&source),
+        plan.model
+            .as_ref()
+            .map_or_else(|| "null".to_string(), |m| json_string(&m.file)),
+        json_number(plan.predicted_ms_per_iteration),
+    ))
+}
+
+fn json_number(x: Option<f64>) -> String {
+    match x {
+        Some(v) if v.is_finite() => format!("{v:?}"),
+        _ => "null".into(),
+    }
+}
+
+/// `<<<blocks, threads, smem, st>>>`.
+fn launch(cfg: LaunchConfig, smem: u32) -> String {
+    format!("<<<{}u, {}u, {smem}u, st>>>", cfg.blocks, cfg.threads)
+}
+
+/// The body of `y = B x` for the operand `m` (an `ApgOperand`) with `method`.
+fn spmv_body(method: &SpmvMethod) -> String {
+    match *method {
+        SpmvMethod::Csr { kernel, config } if kernel == SpmvKernel::CsrMerge => format!(
+            "    {kernel}{l}(m.nrows, m.nnz, m.indptr, m.indices, m.vals, x, y, m.tile_rows, \
+             m.carry_rows, m.carry_vals);\n    \
+             {MERGE_FIXUP}<<<m.fix_blocks, {DEFAULT_THREADS}u, 0u, st>>>(m.nrows, m.ntiles, \
+             m.carry_rows, m.carry_vals, y);\n",
+            l = launch(config, merge_smem_bytes(config.threads)),
+        ),
+        SpmvMethod::Csr { kernel, config } => format!(
+            "    {kernel}{}(m.nrows, m.indptr, m.indices, m.vals, x, y);\n",
+            launch(config, 0)
+        ),
+        SpmvMethod::Ell { config } => format!(
+            "    {}{}(m.nrows, m.ell_width, m.ell_cols, m.ell_vals, x, y);\n",
+            SpmvKernel::Ell,
+            launch(config, 0)
+        ),
+        SpmvMethod::Dia { config } => format!(
+            "    {}{}(m.nrows, m.ncols, m.ndiag, m.dia_offsets, m.dia_data, x, y);\n",
+            SpmvKernel::Dia,
+            launch(config, 0)
+        ),
+        SpmvMethod::Coo { kernel, config } => format!(
+            "    APG_LAUNCH(cudaMemsetAsync(y, 0, sizeof(double) * (size_t)m.nrows, st));\n    \
+             if (m.coo_nnz == 0) return;\n    \
+             {kernel}{}(m.coo_nnz, m.coo_rows, m.coo_cols, m.coo_vals, x, y);\n",
+            launch(config, 0)
+        ),
+        SpmvMethod::Hyb {
+            ell_config,
+            coo_kernel,
+            coo_config,
+            ..
+        } => format!(
+            "    {}{}(m.nrows, m.ell_width, m.ell_cols, m.ell_vals, x, y);\n    \
+             if (m.coo_nnz == 0) return;\n    \
+             {coo_kernel}{}(m.coo_nnz, m.coo_rows, m.coo_cols, m.coo_vals, x, y);\n",
+            SpmvKernel::Ell,
+            launch(ell_config, 0),
+            launch(coo_config, 0)
+        ),
+    }
+}
+
+fn dot3_body(d: &Dot3Choice, next: bool) -> String {
+    let cfg = d.config;
+    let t = cfg.threads;
+    let names = if next {
+        d.kernel.next_entry_points()
+    } else {
+        d.kernel.entry_points()
+    };
+    let iteration = if next { "" } else { ", 0u" };
+    match d.kernel {
+        Dot3Kernel::LastBlock => format!(
+            "    {}{}(S.n, S.r, S.u, S.w, S.dot3_partial, S.dot3_counter, S.scalars, S.history, \
+             S.hist_cap{iteration});\n",
+            names[0],
+            launch(cfg, 0)
+        ),
+        Dot3Kernel::TwoPass => format!(
+            "    {}{}(S.n, S.r, S.u, S.w, S.dot3_partial);\n    \
+             {}<<<1u, {t}u, 0u, st>>>({}u, S.dot3_partial, S.scalars, S.history, \
+             S.hist_cap{iteration});\n",
+            names[0],
+            launch(cfg, 0),
+            names[1],
+            cfg.blocks
+        ),
+    }
+}
+
+fn step_comment(what: &str, kernel: &str, cfg: &str, predicted: Option<f64>) -> String {
+    let p = predicted
+        .map(|p| format!(", predicted {p:.4} ms"))
+        .unwrap_or_default();
+    format!("// {what}: {kernel}, {cfg}{p}\n")
+}
+
+/// `src/plan_kernels.cuh`.
+pub fn plan_kernels(
+    plan: &SavedPlan,
+    kernel_files: &[String],
+    banner: &str,
+) -> Result<String, EmitError> {
+    let c = plan.choice();
+    let mut s = format!(
+        "// plan_kernels.cuh: {banner}\n// The kernels of this plan and one launch function per \
+         step, kernels and launch configurations\n// as the plan chose them. Included once, by \
+         solver.cu (it needs the ApgSolver and ApgOperand types).\n\n"
+    );
+    for f in kernel_files {
+        let _ = writeln!(s, "#include \"../kernels/{f}\"");
+    }
+    s.push('\n');
+    for (name, m) in operands(c) {
+        s.push_str(&step_comment(
+            &format!("SpMV with {name}"),
+            &m.kernel_name(),
+            &m.config_text(),
+            None,
+        ));
+        let _ = write!(
+            s,
+            "static void apg_spmv_{name}(const ApgOperand &m, const double *x, double *y, \
+             cudaStream_t st) {{\n    if (m.nrows == 0) return;\n{}}}\n\n",
+            spmv_body(&m)
+        );
+    }
+    for name in OPERANDS {
+        if !operands(c).iter().any(|(n, _)| *n == name) {
+            let _ = write!(
+                s,
+                "// {name} is not stored by this plan.\n[[maybe_unused]] static void apg_spmv_{name}(const \
+                 ApgOperand &, const double *, double *, cudaStream_t) {{}}\n\n"
+            );
+        }
+    }
+    let n = "S.n";
+    let precond = match &c.precond {
+        PrecondChoice::None => {
+            "    APG_LAUNCH(cudaMemcpyAsync(u, r, sizeof(double) * (size_t)S.n, \
+             cudaMemcpyDeviceToDevice, st));\n"
+                .to_string()
+        }
+        PrecondChoice::Jacobi(e) => format!(
+            "    {}{}({n}, S.inv_diag, r, u);\n",
+            PrecondKernel::Jacobi(e.loads),
+            launch(e.config, 0)
+        ),
+        PrecondChoice::Factored { scale, .. } => format!(
+            "    apg_spmv_K(S.K, r, S.t, st);\n    {}{}({n}, S.inv_diag, S.t);\n    \
+             apg_spmv_KT(S.KT, S.t, u, st);\n",
+            PrecondKernel::DiagScale(scale.loads),
+            launch(scale.config, 0)
+        ),
+        PrecondChoice::Explicit { .. } => "    apg_spmv_M(S.M, r, u, st);\n".to_string(),
+    };
+    let steps = &plan.block().steps;
+    let step_of = |name: &str| steps.iter().find(|st| st.step.starts_with(name));
+    if let Some(st) = step_of("precond") {
+        s.push_str(&step_comment(
+            "preconditioner",
+            &st.kernel,
+            &st.config,
+            st.predicted_ms,
+        ));
+    }
+    let _ = write!(
+        s,
+        "static void apg_precond(ApgSolver &S, const double *r, double *u, cudaStream_t st) \
+         {{\n{precond}}}\n\n"
+    );
+    let u = c.update;
+    s.push_str(&step_comment(
+        "fused update",
+        &format!("cg_update_{}", u.variant.suffix()),
+        &u.config.words(),
+        u.predicted_ms,
+    ));
+    let _ = write!(
+        s,
+        "static void apg_update(ApgSolver &S, cudaStream_t st) {{\n    cg_update_{}{}(S.n, \
+         S.scalars, S.u, S.w, S.p, S.s, S.x, S.r);\n}}\n\n",
+        u.variant.suffix(),
+        launch(u.config, 0)
+    );
+    s.push_str(&step_comment(
+        "three dots and the recurrence",
+        &c.dot3.kernel.to_string(),
+        &c.dot3.config.words(),
+        c.dot3.predicted_ms,
+    ));
+    let _ = write!(
+        s,
+        "static void apg_dot3_start(ApgSolver &S, cudaStream_t st) {{\n{}}}\n\n\
+         static void apg_dot3_next(ApgSolver &S, cudaStream_t st) {{\n{}}}\n\n",
+        dot3_body(&c.dot3, false),
+        dot3_body(&c.dot3, true)
+    );
+    let _ = write!(
+        s,
+        "// The start and the residual checks: y = b - y ({xpay}) and one dot product \
+         ({dot}),\n// {aux} threads and BLOCK_SIZE threads per block, one wave of blocks on the \
+         device.\nstatic void apg_b_minus(ApgSolver &S, double *y, cudaStream_t st) {{\n    \
+         xpay_{xs}<<<S.aux_xpay_blocks, {aux}u, 0u, st>>>(S.n, -1.0, S.b, y);\n}}\n\n\
+         static void apg_dot(ApgSolver &S, const double *x, const double *y, cudaStream_t st) \
+         {{\n    {dot}<<<S.aux_dot_blocks, {bs}u, 0u, st>>>(S.n, x, y, S.dot_partial, \
+         S.dot_counter, S.dot_out);\n}}\n\n",
+        xpay = format_args!("xpay_{}", AUX_XPAY.suffix()),
+        xs = AUX_XPAY.suffix(),
+        dot = AUX_DOT,
+        aux = DEFAULT_THREADS,
+        bs = c.dot3.config.threads,
+    );
+    let mut preload = String::new();
+    for entries in super::kernels::entry_points(c).values() {
+        for e in entries {
+            let _ = writeln!(
+                preload,
+                "    APG_CUDA(cudaFuncGetAttributes(&attr, (const void *){e}));"
+            );
+        }
+    }
+    let _ = write!(
+        s,
+        "// Loads every kernel of the plan (the runtime loads modules lazily otherwise).
+         static void apg_preload() {{
+    cudaFuncAttributes attr;
+{preload}}}
+
+"
+    );
+    let any_merge = operands(c).iter().any(|(_, m)| uses_merge(m));
+    if any_merge {
+        let _ = write!(
+            s,
+            "// The merge-path partition of a CSR operand (once per pattern).\nstatic void \
+             apg_merge_partition(ApgOperand &m, uint32_t blocks, cudaStream_t st) {{\n    \
+             {MERGE_PARTITION}<<<blocks, {DEFAULT_THREADS}u, 0u, st>>>(m.nrows, m.nnz, m.indptr, \
+             m.ntiles, m.tile_rows);\n}}\n"
+        );
+    } else {
+        s.push_str(
+            "// No operand of this plan uses the merge-path kernel.\n[[maybe_unused]] static void \
+             apg_merge_partition(ApgOperand &, uint32_t, cudaStream_t) {}\n",
+        );
+    }
+    Ok(s)
+}

@@ -1,0 +1,516 @@
+//! Saved plans and the emitted solver, without a GPU:
+//! - plan.json round-trips (serialise, parse, equal) and rebuilds the same plan (preconditioner
+//!   bit for bit, the same steps);
+//! - a plan for another matrix or another device is refused, `force` overrides the
+//!   fingerprint, foreign and other-schema files are clear errors;
+//! - the emitted kernel files compile with NVRTC and export exactly the plan's entry points
+//!   (reported ignored when NVRTC cannot be loaded; failed with AUTOPCG_REQUIRE_GPU=1);
+//! - the emitted C, C++ and Fortran host files pass the compilers' syntax checks (each
+//!   reported ignored when its compiler is missing; failed with AUTOPCG_REQUIRE_TOOLS=1);
+//! - the host-side preconditioner and format conversions of the emitted solver
+//!   (host_build.hpp) produce the same bits as the Rust code they mirror.
+mod common;
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::process::Command;
+
+use autopcg_generator::emit::{self, kernels, FileKind};
+use autopcg_generator::model_device_props;
+use autopcg_generator::saved::{SavedPlan, SavedPlanError, PLAN_SCHEMA};
+use autopcg_solver::{PrecondKind, Preconditioner, SsorForm};
+use autopcg_sparse::{CooMatrix, CsrMatrix, DiaMatrix, EllMatrix, HybMatrix, PaddingLimits};
+use common::harness::{self, Case};
+use common::*;
+
+fn main() -> std::process::ExitCode {
+    harness::run(vec![
+        Case::cpu(
+            "plan_json_round_trips_and_rebuilds_the_same_plan",
+            plan_json_round_trips_and_rebuilds_the_same_plan,
+        ),
+        Case::cpu(
+            "mismatches_are_refused_and_force_overrides_the_fingerprint",
+            mismatches_are_refused_and_force_overrides_the_fingerprint,
+        ),
+        Case::cpu(
+            "emission_holds_exactly_the_plans_kernels_and_fills_every_template",
+            emission_holds_exactly_the_plans_kernels_and_fills_every_template,
+        ),
+        Case::nvrtc(
+            "emitted_kernels_compile_with_nvrtc",
+            emitted_kernels_compile_with_nvrtc,
+        ),
+        Case::tool(
+            "emitted_cpp_files_pass_the_syntax_check",
+            "C++ compiler (g++, c++ or clang++)",
+            cxx,
+            emitted_cpp_files_pass_the_syntax_check,
+        ),
+        Case::tool(
+            "emitted_c_header_passes_the_syntax_check",
+            "C compiler (gcc, cc or clang)",
+            cc,
+            emitted_c_header_passes_the_syntax_check,
+        ),
+        Case::tool(
+            "emitted_fortran_module_passes_the_syntax_check",
+            "Fortran compiler (gfortran)",
+            gfortran,
+            emitted_fortran_module_passes_the_syntax_check,
+        ),
+        Case::tool(
+            "host_build_matches_the_rust_preconditioners_and_conversions_bit_for_bit",
+            "C++ compiler (g++, c++ or clang++)",
+            cxx,
+            host_build_matches_the_rust_preconditioners_and_conversions_bit_for_bit,
+        ),
+    ])
+}
+
+fn plan_json_round_trips_and_rebuilds_the_same_plan() {
+    let b13 = fixture("bcsstk13");
+    for (name, p) in plans() {
+        let text = p.to_json().unwrap();
+        let back = SavedPlan::parse(&text, Path::new("plan.json")).unwrap();
+        assert_eq!(back, p, "{name}");
+        assert_eq!(back.schema, PLAN_SCHEMA);
+        assert_eq!(back.to_json().unwrap(), text, "{name}: not a fixed point");
+    }
+    // The saved plan turns back into the plan it came from: the same steps and the same
+    // preconditioner, bit for bit, without choosing again.
+    let p = saved("bcsstk13", &b13, ssor(1), true);
+    let props = model_device_props(&h200());
+    let sp = p.to_solve_plan(&b13, &props, false, "plan.json").unwrap();
+    assert_eq!(sp.gpu.as_ref(), Some(p.choice()));
+    assert_eq!(sp.check_every, p.check_every);
+    assert!(sp.explain.is_empty());
+    let mut req = autopcg_generator::PlanRequest::new(
+        &b13,
+        ssor(1),
+        autopcg_generator::Target::Gpu(props.clone()),
+    );
+    let model = h200();
+    req.ssor_form_auto = true;
+    req.model = Some(autopcg_generator::ModelRef {
+        file: &model,
+        label: "m",
+    });
+    let fresh = autopcg_generator::plan(&req).unwrap();
+    assert_eq!(sp.preconditioner, fresh.preconditioner);
+    assert_eq!(p.precond.applied, "ssor-ai-explicit");
+    // The automatic omega asked for is recorded as the value it resolved to, and the plan's
+    // kind is the fresh plan's (omega and the form the model chose).
+    assert_eq!(p.precond.omega, Some(omega_of(&b13)));
+    assert_eq!(sp.kind, fresh.kind);
+    assert_eq!(sp.kind.omega(), Some(omega_of(&b13)));
+    assert_eq!(sp.kind, sp.kind.resolved_for(&b13));
+    assert_eq!(
+        p.matrix.pattern_sha256,
+        autopcg_generator::saved::pattern_sha256(&b13)
+    );
+    assert_eq!(p.model.as_ref().map(|m| m.sha256.len()), Some(64));
+}
+
+fn mismatches_are_refused_and_force_overrides_the_fingerprint() {
+    let b13 = fixture("bcsstk13");
+    let p = saved("bcsstk13", &b13, ssor(1), true);
+    let props = model_device_props(&h200());
+    let other = fixture("bcsstk01");
+    let e = p
+        .to_solve_plan(&other, &props, false, "plan.json")
+        .unwrap_err();
+    assert!(
+        matches!(e, SavedPlanError::Fingerprint { what: "rows", .. }),
+        "{e}"
+    );
+    // Same shape and nonzero count, another pattern: the hash tells them apart.
+    let mut swapped = b13.clone();
+    swapped = permute_last_two_rows_and_columns(&swapped);
+    if swapped.nnz() == b13.nnz()
+        && autopcg_generator::saved::pattern_sha256(&swapped) != p.matrix.pattern_sha256
+    {
+        let e = p.check_matrix(&swapped, false).unwrap_err();
+        assert!(e.to_string().contains("sparsity patterns differ"), "{e}");
+    }
+    // Forced: the fingerprint is only a note; the plan then fails where it cannot run.
+    let note = p.check_matrix(&other, true).unwrap();
+    assert!(note.is_some_and(|n| n.contains("forced")));
+    // Another device.
+    let mut h100 = props.clone();
+    h100.name = "NVIDIA H100 80GB HBM3".into();
+    let e = p.to_solve_plan(&b13, &h100, true, "plan.json").unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("the plan is for NVIDIA H200 (sm_90) but this device is NVIDIA H100"),
+        "{e}"
+    );
+    // The same GPU under a board name with the same slug is the plan's device.
+    let mut nvl = props.clone();
+    nvl.name = "NVIDIA H200 NVL".into();
+    p.check_device(&nvl).unwrap();
+    let mut a100 = props;
+    a100.compute_capability = (8, 0);
+    assert!(p.check_device(&a100).is_err());
+
+    // Files that are not plans of this schema.
+    let text = p.to_json().unwrap();
+    let e = SavedPlan::parse(
+        &text.replacen("\"schema\": 1", "\"schema\": 99", 1),
+        Path::new("x.json"),
+    )
+    .unwrap_err();
+    assert!(matches!(e, SavedPlanError::Schema { found: 99, .. }), "{e}");
+    let e = SavedPlan::parse("{\"schema\": 1}", Path::new("m.json")).unwrap_err();
+    assert!(
+        e.to_string()
+            .starts_with("m.json line 1: not an autopcg plan"),
+        "{e}"
+    );
+    let e = SavedPlan::parse(
+        &text.replacen("\"check_every\": 16", "\"check_every\": 0", 1),
+        Path::new("p.json"),
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("check_every"), "{e}");
+    let e = SavedPlan::parse(
+        &text.replacen("\"n\": 2003", "\"n\": \"x\"", 1),
+        Path::new("p.json"),
+    )
+    .unwrap_err();
+    assert!(e.to_string().starts_with("p.json line "), "{e}");
+}
+
+/// `a` with its last two rows and columns swapped (same n and nnz, usually another pattern).
+fn permute_last_two_rows_and_columns(a: &CsrMatrix) -> CsrMatrix {
+    let n = a.nrows();
+    let perm = |i: usize| match i {
+        i if i == n - 1 => n - 2,
+        i if i == n - 2 => n - 1,
+        i => i,
+    };
+    let (mut r, mut c, mut v) = (vec![], vec![], vec![]);
+    for i in 0..n {
+        let (cols, vals) = a.row(i);
+        for (&j, &x) in cols.iter().zip(vals) {
+            r.push(perm(i) as u32);
+            c.push(perm(j as usize) as u32);
+            v.push(x);
+        }
+    }
+    CsrMatrix::from_triplets(n, n, &r, &c, &v).unwrap()
+}
+
+fn emission_holds_exactly_the_plans_kernels_and_fills_every_template() {
+    for (name, p) in plans() {
+        let files = emit::emit(&p).unwrap();
+        let want = kernels::entry_points(p.choice());
+        let mut seen = 0;
+        for f in &files {
+            assert!(
+                !f.text.contains("{{"),
+                "{name}: {} has a placeholder left",
+                f.path
+            );
+            assert!(
+                !f.text.contains(env!("CARGO_MANIFEST_DIR")),
+                "{name}: {} holds a path of this machine",
+                f.path
+            );
+            if f.kind == FileKind::Kernel {
+                let file = f.path.trim_start_matches("kernels/");
+                let (_, entries) = want
+                    .iter()
+                    .find(|(s, _)| s.file_name() == file)
+                    .unwrap_or_else(|| panic!("{name}: {file} is not a source of the plan"));
+                let mut got = kernels::defined_entry_points(&f.text).unwrap();
+                got.sort();
+                let mut e = entries.clone();
+                e.sort();
+                assert_eq!(got, e, "{name}: {file}");
+                seen += 1;
+            }
+        }
+        assert_eq!(seen, want.len(), "{name}");
+        let paths: BTreeSet<&str> = files.iter().map(|f| f.path.as_str()).collect();
+        for must in [
+            "plan.json",
+            "CMakeLists.txt",
+            "README.md",
+            "include/autopcg_generated.h",
+            "src/solver.cu",
+            "src/main.cpp",
+            "src/host_build.hpp",
+            "src/plan.h",
+            "src/plan_kernels.cuh",
+            "fortran/autopcg_generated.f90",
+            "kernels/common.cuh",
+            "kernels/cg_scalars.cuh",
+        ] {
+            assert!(paths.contains(must), "{name}: {must} missing");
+        }
+        let cmake = &files
+            .iter()
+            .find(|f| f.path == "CMakeLists.txt")
+            .unwrap()
+            .text;
+        assert!(cmake.contains("set(CMAKE_CUDA_ARCHITECTURES 90)"));
+    }
+}
+
+fn emitted_kernels_compile_with_nvrtc() {
+    use autopcg_gpu::compile::{base_options, compile_source, image_has_entry, Target};
+    let mut checked = 0;
+    for (name, p) in plans() {
+        let files = emit::emit(&p).unwrap();
+        let headers: Vec<(String, String)> = files
+            .iter()
+            .filter(|f| f.kind == FileKind::KernelHeader)
+            .map(|f| {
+                (
+                    f.path.trim_start_matches("kernels/").to_string(),
+                    f.text.clone(),
+                )
+            })
+            .collect();
+        let hdr: Vec<(&str, &str)> = headers
+            .iter()
+            .map(|(a, b)| (a.as_str(), b.as_str()))
+            .collect();
+        for f in files.iter().filter(|f| f.kind == FileKind::Kernel) {
+            let file = f.path.trim_start_matches("kernels/");
+            let entries = kernels::defined_entry_points(&f.text).unwrap();
+            for target in [Target::Ptx(90), Target::Cubin(90)] {
+                let image = compile_source(
+                    &format!("{name}: {}", f.path),
+                    file,
+                    &f.text,
+                    &hdr,
+                    &base_options(target),
+                    target,
+                )
+                .unwrap_or_else(|e| panic!("{e}"));
+                for e in &entries {
+                    assert!(image_has_entry(&image, target, e), "{name}: {e} in {file}");
+                }
+                if let Target::Ptx(_) = target {
+                    let ptx = String::from_utf8_lossy(&image);
+                    let exported = ptx.matches(".entry ").count();
+                    assert_eq!(
+                        exported,
+                        entries.len(),
+                        "{name}: {file} exports other kernels"
+                    );
+                }
+                checked += 1;
+            }
+        }
+    }
+    println!("emitted_kernels_compile_with_nvrtc: {checked} (file, target) compilations");
+}
+
+fn write_emitted(p: &SavedPlan, dir: &Path) {
+    emit::write(dir, &emit::emit(p).unwrap()).unwrap();
+}
+
+/// The host files of the explicit-SSOR plan over DIA, written to a temporary folder.
+fn emitted_host_files() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, p) = plans().swap_remove(4);
+    write_emitted(&p, dir.path());
+    dir
+}
+
+fn emitted_cpp_files_pass_the_syntax_check(cxx: &str) {
+    let dir = emitted_host_files();
+    let d = dir.path();
+    check(
+        Command::new(cxx)
+            .args(["-std=c++17", "-fsyntax-only", "-Wall", "-Wextra", "-Werror"])
+            .arg(d.join("src/main.cpp")),
+        "main.cpp",
+    );
+    let tu = d.join("src/host_check.cpp");
+    std::fs::write(&tu, "#include \"host_build.hpp\"\n#include \"plan.h\"\n#include \"../include/autopcg_generated.h\"\nint main() { return APG_PLAN_ARCH > 0 ? 0 : 1; }\n").unwrap();
+    check(
+        Command::new(cxx)
+            .args(["-std=c++17", "-fsyntax-only", "-Wall", "-Wextra", "-Werror"])
+            .arg(&tu),
+        "host_build.hpp, plan.h",
+    );
+}
+
+fn emitted_c_header_passes_the_syntax_check(cc: &str) {
+    let dir = emitted_host_files();
+    check(
+        Command::new(cc)
+            .args([
+                "-std=c99",
+                "-fsyntax-only",
+                "-Wall",
+                "-Wextra",
+                "-Werror",
+                "-x",
+                "c",
+            ])
+            .arg(dir.path().join("include/autopcg_generated.h")),
+        "autopcg_generated.h as C",
+    );
+}
+
+fn emitted_fortran_module_passes_the_syntax_check(fc: &str) {
+    let dir = emitted_host_files();
+    let d = dir.path();
+    check(
+        Command::new(fc)
+            .args(["-std=f2008", "-fsyntax-only"])
+            .current_dir(d)
+            .arg(d.join("fortran/autopcg_generated.f90")),
+        "autopcg_generated.f90",
+    );
+}
+
+// ------------------------------------------------------------------- host_build.hpp vs Rust
+
+fn put_u32s(out: &mut Vec<u8>, v: &[u32]) {
+    out.extend((v.len() as u64).to_le_bytes());
+    v.iter().for_each(|x| out.extend(x.to_le_bytes()));
+}
+
+fn put_f64s(out: &mut Vec<u8>, v: &[f64]) {
+    out.extend((v.len() as u64).to_le_bytes());
+    v.iter().for_each(|x| out.extend(x.to_bits().to_le_bytes()));
+}
+
+struct Reader<'a>(&'a [u8]);
+
+impl Reader<'_> {
+    fn u64(&mut self) -> u64 {
+        let (h, t) = self.0.split_at(8);
+        self.0 = t;
+        u64::from_le_bytes(h.try_into().unwrap())
+    }
+    fn u32s(&mut self) -> Vec<u32> {
+        let n = self.u64() as usize;
+        (0..n)
+            .map(|_| {
+                let (h, t) = self.0.split_at(4);
+                self.0 = t;
+                u32::from_le_bytes(h.try_into().unwrap())
+            })
+            .collect()
+    }
+    fn f64_bits(&mut self) -> Vec<u64> {
+        let n = self.u64() as usize;
+        (0..n).map(|_| self.u64()).collect()
+    }
+}
+
+fn bits(v: &[f64]) -> Vec<u64> {
+    v.iter().map(|x| x.to_bits()).collect()
+}
+
+fn check_csr(r: &mut Reader, want: &CsrMatrix, what: &str) {
+    assert_eq!(r.u32s(), want.indptr(), "{what}: row pointers");
+    assert_eq!(r.u32s(), want.indices(), "{what}: columns");
+    assert_eq!(r.f64_bits(), bits(want.data()), "{what}: values");
+}
+
+fn host_build_matches_the_rust_preconditioners_and_conversions_bit_for_bit(cxx: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, p) = plans().swap_remove(0);
+    write_emitted(&p, dir.path());
+    let harness = root().join("crates/generator/tests/support/host_build_check.cpp");
+    let exe = dir.path().join("host_build_check");
+    check(
+        Command::new(cxx)
+            .args(["-std=c++17", "-O1", "-ffp-contract=off", "-o"])
+            .arg(&exe)
+            .arg("-I")
+            .arg(dir.path().join("src"))
+            .arg(&harness),
+        "host_build_check.cpp",
+    );
+    let unlimited = PaddingLimits {
+        max_fill_ratio: f64::INFINITY,
+        max_bytes: u64::MAX,
+    };
+    for name in ["bcsstk01", "1138_bus", "bcsstk13", "poisson3d_16"] {
+        let a = fixture(name);
+        let omega = autopcg_solver::auto_omega(&a);
+        for (kind_code, order) in [(1u32, 1u32), (2, 1), (3, 1), (2, 2), (3, 2)] {
+            let kind = match kind_code {
+                1 => PrecondKind::Jacobi,
+                2 => PrecondKind::SsorAi {
+                    order: order as u8,
+                    omega: Some(omega),
+                    form: SsorForm::Factored,
+                },
+                _ => PrecondKind::SsorAi {
+                    order: order as u8,
+                    omega: Some(omega),
+                    form: SsorForm::Explicit,
+                },
+            };
+            let mut input = Vec::new();
+            input.extend((a.nrows() as u64).to_le_bytes());
+            put_u32s(&mut input, a.indptr());
+            put_u32s(&mut input, a.indices());
+            put_f64s(&mut input, a.data());
+            input.extend(u64::from(kind_code).to_le_bytes());
+            input.extend(u64::from(order).to_le_bytes());
+            input.extend(omega.to_bits().to_le_bytes());
+            let inp = dir.path().join("in.bin");
+            let outp = dir.path().join("out.bin");
+            std::fs::write(&inp, &input).unwrap();
+            check(Command::new(&exe).arg(&inp).arg(&outp), "host_build_check");
+            let out = std::fs::read(&outp).unwrap();
+            let mut r = Reader(&out);
+            let what = format!("{name} {kind}");
+            match Preconditioner::build(&a, &kind).unwrap() {
+                Preconditioner::Jacobi { inv_diag } => {
+                    assert_eq!(r.f64_bits(), bits(&inv_diag), "{what}: 1/d")
+                }
+                Preconditioner::SsorFactored { k, kt, inv_diag } => {
+                    assert_eq!(r.f64_bits(), bits(&inv_diag), "{what}: s");
+                    check_csr(&mut r, &k, &format!("{what}: K"));
+                    check_csr(&mut r, &kt, &format!("{what}: K^T"));
+                }
+                Preconditioner::SsorExplicit { m } => {
+                    assert_eq!(r.f64_bits(), Vec::<u64>::new(), "{what}: no diagonal");
+                    check_csr(&mut r, &m, &format!("{what}: M"));
+                }
+                Preconditioner::None => unreachable!(),
+            }
+            // The conversions of A (the same for every preconditioner; checked each time).
+            let ell = EllMatrix::from_csr(&a, &unlimited).unwrap();
+            assert_eq!(r.u64(), ell.width() as u64, "{what}: ELL width");
+            assert_eq!(r.u32s(), ell.cols(), "{what}: ELL columns");
+            assert_eq!(r.f64_bits(), bits(ell.vals()), "{what}: ELL values");
+            let dia = DiaMatrix::from_csr(&a, &unlimited).unwrap();
+            let offs: Vec<u32> = dia.offsets().iter().map(|&o| o as u32).collect();
+            assert_eq!(r.u32s(), offs, "{what}: DIA offsets");
+            assert_eq!(r.f64_bits(), bits(dia.data()), "{what}: DIA band");
+            let coo = CooMatrix::from_csr(&a);
+            assert_eq!(r.u32s(), coo.rows(), "{what}: COO rows");
+            assert_eq!(r.u32s(), coo.cols(), "{what}: COO columns");
+            assert_eq!(r.f64_bits(), bits(coo.vals()), "{what}: COO values");
+            let hyb = HybMatrix::from_csr(&a, None, &unlimited).unwrap();
+            assert_eq!(r.u64(), hyb.split() as u64, "{what}: HYB split");
+            assert_eq!(r.u32s(), hyb.ell().cols(), "{what}: HYB ELL columns");
+            assert_eq!(
+                r.f64_bits(),
+                bits(hyb.ell().vals()),
+                "{what}: HYB ELL values"
+            );
+            assert_eq!(r.u32s(), hyb.coo().rows(), "{what}: HYB COO rows");
+            assert_eq!(r.u32s(), hyb.coo().cols(), "{what}: HYB COO columns");
+            assert_eq!(
+                r.f64_bits(),
+                bits(hyb.coo().vals()),
+                "{what}: HYB COO values"
+            );
+            assert!(r.0.is_empty(), "{what}: trailing output");
+        }
+    }
+}

@@ -1,0 +1,473 @@
+// mock_cuda.cpp: the CUDA runtime API of cuda_runtime.h implemented on the host, for the
+// emulated run of an emitted solver (tests/emitted_driver.rs).
+//
+// Device memory is host memory; a stream runs everything at once; stream capture records the
+// operations and a graph launch replays them. A kernel launch (clang's host stub calls
+// cudaConfigureCall, cudaSetupArgument per argument, then cudaLaunch with the stub's address)
+// runs a sequential host version of the kernel with the same arguments and meaning as the
+// CUDA source in kernels/ (sums in row order, so results differ from a GPU in the last bits).
+// The recurrence is the real one: cg_scalars.cuh is included. Launch configurations are checked
+// where a kernel needs them (threads per block of the reductions, covering launches, whole
+// warps).
+//
+// MOCK_DEVICE_NAME sets the device name (default "NVIDIA H200", compute capability 9.0).
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#define __device__
+#define __forceinline__ inline
+using std::isfinite;
+#include "cg_scalars.cuh"
+
+typedef unsigned long long u64;
+typedef unsigned int u32;
+
+struct dim3 {
+    unsigned x, y, z;
+};
+typedef struct CUstream_st *cudaStream_t;
+struct CUstream_st {
+    int id;
+};
+struct CUgraph_st {
+    std::vector<std::function<void()>> ops;
+};
+struct CUgraphExec_st {
+    std::vector<std::function<void()>> ops;
+};
+typedef CUgraph_st *cudaGraph_t;
+typedef CUgraphExec_st *cudaGraphExec_t;
+enum cudaError_t { cudaSuccess = 0, cudaErrorInvalidValue = 1 };
+enum cudaMemcpyKind { cudaMemcpyHostToHost = 0, cudaMemcpyHostToDevice = 1, cudaMemcpyDeviceToHost = 2, cudaMemcpyDeviceToDevice = 3 };
+enum cudaStreamCaptureMode { cudaStreamCaptureModeGlobal = 0, cudaStreamCaptureModeThreadLocal = 1, cudaStreamCaptureModeRelaxed = 2 };
+enum cudaDeviceAttr { cudaDevAttrMaxThreadsPerMultiProcessor = 39, cudaDevAttrMultiProcessorCount = 16, cudaDevAttrComputeCapabilityMajor = 75, cudaDevAttrComputeCapabilityMinor = 76, cudaDevAttrMaxBlocksPerMultiprocessor = 106 };
+struct cudaFuncAttributes { size_t sharedSizeBytes; int numRegs; int maxThreadsPerBlock; };
+struct cudaDeviceProp {
+    char name[256];
+    int major, minor, multiProcessorCount, maxThreadsPerMultiProcessor, maxBlocksPerMultiProcessor;
+};
+
+static void die(const std::string &m) {
+    std::fprintf(stderr, "mock_cuda: %s\n", m.c_str());
+    std::exit(70);
+}
+
+// ----------------------------------------------------------------------------- capture
+
+static CUgraph_st *g_capture = nullptr;
+static cudaError_t g_error = cudaSuccess;
+static long long g_launches = 0;
+
+static void run_or_record(std::function<void()> op) {
+    if (g_capture) {
+        g_capture->ops.push_back(std::move(op));
+    } else {
+        op();
+    }
+}
+
+// ------------------------------------------------------------------------------ kernels
+
+struct Launch {
+    dim3 grid, block;
+    size_t smem;
+    std::vector<unsigned char> buf;
+    std::vector<std::pair<size_t, size_t>> args; // (offset, size)
+    template <typename T> T get(size_t i) const {
+        if (i >= args.size() || args[i].second != sizeof(T)) {
+            die("argument " + std::to_string(i) + " has the wrong size");
+        }
+        T v;
+        std::memcpy(&v, buf.data() + args[i].first, sizeof(T));
+        return v;
+    }
+    u64 threads() const { return (u64)grid.x * block.x; }
+};
+
+static Launch g_pending;
+
+typedef void (*KernelFn)(const Launch &);
+
+static void cover(const Launch &L, u64 items, const char *k) {
+    if (L.threads() < items) die(std::string(k) + ": the launch does not cover its items");
+}
+
+static void whole_warps(const Launch &L, const char *k) {
+    if (L.block.x % 32 != 0) die(std::string(k) + ": threads per block not a multiple of 32");
+}
+
+static void cg_update(const Launch &L, u64 limit) {
+    const u64 n = L.get<u64>(0);
+    const double *sc = L.get<const double *>(1);
+    const double *u = L.get<const double *>(2), *w = L.get<const double *>(3);
+    double *p = L.get<double *>(4), *s = L.get<double *>(5), *x = L.get<double *>(6), *r = L.get<double *>(7);
+    if (sc[CG_HALT] != CG_HALT_NONE) return;
+    const double alpha = sc[CG_ALPHA], beta = sc[CG_BETA];
+    for (u64 i = 0; i < n && i < limit; ++i) {
+        const double pn = beta == 0.0 ? u[i] : u[i] + beta * p[i];
+        const double sn = beta == 0.0 ? w[i] : w[i] + beta * s[i];
+        p[i] = pn;
+        s[i] = sn;
+        x[i] += alpha * pn;
+        r[i] -= alpha * sn;
+    }
+}
+static void k_cg_update_elem(const Launch &L) { cover(L, L.get<u64>(0), "cg_update_elem"); cg_update(L, ~0ull); }
+static void k_cg_update_elem_v2(const Launch &L) { cover(L, (L.get<u64>(0) + 1) / 2, "cg_update_elem_v2"); cg_update(L, ~0ull); }
+static void k_cg_update_grid(const Launch &L) { cg_update(L, ~0ull); }
+
+static void k_xpay(const Launch &L) {
+    const u64 n = L.get<u64>(0);
+    const double a = L.get<double>(1);
+    const double *x = L.get<const double *>(2);
+    double *y = L.get<double *>(3);
+    for (u64 i = 0; i < n; ++i) y[i] = x[i] + a * y[i];
+}
+
+static void k_jacobi(const Launch &L) {
+    const u64 n = L.get<u64>(0);
+    const double *d = L.get<const double *>(1), *r = L.get<const double *>(2);
+    double *z = L.get<double *>(3);
+    for (u64 i = 0; i < n; ++i) z[i] = d[i] * r[i];
+}
+
+static void k_diag_scale(const Launch &L) {
+    const u64 n = L.get<u64>(0);
+    const double *d = L.get<const double *>(1);
+    double *x = L.get<double *>(2);
+    for (u64 i = 0; i < n; ++i) x[i] *= d[i];
+}
+
+static void csr(const Launch &L) {
+    const u32 nrows = L.get<u32>(0);
+    const u32 *ptr = L.get<const u32 *>(1), *idx = L.get<const u32 *>(2);
+    const double *v = L.get<const double *>(3), *x = L.get<const double *>(4);
+    double *y = L.get<double *>(5);
+    for (u32 i = 0; i < nrows; ++i) {
+        double s = 0.0;
+        for (u32 k = ptr[i]; k < ptr[i + 1]; ++k) s += v[k] * x[idx[k]];
+        y[i] = s;
+    }
+}
+static void k_csr_scalar(const Launch &L) { csr(L); }
+static void k_csr_vector(const Launch &L) { whole_warps(L, "spmv_csr_vector"); csr(L); }
+
+static void k_csr_merge(const Launch &L) {
+    whole_warps(L, "spmv_csr_merge");
+    if (L.smem != (L.block.x / 32) * 32 * 7 * 12) die("spmv_csr_merge: wrong dynamic shared memory");
+    const u32 nrows = L.get<u32>(0);
+    const u32 *ptr = L.get<const u32 *>(2), *idx = L.get<const u32 *>(3);
+    const double *v = L.get<const double *>(4), *x = L.get<const double *>(5);
+    double *y = L.get<double *>(6);
+    (void)L.get<const u32 *>(7);
+    for (u32 i = 0; i < nrows; ++i) {
+        double s = 0.0;
+        for (u32 k = ptr[i]; k < ptr[i + 1]; ++k) s += v[k] * x[idx[k]];
+        y[i] = s;
+    }
+}
+static void k_merge_fixup(const Launch &L) { whole_warps(L, "spmv_csr_merge_fixup"); }
+static void k_merge_partition(const Launch &L) {
+    const u32 ntiles = L.get<u32>(3);
+    u32 *tile_rows = L.get<u32 *>(4);
+    for (u32 t = 0; t <= ntiles; ++t) tile_rows[t] = 0;
+}
+
+static void k_ell(const Launch &L) {
+    const u32 nrows = L.get<u32>(0), width = L.get<u32>(1);
+    const u32 *cols = L.get<const u32 *>(2);
+    const double *v = L.get<const double *>(3), *x = L.get<const double *>(4);
+    double *y = L.get<double *>(5);
+    for (u32 i = 0; i < nrows; ++i) {
+        double s = 0.0;
+        for (u32 k = 0; k < width; ++k) {
+            const u64 slot = (u64)k * nrows + i;
+            if (cols[slot] != 0xffffffffu) s += v[slot] * x[cols[slot]];
+        }
+        y[i] = s;
+    }
+}
+
+static void k_dia(const Launch &L) {
+    const u32 nrows = L.get<u32>(0), ncols = L.get<u32>(1), ndiag = L.get<u32>(2);
+    const int *off = L.get<const int *>(3);
+    const double *data = L.get<const double *>(4), *x = L.get<const double *>(5);
+    double *y = L.get<double *>(6);
+    for (u32 i = 0; i < nrows; ++i) {
+        double s = 0.0;
+        for (u32 d = 0; d < ndiag; ++d) {
+            const long long c = (long long)i + off[d];
+            if (c >= 0 && c < (long long)ncols) s += data[(u64)d * nrows + i] * x[c];
+        }
+        y[i] = s;
+    }
+}
+
+static void k_coo(const Launch &L) {
+    const u32 nnz = L.get<u32>(0);
+    const u32 *rows = L.get<const u32 *>(1), *cols = L.get<const u32 *>(2);
+    const double *v = L.get<const double *>(3), *x = L.get<const double *>(4);
+    double *y = L.get<double *>(5);
+    for (u32 k = 0; k < nnz; ++k) y[rows[k]] += v[k] * x[cols[k]];
+}
+static void k_coo_segment(const Launch &L) { whole_warps(L, "spmv_coo_segment"); k_coo(L); }
+
+static void block_size(const Launch &L, const char *k) {
+    if (L.block.x != BLOCK_SIZE_EXPECTED) die(std::string(k) + ": launched with the wrong block size");
+}
+
+static void dots(const Launch &L, double &g, double &d, double &q) {
+    const u64 n = L.get<u64>(0);
+    const double *r = L.get<const double *>(1), *u = L.get<const double *>(2), *w = L.get<const double *>(3);
+    g = d = q = 0.0;
+    for (u64 i = 0; i < n; ++i) {
+        g += r[i] * u[i];
+        d += w[i] * u[i];
+        q += r[i] * r[i];
+    }
+}
+
+static void k_dot3_last_block(const Launch &L) {
+    block_size(L, "dot3_last_block");
+    double g, d, q;
+    dots(L, g, d, q);
+    double *sc = L.get<double *>(6), *hist = L.get<double *>(7);
+    const u32 cap = L.get<u32>(8), it = L.get<u32>(9);
+    if (*L.get<u32 *>(5) != 0) die("dot3_last_block: the ticket counter is not zero");
+    cg_advance(g, d, q, sc, hist, cap, it);
+}
+static void k_dot3_last_block_next(const Launch &L) {
+    block_size(L, "dot3_last_block_next");
+    double g, d, q;
+    dots(L, g, d, q);
+    double *sc = L.get<double *>(6), *hist = L.get<double *>(7);
+    const u32 cap = L.get<u32>(8);
+    cg_advance(g, d, q, sc, hist, cap, (u32)sc[CG_ITER] + 1u);
+}
+static void k_dot3_two_pass(const Launch &L) {
+    block_size(L, "dot3_two_pass");
+    double g, d, q;
+    dots(L, g, d, q);
+    double *partial = L.get<double *>(4);
+    const u32 nb = L.grid.x;
+    for (u32 b = 0; b < nb; ++b) partial[b] = partial[nb + b] = partial[2 * nb + b] = 0.0;
+    partial[0] = g;
+    partial[nb] = d;
+    partial[2 * nb] = q;
+}
+static void finish(const Launch &L, bool next) {
+    block_size(L, "dot3_finish");
+    if (L.grid.x != 1) die("dot3_finish: launch as one block");
+    const u32 m = L.get<u32>(0);
+    const double *partial = L.get<const double *>(1);
+    double *sc = L.get<double *>(2), *hist = L.get<double *>(3);
+    const u32 cap = L.get<u32>(4);
+    double g = 0, d = 0, q = 0;
+    for (u32 b = 0; b < m; ++b) {
+        g += partial[b];
+        d += partial[m + b];
+        q += partial[2 * m + b];
+    }
+    cg_advance(g, d, q, sc, hist, cap, next ? (u32)sc[CG_ITER] + 1u : L.get<u32>(5));
+}
+static void k_dot3_finish(const Launch &L) { finish(L, false); }
+static void k_dot3_finish_next(const Launch &L) { finish(L, true); }
+
+static void k_dot_last_block(const Launch &L) {
+    block_size(L, "dot_last_block");
+    const u64 n = L.get<u64>(0);
+    const double *x = L.get<const double *>(1), *y = L.get<const double *>(2);
+    double *out = L.get<double *>(5);
+    double s = 0.0;
+    for (u64 i = 0; i < n; ++i) s += x[i] * y[i];
+    out[0] = s;
+}
+
+// The host stubs clang emits for the kernels of the plan (weak: absent when not emitted).
+#define STUB(name) extern "C" void __device_stub__##name() __attribute__((weak));
+STUB(cg_update_elem) STUB(cg_update_elem_v2) STUB(cg_update_grid) STUB(cg_update_grid_v2)
+STUB(xpay_grid_v2) STUB(jacobi_apply) STUB(jacobi_apply_v2) STUB(diag_scale) STUB(diag_scale_v2)
+STUB(spmv_csr_scalar) STUB(spmv_csr_vector_2) STUB(spmv_csr_vector_4) STUB(spmv_csr_vector_8)
+STUB(spmv_csr_vector_16) STUB(spmv_csr_vector_32) STUB(spmv_csr_merge) STUB(spmv_csr_merge_fixup)
+STUB(spmv_csr_merge_partition) STUB(spmv_ell) STUB(spmv_dia) STUB(spmv_coo_atomic)
+STUB(spmv_coo_segment) STUB(dot3_last_block) STUB(dot3_last_block_next) STUB(dot3_two_pass)
+STUB(dot3_finish) STUB(dot3_finish_next) STUB(dot_last_block)
+
+struct Entry {
+    const void *stub;
+    KernelFn fn;
+};
+
+static KernelFn find_kernel(const void *func) {
+    const Entry table[] = {
+        {(const void *)&__device_stub__cg_update_elem, k_cg_update_elem},
+        {(const void *)&__device_stub__cg_update_elem_v2, k_cg_update_elem_v2},
+        {(const void *)&__device_stub__cg_update_grid, k_cg_update_grid},
+        {(const void *)&__device_stub__cg_update_grid_v2, k_cg_update_grid},
+        {(const void *)&__device_stub__xpay_grid_v2, k_xpay},
+        {(const void *)&__device_stub__jacobi_apply, k_jacobi},
+        {(const void *)&__device_stub__jacobi_apply_v2, k_jacobi},
+        {(const void *)&__device_stub__diag_scale, k_diag_scale},
+        {(const void *)&__device_stub__diag_scale_v2, k_diag_scale},
+        {(const void *)&__device_stub__spmv_csr_scalar, k_csr_scalar},
+        {(const void *)&__device_stub__spmv_csr_vector_2, k_csr_vector},
+        {(const void *)&__device_stub__spmv_csr_vector_4, k_csr_vector},
+        {(const void *)&__device_stub__spmv_csr_vector_8, k_csr_vector},
+        {(const void *)&__device_stub__spmv_csr_vector_16, k_csr_vector},
+        {(const void *)&__device_stub__spmv_csr_vector_32, k_csr_vector},
+        {(const void *)&__device_stub__spmv_csr_merge, k_csr_merge},
+        {(const void *)&__device_stub__spmv_csr_merge_fixup, k_merge_fixup},
+        {(const void *)&__device_stub__spmv_csr_merge_partition, k_merge_partition},
+        {(const void *)&__device_stub__spmv_ell, k_ell},
+        {(const void *)&__device_stub__spmv_dia, k_dia},
+        {(const void *)&__device_stub__spmv_coo_atomic, k_coo},
+        {(const void *)&__device_stub__spmv_coo_segment, k_coo_segment},
+        {(const void *)&__device_stub__dot3_last_block, k_dot3_last_block},
+        {(const void *)&__device_stub__dot3_last_block_next, k_dot3_last_block_next},
+        {(const void *)&__device_stub__dot3_two_pass, k_dot3_two_pass},
+        {(const void *)&__device_stub__dot3_finish, k_dot3_finish},
+        {(const void *)&__device_stub__dot3_finish_next, k_dot3_finish_next},
+        {(const void *)&__device_stub__dot_last_block, k_dot_last_block},
+    };
+    for (const Entry &e : table) {
+        if (e.stub != nullptr && e.stub == func) return e.fn;
+    }
+    die("a launch of an unknown kernel");
+    return nullptr;
+}
+
+// ------------------------------------------------------------------------------ the API
+
+extern "C" {
+
+int cudaConfigureCall(dim3 grid, dim3 block, size_t smem, cudaStream_t) {
+    if (grid.x == 0 || block.x == 0 || block.x > 1024) die("bad launch configuration");
+    g_pending = Launch();
+    g_pending.grid = grid;
+    g_pending.block = block;
+    g_pending.smem = smem;
+    return 0;
+}
+
+cudaError_t cudaSetupArgument(const void *arg, size_t size, size_t offset) {
+    if (g_pending.buf.size() < offset + size) g_pending.buf.resize(offset + size);
+    std::memcpy(g_pending.buf.data() + offset, arg, size);
+    g_pending.args.emplace_back(offset, size);
+    return cudaSuccess;
+}
+
+cudaError_t cudaLaunch(const void *func) {
+    KernelFn fn = find_kernel(func);
+    Launch l = g_pending;
+    run_or_record([fn, l]() {
+        ++g_launches;
+        fn(l);
+    });
+    return cudaSuccess;
+}
+
+cudaError_t cudaMalloc(void **p, size_t bytes) {
+    *p = std::calloc(1, bytes + 16);
+    return *p ? cudaSuccess : cudaErrorInvalidValue;
+}
+cudaError_t cudaFree(void *p) {
+    std::free(p);
+    return cudaSuccess;
+}
+cudaError_t cudaMemset(void *p, int v, size_t bytes) {
+    if (g_capture) die("cudaMemset during capture");
+    std::memset(p, v, bytes);
+    return cudaSuccess;
+}
+cudaError_t cudaMemsetAsync(void *p, int v, size_t bytes, cudaStream_t) {
+    run_or_record([p, v, bytes]() { std::memset(p, v, bytes); });
+    return cudaSuccess;
+}
+cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t bytes, cudaMemcpyKind k, cudaStream_t) {
+    if (g_capture && k != cudaMemcpyDeviceToDevice) die("a host copy during capture");
+    run_or_record([d, s, bytes]() { std::memmove(d, s, bytes); });
+    return cudaSuccess;
+}
+cudaError_t cudaStreamSynchronize(cudaStream_t) {
+    if (g_capture) die("synchronisation during capture");
+    return cudaSuccess;
+}
+cudaError_t cudaDeviceSynchronize(void) { return cudaStreamSynchronize(nullptr); }
+cudaError_t cudaGetLastError(void) {
+    cudaError_t e = g_error;
+    g_error = cudaSuccess;
+    return e;
+}
+const char *cudaGetErrorName(cudaError_t) { return "cudaErrorMock"; }
+const char *cudaGetErrorString(cudaError_t) { return "mock error"; }
+cudaError_t cudaSetDevice(int) { return cudaSuccess; }
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int) {
+    std::memset(p, 0, sizeof *p);
+    const char *name = std::getenv("MOCK_DEVICE_NAME");
+    std::snprintf(p->name, sizeof p->name, "%s", name ? name : "NVIDIA H200");
+    p->major = 9;
+    p->minor = 0;
+    p->multiProcessorCount = 132;
+    p->maxThreadsPerMultiProcessor = 2048;
+    p->maxBlocksPerMultiProcessor = 32;
+    return cudaSuccess;
+}
+cudaError_t cudaDeviceGetAttribute(int *v, cudaDeviceAttr a, int) {
+    switch (a) {
+    case cudaDevAttrMaxThreadsPerMultiProcessor: *v = 2048; break;
+    case cudaDevAttrMultiProcessorCount: *v = 132; break;
+    case cudaDevAttrComputeCapabilityMajor: *v = 9; break;
+    case cudaDevAttrComputeCapabilityMinor: *v = 0; break;
+    case cudaDevAttrMaxBlocksPerMultiprocessor: *v = 32; break;
+    default: die("an unknown device attribute");
+    }
+    return cudaSuccess;
+}
+cudaError_t cudaFuncGetAttributes(cudaFuncAttributes *a, const void *f) {
+    find_kernel(f);
+    std::memset(a, 0, sizeof *a);
+    return cudaSuccess;
+}
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned) {
+    *s = new CUstream_st{1};
+    return cudaSuccess;
+}
+cudaError_t cudaStreamDestroy(cudaStream_t s) {
+    delete s;
+    return cudaSuccess;
+}
+cudaError_t cudaStreamBeginCapture(cudaStream_t, cudaStreamCaptureMode) {
+    if (g_capture) die("nested capture");
+    g_capture = new CUgraph_st();
+    return cudaSuccess;
+}
+cudaError_t cudaStreamEndCapture(cudaStream_t, cudaGraph_t *g) {
+    *g = g_capture;
+    g_capture = nullptr;
+    return cudaSuccess;
+}
+cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t *e, cudaGraph_t g, unsigned long long) {
+    *e = new CUgraphExec_st{g->ops};
+    return cudaSuccess;
+}
+cudaError_t cudaGraphDestroy(cudaGraph_t g) {
+    delete g;
+    return cudaSuccess;
+}
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t e) {
+    delete e;
+    return cudaSuccess;
+}
+cudaError_t cudaGraphLaunch(cudaGraphExec_t e, cudaStream_t) {
+    if (g_capture) die("a graph launch during capture");
+    for (auto &op : e->ops) op();
+    return cudaSuccess;
+}
+
+} // extern "C"
