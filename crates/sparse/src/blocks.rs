@@ -194,6 +194,10 @@ pub struct HaloBlock {
     pub halo: CsrMatrix,
     /// Global column of every halo buffer slot, ascending (hence grouped by owner).
     pub halo_cols: Vec<Index>,
+    /// Per row, how many of its halo entries have a column before the block's first row: the
+    /// multiply sums those, then the local entries, then the rest, i.e. in global column
+    /// order, exactly as the unsplit CSR multiply does.
+    pub halo_before: Vec<Index>,
     /// What the block receives, one list per owner, in ascending owner order, covering the
     /// halo buffer.
     pub recvs: Vec<RecvList>,
@@ -228,16 +232,22 @@ impl HaloBlock {
         }
     }
 
-    /// `y = local x_local + halo x_halo`, row by row (local entries first, then halo ones).
+    /// `y = local x_local + halo x_halo`, each row summed in global column order (the halo
+    /// entries before the block, the local ones, the halo entries after it), so a row's sum is
+    /// rounded exactly as in [`CsrMatrix::spmv`].
     pub fn spmv(&self, x_local: &[f64], x_halo: &[f64], y: &mut [f64]) {
         let (lp, li, lv) = (self.local.indptr(), self.local.indices(), self.local.data());
         let (hp, hi, hv) = (self.halo.indptr(), self.halo.indices(), self.halo.data());
         for (i, yi) in y.iter_mut().enumerate() {
             let mut acc = 0.0;
+            let mid = hp[i] as usize + self.halo_before[i] as usize;
+            for q in hp[i] as usize..mid {
+                acc += hv[q] * x_halo[hi[q] as usize];
+            }
             for q in lp[i] as usize..lp[i + 1] as usize {
                 acc += lv[q] * x_local[li[q] as usize];
             }
-            for q in hp[i] as usize..hp[i + 1] as usize {
+            for q in mid..hp[i + 1] as usize {
                 acc += hv[q] * x_halo[hi[q] as usize];
             }
             *yi = acc;
@@ -317,14 +327,14 @@ impl BlockSplit {
             )));
         }
         let nb = partition.nblocks();
-        let halves: Vec<(Range<usize>, CsrMatrix, CsrMatrix, Vec<Index>)> = (0..nb)
+        let halves: Vec<Parts> = (0..nb)
             .into_par_iter()
             .map(|b| split_rows(a, partition.range(b)))
             .collect::<Result<_, _>>()?;
         // Receive lists: the halo columns are ascending, owners are contiguous ranges.
         let mut blocks: Vec<HaloBlock> = halves
             .into_iter()
-            .map(|(rows, local, halo, halo_cols)| {
+            .map(|(rows, local, halo, halo_cols, halo_before)| {
                 let mut recvs: Vec<RecvList> = Vec::new();
                 for (k, &c) in halo_cols.iter().enumerate() {
                     let owner = partition.owner(c as usize);
@@ -341,6 +351,7 @@ impl BlockSplit {
                     local,
                     halo,
                     halo_cols,
+                    halo_before,
                     recvs,
                     sends: Vec::new(),
                 }
@@ -435,12 +446,11 @@ impl BlockSplit {
     }
 }
 
-/// The local part, halo part and halo columns of the rows `rows` of `a`.
-#[allow(clippy::type_complexity)]
-fn split_rows(
-    a: &CsrMatrix,
-    rows: Range<usize>,
-) -> Result<(Range<usize>, CsrMatrix, CsrMatrix, Vec<Index>), SparseError> {
+/// Rows, local part, halo part, halo columns and per-row halo entries before the block.
+type Parts = (Range<usize>, CsrMatrix, CsrMatrix, Vec<Index>, Vec<Index>);
+
+/// The parts of the rows `rows` of `a`.
+fn split_rows(a: &CsrMatrix, rows: Range<usize>) -> Result<Parts, SparseError> {
     let (start, end) = (rows.start, rows.end);
     let own = |j: usize| (start..end).contains(&j);
     let mut halo_cols: Vec<Index> = rows
@@ -452,8 +462,10 @@ fn split_rows(
     halo_cols.dedup();
     let (mut lp, mut li, mut lv) = (vec![0 as Index], Vec::new(), Vec::new());
     let (mut hp, mut hi, mut hv) = (vec![0 as Index], Vec::new(), Vec::new());
+    let mut before = Vec::with_capacity(rows.len());
     for i in rows.clone() {
         let (cols, vals) = a.row(i);
+        before.push(cols.partition_point(|&j| (j as usize) < start) as Index);
         for (&j, &v) in cols.iter().zip(vals) {
             let j = j as usize;
             if own(j) {
@@ -472,7 +484,7 @@ fn split_rows(
     let n = end - start;
     let local = CsrMatrix::try_from_parts(n, n, lp, li, lv)?;
     let halo = CsrMatrix::try_from_parts(n, halo_cols.len(), hp, hi, hv)?;
-    Ok((rows, local, halo, halo_cols))
+    Ok((rows, local, halo, halo_cols, before))
 }
 
 #[cfg(test)]
