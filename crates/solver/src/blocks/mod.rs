@@ -23,6 +23,7 @@ pub mod transport;
 
 use std::borrow::Cow;
 use std::ops::ControlFlow;
+use std::time::Instant;
 
 use autopcg_sparse::blocks::{BlockSplit, BlockSummary, RowPartition};
 use autopcg_sparse::CsrMatrix;
@@ -33,7 +34,9 @@ pub use cpu::BlockCpuBackend;
 pub use transport::{InProcess, Transport};
 
 use crate::scaling::ScaleFactors;
-use crate::{pcg, PcgError, PcgInfo, PcgParams, PrecondKind, Preconditioner, SolveFailure};
+use crate::{
+    pcg, IterRecord, PcgError, PcgInfo, PcgParams, PrecondKind, Preconditioner, SolveFailure,
+};
 
 /// The preconditioner of a block split: one per block, built on the block's local part.
 #[derive(Debug, Clone, PartialEq)]
@@ -109,6 +112,9 @@ pub struct BlockReport {
     /// Matrix entries coupling two blocks that the preconditioner drops (block-local SSOR-AI;
     /// 0 for none and Jacobi).
     pub precond_dropped_couplings: usize,
+    /// Milliseconds spent splitting the matrix and building the blocks' preconditioners and
+    /// vectors (0 until the backend is built).
+    pub setup_ms: f64,
 }
 
 impl BlockReport {
@@ -121,6 +127,7 @@ impl BlockReport {
             messages_per_iteration: split.messages().len(),
             all_reduces_per_iteration: 1,
             precond_dropped_couplings: dropped,
+            setup_ms: 0.0,
         }
     }
 }
@@ -151,6 +158,25 @@ pub fn solve_blocks_cpu(
     partition: RowPartition,
     report: &mut Option<BlockReport>,
 ) -> Result<BlockSolve, SolveFailure> {
+    solve_blocks_cpu_with(a, b, x0, kind, params, partition, report, |_| {
+        ControlFlow::Continue(())
+    })
+}
+
+/// [`solve_blocks_cpu`] with a callback that sees every record the driver examines (see
+/// [`crate::pcg()`]).
+#[allow(clippy::too_many_arguments)]
+pub fn solve_blocks_cpu_with(
+    a: &CsrMatrix,
+    b: &[f64],
+    x0: Option<&[f64]>,
+    kind: &PrecondKind,
+    params: &PcgParams,
+    partition: RowPartition,
+    report: &mut Option<BlockReport>,
+    callback: impl FnMut(&IterRecord) -> ControlFlow<()>,
+) -> Result<BlockSolve, SolveFailure> {
+    let t0 = Instant::now();
     if b.len() != a.nrows() {
         return Err(PcgError::Dimension(format!(
             "right-hand side has length {}, the matrix has {} rows",
@@ -179,7 +205,10 @@ pub fn solve_blocks_cpu(
         factors,
         InProcess::default(),
     )?;
-    match pcg(&mut backend, params, |_| ControlFlow::Continue(())) {
+    if let Some(r) = report.as_mut() {
+        r.setup_ms = t0.elapsed().as_secs_f64() * 1e3;
+    }
+    match pcg(&mut backend, params, callback) {
         Ok(info) => Ok(BlockSolve {
             x: backend.x(),
             info,
