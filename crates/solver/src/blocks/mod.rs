@@ -19,6 +19,9 @@
 //!   communication. The preconditioner weakens as blocks get smaller and the iteration count
 //!   grows; omega is chosen once for the whole matrix, so every block uses the same one.
 pub mod cpu;
+#[cfg(feature = "gpu")]
+pub mod gpu;
+pub mod schedule;
 pub mod transport;
 
 use std::borrow::Cow;
@@ -31,6 +34,8 @@ use rayon::prelude::*;
 use serde::Serialize;
 
 pub use cpu::BlockCpuBackend;
+#[cfg(feature = "gpu")]
+pub use gpu::{solve_blocks_gpu, BlockGpuBackend, DeviceTransport, OneDevice};
 pub use transport::{InProcess, Transport};
 
 use crate::scaling::ScaleFactors;
