@@ -443,3 +443,72 @@ extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
                          double *scalars, double *history, u32 history_cap) {
     dot3_last_block_body(n, r, u, w, partial, counter, scalars, history, history_cap, 0, true);
 }
+
+// ------------------------------------------------------------- row blocks: three dots per block
+
+// One row block's (r, u), (w, u), (r, r) into slots[3 slot .. 3 slot + 3): the first stage of
+// dot3_last_block over the block's rows, whose last block writes the block's sums instead of
+// running the recurrence. Any block count; the counter is reset to 0 for the next call.
+extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
+    dot3_slot(u64 n, const double *__restrict__ r, const double *__restrict__ u,
+              const double *__restrict__ w, double *partial, u32 *counter, double *slots,
+              u32 slot) {
+    __shared__ double scratch[96];
+    double g, d, q;
+    dot3_thread(n, r, u, w, g, d, q);
+    block_sum3(g, d, q, scratch);
+    const u32 nb = gridDim.x;
+    if (threadIdx.x == 0) {
+        partial[blockIdx.x] = g;
+        partial[nb + blockIdx.x] = d;
+        partial[2 * nb + blockIdx.x] = q;
+    }
+    if (last_block_done(counter)) {
+        g = 0.0;
+        d = 0.0;
+        q = 0.0;
+        for (u32 b = threadIdx.x; b < nb; b += BLOCK_SIZE) {
+            g += __ldcg(partial + b);
+            d += __ldcg(partial + nb + b);
+            q += __ldcg(partial + 2 * nb + b);
+        }
+        __syncthreads(); // scratch is reused
+        block_sum3(g, d, q, scratch);
+        if (threadIdx.x == 0) {
+            slots[3 * (u64)slot + 0] = g;
+            slots[3 * (u64)slot + 1] = d;
+            slots[3 * (u64)slot + 2] = q;
+            *counter = 0;
+        }
+    }
+}
+
+// The all-reduce of the row blocks' sums on one device, then the recurrence: thread 0 adds the
+// m slot triples in block order (as the host transport's all-reduce does) and runs cg_advance
+// for `iteration`, or for the next iteration when `next`. Launch as ONE block.
+__device__ __forceinline__ void dot3_slots_body(u32 m, const double *__restrict__ slots,
+                                                double *scalars, double *history,
+                                                u32 history_cap, u32 iteration, bool next) {
+    if (threadIdx.x == 0) {
+        double g = 0.0, d = 0.0, q = 0.0;
+        for (u32 b = 0; b < m; ++b) {
+            g += slots[3 * (u64)b + 0];
+            d += slots[3 * (u64)b + 1];
+            q += slots[3 * (u64)b + 2];
+        }
+        const u32 it = next ? cg_next_iteration(scalars) : iteration;
+        cg_advance(g, d, q, scalars, history, history_cap, it);
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
+    dot3_slots_advance(u32 m, const double *__restrict__ slots, double *scalars,
+                       double *history, u32 history_cap, u32 iteration) {
+    dot3_slots_body(m, slots, scalars, history, history_cap, iteration, false);
+}
+
+extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
+    dot3_slots_advance_next(u32 m, const double *__restrict__ slots, double *scalars,
+                            double *history, u32 history_cap) {
+    dot3_slots_body(m, slots, scalars, history, history_cap, 0, true);
+}

@@ -279,3 +279,21 @@ extern "C" __global__ void spmv_csr_merge_fixup(u32 nrows, u32 ntiles,
         }
     }
 }
+
+// y += A x (one thread per row, grid-stride, any block count): the halo part of a row block
+// added to the local part's product already in y.
+extern "C" __global__ void spmv_csr_scalar_add(u32 nrows, const u32 *__restrict__ indptr,
+                                               const u32 *__restrict__ indices,
+                                               const double *__restrict__ vals,
+                                               const double *__restrict__ x,
+                                               double *__restrict__ y) {
+    const u64 stride = (u64)gridDim.x * blockDim.x;
+    for (u64 row = (u64)blockIdx.x * blockDim.x + threadIdx.x; row < nrows; row += stride) {
+        const u32 end = indptr[row + 1];
+        double sum = 0.0;
+        for (u32 k = indptr[row]; k < end; ++k) {
+            sum += vals[k] * x[indices[k]];
+        }
+        y[row] += sum;
+    }
+}

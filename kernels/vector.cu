@@ -332,3 +332,15 @@ extern "C" __global__ void triad(u64 n, double s, const double *__restrict__ b,
         a[i] = b[i] + s * c[i];
     }
 }
+
+// ------------------------------------------------------------------ row blocks: halo packing
+
+// out[k] = src[idx[k]] for k < n: packs the entries of a block's vector that its neighbours
+// need into its send buffer. Grid-stride, any block count.
+extern "C" __global__ void gather_f64(u32 n, const u32 *__restrict__ idx,
+                                      const double *__restrict__ src, double *__restrict__ out) {
+    const u64 stride = (u64)gridDim.x * blockDim.x;
+    for (u64 k = (u64)blockIdx.x * blockDim.x + threadIdx.x; k < n; k += stride) {
+        out[k] = src[idx[k]];
+    }
+}

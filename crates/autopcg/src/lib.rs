@@ -59,6 +59,7 @@ pub use autopcg_solver::{IterRecord, PcgError, PcgInfo, PcgParams, Plan, Precond
 #[doc(inline)]
 pub use autopcg_sparse::{CsrIndex, CsrMatrix, EntryMap, IndexBase, SparseError, Triangle};
 
+mod blocks;
 mod device;
 mod models;
 pub mod prepared;

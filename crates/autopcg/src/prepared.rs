@@ -567,6 +567,7 @@ fn finish(
         explain: plan.explain.clone(),
         predicted_iteration_ms: plan.predicted_iteration_ms,
         check_every: plan.check_every,
+        blocks: None,
     };
     match result {
         Ok(info) => Ok(make(x.map_err(Error::from)?, info)),

@@ -76,6 +76,9 @@ pub struct Solution {
     pub predicted_iteration_ms: Option<f64>,
     /// The polling interval the solve used.
     pub check_every: usize,
+    /// How the matrix was split into row blocks ([`Solver::blocks`]); `None` for an unsplit
+    /// solve.
+    pub blocks: Option<autopcg_solver::blocks::BlockReport>,
 }
 
 /// A solve that ended in an error; `partial` holds the last iterate when there is one
@@ -120,6 +123,7 @@ pub struct Solver<'a> {
     expected_iterations: f64,
     check_every: Option<usize>,
     check_symmetry: bool,
+    blocks: Option<usize>,
 }
 
 impl<'a> Solver<'a> {
@@ -136,6 +140,7 @@ impl<'a> Solver<'a> {
             expected_iterations: autopcg_generator::EXPECTED_ITERATIONS,
             check_every: None,
             check_symmetry: true,
+            blocks: None,
         }
     }
     /// Whether the matrix is checked to be symmetric before anything else (default: yes).
@@ -189,6 +194,15 @@ impl<'a> Solver<'a> {
         self.device = device;
         self
     }
+    /// Splits the matrix into `n` contiguous row blocks balanced by rows and nonzeros, each
+    /// iterating on its own rows and exchanging halos ([`autopcg_solver::blocks`]); runs on the
+    /// CPU. None and Jacobi are the unsplit operators; SSOR-AI is built per block on its local
+    /// part (couplings between blocks dropped). `n` must be between 1 and the number of rows
+    /// (checked when solving). The solution's [`Solution::blocks`] describes the split.
+    pub fn blocks(mut self, n: usize) -> Self {
+        self.blocks = Some(n);
+        self
+    }
 
     /// Prepares the solve (device, model, plan, preconditioner, uploads) without solving:
     /// the [`PreparedSolver`] then solves as many right-hand sides as needed, and takes new
@@ -226,6 +240,18 @@ impl<'a> Solver<'a> {
         x0: Option<&[f64]>,
         progress: impl FnMut(&IterRecord) -> ControlFlow<()>,
     ) -> Result<Solution, SolveFailure> {
+        if let Some(nblocks) = self.blocks {
+            let settings = crate::blocks::BlockSettings {
+                a: self.a,
+                precond: self.precond,
+                params: &self.params,
+                device: self.device,
+                check_symmetry: self.check_symmetry,
+                check_every: self.check_every,
+                nblocks,
+            };
+            return crate::blocks::solve(&settings, b, x0, progress);
+        }
         solve_prepared(self.prepare()?, b, x0, progress)
     }
 }

@@ -19,6 +19,8 @@
 //!   (one thread per item, one resident wave, blocks capped at the work).
 //! - [`device`]: [`DeviceProps`], the properties the models and launch checks read, and the
 //!   slug model files are named by ([`device_slug`]).
+//! - [`link`]: [`LinkProps`], bandwidth and latencies between the GPUs of a host, with
+//!   documented default figures (NVLink 4, PCIe 5) for the multi-GPU time model.
 //! - [`occupancy`](mod@occupancy): eq. 3-2, resident blocks per SM and `NB_nt`.
 #![warn(missing_docs)]
 
@@ -27,6 +29,7 @@ pub mod error;
 pub mod format;
 pub mod kernels;
 pub mod launch;
+pub mod link;
 pub mod occupancy;
 pub mod spmv;
 mod strser;
@@ -40,5 +43,6 @@ pub use kernels::{
     DOT_BLOCK_SIZES,
 };
 pub use launch::{GridPolicy, LaunchConfig, DEFAULT_THREADS};
+pub use link::LinkProps;
 pub use occupancy::{occupancy, Limiter, Occupancy};
 pub use spmv::{SpmvCandidate, SpmvImpl, SpmvMethod, SpmvShape};

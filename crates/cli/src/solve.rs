@@ -52,6 +52,12 @@ pub(crate) struct SolveArgs {
     /// Where to run: auto (a GPU when usable, else the CPU), cpu or gpu.
     #[arg(long, default_value = "auto")]
     device: Device,
+    /// Split the matrix into N contiguous row blocks (balanced by rows and nonzeros) that
+    /// iterate on their own rows and exchange halos, as N GPUs would; runs on the CPU. None and
+    /// Jacobi are unchanged by the split; SSOR-AI is built per block (couplings between blocks
+    /// dropped). The JSON report then holds the partition.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    blocks: Option<u32>,
     /// Performance model choosing the GPU plan: `auto` (the model file of the GPU, found by its
     /// name in $AUTOPCG_MODEL_DIR, ./models or a parent's, the install's models/, then
     /// ~/.local/share/autopcg/models; the default rule with a note when there is none), `none`
@@ -130,6 +136,10 @@ struct SolveReport<'a> {
     residual_history_norm: Option<HistoryNorm>,
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<String>,
+    /// The row blocks (`--blocks`): rows, nonzeros and halo sizes per block, halo entries
+    /// exchanged per iteration.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    partition: Option<&'a autopcg::solver::blocks::BlockReport>,
 }
 
 pub(crate) fn solve(a: SolveArgs) -> Result<u8, Fail> {
@@ -224,7 +234,21 @@ pub(crate) fn solve(a: SolveArgs) -> Result<u8, Fail> {
     };
 
     // read_matrix has checked the symmetry (a general file) or built it (a symmetric one).
-    let solver = Solver::new(&m)
+    let mut solver = Solver::new(&m);
+    if let Some(nb) = a.blocks {
+        if nb as usize > n {
+            return Err(anyhow!(
+                "--blocks {nb}: {} has only {n} rows (each block needs at least one)",
+                a.matrix.display()
+            )
+            .into());
+        }
+        if a.plan.is_some() {
+            return Err(anyhow!("--blocks and --plan cannot be combined: a saved plan is unsplit").into());
+        }
+        solver = solver.blocks(nb as usize);
+    }
+    let solver = solver
         .check_symmetry(false)
         .precond(kind)
         .params(params)
@@ -337,6 +361,7 @@ pub(crate) fn solve(a: SolveArgs) -> Result<u8, Fail> {
             residual_history: a.history.then_some(sol.info.residual_history.as_slice()),
             residual_history_norm: a.history.then_some(sol.info.history_norm),
             error: err.as_ref().map(|e| e.to_string()),
+            partition: sol.blocks.as_ref(),
         };
         println!(
             "{}",
@@ -381,6 +406,9 @@ pub(crate) fn solve(a: SolveArgs) -> Result<u8, Fail> {
             sol.setup_ms, sol.solve_ms
         );
         print_plan(&sol, a.explain);
+        if let Some(r) = &sol.blocks {
+            print_partition(r);
+        }
         if let Some(out) = &a.out {
             println!("solution written to {}", out.display());
         }
@@ -389,6 +417,26 @@ pub(crate) fn solve(a: SolveArgs) -> Result<u8, Fail> {
         eprintln!("autopcg: {e}");
     }
     Ok(code)
+}
+
+fn print_partition(r: &autopcg::solver::blocks::BlockReport) {
+    println!(
+        "row blocks: {} ({} halo entries and {} messages per iteration, 1 all-reduce)",
+        r.nblocks, r.halo_entries_per_iteration, r.messages_per_iteration
+    );
+    for (k, b) in r.blocks.iter().enumerate() {
+        println!(
+            "  block {k}: rows {}..{} ({}), nnz {} (local {}, halo {}), halo {} entries from {:?}",
+            b.start,
+            b.start + b.rows,
+            b.rows,
+            b.nnz,
+            b.local_nnz,
+            b.halo_nnz,
+            b.halo_len,
+            b.neighbours
+        );
+    }
 }
 
 fn print_plan(sol: &autopcg::Solution, explain: bool) {

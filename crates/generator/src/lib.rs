@@ -4,6 +4,8 @@
 //! runs (format, kernel and launch, with predicted times where a model chose), the polling
 //! cadence, and why. The solver only executes plans; the facade never decides again.
 //!
+//! - [`blocks`]: per-block plans for a matrix split into row blocks, the partition balanced by
+//!   predicted time, and the GPU count that minimises the predicted time per iteration.
 //! - [`fallback`]: the documented fixed rule used without a model (and for the element-wise
 //!   preconditioner kernels, which no model covers).
 //! - [`select`]: model-driven choices per step (SpMV by least amortised predicted time, the
@@ -39,6 +41,7 @@ use autopcg_solver::SsorForm;
 use autopcg_solver::{PcgError, Plan, PrecondKind, Preconditioner};
 use autopcg_sparse::CsrMatrix;
 
+pub mod blocks;
 #[cfg(feature = "emit")]
 pub mod emit;
 pub mod explain;

@@ -368,7 +368,7 @@ void destroy_graphs(ApgSolver &S) {
 void launch_iteration(ApgSolver &S) {
     apg_update(S, S.stream);
     apg_precond(S, S.r, S.u, S.stream);
-    apg_spmv_A(S.A, S.u, S.w, S.stream);
+    apg_spmv_A(S.A, APG_U, S.w, S.stream);
     apg_dot3_next(S, S.stream);
 }
 
@@ -447,8 +447,8 @@ void start(ApgSolver &S) {
     cudaStream_t st = S.stream;
     apg_spmv_A(S.A, S.x, S.r, st);
     apg_b_minus(S, S.r, st);
-    apg_precond(S, S.r, S.u, st);
-    apg_spmv_A(S.A, S.u, S.w, st);
+    apg_precond_start(S, S.r, S.u, st);
+    apg_spmv_A(S.A, APG_U, S.w, st);
     APG_LAUNCH(cudaMemsetAsync(S.p, 0, sizeof(double) * S.n, st));
     APG_LAUNCH(cudaMemsetAsync(S.s, 0, sizeof(double) * S.n, st));
     apg_dot3_start(S, st);

@@ -164,6 +164,38 @@ impl GpuDevice {
             .during(|| format!("copying {} elements on the device", src.len))
     }
 
+    /// `dst[dst_start .. dst_start + len] = src[src_range]` on the device, queued on the stream
+    /// (`len` = the range's length; both ranges must lie inside their vectors).
+    pub fn copy_range<T: DeviceScalar>(
+        &self,
+        src: &DeviceVec<T>,
+        src_range: std::ops::Range<usize>,
+        dst: &mut DeviceVec<T>,
+        dst_start: usize,
+    ) -> Result<(), GpuError> {
+        let len = src_range.len();
+        if src_range.start > src_range.end
+            || src_range.end > src.len
+            || dst_start.checked_add(len).is_none_or(|end| end > dst.len)
+        {
+            return Err(GpuError::InvalidInput {
+                what: "device-to-device copy".into(),
+                reason: format!(
+                    "source range {src_range:?} of {} elements to offset {dst_start} of {}",
+                    src.len, dst.len
+                ),
+            });
+        }
+        if len == 0 {
+            return Ok(());
+        }
+        let view = src.buf.slice(src_range);
+        let mut target = dst.buf.slice_mut(dst_start..dst_start + len);
+        self.stream()
+            .memcpy_dtod(&view, &mut target)
+            .during(|| format!("copying {len} elements on the device"))
+    }
+
     /// Sets every element of `v` to zero.
     pub fn fill_zeros<T: DeviceScalar>(&self, v: &mut DeviceVec<T>) -> Result<(), GpuError> {
         self.stream()

@@ -120,10 +120,9 @@ pub fn catalog() -> Vec<(ModuleSpec, Vec<String>)> {
         spmv::SpmvKernel,
         vector::VectorKernel,
     };
-    let mut out = vec![(
-        ModuleSpec::plain(KernelSource::Vector),
-        VectorKernel::all().iter().map(|k| k.to_string()).collect(),
-    )];
+    let mut vector: Vec<String> = VectorKernel::all().iter().map(|k| k.to_string()).collect();
+    vector.push(crate::kernels::blocks::GATHER.to_string());
+    let mut out = vec![(ModuleSpec::plain(KernelSource::Vector), vector)];
     for bs in DOT_BLOCK_SIZES {
         let mut entries: Vec<String> = DotKernel::ALL.iter().map(|k| k.to_string()).collect();
         entries.push(DOT_FINISH.to_string());
@@ -132,6 +131,12 @@ pub fn catalog() -> Vec<(ModuleSpec, Vec<String>)> {
                 .iter()
                 .flat_map(|k| k.entry_points().iter().chain(k.next_entry_points()))
                 .map(|s| s.to_string()),
+        );
+        entries.extend(
+            crate::kernels::blocks::entry_points(bs)
+                .into_iter()
+                .filter(|(spec, _)| spec.source == KernelSource::Dot)
+                .map(|(_, e)| e.to_string()),
         );
         entries.sort();
         entries.dedup();
@@ -154,6 +159,7 @@ pub fn catalog() -> Vec<(ModuleSpec, Vec<String>)> {
             .collect();
         if src == KernelSource::SpmvCsr {
             entries.push(crate::kernels::spmv::MERGE_PARTITION.to_string());
+            entries.push(crate::kernels::blocks::SPMV_CSR_SCALAR_ADD.to_string());
         }
         out.push((ModuleSpec::plain(src), entries));
     }

@@ -11,6 +11,8 @@
 //! - [`precond`]: preconditioner construction (Jacobi, SSOR-AI first and second order, factored
 //!   or explicit product form) as host matrices any backend can upload.
 //! - [`cpu`]: the rayon CPU backend.
+//! - [`blocks`]: multi-block PCG (row blocks with halo exchange behind a transport trait, one
+//!   all-reduce per iteration), the basis of multi-GPU solves; the host backend.
 //! - [`gpu`]: the choice of kernels a GPU runs ([`gpu::GpuPlanChoice`]), and with the `gpu`
 //!   feature (default) the CUDA backend (`gpu::GpuBackend`, `gpu::solve_gpu`).
 //! - [`mod@pcg`]: the driver ([`pcg()`], and [`solve_cpu`] for the common CPU case): convergence
@@ -21,6 +23,7 @@
 #![warn(missing_docs)]
 
 pub mod backend;
+pub mod blocks;
 pub mod cpu;
 pub mod gpu;
 pub mod params;

@@ -6,6 +6,8 @@
 //!   symmetry check that recognises a one-triangle matrix.
 //! - [`CooMatrix`], [`EllMatrix`], [`DiaMatrix`], [`HybMatrix`]: the other storage formats the
 //!   GPU kernels use, each converted from CSR and back without changing a value.
+//! - [`blocks`]: row partitions balanced by a per-row cost, and the split of a matrix into row
+//!   blocks with local and halo parts and the halo exchange lists (multi-block and multi-GPU PCG).
 //! - [`mm`]: Matrix Market reading (parallel, `.gz` streamed, allocation bounded by the file's
 //!   content) and writing.
 //! - [`io`]: atomic output files and the output-is-an-input check.
@@ -17,6 +19,7 @@
 #![warn(missing_docs)]
 
 pub mod arrays;
+pub mod blocks;
 mod build;
 pub mod coo;
 pub mod csr;

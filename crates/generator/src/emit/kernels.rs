@@ -47,7 +47,7 @@ pub fn entry_points(choice: &GpuPlanChoice) -> BTreeMap<KernelSource, Vec<String
     };
     add(
         KernelSource::Vector,
-        VectorKernel::CgUpdate(choice.update.variant).to_string(),
+        choice.update_op().kernel(choice.update.variant).to_string(),
     );
     add(
         KernelSource::Vector,

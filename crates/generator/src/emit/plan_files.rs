@@ -14,7 +14,9 @@ use autopcg_catalog::kernels::{
     merge_smem_bytes, MERGE_FIXUP, MERGE_PARTITION, MERGE_SMEM_PER_WARP, MERGE_TILE,
 };
 use autopcg_catalog::Dot3Kernel;
-use autopcg_catalog::{LaunchConfig, PrecondKernel, SpmvKernel, SpmvMethod, DEFAULT_THREADS};
+use autopcg_catalog::{
+    LaunchConfig, PrecondKernel, SpmvKernel, SpmvMethod, VectorOp, DEFAULT_THREADS,
+};
 use autopcg_solver::gpu::{Dot3Choice, GpuPlanChoice, PrecondChoice};
 
 use super::kernels::{AUX_DOT, AUX_XPAY};
@@ -275,13 +277,13 @@ fn dot3_body(d: &Dot3Choice, next: bool) -> String {
     let iteration = if next { "" } else { ", 0u" };
     match d.kernel {
         Dot3Kernel::LastBlock => format!(
-            "    {}{}(S.n, S.r, S.u, S.w, S.dot3_partial, S.dot3_counter, S.scalars, S.history, \
+            "    {}{}(S.n, S.r, APG_U, S.w, S.dot3_partial, S.dot3_counter, S.scalars, S.history, \
              S.hist_cap{iteration});\n",
             names[0],
             launch(cfg, 0)
         ),
         Dot3Kernel::TwoPass => format!(
-            "    {}{}(S.n, S.r, S.u, S.w, S.dot3_partial);\n    \
+            "    {}{}(S.n, S.r, APG_U, S.w, S.dot3_partial);\n    \
              {}<<<1u, {t}u, 0u, st>>>({}u, S.dot3_partial, S.scalars, S.history, \
              S.hist_cap{iteration});\n",
             names[0],
@@ -368,23 +370,47 @@ pub fn plan_kernels(
             st.predicted_ms,
         ));
     }
+    // Without a preconditioner u is r (no copy: the update, the SpMV and the dots read r);
+    // Jacobi is fused into the update, which writes the next u. Both apply the preconditioner
+    // from r only at the start (and at a residual replacement), as the GPU backend does.
+    let op = c.update_op();
+    let (precond_iter, u_ptr) = match op {
+        VectorOp::CgUpdateNoPre => ("", "S.r"),
+        VectorOp::CgUpdateJacobi => ("", "S.u"),
+        _ => (precond.as_str(), "S.u"),
+    };
+    let precond_start = if op == VectorOp::CgUpdateNoPre {
+        ""
+    } else {
+        precond.as_str()
+    };
     let _ = write!(
         s,
-        "static void apg_precond(ApgSolver &S, const double *r, double *u, cudaStream_t st) \
-         {{\n{precond}}}\n\n"
+        "// u: r itself without a preconditioner.\n#define APG_U {u_ptr}\n\n\
+         // u = M^-1 r from r (the start, a residual replacement).\n\
+         [[maybe_unused]] static void apg_precond_start(ApgSolver &S, const double *r, double *u, \
+         cudaStream_t st) {{\n{precond_start}}}\n\n\
+         // The preconditioner step of an iteration (empty where the update makes u).\n\
+         [[maybe_unused]] static void apg_precond(ApgSolver &S, const double *r, double *u, \
+         cudaStream_t st) {{\n{precond_iter}}}\n\n"
     );
     let u = c.update;
+    let update_kernel = op.kernel(u.variant);
     s.push_str(&step_comment(
         "fused update",
-        &format!("cg_update_{}", u.variant.suffix()),
+        &update_kernel.to_string(),
         &u.config.words(),
         u.predicted_ms,
     ));
+    let update_args = match op {
+        VectorOp::CgUpdateNoPre => "S.w, S.p, S.s, S.x, S.r",
+        VectorOp::CgUpdateJacobi => "S.inv_diag, S.u, S.w, S.p, S.s, S.x, S.r",
+        _ => "S.u, S.w, S.p, S.s, S.x, S.r",
+    };
     let _ = write!(
         s,
-        "static void apg_update(ApgSolver &S, cudaStream_t st) {{\n    cg_update_{}{}(S.n, \
-         S.scalars, S.u, S.w, S.p, S.s, S.x, S.r);\n}}\n\n",
-        u.variant.suffix(),
+        "static void apg_update(ApgSolver &S, cudaStream_t st) {{\n    {update_kernel}{}(S.n, \
+         S.scalars, {update_args});\n}}\n\n",
         launch(u.config, 0)
     );
     s.push_str(&step_comment(

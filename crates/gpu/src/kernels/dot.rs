@@ -157,8 +157,8 @@ pub fn dot_value(
 /// counter.
 #[derive(Debug)]
 pub struct Dot3Workspace {
-    partial: DeviceVec<f64>,
-    counter: DeviceVec<u32>,
+    pub(crate) partial: DeviceVec<f64>,
+    pub(crate) counter: DeviceVec<u32>,
     max_blocks: u32,
 }
 

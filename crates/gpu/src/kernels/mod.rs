@@ -8,6 +8,7 @@ use std::fmt::Display;
 
 use crate::GpuError;
 
+pub mod blocks;
 pub mod convert;
 pub mod dot;
 pub mod precond;

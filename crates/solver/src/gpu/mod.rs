@@ -14,7 +14,7 @@ pub use choice::{
 #[cfg(feature = "gpu")]
 mod backend;
 #[cfg(feature = "gpu")]
-mod ops;
+pub(crate) mod ops;
 
 #[cfg(feature = "gpu")]
 pub use backend::{solve_gpu, GpuBackend, StepTimes, INITIAL_HISTORY, MAX_RESERVED_HISTORY};

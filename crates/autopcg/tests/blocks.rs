@@ -1,0 +1,42 @@
+//! The facade's row-block option: `Solver::blocks(n)` solves split on the CPU and reports the
+//! partition.
+use autopcg::sparse::families::poisson3d_7pt;
+use autopcg::{Device, Error, PrecondKind, Solver};
+
+#[test]
+fn blocks_solve_like_unsplit_and_report_the_split() {
+    let a = poisson3d_7pt(12, 12, 12).unwrap();
+    let b = a.mul_vec(&vec![1.0; a.nrows()]);
+    let solver = Solver::new(&a)
+        .device(Device::Cpu)
+        .precond(PrecondKind::Jacobi);
+    let u = solver.solve(&b).unwrap();
+    assert!(u.blocks.is_none());
+    let s = Solver::new(&a)
+        .device(Device::Cpu)
+        .precond(PrecondKind::Jacobi)
+        .blocks(4)
+        .solve(&b)
+        .unwrap();
+    assert_eq!(u.info.iterations, s.info.iterations);
+    assert!(s.info.true_relative_residual <= 1e-8);
+    let r = s.blocks.expect("a block report");
+    assert_eq!(r.nblocks, 4);
+    assert_eq!(r.blocks.iter().map(|b| b.rows).sum::<usize>(), a.nrows());
+    // Three interfaces of 12 x 12 points, entries received from both sides.
+    assert!(r.halo_entries_per_iteration >= 6 * 144);
+    assert!(s.device.contains("4 row blocks"), "{}", s.device);
+}
+
+#[test]
+fn bad_block_counts_are_errors() {
+    let a = poisson3d_7pt(2, 2, 2).unwrap();
+    let b = vec![1.0; 8];
+    for n in [0, 9] {
+        let e = Solver::new(&a)
+            .device(Device::Cpu)
+            .blocks(n)
+            .solve(&b)
+            .unwrap_err();
+        assert!(matches!(e.error, Error::Pcg(_)), "{n}: {}", e.error);
+    }

@@ -1,0 +1,345 @@
+//! Plans for a matrix split into row blocks (one block per GPU), and the GPU count.
+//!
+//! - [`plan_blocks`]: one sub-plan per block, next to [`crate::plan`]: each block's local part
+//!   gets the plan [`crate::plan`] makes for it (format, kernel and launch per step, its
+//!   block-local preconditioner, chosen by the model where there is one), and its halo part a
+//!   SpMV choice of its own (by the model on a GPU, CSR otherwise).
+//! - [`rebalance`]: a partition balanced by predicted per-block time instead of rows and
+//!   nonzeros.
+//! - [`choose_gpu_count`]: the predicted time per iteration on 1..N GPUs (slowest block's
+//!   compute, its halo over the link, one all-reduce) and the count that minimises it.
+use std::ops::Range;
+
+use autopcg_catalog::{DeviceProps, LinkProps};
+use autopcg_solver::{PcgError, PlanStep};
+use autopcg_sparse::blocks::{default_row_costs, BlockSplit, HaloBlock, RowPartition};
+use serde::Serialize;
+
+use crate::{plan, PlanError, PlanRequest, SolvePlan, Target};
+
+/// Fixed cost of one kernel of an iteration (launch in graph replay, tail of the grid),
+/// microseconds. An iteration runs about five (update, preconditioner, halo pack, SpMV,
+/// reduction).
+pub const KERNEL_OVERHEAD_US: f64 = 3.0;
+
+/// Kernels per iteration of one block.
+pub const KERNELS_PER_ITERATION: f64 = 5.0;
+
+/// Bytes one unit of [`default_row_costs`] moves (20 bytes per nonzero, a row costing
+/// [`autopcg_sparse::blocks::ROW_COST_IN_NONZEROS`] nonzeros).
+pub const BYTES_PER_COST_UNIT: f64 = 20.0;
+
+/// Memory bandwidth assumed when the device does not report its clock and bus, GB/s.
+pub const DEFAULT_BANDWIDTH_GBS: f64 = 3000.0;
+
+/// The plan of one block.
+#[derive(Debug, Clone)]
+pub struct BlockPlan {
+    /// Global rows of the block.
+    pub rows: Range<usize>,
+    /// The plan of the block's local part (its preconditioner built on the local part).
+    pub local: SolvePlan,
+    /// The multiply of the halo part.
+    pub halo: PlanStep,
+    /// Predicted microseconds per iteration of the block's compute (model where it chose,
+    /// else the bandwidth bound of [`roofline_block_us`]).
+    pub predicted_us: f64,
+}
+
+/// One sub-plan per block.
+#[derive(Debug, Clone)]
+pub struct BlockPlans {
+    /// The blocks, in row order.
+    pub blocks: Vec<BlockPlan>,
+}
+
+/// The sub-plans of every block of `split` (made from `req.matrix`): [`crate::plan`] on each
+/// block's local part with the request's preconditioner, model and target, and the halo part's
+/// SpMV.
+pub fn plan_blocks(req: &PlanRequest, split: &BlockSplit) -> Result<BlockPlans, PlanError> {
+    if split.partition().nrows() != req.matrix.nrows() {
+        return Err(PcgError::Dimension(format!(
+            "the block split covers {} rows, the matrix has {}",
+            split.partition().nrows(),
+            req.matrix.nrows()
+        ))
+        .into());
+    }
+    // One omega for every block: the one of the whole matrix.
+    let kind = req.precond.resolved_for(req.matrix);
+    let bw = match &req.target {
+        Target::Gpu(p) => bandwidth_gbs(p),
+        Target::Cpu { .. } => DEFAULT_BANDWIDTH_GBS,
+    };
+    let mut blocks = Vec::with_capacity(split.blocks().len());
+    for blk in split.blocks() {
+        let mut r = req.clone();
+        r.matrix = &blk.local;
+        r.precond = kind;
+        let local = plan(&r)?;
+        let (halo, halo_us) = halo_step(req, blk);
+        let predicted_us = match (local.predicted_iteration_ms, halo_us) {
+            (Some(ms), Some(h)) => ms * 1e3 + h,
+            _ => roofline_block_us(blk, bw),
+        };
+        blocks.push(BlockPlan {
+            rows: blk.rows.clone(),
+            local,
+            halo,
+            predicted_us,
+        });
+    }
+    Ok(BlockPlans { blocks })
+}
+
+/// The halo part's SpMV: the model's choice on a GPU with a model, CSR otherwise; with its
+/// predicted microseconds where the model gave them.
+fn halo_step(req: &PlanRequest, blk: &HaloBlock) -> (PlanStep, Option<f64>) {
+    #[cfg(feature = "model")]
+    if let (Some(m), Target::Gpu(props)) = (req.model, &req.target) {
+        if blk.halo.nnz() > 0 {
+            if let Ok((c, e)) = crate::select::select_spmv(
+                m.file,
+                "spmv halo",
+                &blk.halo,
+                props,
+                req.expected_iterations,
+            ) {
+                let ms = c.predicted_ms;
+                let option = e
+                    .options
+                    .first()
+                    .map(|o| o.name.clone())
+                    .unwrap_or_default();
+                return (
+                    PlanStep {
+                        step: "spmv halo".into(),
+                        format: c.method.format().to_string(),
+                        kernel: option,
+                        config: format!("{} halo nonzeros", blk.halo.nnz()),
+                        predicted_ms: ms,
+                    },
+                    ms.map(|v| v * 1e3),
+                );
+            }
+        }
+    }
+    let on = match req.target {
+        Target::Cpu { .. } => "cpu_csr",
+        Target::Gpu(_) => "csr (default rule)",
+    };
+    (
+        PlanStep {
+            step: "spmv halo".into(),
+            format: "csr".into(),
+            kernel: on.into(),
+            config: format!("{} halo nonzeros", blk.halo.nnz()),
+            predicted_ms: None,
+        },
+        None,
+    )
+}
+
+/// The device's memory bandwidth (theoretical, from its clock and bus), or
+/// [`DEFAULT_BANDWIDTH_GBS`].
+pub fn bandwidth_gbs(props: &DeviceProps) -> f64 {
+    props
+        .peak_bandwidth_gbs()
+        .filter(|b| b.is_finite() && *b > 0.0)
+        .unwrap_or(DEFAULT_BANDWIDTH_GBS)
+}
+
+/// Bandwidth bound of one block's iteration, microseconds: the bytes its rows and nonzeros
+/// move ([`BYTES_PER_COST_UNIT`] per unit of [`default_row_costs`]) at `bandwidth_gbs`, plus
+/// [`KERNELS_PER_ITERATION`] kernel overheads.
+pub fn roofline_block_us(blk: &HaloBlock, bandwidth_gbs: f64) -> f64 {
+    let cost = autopcg_sparse::blocks::ROW_COST_IN_NONZEROS * blk.nrows() as f64
+        + (blk.local.nnz() + blk.halo.nnz()) as f64;
+    cost * BYTES_PER_COST_UNIT / (bandwidth_gbs * 1e3) + KERNELS_PER_ITERATION * KERNEL_OVERHEAD_US
+}
+
+/// A partition of the same rows balanced by predicted time: the row costs of each block are
+/// scaled so that they sum to the block's predicted time `block_us[b]`, then the rows are
+/// split again ([`RowPartition::balanced`]). A block predicted slower than its cost share
+/// gives up rows.
+pub fn rebalance(
+    costs: &[f64],
+    partition: &RowPartition,
+    block_us: &[f64],
+) -> Result<RowPartition, PlanError> {
+    let own = partition.block_costs(costs);
+    let mut scaled = costs.to_vec();
+    for (b, (&c, &t)) in own.iter().zip(block_us).enumerate() {
+        if c > 0.0 && t.is_finite() && t > 0.0 {
+            scaled[partition.range(b)]
+                .iter_mut()
+                .for_each(|v| *v *= t / c);
+        }
+    }
+    RowPartition::balanced(&scaled, partition.nblocks())
+        .map_err(|e| PcgError::InvalidParameter(e.to_string()).into())
+}
+
+/// The predicted time per iteration on one GPU count.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GpuCountOption {
+    /// GPUs (= row blocks).
+    pub gpus: usize,
+    /// The slowest block's compute, microseconds.
+    pub compute_us: f64,
+    /// The slowest block's halo receive over the link, microseconds.
+    pub halo_us: f64,
+    /// The all-reduce of the three dots (0 on one GPU), microseconds.
+    pub allreduce_us: f64,
+    /// The sum: predicted microseconds per iteration.
+    pub predicted_us: f64,
+    /// Vector entries exchanged per iteration.
+    pub halo_entries: usize,
+}
+
+/// The GPU count minimising the predicted time per iteration.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GpuCountChoice {
+    /// The count chosen.
+    pub gpus: usize,
+    /// Every count considered, 1..=max.
+    pub options: Vec<GpuCountOption>,
+    /// The link figures used.
+    pub link: LinkProps,
+}
+
+/// Predicted time per iteration of `split` on one GPU per block: the slowest block's compute
+/// (`block_us`) plus the slowest block's halo over `link` plus one all-reduce.
+pub fn predict_split_us(
+    split: &BlockSplit,
+    link: &LinkProps,
+    block_us: impl Fn(&HaloBlock) -> f64,
+) -> GpuCountOption {
+    let g = split.blocks().len();
+    let compute_us = split.blocks().iter().map(&block_us).fold(0.0, f64::max);
+    let halo_us = if g > 1 {
+        split
+            .blocks()
+            .iter()
+            .map(|b| link.transfer_us(8.0 * b.halo_len() as f64, b.recvs.len()))
+            .fold(0.0, f64::max)
+    } else {
+        0.0
+    };
+    let allreduce_us = if g > 1 {
+        link.allreduce_latency_us
+    } else {
+        0.0
+    };
+    GpuCountOption {
+        gpus: g,
+        compute_us,
+        halo_us,
+        allreduce_us,
+        predicted_us: compute_us + halo_us + allreduce_us,
+        halo_entries: split.halo_entries(),
+    }
+}
+
+/// Predicts 1..=`max_gpus` GPUs for `a` (row blocks balanced by rows and nonzeros, compute by
+/// `block_us`, e.g. [`roofline_block_us`] with the device's bandwidth) and picks the count
+/// with the least predicted time per iteration (the smaller count on a tie).
+pub fn choose_gpu_count(
+    a: &autopcg_sparse::CsrMatrix,
+    max_gpus: usize,
+    link: &LinkProps,
+    block_us: impl Fn(&HaloBlock) -> f64,
+) -> Result<GpuCountChoice, PlanError> {
+    let max = max_gpus.min(a.nrows()).max(1);
+    let costs = default_row_costs(a);
+    let mut options = Vec::with_capacity(max);
+    for g in 1..=max {
+        let part = RowPartition::balanced(&costs, g)
+            .map_err(|e| PlanError::from(PcgError::InvalidParameter(e.to_string())))?;
+        let split = BlockSplit::new(a, part)
+            .map_err(|e| PlanError::from(PcgError::InvalidParameter(e.to_string())))?;
+        options.push(predict_split_us(&split, link, &block_us));
+    }
+    let gpus = options
+        .iter()
+        .min_by(|x, y| x.predicted_us.total_cmp(&y.predicted_us))
+        .map_or(1, |o| o.gpus);
+    Ok(GpuCountChoice {
+        gpus,
+        options,
+        link: *link,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use autopcg_solver::PrecondKind;
+    use autopcg_sparse::families::poisson3d_7pt;
+
+    fn h100_bw() -> f64 {
+        3350.0
+    }
+
+    #[test]
+    fn a_small_matrix_stays_on_one_gpu() {
+        let a = poisson3d_7pt(16, 16, 16).unwrap();
+        let c = choose_gpu_count(&a, 8, &LinkProps::NVLINK4, |b| {
+            roofline_block_us(b, h100_bw())
+        })
+        .unwrap();
+        assert_eq!(c.gpus, 1, "{:#?}", c.options);
+        assert_eq!(c.options.len(), 8);
+        assert_eq!(c.options[0].allreduce_us, 0.0);
+    }
+
+    #[test]
+    fn a_large_stencil_with_fast_links_spreads_and_slow_links_spread_less() {
+        let a = poisson3d_7pt(96, 96, 96).unwrap();
+        let fast = choose_gpu_count(&a, 8, &LinkProps::NVLINK4, |b| {
+            roofline_block_us(b, h100_bw())
+        })
+        .unwrap();
+        assert!(fast.gpus > 1, "{:#?}", fast.options);
+        // A link with ten times the latencies: more GPUs no longer pay.
+        let slow = LinkProps {
+            name: "slow",
+            bandwidth_gbs: 10.0,
+            message_latency_us: 100.0,
+            allreduce_latency_us: 200.0,
+        };
+        let s = choose_gpu_count(&a, 8, &slow, |b| roofline_block_us(b, h100_bw())).unwrap();
+        assert!(s.gpus < fast.gpus, "{} vs {}", s.gpus, fast.gpus);
+        // The prediction is the sum of its parts, compute shrinking with the count.
+        for o in &fast.options {
+            assert!((o.predicted_us - o.compute_us - o.halo_us - o.allreduce_us).abs() < 1e-9);
+        }
+        assert!(fast.options[1].compute_us < fast.options[0].compute_us);
+    }
+
+    #[test]
+    fn rebalancing_moves_rows_away_from_a_slow_block() {
+        let costs = vec![1.0; 100];
+        let p = RowPartition::balanced(&costs, 2).unwrap();
+        assert_eq!(p.starts(), &[0, 50, 100]);
+        // Block 0 predicted three times slower than block 1.
+        let q = rebalance(&costs, &p, &[3.0, 1.0]).unwrap();
+        let r0 = q.range(0).len();
+        assert!(r0 < 50 && r0 > 20, "{:?}", q.starts());
+    }
+
+    #[test]
+    fn cpu_block_plans_have_one_plan_per_block_with_block_local_preconditioners() {
+        let a = poisson3d_7pt(6, 6, 6).unwrap();
+        let split = BlockSplit::by_default_costs(&a, 3).unwrap();
+        let req = PlanRequest::new(&a, PrecondKind::ssor_ai(), Target::Cpu { threads: 2 });
+        let p = plan_blocks(&req, &split).unwrap();
+        assert_eq!(p.blocks.len(), 3);
+        for (b, blk) in p.blocks.iter().zip(split.blocks()) {
+            assert_eq!(b.rows, blk.rows);
+            assert_eq!(b.local.preconditioner.dim(), Some(blk.nrows()));
+            assert_eq!(b.halo.format, "csr");
+            assert!(b.predicted_us > 0.0);
+        }
+    }
+}

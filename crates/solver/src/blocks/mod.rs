@@ -1,0 +1,229 @@
+//! Multi-block PCG: the matrix split into row blocks (the basis of multi-GPU solves), each
+//! block iterating on its rows' slices of the vectors and communicating through a
+//! [`Transport`]: one halo exchange of the vector being multiplied and one all-reduce of the
+//! three dots per iteration, so the method keeps the single reduction per iteration of
+//! Chronopoulos–Gear PCG.
+//!
+//! - [`transport`]: the [`Transport`] trait and the in-process transport [`InProcess`].
+//! - [`cpu`]: the host backend [`BlockCpuBackend`], run by the unsplit driver
+//!   ([`crate::pcg()`]): same stopping rule, true-residual check and residual replacement.
+//! - [`BlockPrecond`]: the preconditioner per block, and [`solve_blocks_cpu`].
+//!
+//! # What the split does to the preconditioner
+//!
+//! - none and Jacobi are the same operator as unsplit (Jacobi needs only the diagonal, which
+//!   every block owns), so the iterates differ from the unsplit ones only by the rounding of
+//!   the reductions (partial sums per block, then the all-reduce);
+//! - SSOR-AI is built on each block's **local part only**: the couplings between blocks are
+//!   dropped (block Jacobi with SSOR-AI inside each block), so applying it needs no
+//!   communication. The preconditioner weakens as blocks get smaller and the iteration count
+//!   grows; omega is chosen once for the whole matrix, so every block uses the same one.
+pub mod cpu;
+#[cfg(feature = "gpu")]
+pub mod gpu;
+pub mod schedule;
+pub mod transport;
+
+use std::borrow::Cow;
+use std::ops::ControlFlow;
+use std::time::Instant;
+
+use autopcg_sparse::blocks::{BlockSplit, BlockSummary, RowPartition};
+use autopcg_sparse::CsrMatrix;
+use rayon::prelude::*;
+use serde::Serialize;
+
+pub use cpu::BlockCpuBackend;
+#[cfg(feature = "gpu")]
+pub use gpu::{solve_blocks_gpu, BlockGpuBackend, DeviceTransport, OneDevice};
+pub use transport::{InProcess, Transport};
+
+use crate::scaling::ScaleFactors;
+use crate::{
+    pcg, IterRecord, PcgError, PcgInfo, PcgParams, PrecondKind, Preconditioner, SolveFailure,
+};
+
+/// The preconditioner of a block split: one per block, built on the block's local part.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BlockPrecond {
+    blocks: Vec<Preconditioner>,
+    dropped: usize,
+}
+
+impl BlockPrecond {
+    /// Builds `kind` for every block of `split` (made from `a`): none and Jacobi as unsplit,
+    /// SSOR-AI on the local part with omega resolved once for `a` ([`PrecondKind::resolved_for`]).
+    ///
+    /// Errors: those of [`Preconditioner::build`], with the row of a bad diagonal entry global
+    /// (1-based).
+    pub fn build(a: &CsrMatrix, split: &BlockSplit, kind: &PrecondKind) -> Result<Self, PcgError> {
+        kind.validate()?;
+        let kind = kind.resolved_for(a);
+        let blocks = split
+            .blocks()
+            .par_iter()
+            .map(|blk| {
+                Preconditioner::build(&blk.local, &kind).map_err(|e| match e {
+                    PcgError::BadDiagonal {
+                        row,
+                        value,
+                        precond,
+                    } => PcgError::BadDiagonal {
+                        row: if row == 0 { 0 } else { row + blk.rows.start },
+                        value,
+                        precond,
+                    },
+                    e => e,
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let dropped = match kind {
+            PrecondKind::SsorAi { .. } => split.blocks().iter().map(|b| b.halo.nnz()).sum(),
+            _ => 0,
+        };
+        Ok(BlockPrecond { blocks, dropped })
+    }
+
+    /// Matrix entries the preconditioner ignores because they couple two blocks (0 for none
+    /// and Jacobi).
+    pub fn dropped_couplings(&self) -> usize {
+        self.dropped
+    }
+
+    /// The per-block preconditioners, in block order.
+    pub fn blocks(&self) -> &[Preconditioner] {
+        &self.blocks
+    }
+
+    /// The per-block preconditioners, in block order.
+    pub fn into_blocks(self) -> Vec<Preconditioner> {
+        self.blocks
+    }
+}
+
+/// What a block split looks like and what one iteration communicates, for reports.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BlockReport {
+    /// Number of blocks.
+    pub nblocks: usize,
+    /// Rows, nonzeros, local/halo sizes and neighbours of every block.
+    pub blocks: Vec<BlockSummary>,
+    /// Vector entries one iteration exchanges (the halo of `u` before `w = A u`).
+    pub halo_entries_per_iteration: usize,
+    /// Point-to-point messages per iteration.
+    pub messages_per_iteration: usize,
+    /// All-reduces per iteration (of the three dots).
+    pub all_reduces_per_iteration: usize,
+    /// Matrix entries coupling two blocks that the preconditioner drops (block-local SSOR-AI;
+    /// 0 for none and Jacobi).
+    pub precond_dropped_couplings: usize,
+    /// Milliseconds spent splitting the matrix and building the blocks' preconditioners and
+    /// vectors (0 until the backend is built).
+    pub setup_ms: f64,
+}
+
+impl BlockReport {
+    /// The report of `split` with a preconditioner dropping `dropped` couplings.
+    pub fn new(split: &BlockSplit, dropped: usize) -> Self {
+        BlockReport {
+            nblocks: split.partition().nblocks(),
+            blocks: split.summary(),
+            halo_entries_per_iteration: split.halo_entries(),
+            messages_per_iteration: split.messages().len(),
+            all_reduces_per_iteration: 1,
+            precond_dropped_couplings: dropped,
+            setup_ms: 0.0,
+        }
+    }
+}
+
+/// A finished multi-block solve.
+#[derive(Debug, Clone)]
+pub struct BlockSolve {
+    /// The solution.
+    pub x: Vec<f64>,
+    /// What the solve did.
+    pub info: PcgInfo,
+}
+
+/// Solves `A x = b` on the CPU with `a` split into the row blocks of `partition`, from `x0`
+/// (zero when `None`), preconditioned per block ([`BlockPrecond`]).
+///
+/// Like [`crate::solve_cpu`], a badly scaled system is scaled by powers of two first; the
+/// split is then made of the scaled matrix (the same pattern). Returns the solution, or a
+/// [`SolveFailure`] that carries the last iterate when the solve ran out of iterations or
+/// stagnated. `report` receives the split's [`BlockReport`] as soon as it is built (so that a
+/// failed solve can still describe it).
+pub fn solve_blocks_cpu(
+    a: &CsrMatrix,
+    b: &[f64],
+    x0: Option<&[f64]>,
+    kind: &PrecondKind,
+    params: &PcgParams,
+    partition: RowPartition,
+    report: &mut Option<BlockReport>,
+) -> Result<BlockSolve, SolveFailure> {
+    solve_blocks_cpu_with(a, b, x0, kind, params, partition, report, |_| {
+        ControlFlow::Continue(())
+    })
+}
+
+/// [`solve_blocks_cpu`] with a callback that sees every record the driver examines (see
+/// [`crate::pcg()`]).
+#[allow(clippy::too_many_arguments)]
+pub fn solve_blocks_cpu_with(
+    a: &CsrMatrix,
+    b: &[f64],
+    x0: Option<&[f64]>,
+    kind: &PrecondKind,
+    params: &PcgParams,
+    partition: RowPartition,
+    report: &mut Option<BlockReport>,
+    callback: impl FnMut(&IterRecord) -> ControlFlow<()>,
+) -> Result<BlockSolve, SolveFailure> {
+    let t0 = Instant::now();
+    if b.len() != a.nrows() {
+        return Err(PcgError::Dimension(format!(
+            "right-hand side has length {}, the matrix has {} rows",
+            b.len(),
+            a.nrows()
+        ))
+        .into());
+    }
+    let factors = ScaleFactors::for_system(a, b);
+    let scaled: Cow<'_, CsrMatrix> = factors.scale_matrix(a);
+    let split = BlockSplit::new(&scaled, partition)
+        .map_err(|e| PcgError::InvalidParameter(format!("block split: {e}")))?;
+    let dropped = match kind {
+        PrecondKind::SsorAi { .. } => split.blocks().iter().map(|b| b.halo.nnz()).sum(),
+        _ => 0,
+    };
+    *report = Some(BlockReport::new(&split, dropped));
+    let sb = factors.scale_rhs(b);
+    let sx0 = x0.map(|x| factors.scale_solution(x));
+    let mut backend = BlockCpuBackend::with_transport(
+        &scaled,
+        split,
+        kind,
+        &sb,
+        sx0.as_deref(),
+        factors,
+        InProcess::default(),
+    )?;
+    if let Some(r) = report.as_mut() {
+        r.setup_ms = t0.elapsed().as_secs_f64() * 1e3;
+    }
+    match pcg(&mut backend, params, callback) {
+        Ok(info) => Ok(BlockSolve {
+            x: backend.x(),
+            info,
+        }),
+        Err(error @ (PcgError::NotConverged { .. } | PcgError::Stagnated { .. })) => {
+            Err(SolveFailure {
+                error,
+                x: Some(backend.x()),
+            })
+        }
+        Err(error) => Err(SolveFailure { error, x: None }),
+    }
+}

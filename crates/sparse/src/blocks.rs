@@ -1,0 +1,552 @@
+//! Row blocks of a square matrix: the partition and halo index sets behind multi-block and
+//! multi-GPU PCG.
+//!
+//! A [`RowPartition`] cuts the rows `0..n` into contiguous, non-empty blocks balanced by a
+//! per-row cost (the caller's predicted time per row, or [`default_row_costs`]: rows and
+//! nonzeros weighted by the bytes a CG iteration moves for them). Block `b` owns its rows and the
+//! vector entries with the same indices, so a vector is split the same way as the rows.
+//!
+//! [`BlockSplit::new`] stores every block as two matrices over the block's rows:
+//!
+//! - the **local part**: the entries whose column the block owns, with columns renumbered
+//!   `j - start` (a square `rows x rows` matrix, the diagonal block of A);
+//! - the **halo part**: the entries whose column another block owns, with columns compressed to
+//!   an index into the block's **halo buffer**, which holds every such column once, in
+//!   ascending global order. Since owners are contiguous row ranges, the halo buffer is grouped
+//!   by owner in ascending block order.
+//!
+//! so that `y_b = local_b x_b + halo_b h_b` where `h_b` holds the halo columns of `x`.
+//!
+//! The exchange filling the halo buffers is a list of [`Message`]s: block `from` packs the
+//! entries `send_local` of its vector, in that order, into its **send buffer** at `send_range`,
+//! and they land in block `to`'s halo buffer at `halo_range`. Each block's [`HaloBlock::recvs`]
+//! and [`HaloBlock::sends`] give the same lists from either side. A transport (in one address
+//! space, between blocks on one GPU, or between GPUs) needs nothing more.
+use std::ops::Range;
+
+use rayon::prelude::*;
+use serde::Serialize;
+
+use crate::{CsrMatrix, Index, SparseError};
+
+/// Cost of a row in [`default_row_costs`], in units of one stored nonzero: one CG iteration
+/// reads and writes about 13 vector entries per row (the four-vector update, the
+/// preconditioner, the SpMV output and the three dots: about 104 bytes plus the row pointer)
+/// and about 20 bytes per nonzero (value, column index and the gathered vector entry).
+pub const ROW_COST_IN_NONZEROS: f64 = 6.0;
+
+/// Per-row costs `ROW_COST_IN_NONZEROS + nnz(row)`: the default balance of a partition when no
+/// predicted times are known.
+pub fn default_row_costs(a: &CsrMatrix) -> Vec<f64> {
+    let ptr = a.indptr();
+    (0..a.nrows())
+        .map(|i| ROW_COST_IN_NONZEROS + (ptr[i + 1] - ptr[i]) as f64)
+        .collect()
+}
+
+/// Contiguous row blocks `starts[b]..starts[b + 1]`, each non-empty, covering `0..n`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RowPartition {
+    starts: Vec<usize>,
+}
+
+impl RowPartition {
+    /// The partition with the given block starts: `starts[0] = 0`, strictly increasing, last
+    /// entry `n` (so `starts.len() - 1` blocks).
+    pub fn from_starts(starts: Vec<usize>, n: usize) -> Result<Self, SparseError> {
+        if starts.len() < 2 || starts[0] != 0 || starts[starts.len() - 1] != n {
+            return Err(SparseError::Structure(format!(
+                "block starts {starts:?} must begin at 0 and end at {n} with at least one block"
+            )));
+        }
+        if let Some(w) = starts.windows(2).find(|w| w[0] >= w[1]) {
+            return Err(SparseError::Structure(format!(
+                "block starts must increase strictly (an empty block {}..{})",
+                w[0], w[1]
+            )));
+        }
+        Ok(RowPartition { starts })
+    }
+
+    /// `nblocks` contiguous blocks balanced by `costs` (one finite, non-negative cost per row).
+    ///
+    /// Block boundaries are placed where the prefix sum of the costs comes closest to
+    /// `b * total / nblocks`, then moved as little as needed to keep every block non-empty.
+    /// Hence no block costs more than `total / nblocks + max(cost)`: the balance is exact up to
+    /// the granularity of one row. When every cost is zero the rows are split evenly.
+    ///
+    /// Errors: `nblocks` is 0 or exceeds the number of rows, or a cost is negative or not
+    /// finite.
+    pub fn balanced(costs: &[f64], nblocks: usize) -> Result<Self, SparseError> {
+        let n = costs.len();
+        if nblocks == 0 || nblocks > n {
+            return Err(SparseError::Structure(format!(
+                "cannot split {n} rows into {nblocks} non-empty blocks"
+            )));
+        }
+        if let Some((i, c)) = costs
+            .iter()
+            .enumerate()
+            .find(|(_, c)| !(c.is_finite() && **c >= 0.0))
+        {
+            return Err(SparseError::Structure(format!(
+                "row cost {c} of row {i} is not a finite non-negative number"
+            )));
+        }
+        let mut prefix = Vec::with_capacity(n + 1);
+        prefix.push(0.0f64);
+        for c in costs {
+            prefix.push(prefix[prefix.len() - 1] + c);
+        }
+        let total = prefix[n];
+        if total <= 0.0 || !total.is_finite() {
+            let starts = (0..=nblocks).map(|b| b * n / nblocks).collect();
+            return Self::from_starts(starts, n);
+        }
+        let mut starts = Vec::with_capacity(nblocks + 1);
+        starts.push(0usize);
+        for b in 1..nblocks {
+            let target = total * b as f64 / nblocks as f64;
+            // First s with prefix[s] >= target, then the closer of s - 1 and s.
+            let s = prefix.partition_point(|&p| p < target).min(n);
+            let s = if s > 0 && target - prefix[s - 1] <= prefix[s] - target {
+                s - 1
+            } else {
+                s
+            };
+            let lo = starts[b - 1] + 1;
+            let hi = n - (nblocks - b);
+            starts.push(s.clamp(lo, hi));
+        }
+        starts.push(n);
+        Self::from_starts(starts, n)
+    }
+
+    /// `nblocks` blocks balanced by [`default_row_costs`] of `a`.
+    pub fn by_default_costs(a: &CsrMatrix, nblocks: usize) -> Result<Self, SparseError> {
+        Self::balanced(&default_row_costs(a), nblocks)
+    }
+
+    /// Number of blocks.
+    pub fn nblocks(&self) -> usize {
+        self.starts.len() - 1
+    }
+
+    /// Number of rows covered.
+    pub fn nrows(&self) -> usize {
+        self.starts[self.starts.len() - 1]
+    }
+
+    /// The block starts (length `nblocks + 1`, last entry `n`).
+    pub fn starts(&self) -> &[usize] {
+        &self.starts
+    }
+
+    /// Rows of block `b`.
+    pub fn range(&self, b: usize) -> Range<usize> {
+        self.starts[b]..self.starts[b + 1]
+    }
+
+    /// The block owning row (or vector entry) `i < n`.
+    pub fn owner(&self, i: usize) -> usize {
+        self.starts.partition_point(|&s| s <= i) - 1
+    }
+
+    /// Sum of `costs` over each block.
+    pub fn block_costs(&self, costs: &[f64]) -> Vec<f64> {
+        (0..self.nblocks())
+            .map(|b| costs[self.range(b)].iter().sum())
+            .collect()
+    }
+}
+
+/// The halo entries one block receives from one owner.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RecvList {
+    /// The owning block.
+    pub from: usize,
+    /// Where they land in this block's halo buffer (their global columns are
+    /// `halo_cols[halo_range]`).
+    pub halo_range: Range<usize>,
+}
+
+/// The entries of its vector one block packs for one neighbour.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SendList {
+    /// The receiving block.
+    pub to: usize,
+    /// Local indices (global minus the block start) of the entries, in the receiver's halo
+    /// order.
+    pub local: Vec<Index>,
+    /// Where they are packed in this block's send buffer.
+    pub send_range: Range<usize>,
+}
+
+/// One block of a [`BlockSplit`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct HaloBlock {
+    /// Global rows (and owned vector entries) of the block.
+    pub rows: Range<usize>,
+    /// The entries with an owned column, columns local: `rows.len() x rows.len()`.
+    pub local: CsrMatrix,
+    /// The entries with another block's column, columns indexing the halo buffer:
+    /// `rows.len() x halo_cols.len()`.
+    pub halo: CsrMatrix,
+    /// Global column of every halo buffer slot, ascending (hence grouped by owner).
+    pub halo_cols: Vec<Index>,
+    /// Per row, how many of its halo entries have a column before the block's first row: the
+    /// multiply sums those, then the local entries, then the rest, i.e. in global column
+    /// order, exactly as the unsplit CSR multiply does.
+    pub halo_before: Vec<Index>,
+    /// What the block receives, one list per owner, in ascending owner order, covering the
+    /// halo buffer.
+    pub recvs: Vec<RecvList>,
+    /// What the block packs, one list per receiving block, in ascending receiver order,
+    /// covering the send buffer.
+    pub sends: Vec<SendList>,
+}
+
+impl HaloBlock {
+    /// Rows of the block.
+    pub fn nrows(&self) -> usize {
+        self.rows.len()
+    }
+
+    /// Length of the halo buffer.
+    pub fn halo_len(&self) -> usize {
+        self.halo_cols.len()
+    }
+
+    /// Length of the send buffer.
+    pub fn send_len(&self) -> usize {
+        self.sends.last().map_or(0, |s| s.send_range.end)
+    }
+
+    /// Packs the entries every neighbour needs from `x_local` into `send`
+    /// ([`HaloBlock::send_len`] long).
+    pub fn pack(&self, x_local: &[f64], send: &mut [f64]) {
+        for s in &self.sends {
+            for (slot, &j) in send[s.send_range.clone()].iter_mut().zip(&s.local) {
+                *slot = x_local[j as usize];
+            }
+        }
+    }
+
+    /// `y = local x_local + halo x_halo`, each row summed in global column order (the halo
+    /// entries before the block, the local ones, the halo entries after it), so a row's sum is
+    /// rounded exactly as in [`CsrMatrix::spmv`].
+    pub fn spmv(&self, x_local: &[f64], x_halo: &[f64], y: &mut [f64]) {
+        let (lp, li, lv) = (self.local.indptr(), self.local.indices(), self.local.data());
+        let (hp, hi, hv) = (self.halo.indptr(), self.halo.indices(), self.halo.data());
+        for (i, yi) in y.iter_mut().enumerate() {
+            let mut acc = 0.0;
+            let mid = hp[i] as usize + self.halo_before[i] as usize;
+            for q in hp[i] as usize..mid {
+                acc += hv[q] * x_halo[hi[q] as usize];
+            }
+            for q in lp[i] as usize..lp[i + 1] as usize {
+                acc += lv[q] * x_local[li[q] as usize];
+            }
+            for q in mid..hp[i + 1] as usize {
+                acc += hv[q] * x_halo[hi[q] as usize];
+            }
+            *yi = acc;
+        }
+    }
+}
+
+/// One transfer of a halo exchange: `send[from][send_range]` goes to `halo[to][halo_range]`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Message {
+    /// Sending block.
+    pub from: usize,
+    /// Receiving block.
+    pub to: usize,
+    /// Range in the sender's send buffer.
+    pub send_range: Range<usize>,
+    /// Range in the receiver's halo buffer (same length).
+    pub halo_range: Range<usize>,
+}
+
+impl Message {
+    /// Number of vector entries moved.
+    pub fn len(&self) -> usize {
+        self.send_range.len()
+    }
+
+    /// Whether the message moves nothing (never the case in a [`BlockSplit`]).
+    pub fn is_empty(&self) -> bool {
+        self.send_range.is_empty()
+    }
+}
+
+/// Size of one block, for reports.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BlockSummary {
+    /// First global row.
+    pub start: usize,
+    /// Rows.
+    pub rows: usize,
+    /// Nonzeros of the block's rows.
+    pub nnz: usize,
+    /// Nonzeros of the local part.
+    pub local_nnz: usize,
+    /// Nonzeros of the halo part.
+    pub halo_nnz: usize,
+    /// Length of the halo buffer (entries received per exchange).
+    pub halo_len: usize,
+    /// Entries packed for other blocks per exchange.
+    pub send_len: usize,
+    /// Blocks it receives from.
+    pub neighbours: Vec<usize>,
+}
+
+/// A square matrix split into row blocks with their halo index sets.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BlockSplit {
+    partition: RowPartition,
+    blocks: Vec<HaloBlock>,
+    messages: Vec<Message>,
+}
+
+impl BlockSplit {
+    /// Splits the square matrix `a` by `partition` (built for `a.nrows()` rows).
+    pub fn new(a: &CsrMatrix, partition: RowPartition) -> Result<Self, SparseError> {
+        if !a.is_square() {
+            return Err(SparseError::Structure(format!(
+                "a block split needs a square matrix, got {} x {}",
+                a.nrows(),
+                a.ncols()
+            )));
+        }
+        if partition.nrows() != a.nrows() {
+            return Err(SparseError::Structure(format!(
+                "the partition covers {} rows, the matrix has {}",
+                partition.nrows(),
+                a.nrows()
+            )));
+        }
+        let nb = partition.nblocks();
+        let halves: Vec<Parts> = (0..nb)
+            .into_par_iter()
+            .map(|b| split_rows(a, partition.range(b)))
+            .collect::<Result<_, _>>()?;
+        // Receive lists: the halo columns are ascending, owners are contiguous ranges.
+        let mut blocks: Vec<HaloBlock> = halves
+            .into_iter()
+            .map(|(rows, local, halo, halo_cols, halo_before)| {
+                let mut recvs: Vec<RecvList> = Vec::new();
+                for (k, &c) in halo_cols.iter().enumerate() {
+                    let owner = partition.owner(c as usize);
+                    match recvs.last_mut() {
+                        Some(r) if r.from == owner => r.halo_range.end = k + 1,
+                        _ => recvs.push(RecvList {
+                            from: owner,
+                            halo_range: k..k + 1,
+                        }),
+                    }
+                }
+                HaloBlock {
+                    rows,
+                    local,
+                    halo,
+                    halo_cols,
+                    halo_before,
+                    recvs,
+                    sends: Vec::new(),
+                }
+            })
+            .collect();
+        // Send lists mirror the receive lists, in ascending receiver order.
+        let mut messages = Vec::new();
+        let mut send_fill = vec![0usize; nb];
+        for to in 0..nb {
+            for r in blocks[to].recvs.clone() {
+                let start = partition.starts()[r.from];
+                let local: Vec<Index> = blocks[to].halo_cols[r.halo_range.clone()]
+                    .iter()
+                    .map(|&c| (c as usize - start) as Index)
+                    .collect();
+                let at = send_fill[r.from];
+                let send_range = at..at + local.len();
+                send_fill[r.from] = send_range.end;
+                messages.push(Message {
+                    from: r.from,
+                    to,
+                    send_range: send_range.clone(),
+                    halo_range: r.halo_range,
+                });
+                blocks[r.from].sends.push(SendList {
+                    to,
+                    local,
+                    send_range,
+                });
+            }
+        }
+        Ok(BlockSplit {
+            partition,
+            blocks,
+            messages,
+        })
+    }
+
+    /// Splits `a` into `nblocks` blocks balanced by [`default_row_costs`].
+    pub fn by_default_costs(a: &CsrMatrix, nblocks: usize) -> Result<Self, SparseError> {
+        Self::new(a, RowPartition::by_default_costs(a, nblocks)?)
+    }
+
+    /// The partition.
+    pub fn partition(&self) -> &RowPartition {
+        &self.partition
+    }
+
+    /// The blocks, in row order.
+    pub fn blocks(&self) -> &[HaloBlock] {
+        &self.blocks
+    }
+
+    /// Every transfer of one halo exchange, ordered by receiver, then sender.
+    pub fn messages(&self) -> &[Message] {
+        &self.messages
+    }
+
+    /// Vector entries one halo exchange moves (the sum of the halo buffer lengths).
+    pub fn halo_entries(&self) -> usize {
+        self.blocks.iter().map(HaloBlock::halo_len).sum()
+    }
+
+    /// Sizes of every block, for reports.
+    pub fn summary(&self) -> Vec<BlockSummary> {
+        self.blocks
+            .iter()
+            .map(|b| BlockSummary {
+                start: b.rows.start,
+                rows: b.nrows(),
+                nnz: b.local.nnz() + b.halo.nnz(),
+                local_nnz: b.local.nnz(),
+                halo_nnz: b.halo.nnz(),
+                halo_len: b.halo_len(),
+                send_len: b.send_len(),
+                neighbours: b.recvs.iter().map(|r| r.from).collect(),
+            })
+            .collect()
+    }
+
+    /// Splits a global vector into the blocks' local parts.
+    pub fn scatter(&self, x: &[f64]) -> Vec<Vec<f64>> {
+        self.blocks
+            .iter()
+            .map(|b| x[b.rows.clone()].to_vec())
+            .collect()
+    }
+
+    /// Joins the blocks' local parts into a global vector.
+    pub fn gather(&self, parts: &[Vec<f64>]) -> Vec<f64> {
+        parts.iter().flatten().copied().collect()
+    }
+}
+
+/// Rows, local part, halo part, halo columns and per-row halo entries before the block.
+type Parts = (Range<usize>, CsrMatrix, CsrMatrix, Vec<Index>, Vec<Index>);
+
+/// The parts of the rows `rows` of `a`.
+fn split_rows(a: &CsrMatrix, rows: Range<usize>) -> Result<Parts, SparseError> {
+    let (start, end) = (rows.start, rows.end);
+    let own = |j: usize| (start..end).contains(&j);
+    let mut halo_cols: Vec<Index> = rows
+        .clone()
+        .flat_map(|i| a.row(i).0.iter().copied())
+        .filter(|&j| !own(j as usize))
+        .collect();
+    halo_cols.sort_unstable();
+    halo_cols.dedup();
+    let (mut lp, mut li, mut lv) = (vec![0 as Index], Vec::new(), Vec::new());
+    let (mut hp, mut hi, mut hv) = (vec![0 as Index], Vec::new(), Vec::new());
+    let mut before = Vec::with_capacity(rows.len());
+    for i in rows.clone() {
+        let (cols, vals) = a.row(i);
+        before.push(cols.partition_point(|&j| (j as usize) < start) as Index);
+        for (&j, &v) in cols.iter().zip(vals) {
+            let j = j as usize;
+            if own(j) {
+                li.push((j - start) as Index);
+                lv.push(v);
+            } else {
+                // Present by construction: every halo column was collected above.
+                let k = halo_cols.partition_point(|&c| (c as usize) < j);
+                hi.push(k as Index);
+                hv.push(v);
+            }
+        }
+        lp.push(li.len() as Index);
+        hp.push(hi.len() as Index);
+    }
+    let n = end - start;
+    let local = CsrMatrix::try_from_parts(n, n, lp, li, lv)?;
+    let halo = CsrMatrix::try_from_parts(n, halo_cols.len(), hp, hi, hv)?;
+    Ok((rows, local, halo, halo_cols, before))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tridiag(n: usize) -> CsrMatrix {
+        let mut r = Vec::new();
+        let mut c = Vec::new();
+        let mut v = Vec::new();
+        for i in 0..n {
+            for j in i.saturating_sub(1)..(i + 2).min(n) {
+                r.push(i as Index);
+                c.push(j as Index);
+                v.push(if i == j { 2.0 } else { -1.0 });
+            }
+        }
+        CsrMatrix::from_triplets(n, n, &r, &c, &v).unwrap()
+    }
+
+    #[test]
+    fn tridiagonal_in_three_blocks_exchanges_the_neighbouring_entries() {
+        let a = tridiag(9);
+        let split =
+            BlockSplit::new(&a, RowPartition::from_starts(vec![0, 3, 6, 9], 9).unwrap()).unwrap();
+        let b = &split.blocks()[1];
+        assert_eq!(b.halo_cols, vec![2, 6]);
+        assert_eq!(b.recvs.len(), 2);
+        assert_eq!((b.recvs[0].from, b.recvs[1].from), (0, 2));
+        assert_eq!(b.sends.len(), 2);
+        assert_eq!(b.sends[0].local, vec![0]);
+        assert_eq!(b.sends[1].local, vec![2]);
+        assert_eq!(split.halo_entries(), 4);
+        assert_eq!(split.messages().len(), 4);
+        assert_eq!(b.local.nnz(), 7);
+        assert_eq!(b.halo.nnz(), 2);
+    }
+
+    #[test]
+    fn balance_follows_the_costs() {
+        // One expensive row at the front takes a block of its own.
+        let mut costs = vec![1.0; 10];
+        costs[0] = 9.0;
+        let p = RowPartition::balanced(&costs, 2).unwrap();
+        assert_eq!(p.starts(), &[0, 1, 10]);
+        // Equal costs give equal blocks.
+        let p = RowPartition::balanced(&[1.0; 12], 4).unwrap();
+        assert_eq!(p.starts(), &[0, 3, 6, 9, 12]);
+        assert_eq!(p.owner(5), 1);
+        assert_eq!(p.owner(11), 3);
+    }
+
+    #[test]
+    fn bad_requests_are_errors() {
+        assert!(RowPartition::balanced(&[1.0; 3], 4).is_err());
+        assert!(RowPartition::balanced(&[1.0; 3], 0).is_err());
+        assert!(RowPartition::balanced(&[1.0, f64::NAN], 1).is_err());
+        assert!(RowPartition::balanced(&[1.0, -1.0], 1).is_err());
+        assert!(RowPartition::from_starts(vec![0, 2, 2, 4], 4).is_err());
+        assert!(RowPartition::from_starts(vec![0, 3], 4).is_err());
+        let a = tridiag(4);
+        let p = RowPartition::balanced(&[1.0; 5], 2).unwrap();
+        assert!(BlockSplit::new(&a, p).is_err());
+    }
+}
