@@ -33,14 +33,10 @@ fn check_blocks(
     cfg: LaunchConfig,
     max_blocks: u32,
 ) -> Result<(), GpuError> {
-    if cfg.blocks > max_blocks {
-        return Err(GpuError::launch(
-            kernel,
-            format!(
-                "{} blocks but the workspace holds partial sums for {max_blocks}",
-                cfg.blocks
-            ),
-        ));
+    let blocks = cfg.blocks;
+    if blocks > max_blocks {
+        let why = format!("{blocks} blocks but the workspace holds partial sums for {max_blocks}");
+        return Err(GpuError::launch(kernel, why));
     }
     Ok(())
 }
