@@ -141,6 +141,29 @@ impl Dense {
     }
 }
 
+/// PCG parameters with tolerance `tol` and at most `max_iter` iterations.
+pub fn params(tol: f64, max_iter: usize) -> autopcg_solver::PcgParams {
+    autopcg_solver::PcgParams::new()
+        .with_tol(tol)
+        .unwrap()
+        .with_max_iter(max_iter)
+        .unwrap()
+}
+
+/// Adds the symmetric pair (i, j) and (j, i) of value `v` to `t` and |v| to the sums of both
+/// rows in `rowsum` (for a diagonal that dominates them).
+pub fn push_symmetric(
+    t: &mut Vec<(usize, usize, f64)>,
+    rowsum: &mut [f64],
+    (i, j): (usize, usize),
+    v: f64,
+) {
+    t.push((i, j, v));
+    t.push((j, i, v));
+    rowsum[i] += v.abs();
+    rowsum[j] += v.abs();
+}
+
 pub fn csr(n: usize, trip: &[(usize, usize, f64)]) -> CsrMatrix {
     let r: Vec<u32> = trip.iter().map(|t| t.0 as u32).collect();
     let c: Vec<u32> = trip.iter().map(|t| t.1 as u32).collect();
@@ -162,11 +185,7 @@ pub fn random_spd(n: usize, per_row: usize, dominant: bool, seed: u64) -> CsrMat
                 if j == i {
                     continue;
                 }
-                let v: f64 = rng.random_range(-1.0..1.0);
-                t.push((i, j, v));
-                t.push((j, i, v));
-                rowsum[i] += v.abs();
-                rowsum[j] += v.abs();
+                push_symmetric(&mut t, &mut rowsum, (i, j), rng.random_range(-1.0..1.0));
             }
         }
         for (i, s) in rowsum.iter().enumerate() {
@@ -433,6 +452,19 @@ pub fn assert_truly_converged(
         "{what}: reported true residual {:e}, recomputed {host:e}",
         info.true_relative_residual
     );
+}
+
+/// tridiag(-1, 2, -1) of order n.
+pub fn tridiag(n: usize) -> CsrMatrix {
+    let mut t = Vec::new();
+    for i in 0..n {
+        t.push((i, i, 2.0));
+        if i > 0 {
+            t.push((i, i - 1, -1.0));
+            t.push((i - 1, i, -1.0));
+        }
+    }
+    csr(n, &t)
 }
 
 /// The exact solution of tridiag(-1, 2, -1) x = ones (1-based i): x_i = i (n + 1 - i) / 2.
