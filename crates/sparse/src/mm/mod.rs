@@ -616,29 +616,26 @@ fn check_shape(
         } else {
             "a square matrix is required"
         };
-        return Err(parse_err(
-            label,
-            pre.size_line,
-            format!(
-                "size `{}` is {} x {}: {why}",
-                pre.size_text, h.nrows, h.ncols
-            ),
-        ));
+        return Err(size_err(label, pre, why));
     }
     Ok(())
+}
+
+/// The error at the size line of `pre`: its text and dimensions, then `why` they are refused.
+fn size_err(label: &str, pre: &Prelude, why: &str) -> SparseError {
+    let h = pre.header;
+    let size = format!("size `{}` is {} x {}", pre.size_text, h.nrows, h.ncols);
+    parse_err(label, pre.size_line, format!("{size}: {why}"))
 }
 
 /// The vector checks of the header: one column, `general`.
 fn check_vector(label: &str, pre: &Prelude) -> Result<(), SparseError> {
     let h = pre.header;
     if h.ncols != 1 {
-        return Err(parse_err(
+        return Err(size_err(
             label,
-            pre.size_line,
-            format!(
-                "size `{}` is {} x {}: a vector must have exactly one column",
-                pre.size_text, h.nrows, h.ncols
-            ),
+            pre,
+            "a vector must have exactly one column",
         ));
     }
     if h.symmetry != Symmetry::General && h.nrows != 1 {
