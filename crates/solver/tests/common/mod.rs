@@ -225,41 +225,7 @@ pub fn random_spd(n: usize, per_row: usize, dominant: bool, seed: u64) -> CsrMat
 
 /// 7-point Laplacian on an nx x ny x nz grid (Dirichlet), diagonal 6.
 pub fn poisson3d(nx: usize, ny: usize, nz: usize) -> CsrMatrix {
-    let n = nx * ny * nz;
-    let id = |i: usize, j: usize, k: usize| (i + nx * (j + ny * k)) as u32;
-    let (mut r, mut c, mut v) = (Vec::new(), Vec::new(), Vec::new());
-    for k in 0..nz {
-        for j in 0..ny {
-            for i in 0..nx {
-                let me = id(i, j, k);
-                let mut push = |o: u32, x: f64| {
-                    r.push(me);
-                    c.push(o);
-                    v.push(x);
-                };
-                push(me, 6.0);
-                if i > 0 {
-                    push(id(i - 1, j, k), -1.0);
-                }
-                if i + 1 < nx {
-                    push(id(i + 1, j, k), -1.0);
-                }
-                if j > 0 {
-                    push(id(i, j - 1, k), -1.0);
-                }
-                if j + 1 < ny {
-                    push(id(i, j + 1, k), -1.0);
-                }
-                if k > 0 {
-                    push(id(i, j, k - 1), -1.0);
-                }
-                if k + 1 < nz {
-                    push(id(i, j, k + 1), -1.0);
-                }
-            }
-        }
-    }
-    CsrMatrix::from_triplets(n, n, &r, &c, &v).unwrap()
+    autopcg_sparse::families::poisson3d_7pt(nx, ny, nz).unwrap()
 }
 
 pub fn dot(a: &[f64], b: &[f64]) -> f64 {
