@@ -140,29 +140,12 @@ pub fn occupancy(
 mod tests {
     use super::*;
 
-    /// H100 SXM / H200-like limits: 132 SMs, 64 Ki registers, 228 KiB shared memory,
-    /// 2048 threads and 32 blocks per SM.
+    /// H100 SXM / H200-like limits (64 Ki registers, 228 KiB shared memory, 2048 threads and
+    /// 32 blocks per SM) with `sm_count` SMs.
     fn hopper(sm_count: u32) -> DeviceProps {
         DeviceProps {
-            name: "Hopper-like".into(),
-            compute_capability: (9, 0),
             sm_count,
-            max_threads_per_block: 1024,
-            max_threads_per_sm: 2048,
-            max_blocks_per_sm: 32,
-            regs_per_sm: 65536,
-            regs_per_block: 65536,
-            smem_per_sm: 233_472,
-            smem_per_block: 49152,
-            smem_per_block_optin: 232_448,
-            total_mem: 80 << 30,
-            l2_bytes: 50 << 20,
-            warp_size: 32,
-            max_grid_x: i32::MAX as u32,
-            mem_clock_khz: None,
-            mem_bus_width_bits: None,
-            driver_version: None,
-            nvrtc_version: None,
+            ..DeviceProps::hopper_like()
         }
     }
 

@@ -66,7 +66,7 @@ pub(crate) fn matgen(a: MatgenArgs) -> Result<()> {
             path: file.to_string_lossy().into_owned(),
             poisson2d: a.n,
         };
-        autopcg::sparse::io::check_output(out, &[file.as_path()])?;
+        autopcg::sparse::io::check_output(out, [file.as_path()])?;
         let m = recipe.build(std::path::Path::new(""))?;
         let t_gen = t0.elapsed().as_secs_f64();
         return write_out(out, &m, a.general, &recipe.to_string(), t_gen);

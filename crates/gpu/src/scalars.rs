@@ -168,13 +168,8 @@ impl CgScalars {
         dev.upload_into(raw, &mut self.scalars)
     }
 
-    /// (gamma, delta, rr) of iterations `from..to` (waits for queued work).
-    pub fn read_history(
-        &self,
-        dev: &GpuDevice,
-        from: u32,
-        to: u32,
-    ) -> Result<Vec<[f64; 3]>, GpuError> {
+    /// Fails unless `from..to` lies within the history.
+    fn check_history_range(&self, from: u32, to: u32) -> Result<(), GpuError> {
         if from > to || to > self.capacity {
             return Err(GpuError::InvalidInput {
                 what: "history read".into(),
@@ -184,6 +179,17 @@ impl CgScalars {
                 ),
             });
         }
+        Ok(())
+    }
+
+    /// (gamma, delta, rr) of iterations `from..to` (waits for queued work).
+    pub fn read_history(
+        &self,
+        dev: &GpuDevice,
+        from: u32,
+        to: u32,
+    ) -> Result<Vec<[f64; 3]>, GpuError> {
+        self.check_history_range(from, to)?;
         let flat = dev.download_range(
             &self.history,
             CG_HIST_STRIDE * from as usize,
@@ -203,15 +209,7 @@ impl CgScalars {
         from: u32,
         to: u32,
     ) -> Result<(ScalarSnapshot, Vec<[f64; 3]>), GpuError> {
-        if from > to || to > self.capacity {
-            return Err(GpuError::InvalidInput {
-                what: "history read".into(),
-                reason: format!(
-                    "iterations {from}..{to} outside the capacity {}",
-                    self.capacity
-                ),
-            });
-        }
+        self.check_history_range(from, to)?;
         let (lo, hi) = (CG_HIST_STRIDE * from as usize, CG_HIST_STRIDE * to as usize);
         let h = hi - lo;
         let stream = dev.stream();

@@ -310,6 +310,25 @@ mod tests {
         DenseMatrix::from_rows(&rows.iter().map(|r| r.to_vec()).collect::<Vec<_>>()).unwrap()
     }
 
+    /// Asserts the KKT conditions of the NNLS solution `x`: x >= 0, and the gradient
+    /// A^T (b - A x) is 0 (within `tol`) where x > 0 and at most `tol` where x = 0. Returns the
+    /// number of active constraints.
+    fn assert_kkt(a: &DenseMatrix, b: &[f64], x: &[f64], tol: f64) -> usize {
+        let r: Vec<f64> = b.iter().zip(a.mul_vec(x)).map(|(b, ax)| b - ax).collect();
+        let w = a.tmul_vec(&r);
+        let mut active = 0;
+        for (j, &xj) in x.iter().enumerate() {
+            assert!(xj >= 0.0);
+            if xj > 0.0 {
+                assert!(w[j].abs() < tol, "gradient {w:?} at passive {j}");
+            } else {
+                active += 1;
+                assert!(w[j] <= tol, "gradient {w:?} at active {j}");
+            }
+        }
+        active
+    }
+
     #[test]
     fn unconstrained_solution_when_it_is_positive() {
         // Exact fit b = A [1, 2].
@@ -335,13 +354,7 @@ mod tests {
         assert_eq!(s.x[1], 0.0);
         assert!((s.x[0] - 2.0).abs() < 1e-12, "{s:?}");
         // KKT: the gradient on the active set is <= 0.
-        let r: Vec<f64> = b
-            .iter()
-            .zip(a.mul_vec(&s.x))
-            .map(|(b, ax)| b - ax)
-            .collect();
-        let w = a.tmul_vec(&r);
-        assert!(w[1] <= 1e-12 && w[0].abs() < 1e-12, "{w:?}");
+        assert_eq!(assert_kkt(&a, &b, &s.x, 1e-12), 1);
     }
 
     #[test]
@@ -357,22 +370,7 @@ mod tests {
         let b = [1.0, -2.0, 3.0, -1.0, 0.5];
         let s = nnls(&a, &b).unwrap();
         assert!(s.converged);
-        let r: Vec<f64> = b
-            .iter()
-            .zip(a.mul_vec(&s.x))
-            .map(|(b, ax)| b - ax)
-            .collect();
-        let w = a.tmul_vec(&r);
-        let mut active = 0;
-        for j in 0..4 {
-            assert!(s.x[j] >= 0.0);
-            if s.x[j] > 0.0 {
-                assert!(w[j].abs() < 1e-10, "gradient {w:?} at passive {j}");
-            } else {
-                active += 1;
-                assert!(w[j] <= 1e-10, "gradient {w:?} at active {j}");
-            }
-        }
+        let active = assert_kkt(&a, &b, &s.x, 1e-10);
         assert!(active >= 1, "{s:?}");
         // No feasible point on a grid does better.
         let f = |x: &[f64]| -> f64 {
@@ -395,12 +393,10 @@ mod tests {
     #[test]
     fn dependent_and_zero_columns_do_not_break_it() {
         // Column 1 = 2 * column 0, column 2 is zero.
-        let a = mat(&[
-            &[1.0, 2.0, 0.0, 1.0],
-            &[2.0, 4.0, 0.0, 0.0],
-            &[3.0, 6.0, 0.0, 1.0],
-            &[4.0, 8.0, 0.0, 0.0],
-        ]);
+        let rows: Vec<Vec<f64>> = (1..=4)
+            .map(|i| vec![f64::from(i), 2.0 * f64::from(i), 0.0, f64::from(i % 2)])
+            .collect();
+        let a = DenseMatrix::from_rows(&rows).unwrap();
         let b = a.mul_vec(&[0.0, 1.0, 0.0, 0.5]);
         let s = nnls(&a, &b).unwrap();
         assert!(s.converged);
@@ -440,20 +436,7 @@ mod tests {
             let b: Vec<f64> = (0..m).map(|_| rnd()).collect();
             let sol = nnls(&a, &b).unwrap();
             assert!(sol.converged);
-            let r: Vec<f64> = b
-                .iter()
-                .zip(a.mul_vec(&sol.x))
-                .map(|(b, ax)| b - ax)
-                .collect();
-            let w = a.tmul_vec(&r);
-            for j in 0..n {
-                assert!(sol.x[j] >= 0.0);
-                if sol.x[j] > 0.0 {
-                    assert!(w[j].abs() < 1e-9, "{w:?}");
-                } else {
-                    assert!(w[j] < 1e-9, "{w:?}");
-                }
-            }
+            assert_kkt(&a, &b, &sol.x, 1e-9);
         }
     }
 }

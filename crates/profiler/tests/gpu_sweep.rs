@@ -59,16 +59,9 @@ fn a_tiny_sweep_runs_on_the_gpu_and_resumes(dev: GpuDevice) {
         "a SpMV kernel failed its check"
     );
     assert!(p.spmv.iter().any(|s| s.kernel.is_cusparse()));
-    // Every timing is a valid measurement (no comparison of times: at the tiny sizes of this
-    // sweep, launch latency hides the length, and timings are benchmarks, not tests).
-    assert!(p
-        .vector
-        .iter()
-        .all(|v| v.timing.is_valid() && v.timing.median_ms > 0.0));
-    assert!(p
-        .dot
-        .iter()
-        .all(|d| d.timing.is_valid() && d.timing.median_ms > 0.0));
+    // Every timing is a valid measurement, checked above (no comparison of times: at the tiny
+    // sizes of this sweep, launch latency hides the length, and timings are benchmarks, not
+    // tests).
 
     // Everything is there: a second run measures nothing and writes no measurement.
     let lines = std::fs::read_to_string(&path).unwrap().lines().count();

@@ -26,12 +26,7 @@ use rand_chacha::ChaCha8Rng;
 
 // ------------------------------------------------------------------------------ matrices
 
-fn from_triplets(n: usize, t: &[(usize, usize, f64)]) -> CsrMatrix {
-    let rows: Vec<u32> = t.iter().map(|e| e.0 as u32).collect();
-    let cols: Vec<u32> = t.iter().map(|e| e.1 as u32).collect();
-    let vals: Vec<f64> = t.iter().map(|e| e.2).collect();
-    CsrMatrix::from_triplets(n, n, &rows, &cols, &vals).unwrap()
-}
+use common::csr as from_triplets;
 
 /// 5-point Laplacian on an nx x ny grid (Dirichlet).
 fn poisson2d(nx: usize, ny: usize) -> CsrMatrix {
@@ -97,11 +92,8 @@ fn random_spd(n: usize, seed: u64) -> CsrMatrix {
         .min(i);
         for _ in 0..len {
             let j = rng.random_range(0..i);
-            let v: f64 = rng.random_range(-1.0..1.0);
-            t.push((i, j, v));
-            t.push((j, i, v));
-            rowsum[i] += v.abs();
-            rowsum[j] += v.abs();
+            let v = rng.random_range(-1.0..1.0);
+            common::push_symmetric(&mut t, &mut rowsum, (i, j), v);
         }
     }
     for (i, s) in rowsum.iter().enumerate() {
@@ -588,6 +580,19 @@ fn history_grows_without_changing_the_records(dev: GpuDevice) {
     assert_eq!(grown, reserved);
 }
 
+/// Every step of `t` has a positive, finite median.
+fn assert_steps_timed(t: &autopcg_solver::gpu::StepTimes) {
+    for s in [
+        t.update,
+        t.precond,
+        t.spmv_dots,
+        t.iteration,
+        t.iteration_graph,
+    ] {
+        assert!(s.median_ms > 0.0 && s.median_ms.is_finite(), "{t:?}");
+    }
+}
+
 /// Profiling restarts from the same x and leaves the solve undisturbed; prints the step
 /// times.
 fn profile_steps_leaves_the_solve_undisturbed(dev: GpuDevice) {
@@ -601,15 +606,7 @@ fn profile_steps_leaves_the_solve_undisturbed(dev: GpuDevice) {
     let mut be = GpuBackend::new(&dev, &a, &pre, &b, None, &choice).unwrap();
     let t = be.profile_steps(200).unwrap();
     println!("poisson3d 12^3 ssor-ai: {t:?}");
-    for s in [
-        t.update,
-        t.precond,
-        t.spmv_dots,
-        t.iteration,
-        t.iteration_graph,
-    ] {
-        assert!(s.median_ms > 0.0 && s.median_ms.is_finite(), "{t:?}");
-    }
+    assert_steps_timed(&t);
     assert!(t.iteration_graph_batch.is_some());
     let mut recs = Vec::new();
     pcg(&mut be, &p, |r| {
@@ -731,15 +728,7 @@ fn profile_s3rmt3m3_jacobi(dev: GpuDevice) {
                 .unwrap_or_default()
         );
         println!("{}", serde_json::to_string(&t).unwrap());
-        for s in [
-            t.update,
-            t.precond,
-            t.spmv_dots,
-            t.iteration,
-            t.iteration_graph,
-        ] {
-            assert!(s.median_ms > 0.0 && s.median_ms.is_finite(), "{t:?}");
-        }
+        assert_steps_timed(&t);
     }
 }
 
@@ -809,15 +798,7 @@ fn gpu_fem_false_convergence_is_caught_by_residual_replacement(dev: GpuDevice) {
 fn gpu_badly_scaled_systems_solve_like_well_scaled_ones(dev: GpuDevice) {
     let tol = 1e-10;
     let n = 100;
-    let mut t = Vec::new();
-    for i in 0..n {
-        t.push((i, i, 2.0));
-        if i > 0 {
-            t.push((i, i - 1, -1.0));
-            t.push((i - 1, i, -1.0));
-        }
-    }
-    let tri = from_triplets(n, &t);
+    let tri = common::tridiag(n);
     let exact = common::tridiag_solution(n);
     let p2 = poisson2d(20, 20);
     let ones = vec![1.0; p2.nrows()];

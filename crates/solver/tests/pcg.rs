@@ -8,18 +8,9 @@ use std::ops::ControlFlow;
 
 use autopcg_solver::backend::Halt;
 use autopcg_solver::{
-    pcg, solve_cpu, CpuBackend, IterRecord, PcgBackend, PcgError, PcgParams, PrecondKind,
-    Preconditioner,
+    pcg, solve_cpu, CpuBackend, IterRecord, PcgBackend, PcgError, PrecondKind, Preconditioner,
 };
 use common::*;
-
-fn params(tol: f64, max_iter: usize) -> PcgParams {
-    PcgParams::new()
-        .with_tol(tol)
-        .unwrap()
-        .with_max_iter(max_iter)
-        .unwrap()
-}
 
 #[test]
 fn matches_a_dense_cholesky_solve_for_every_preconditioner() {

@@ -18,14 +18,6 @@ use autopcg_sparse::families::{self, Family, FamilyParams};
 use autopcg_sparse::CsrMatrix;
 use common::*;
 
-fn params(tol: f64, max_iter: usize) -> PcgParams {
-    PcgParams::new()
-        .with_tol(tol)
-        .unwrap()
-        .with_max_iter(max_iter)
-        .unwrap()
-}
-
 fn cpu(
     a: &CsrMatrix,
     b: &[f64],
@@ -162,15 +154,7 @@ fn tolerance_below_attainable_stagnates_with_the_estimate() {
 fn badly_scaled_systems_solve_like_well_scaled_ones() {
     let tol = 1e-10;
     let n = 100;
-    let mut t = Vec::new();
-    for i in 0..n {
-        t.push((i, i, 2.0));
-        if i > 0 {
-            t.push((i, i - 1, -1.0));
-            t.push((i - 1, i, -1.0));
-        }
-    }
-    let tri = csr(n, &t);
+    let tri = tridiag(n);
     let exact = tridiag_solution(n);
     let p2 = autopcg_sparse::families::poisson2d_5pt(20, 20).unwrap();
     let ones = vec![1.0; p2.nrows()];

@@ -26,18 +26,7 @@ pub trait CsrIndex: sealed::Sealed + Copy + Send + Sync + fmt::Display {
     fn to_u64(self) -> Option<u64>;
 }
 
-macro_rules! unsigned_index {
-    ($($t:ty),*) => {$(
-        impl sealed::Sealed for $t {}
-        impl CsrIndex for $t {
-            #[inline]
-            fn to_u64(self) -> Option<u64> {
-                Some(self as u64)
-            }
-        }
-    )*};
-}
-macro_rules! signed_index {
+macro_rules! csr_index {
     ($($t:ty),*) => {$(
         impl sealed::Sealed for $t {}
         impl CsrIndex for $t {
@@ -48,8 +37,7 @@ macro_rules! signed_index {
         }
     )*};
 }
-unsigned_index!(u32, u64, usize);
-signed_index!(i32, i64);
+csr_index!(u32, u64, usize, i32, i64);
 
 /// Where a caller's indices start: C counts from 0, Fortran from 1.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -34,15 +34,12 @@ pub(crate) fn check_padding(
     bytes: u128,
     limits: &PaddingLimits,
 ) -> Result<(), SparseError> {
-    let fill = fill_ratio(slots, nnz);
-    let within_fill = fill <= limits.max_fill_ratio;
-    let within_bytes = bytes <= u128::from(limits.max_bytes);
-    if within_fill && within_bytes {
+    if limits.allows(slots, nnz, bytes) {
         Ok(())
     } else {
         Err(SparseError::TooMuchPadding {
             format,
-            fill_ratio: fill,
+            fill_ratio: fill_ratio(slots, nnz),
             limit: limits.max_fill_ratio,
             bytes: u64::try_from(bytes).unwrap_or(u64::MAX),
             max_bytes: limits.max_bytes,

@@ -69,6 +69,12 @@ impl PaddingLimits {
     ) -> Result<(), SparseError> {
         build::check_padding(format, slots, nnz, bytes, self)
     }
+
+    /// Whether [`PaddingLimits::check`] accepts `slots` slots holding `nnz` nonzeros in `bytes`
+    /// bytes: for callers that only predict a conversion (a cost model, say) and need no error.
+    pub fn allows(&self, slots: u128, nnz: usize, bytes: u128) -> bool {
+        build::fill_ratio(slots, nnz) <= self.max_fill_ratio && bytes <= u128::from(self.max_bytes)
+    }
 }
 
 impl Default for PaddingLimits {

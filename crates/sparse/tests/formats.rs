@@ -624,45 +624,7 @@ proptest! {
 // Measurement (release build): cargo test --release -p autopcg-sparse --test formats -- --ignored --nocapture
 
 fn poisson_3d(k: usize) -> CsrMatrix {
-    let n = k * k * k;
-    let id = |x: usize, y: usize, z: usize| (x + k * (y + k * z)) as u32;
-    let (mut r, mut c, mut v) = (
-        Vec::with_capacity(7 * n),
-        Vec::with_capacity(7 * n),
-        Vec::with_capacity(7 * n),
-    );
-    for z in 0..k {
-        for y in 0..k {
-            for x in 0..k {
-                let i = id(x, y, z);
-                let mut push = |j: u32, w: f64| {
-                    r.push(i);
-                    c.push(j);
-                    v.push(w);
-                };
-                push(i, 6.0);
-                if x > 0 {
-                    push(id(x - 1, y, z), -1.0);
-                }
-                if x + 1 < k {
-                    push(id(x + 1, y, z), -1.0);
-                }
-                if y > 0 {
-                    push(id(x, y - 1, z), -1.0);
-                }
-                if y + 1 < k {
-                    push(id(x, y + 1, z), -1.0);
-                }
-                if z > 0 {
-                    push(id(x, y, z - 1), -1.0);
-                }
-                if z + 1 < k {
-                    push(id(x, y, z + 1), -1.0);
-                }
-            }
-        }
-    }
-    CsrMatrix::from_triplets(n, n, &r, &c, &v).unwrap()
+    autopcg_sparse::families::poisson3d_7pt(k, k, k).unwrap()
 }
 
 fn best_of<T>(reps: usize, mut f: impl FnMut() -> T) -> (f64, T) {

@@ -1,11 +1,8 @@
 //! The kernels of `convert.cu`: row-length histogram, scans, and the ELL, DIA and HYB
 //! conversions from CSR on the device.
 use std::fmt;
-use std::str::FromStr;
 
-use super::by_name;
-use crate::strser::string_serde;
-use crate::ParseError;
+use super::parse_by_name;
 
 /// The kernels of `convert.cu`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -77,11 +74,4 @@ impl fmt::Display for ConvertKernel {
     }
 }
 
-impl FromStr for ConvertKernel {
-    type Err = ParseError;
-    fn from_str(s: &str) -> Result<Self, ParseError> {
-        by_name(ConvertKernel::ALL, s, "conversion kernel")
-    }
-}
-
-string_serde!(ConvertKernel);
+parse_by_name!(ConvertKernel, ConvertKernel::ALL, "conversion kernel");

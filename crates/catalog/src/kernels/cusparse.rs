@@ -1,10 +1,7 @@
 //! cuSPARSE's generic SpMV algorithms for CSR, named as the benchmark records them.
 use std::fmt;
-use std::str::FromStr;
 
-use super::by_name;
-use crate::strser::string_serde;
-use crate::ParseError;
+use super::parse_by_name;
 
 /// The cuSPARSE SpMV algorithms for CSR.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -38,11 +35,4 @@ impl fmt::Display for CusparseAlg {
     }
 }
 
-impl FromStr for CusparseAlg {
-    type Err = ParseError;
-    fn from_str(s: &str) -> Result<Self, ParseError> {
-        by_name(CusparseAlg::ALL, s, "cuSPARSE algorithm")
-    }
-}
-
-string_serde!(CusparseAlg);
+parse_by_name!(CusparseAlg, CusparseAlg::ALL, "cuSPARSE algorithm");

@@ -42,6 +42,22 @@ pub(crate) fn by_name<T: Copy + fmt::Display>(
         })
 }
 
+/// Implements `FromStr` for a catalogue type by [`by_name`] over `$all` (`$what` names the
+/// type in the error) and serialises it as its `Display` string ([`string_serde`]).
+macro_rules! parse_by_name {
+    ($t:ty, $all:expr, $what:literal) => {
+        impl std::str::FromStr for $t {
+            type Err = crate::ParseError;
+            fn from_str(s: &str) -> Result<Self, crate::ParseError> {
+                crate::kernels::by_name($all, s, $what)
+            }
+        }
+        crate::strser::string_serde!($t);
+    };
+}
+
+pub(crate) use parse_by_name;
+
 /// An entry point of any family, as profiles and occupancy records name them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum KernelId {

@@ -1,10 +1,8 @@
 //! The element-wise preconditioner kernels of `precond.cu`.
 use std::fmt;
-use std::str::FromStr;
 
-use super::by_name;
-use crate::strser::string_serde;
-use crate::{DeviceProps, LaunchConfig, ParseError, DEFAULT_THREADS};
+use super::parse_by_name;
+use crate::{DeviceProps, LaunchConfig, DEFAULT_THREADS};
 
 /// Scalar or double2 loads (both grid-stride, any block count).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -24,14 +22,7 @@ impl fmt::Display for Loads {
     }
 }
 
-impl FromStr for Loads {
-    type Err = ParseError;
-    fn from_str(s: &str) -> Result<Self, ParseError> {
-        by_name([Loads::Scalar, Loads::Double2], s, "load width")
-    }
-}
-
-string_serde!(Loads);
+parse_by_name!(Loads, [Loads::Scalar, Loads::Double2], "load width");
 
 /// The kernels of `precond.cu`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -77,11 +68,4 @@ impl fmt::Display for PrecondKernel {
     }
 }
 
-impl FromStr for PrecondKernel {
-    type Err = ParseError;
-    fn from_str(s: &str) -> Result<Self, ParseError> {
-        by_name(PrecondKernel::ALL, s, "preconditioner kernel")
-    }
-}
-
-string_serde!(PrecondKernel);
+parse_by_name!(PrecondKernel, PrecondKernel::ALL, "preconditioner kernel");

@@ -1,11 +1,9 @@
 //! The reductions of `dot.cu`: the ladder of single dot products and the fused three-dot
 //! reduction with the Chronopoulos–Gear recurrence.
 use std::fmt;
-use std::str::FromStr;
 
-use super::by_name;
-use crate::strser::string_serde;
-use crate::{DeviceProps, LaunchConfig, LaunchError, ParseError, DEFAULT_THREADS};
+use super::parse_by_name;
+use crate::{DeviceProps, LaunchConfig, LaunchError, DEFAULT_THREADS};
 
 /// Threads-per-block values for which the reduction modules (`dot.cu`, compiled with
 /// `-DBLOCK_SIZE=B`) exist.
@@ -91,14 +89,7 @@ impl fmt::Display for DotKernel {
     }
 }
 
-impl FromStr for DotKernel {
-    type Err = ParseError;
-    fn from_str(s: &str) -> Result<Self, ParseError> {
-        by_name(DotKernel::ALL, s, "dot kernel")
-    }
-}
-
-string_serde!(DotKernel);
+parse_by_name!(DotKernel, DotKernel::ALL, "dot kernel");
 
 /// The fused three-dot reductions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -159,14 +150,7 @@ impl fmt::Display for Dot3Kernel {
     }
 }
 
-impl FromStr for Dot3Kernel {
-    type Err = ParseError;
-    fn from_str(s: &str) -> Result<Self, ParseError> {
-        by_name(Dot3Kernel::ALL, s, "three-dot kernel")
-    }
-}
-
-string_serde!(Dot3Kernel);
+parse_by_name!(Dot3Kernel, Dot3Kernel::ALL, "three-dot kernel");
 
 /// A reduction of the profile: a rung of the single-dot ladder or a fused three-dot kernel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -213,11 +197,4 @@ impl fmt::Display for Reduction {
     }
 }
 
-impl FromStr for Reduction {
-    type Err = ParseError;
-    fn from_str(s: &str) -> Result<Self, ParseError> {
-        by_name(Reduction::all(), s, "reduction kernel")
-    }
-}
-
-string_serde!(Reduction);
+parse_by_name!(Reduction, Reduction::all(), "reduction kernel");

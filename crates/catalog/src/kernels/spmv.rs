@@ -1,10 +1,8 @@
 //! The SpMV kernels (`spmv_*.cu`) and the constants of the merge-path CSR kernel.
 use std::fmt;
-use std::str::FromStr;
 
-use super::by_name;
-use crate::strser::string_serde;
-use crate::{DeviceProps, Format, KernelSource, LaunchConfig, LaunchError, ParseError};
+use super::parse_by_name;
+use crate::{DeviceProps, Format, KernelSource, LaunchConfig, LaunchError};
 
 /// Lanes per row the CSR vector kernel is compiled for.
 pub const CSR_LANES: [u32; 5] = [2, 4, 8, 16, 32];
@@ -215,14 +213,7 @@ impl fmt::Display for SpmvKernel {
     }
 }
 
-impl FromStr for SpmvKernel {
-    type Err = ParseError;
-    fn from_str(s: &str) -> Result<Self, ParseError> {
-        by_name(SpmvKernel::all(), s, "SpMV kernel")
-    }
-}
-
-string_serde!(SpmvKernel);
+parse_by_name!(SpmvKernel, SpmvKernel::all(), "SpMV kernel");
 
 #[cfg(test)]
 mod tests {

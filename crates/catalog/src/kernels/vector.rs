@@ -1,11 +1,9 @@
 //! The kernels of `vector.cu`: axpy, xpay and the fused Chronopoulos–Gear update, each in four
 //! thread mappings.
 use std::fmt;
-use std::str::FromStr;
 
-use super::by_name;
-use crate::strser::string_serde;
-use crate::{DeviceProps, LaunchConfig, ParseError, DEFAULT_THREADS};
+use super::parse_by_name;
+use crate::{DeviceProps, LaunchConfig, DEFAULT_THREADS};
 
 /// Entry point of the triad kernel in `vector.cu` (the bandwidth measurement).
 pub const TRIAD_KERNEL: &str = "triad";
@@ -92,14 +90,7 @@ impl fmt::Display for VectorVariant {
     }
 }
 
-impl FromStr for VectorVariant {
-    type Err = ParseError;
-    fn from_str(s: &str) -> Result<Self, ParseError> {
-        by_name(VectorVariant::ALL, s, "vector variant")
-    }
-}
-
-string_serde!(VectorVariant);
+parse_by_name!(VectorVariant, VectorVariant::ALL, "vector variant");
 
 /// The operation of a vector kernel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -167,14 +158,7 @@ impl fmt::Display for VectorOp {
     }
 }
 
-impl FromStr for VectorOp {
-    type Err = ParseError;
-    fn from_str(s: &str) -> Result<Self, ParseError> {
-        by_name(VectorOp::ALL, s, "vector operation")
-    }
-}
-
-string_serde!(VectorOp);
+parse_by_name!(VectorOp, VectorOp::ALL, "vector operation");
 
 /// The kernels of `vector.cu`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -229,11 +213,4 @@ impl fmt::Display for VectorKernel {
     }
 }
 
-impl FromStr for VectorKernel {
-    type Err = ParseError;
-    fn from_str(s: &str) -> Result<Self, ParseError> {
-        by_name(VectorKernel::all(), s, "vector kernel")
-    }
-}
-
-string_serde!(VectorKernel);
+parse_by_name!(VectorKernel, VectorKernel::all(), "vector kernel");

@@ -26,15 +26,7 @@ pub(crate) fn stage<'a, S: DeviceSide>(
     a: &'a CsrMatrix,
     padding: &PaddingLimits,
 ) -> (ConversionRecord, Option<(HostMatrix<'a>, S::Matrix)>) {
-    let mut rec = ConversionRecord {
-        format,
-        status: RecordStatus::Ok,
-        host_ms: 0.0,
-        upload_ms: 0.0,
-        device_bytes: 0,
-        device_ms: None,
-        device_error: None,
-    };
+    let mut rec = ConversionRecord::new(format);
     let t0 = Instant::now();
     let host = match HostMatrix::convert(format, a, padding) {
         Ok(h) => h,
@@ -126,15 +118,7 @@ mod tests {
     use super::*;
 
     fn record() -> ConversionRecord {
-        ConversionRecord {
-            format: Format::Ell,
-            status: RecordStatus::Ok,
-            host_ms: 0.0,
-            upload_ms: 0.0,
-            device_bytes: 0,
-            device_ms: None,
-            device_error: None,
-        }
+        ConversionRecord::new(Format::Ell)
     }
 
     #[test]

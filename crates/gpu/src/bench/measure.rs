@@ -43,8 +43,8 @@ pub fn compare_rows(got: &[f64], want: &[f64], scale: &[f64], tol: f64) -> Resul
     Ok(worst)
 }
 
-/// `sum_j |a_ij x_j|` per row.
-fn abs_row_sums(a: &CsrMatrix, x: &[f64]) -> Vec<f64> {
+/// `sum_j |a_ij x_j|` per row: the scale of each row's rounding error in `A x`.
+pub fn abs_row_sums(a: &CsrMatrix, x: &[f64]) -> Vec<f64> {
     (0..a.nrows())
         .map(|i| {
             let (c, v) = a.row(i);

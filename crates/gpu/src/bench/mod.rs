@@ -55,7 +55,7 @@ mod sequence_tests;
 pub use autopcg_catalog::GridPolicy;
 pub use bytes::{csr_min_bytes, format_bytes, FormatShape, BYTES_FORMULA};
 pub use convert::DEVICE_CONVERSION_REPS;
-pub use measure::{bench_vector, compare_rows};
+pub use measure::{abs_row_sums, bench_vector, compare_rows};
 pub use records::{
     ConversionRecord, RecordStatus, SpmvBench, SpmvBenchOptions, SpmvRecord, TriadResult,
     DEFAULT_BENCH_THREADS,

@@ -225,6 +225,21 @@ pub struct ConversionRecord {
     pub device_error: Option<String>,
 }
 
+impl ConversionRecord {
+    /// The record of `format` before anything is measured: Ok, no times, no bytes.
+    pub(crate) fn new(format: Format) -> ConversionRecord {
+        ConversionRecord {
+            format,
+            status: RecordStatus::Ok,
+            host_ms: 0.0,
+            upload_ms: 0.0,
+            device_bytes: 0,
+            device_ms: None,
+            device_error: None,
+        }
+    }
+}
+
 /// The triad measurement: `a[i] = b[i] + s c[i]`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct TriadResult {

@@ -24,6 +24,23 @@ fn opt_u(v: Option<u32>) -> String {
     v.map_or_else(|| "-".to_string(), |v| v.to_string())
 }
 
+/// The format, kernel, threads and blocks of `r` as the tables print them.
+fn launch_columns(r: &SpmvRecord) -> [String; 4] {
+    [
+        r.format.to_string(),
+        r.kernel.to_string(),
+        opt_u(r.threads),
+        opt_u(r.blocks),
+    ]
+}
+
+/// `r` in the words of the summary's closing lines.
+fn describe(r: &SpmvRecord) -> String {
+    let [format, kernel, threads, blocks] = launch_columns(r);
+    let (ms, gbps) = (opt_f(r.median_ms, 4), opt_f(r.gbps, 1));
+    format!("{format} {kernel} ({threads} threads, {blocks} blocks): {ms} ms, {gbps} GB/s")
+}
+
 impl SpmvBench {
     /// The fastest correct record.
     pub fn fastest(&self) -> Option<&SpmvRecord> {
@@ -114,14 +131,8 @@ impl SpmvBench {
         );
         for (i, r) in self.records.iter().enumerate() {
             let grid = r.grid.map_or_else(|| "-".to_string(), |g| g.to_string());
-            let head = format!(
-                "{:<6} {:<28} {:>7} {:>8} {:<5}",
-                r.format.to_string(),
-                r.kernel.to_string(),
-                opt_u(r.threads),
-                opt_u(r.blocks),
-                grid
-            );
+            let [format, kernel, threads, blocks] = launch_columns(r);
+            let head = format!("{format:<6} {kernel:<28} {threads:>7} {blocks:>8} {grid:<5}");
             match &r.status {
                 RecordStatus::Ok => {
                     let pct = match (r.gbps, triad) {
@@ -178,43 +189,22 @@ impl SpmvBench {
         let _ = writeln!(s);
         let _ = writeln!(s, "fastest per format:");
         for r in self.fastest_per_format() {
+            let [format, kernel, threads, blocks] = launch_columns(r);
             let _ = writeln!(
                 s,
-                "  {:<6} {:<28} {:>7} threads {:>8} blocks {:>10} ms {:>9} GB/s",
-                r.format.to_string(),
-                r.kernel.to_string(),
-                opt_u(r.threads),
-                opt_u(r.blocks),
+                "  {format:<6} {kernel:<28} {threads:>7} threads {blocks:>8} blocks {:>10} ms {:>9} GB/s",
                 opt_f(r.median_ms, 4),
                 opt_f(r.gbps, 1)
             );
         }
         if let Some(r) = self.best_own.and_then(|i| self.records.get(i)) {
             if Some(r) != self.fastest() {
-                let _ = writeln!(
-                    s,
-                    "fastest of autopcg's kernels: {} {} ({} threads, {} blocks): {} ms, {} GB/s",
-                    r.format,
-                    r.kernel,
-                    opt_u(r.threads),
-                    opt_u(r.blocks),
-                    opt_f(r.median_ms, 4),
-                    opt_f(r.gbps, 1)
-                );
+                let _ = writeln!(s, "fastest of autopcg's kernels: {}", describe(r));
             }
         }
         match self.fastest() {
             Some(r) => {
-                let _ = writeln!(
-                    s,
-                    "fastest: {} {} ({} threads, {} blocks): {} ms, {} GB/s",
-                    r.format,
-                    r.kernel,
-                    opt_u(r.threads),
-                    opt_u(r.blocks),
-                    opt_f(r.median_ms, 4),
-                    opt_f(r.gbps, 1)
-                );
+                let _ = writeln!(s, "fastest: {}", describe(r));
             }
             None => {
                 let _ = writeln!(s, "fastest: none (no candidate ran correctly)");

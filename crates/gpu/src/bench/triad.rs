@@ -4,8 +4,8 @@ use cudarc::driver::PushKernelArg;
 
 use super::records::TriadResult;
 use super::GridPolicy;
-use crate::kernels::launched;
-use crate::sources::{KernelSource, ModuleSpec};
+use crate::kernels::Launch;
+use crate::sources::KernelSource;
 use crate::{time_kernel, DeviceVec, GpuDevice, GpuError, LaunchConfig};
 
 pub use autopcg_catalog::kernels::TRIAD_KERNEL;
@@ -34,18 +34,20 @@ fn triad_launch(
     if n == 0 {
         return Ok(());
     }
-    let k = dev.kernel(&ModuleSpec::plain(KernelSource::Vector), TRIAD_KERNEL)?;
+    let l = Launch::plain(dev, KernelSource::Vector, &TRIAD_KERNEL, cfg)?;
     let n64 = n as u64;
-    let mut l = dev.stream().launch_builder(&k.func);
-    l.arg(&n64).arg(&s).arg(&b.buf).arg(&c.buf).arg(&mut a.buf);
     // SAFETY: matches `triad(u64 n, double s, const double *b, const double *c, double *a)` in
     // vector.cu; the three buffers hold n elements (checked) and a is distinct from b and c
     // (a &mut borrow); the kernel is grid-stride, so any block count covers n.
-    launched(
-        unsafe { l.launch(crate::launch::cudarc_config(cfg)) },
-        &TRIAD_KERNEL,
-        cfg,
-    )
+    unsafe {
+        l.run(|args| {
+            args.arg(&n64)
+                .arg(&s)
+                .arg(&b.buf)
+                .arg(&c.buf)
+                .arg(&mut a.buf);
+        })
+    }
 }
 
 /// Measures the triad `a[i] = b[i] + s c[i]` over three buffers of `n` f64 with several launch

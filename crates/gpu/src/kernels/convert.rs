@@ -13,8 +13,8 @@
 use autopcg_sparse::{PaddingLimits, SparseError};
 use cudarc::driver::PushKernelArg;
 
-use super::{check_len, launched};
-use crate::sources::{KernelSource, ModuleSpec};
+use super::{check_len, Launch};
+use crate::sources::KernelSource;
 use crate::{
     DeviceCoo, DeviceCsr, DeviceDia, DeviceEll, DeviceHyb, DeviceVec, GpuDevice, GpuError,
     LaunchConfig, DEFAULT_THREADS,
@@ -29,11 +29,8 @@ pub const SCAN_ITEMS: usize = 8;
 
 pub use autopcg_catalog::ConvertKernel;
 
-fn load(kernel: ConvertKernel, dev: &GpuDevice) -> Result<crate::device::Kernel, GpuError> {
-    dev.kernel(
-        &ModuleSpec::plain(KernelSource::Convert),
-        &kernel.to_string(),
-    )
+fn load(dev: &GpuDevice, kernel: ConvertKernel, cfg: LaunchConfig) -> Result<Launch<'_>, GpuError> {
+    Launch::plain(dev, KernelSource::Convert, &kernel, cfg)
 }
 
 /// Histogram of the row lengths of `a` into `hist` ([`HIST_BINS`] entries, overwritten).
@@ -50,17 +47,15 @@ pub fn row_length_histogram(
     if a.nrows() == 0 {
         return Ok(());
     }
-    let k = load(kernel, dev)?;
+    let l = load(dev, kernel, cfg)?;
     let nrows = a.nrows() as u32;
-    let mut b = dev.stream().launch_builder(&k.func);
-    b.arg(&nrows).arg(&a.indptr.buf).arg(&mut hist.buf);
     // SAFETY: matches `hist_row_lengths(u32 nrows, const u32 *indptr, u32 *hist)`; indptr has
     // nrows + 1 entries (validated on upload), hist HIST_BINS (checked) and zeroed above.
-    launched(
-        unsafe { b.launch(crate::launch::cudarc_config(cfg)) },
-        &kernel,
-        cfg,
-    )
+    unsafe {
+        l.run(|b| {
+            b.arg(&nrows).arg(&a.indptr.buf).arg(&mut hist.buf);
+        })
+    }
 }
 
 /// Entries per row of `a` into `counts` (nrows entries, overwritten).
@@ -77,17 +72,15 @@ pub fn coo_row_counts(
     if a.nnz() == 0 {
         return Ok(());
     }
-    let k = load(kernel, dev)?;
+    let l = load(dev, kernel, cfg)?;
     let nnz = a.nnz() as u32;
-    let mut b = dev.stream().launch_builder(&k.func);
-    b.arg(&nnz).arg(&a.rows.buf).arg(&mut counts.buf);
     // SAFETY: matches `coo_row_counts(u32 nnz, const u32 *rows, u32 *count)`; rows holds nnz
     // indices below nrows = len(counts) (validated on upload and checked), counts zeroed above.
-    launched(
-        unsafe { b.launch(crate::launch::cudarc_config(cfg)) },
-        &kernel,
-        cfg,
-    )
+    unsafe {
+        l.run(|b| {
+            b.arg(&nnz).arg(&a.rows.buf).arg(&mut counts.buf);
+        })
+    }
 }
 
 /// Device memory of the scan: one sum per tile.
@@ -146,40 +139,34 @@ pub fn exclusive_scan(
         return dev.fill_zeros(out);
     }
     let t32 = tiles as u32;
-    let sums = load(ConvertKernel::ScanTileSums, dev)?;
-    let mut b = dev.stream().launch_builder(&sums.func);
-    b.arg(&n32).arg(&input.buf).arg(&mut ws.tile_sums.buf);
+    let sums = load(dev, ConvertKernel::ScanTileSums, cfg)?;
     // SAFETY: matches `scan_tile_sums(u32 n, const u32 *in, u32 *tile_sums)`; in holds n, the
     // workspace >= tiles = blocks entries (checked); threads a multiple of 32 (checked).
-    launched(
-        unsafe { b.launch(crate::launch::cudarc_config(cfg)) },
-        &ConvertKernel::ScanTileSums,
-        cfg,
-    )?;
-    let offs = load(ConvertKernel::ScanTileOffsets, dev)?;
+    unsafe {
+        sums.run(|b| {
+            b.arg(&n32).arg(&input.buf).arg(&mut ws.tile_sums.buf);
+        })
+    }?;
     let one = LaunchConfig::new(threads, 1);
-    let mut b = dev.stream().launch_builder(&offs.func);
-    b.arg(&t32).arg(&mut ws.tile_sums.buf);
+    let offs = load(dev, ConvertKernel::ScanTileOffsets, one)?;
     // SAFETY: matches `scan_tile_offsets(u32 ntiles, u32 *tile_sums)`; the workspace holds
     // >= ntiles entries; one block whose size is a multiple of 32.
-    launched(
-        unsafe { b.launch(crate::launch::cudarc_config(one)) },
-        &ConvertKernel::ScanTileOffsets,
-        one,
-    )?;
-    let apply = load(kernel, dev)?;
-    let mut b = dev.stream().launch_builder(&apply.func);
-    b.arg(&n32)
-        .arg(&input.buf)
-        .arg(&mut out.buf)
-        .arg(&ws.tile_sums.buf);
+    unsafe {
+        offs.run(|b| {
+            b.arg(&t32).arg(&mut ws.tile_sums.buf);
+        })
+    }?;
+    let apply = load(dev, kernel, cfg)?;
     // SAFETY: matches `scan_apply(u32 n, const u32 *in, u32 *out, const u32 *tile_offsets)`;
     // in holds n, out n + 1 (checked), tile_offsets one per block; same threads as stage 1.
-    launched(
-        unsafe { b.launch(crate::launch::cudarc_config(cfg)) },
-        &kernel,
-        cfg,
-    )
+    unsafe {
+        apply.run(|b| {
+            b.arg(&n32)
+                .arg(&input.buf)
+                .arg(&mut out.buf)
+                .arg(&ws.tile_sums.buf);
+        })
+    }
 }
 
 /// CSR row pointers (nrows + 1 entries) of a row-sorted COO matrix: row counts, then an
@@ -212,21 +199,19 @@ pub fn row_length_histogram_from(
     if a.nrows() == 0 {
         return Ok(());
     }
-    let k = load(kernel, dev)?;
+    let l = load(dev, kernel, cfg)?;
     let nrows = a.nrows() as u32;
-    let mut b = dev.stream().launch_builder(&k.func);
-    b.arg(&nrows)
-        .arg(&base)
-        .arg(&a.indptr.buf)
-        .arg(&mut hist.buf);
     // SAFETY: matches `hist_row_lengths_from(u32 nrows, u32 base, const u32 *indptr,
     // u32 *hist)`; indptr has nrows + 1 entries (validated on upload), hist HIST_BINS (checked)
     // and zeroed above.
-    launched(
-        unsafe { b.launch(crate::launch::cudarc_config(cfg)) },
-        &kernel,
-        cfg,
-    )
+    unsafe {
+        l.run(|b| {
+            b.arg(&nrows)
+                .arg(&base)
+                .arg(&a.indptr.buf)
+                .arg(&mut hist.buf);
+        })
+    }
 }
 
 /// The grid-stride configuration of the conversion kernels: [`DEFAULT_THREADS`] threads, one
@@ -235,27 +220,33 @@ fn conversion_config(dev: &GpuDevice, work: u64) -> LaunchConfig {
     LaunchConfig::grid_stride(work.max(1), DEFAULT_THREADS, dev.props())
 }
 
+/// The checked launch of `kernel` with the [`conversion_config`] for `work` items.
+fn conversion_launch(
+    dev: &GpuDevice,
+    kernel: ConvertKernel,
+    work: u64,
+) -> Result<Launch<'_>, GpuError> {
+    let cfg = conversion_config(dev, work);
+    cfg.check(kernel, dev.props())?;
+    load(dev, kernel, cfg)
+}
+
 /// Length of the longest row of `a` (0 without rows), computed on the device; waits for it.
 pub fn max_row_length(dev: &GpuDevice, a: &DeviceCsr) -> Result<usize, GpuError> {
     if a.nrows() == 0 {
         return Ok(0);
     }
-    let kernel = ConvertKernel::RowLengthMax;
-    let cfg = conversion_config(dev, a.nrows() as u64);
-    cfg.check(kernel, dev.props())?;
+    let l = conversion_launch(dev, ConvertKernel::RowLengthMax, a.nrows() as u64)?;
     let mut out = dev.alloc_zeros::<u32>(1)?;
-    let k = load(kernel, dev)?;
     let nrows = a.nrows() as u32;
-    let mut b = dev.stream().launch_builder(&k.func);
-    b.arg(&nrows).arg(&a.indptr.buf).arg(&mut out.buf);
     // SAFETY: matches `row_length_max(u32 nrows, const u32 *indptr, u32 *out)`; indptr has
     // nrows + 1 entries (validated on upload), out one zeroed entry; DEFAULT_THREADS threads
     // per block are whole warps.
-    launched(
-        unsafe { b.launch(crate::launch::cudarc_config(cfg)) },
-        &kernel,
-        cfg,
-    )?;
+    unsafe {
+        l.run(|b| {
+            b.arg(&nrows).arg(&a.indptr.buf).arg(&mut out.buf);
+        })
+    }?;
     Ok(dev.download(&out)?[0] as usize)
 }
 
@@ -346,27 +337,23 @@ fn fill_ell(
     if slots == 0 {
         return Ok(());
     }
-    let cfg = conversion_config(dev, a.nrows() as u64);
-    cfg.check(kernel, dev.props())?;
-    let k = load(kernel, dev)?;
+    let l = conversion_launch(dev, kernel, a.nrows() as u64)?;
     let nrows = a.nrows() as u32;
-    let mut b = dev.stream().launch_builder(&k.func);
-    b.arg(&nrows)
-        .arg(&width)
-        .arg(&a.indptr.buf)
-        .arg(&a.indices.buf)
-        .arg(&a.vals.buf)
-        .arg(&mut cols.buf)
-        .arg(&mut vals.buf);
     // SAFETY: matches `ell_from_csr(u32 nrows, u32 width, const u32 *indptr,
     // const u32 *indices, const double *vals, u32 *ecols, double *evals)`; the CSR arrays were
     // validated on upload (entry start + k < indptr[row + 1] <= nnz for k < len), ecols and
     // evals hold width x nrows slots (checked).
-    launched(
-        unsafe { b.launch(crate::launch::cudarc_config(cfg)) },
-        &kernel,
-        cfg,
-    )
+    unsafe {
+        l.run(|b| {
+            b.arg(&nrows)
+                .arg(&width)
+                .arg(&a.indptr.buf)
+                .arg(&a.indices.buf)
+                .arg(&a.vals.buf)
+                .arg(&mut cols.buf)
+                .arg(&mut vals.buf);
+        })
+    }
 }
 
 /// `width` as the kernels' u32, or a [`GpuError::Sparse`] `TooLarge`.
@@ -458,25 +445,21 @@ pub fn csr_to_dia(
     let mut flags = dev.alloc_zeros::<u32>(nbits)?;
     if a.nnz() > 0 {
         let kernel = ConvertKernel::DiaMark;
-        let cfg = conversion_config(dev, a.nnz() as u64);
-        cfg.check(kernel, dev.props())?;
-        let k = load(kernel, dev)?;
+        let l = conversion_launch(dev, kernel, a.nnz() as u64)?;
         let (nrows, nnz) = (n as u32, a.nnz() as u32);
-        let mut b = dev.stream().launch_builder(&k.func);
-        b.arg(&nrows)
-            .arg(&nnz)
-            .arg(&a.indptr.buf)
-            .arg(&a.indices.buf)
-            .arg(&mut flags.buf);
         // SAFETY: matches `dia_mark(u32 nrows, u32 nnz, const u32 *indptr, const u32 *indices,
         // u32 *flags)`; indptr is non-decreasing from 0 to nnz and indices < ncols (validated
         // on upload), so every flag index j + nrows - 1 - i is below nrows + ncols - 1 = the
         // length of flags.
-        launched(
-            unsafe { b.launch(crate::launch::cudarc_config(cfg)) },
-            &kernel,
-            cfg,
-        )?;
+        unsafe {
+            l.run(|b| {
+                b.arg(&nrows)
+                    .arg(&nnz)
+                    .arg(&a.indptr.buf)
+                    .arg(&a.indices.buf)
+                    .arg(&mut flags.buf);
+            })
+        }?;
     }
     // SAFETY: exclusive_scan writes all nbits + 1 entries.
     let mut rank = unsafe { dev.alloc_uninit::<u32>(nbits + 1)? };
@@ -506,47 +489,39 @@ pub fn csr_to_dia(
     let mut data = dev.alloc_zeros::<f64>(ndiag * n)?;
     if ndiag > 0 {
         let kernel = ConvertKernel::DiaOffsets;
-        let cfg = conversion_config(dev, nbits as u64);
-        cfg.check(kernel, dev.props())?;
-        let k = load(kernel, dev)?;
+        let l = conversion_launch(dev, kernel, nbits as u64)?;
         let shift32 = shift as u32;
-        let mut b = dev.stream().launch_builder(&k.func);
-        b.arg(&nbits32)
-            .arg(&shift32)
-            .arg(&flags.buf)
-            .arg(&rank.buf)
-            .arg(&mut offsets.buf);
         // SAFETY: matches `dia_offsets(u32 nbits, u32 shift, const u32 *flags,
         // const u32 *rank, int *offsets)`; flags holds nbits entries, rank their exclusive
         // scan (nbits + 1 entries), so rank[b] < ndiag = len(offsets) for every set flag; the
         // offsets fit i32 (checked above).
-        launched(
-            unsafe { b.launch(crate::launch::cudarc_config(cfg)) },
-            &kernel,
-            cfg,
-        )?;
+        unsafe {
+            l.run(|b| {
+                b.arg(&nbits32)
+                    .arg(&shift32)
+                    .arg(&flags.buf)
+                    .arg(&rank.buf)
+                    .arg(&mut offsets.buf);
+            })
+        }?;
 
         let kernel = ConvertKernel::DiaFromCsr;
-        let cfg = conversion_config(dev, n as u64);
-        cfg.check(kernel, dev.props())?;
-        let k = load(kernel, dev)?;
+        let l = conversion_launch(dev, kernel, n as u64)?;
         let nrows = n as u32;
-        let mut b = dev.stream().launch_builder(&k.func);
-        b.arg(&nrows)
-            .arg(&a.indptr.buf)
-            .arg(&a.indices.buf)
-            .arg(&a.vals.buf)
-            .arg(&rank.buf)
-            .arg(&mut data.buf);
         // SAFETY: matches `dia_from_csr(u32 nrows, const u32 *indptr, const u32 *indices,
         // const double *vals, const u32 *rank, double *data)`; every entry's flag is set (by
         // dia_mark above), so its rank is below ndiag and the slot rank * nrows + row is below
         // ndiag * nrows = len(data).
-        launched(
-            unsafe { b.launch(crate::launch::cudarc_config(cfg)) },
-            &kernel,
-            cfg,
-        )?;
+        unsafe {
+            l.run(|b| {
+                b.arg(&nrows)
+                    .arg(&a.indptr.buf)
+                    .arg(&a.indices.buf)
+                    .arg(&a.vals.buf)
+                    .arg(&rank.buf)
+                    .arg(&mut data.buf);
+            })
+        }?;
     }
     Ok(DeviceDia::from_device(n, m, offsets, data))
 }
@@ -577,22 +552,18 @@ pub fn csr_to_hyb(
         // SAFETY: hyb_overflow_counts writes all n counts.
         let mut counts = unsafe { dev.alloc_uninit::<u32>(n)? };
         let kernel = ConvertKernel::HybOverflowCounts;
-        let cfg = conversion_config(dev, n as u64);
-        cfg.check(kernel, dev.props())?;
-        let k = load(kernel, dev)?;
+        let l = conversion_launch(dev, kernel, n as u64)?;
         let nrows = n as u32;
-        let mut b = dev.stream().launch_builder(&k.func);
-        b.arg(&nrows)
-            .arg(&h32)
-            .arg(&a.indptr.buf)
-            .arg(&mut counts.buf);
         // SAFETY: matches `hyb_overflow_counts(u32 nrows, u32 split, const u32 *indptr,
         // u32 *counts)`; indptr has nrows + 1 entries (validated on upload), counts nrows.
-        launched(
-            unsafe { b.launch(crate::launch::cudarc_config(cfg)) },
-            &kernel,
-            cfg,
-        )?;
+        unsafe {
+            l.run(|b| {
+                b.arg(&nrows)
+                    .arg(&h32)
+                    .arg(&a.indptr.buf)
+                    .arg(&mut counts.buf);
+            })
+        }?;
         let mut ws = ScanWorkspace::new(dev, ScanWorkspace::tiles(n, threads))?;
         exclusive_scan(dev, threads, &counts, &mut coo_ptr, &mut ws)?;
     }
@@ -623,32 +594,28 @@ pub fn csr_to_hyb(
     };
     if coo_nnz > 0 {
         let kernel = ConvertKernel::HybCooFromCsr;
-        let cfg = conversion_config(dev, coo_nnz as u64);
-        cfg.check(kernel, dev.props())?;
-        let k = load(kernel, dev)?;
+        let l = conversion_launch(dev, kernel, coo_nnz as u64)?;
         let (nrows, cnnz) = (n as u32, coo_nnz as u32);
-        let mut b = dev.stream().launch_builder(&k.func);
-        b.arg(&nrows)
-            .arg(&cnnz)
-            .arg(&width)
-            .arg(&a.indptr.buf)
-            .arg(&a.indices.buf)
-            .arg(&a.vals.buf)
-            .arg(&coo_ptr.buf)
-            .arg(&mut crows.buf)
-            .arg(&mut ccols.buf)
-            .arg(&mut cvals.buf);
         // SAFETY: matches `hyb_coo_from_csr(u32 nrows, u32 coo_nnz, u32 split,
         // const u32 *indptr, const u32 *indices, const double *vals, const u32 *coo_ptr,
         // u32 *crows, u32 *ccols, double *cvals)`; coo_ptr is the exclusive scan of the
         // entries past split per row (nrows + 1 entries, ending at coo_nnz), so entry p lies
         // in a row i with coo_ptr[i] <= p < coo_ptr[i + 1] and its source indptr[i] + split +
         // p - coo_ptr[i] < indptr[i + 1]; the outputs hold coo_nnz entries.
-        launched(
-            unsafe { b.launch(crate::launch::cudarc_config(cfg)) },
-            &kernel,
-            cfg,
-        )?;
+        unsafe {
+            l.run(|b| {
+                b.arg(&nrows)
+                    .arg(&cnnz)
+                    .arg(&width)
+                    .arg(&a.indptr.buf)
+                    .arg(&a.indices.buf)
+                    .arg(&a.vals.buf)
+                    .arg(&coo_ptr.buf)
+                    .arg(&mut crows.buf)
+                    .arg(&mut ccols.buf)
+                    .arg(&mut cvals.buf);
+            })
+        }?;
     }
     let coo = DeviceCoo::from_device(n, m, crows, ccols, cvals);
     DeviceHyb::from_parts(ell, coo)

@@ -8,7 +8,7 @@ use std::fmt;
 
 use cudarc::driver::PushKernelArg;
 
-use super::{check_covers, check_len, launched};
+use super::{check_covers, check_len, Launch};
 use crate::sources::{ModuleSpec, DOT_BLOCK_SIZES};
 use crate::{CgScalars, DeviceVec, GpuDevice, GpuError, LaunchConfig};
 
@@ -33,14 +33,10 @@ fn check_blocks(
     cfg: LaunchConfig,
     max_blocks: u32,
 ) -> Result<(), GpuError> {
-    if cfg.blocks > max_blocks {
-        return Err(GpuError::launch(
-            kernel,
-            format!(
-                "{} blocks but the workspace holds partial sums for {max_blocks}",
-                cfg.blocks
-            ),
-        ));
+    let blocks = cfg.blocks;
+    if blocks > max_blocks {
+        let why = format!("{blocks} blocks but the workspace holds partial sums for {max_blocks}");
+        return Err(GpuError::launch(kernel, why));
     }
     Ok(())
 }
@@ -97,47 +93,41 @@ pub fn dot(
         check_covers(&kernel, cfg, n.div_ceil(u64::from(e)))?;
     }
     let spec = ModuleSpec::dot(cfg.threads);
-    let k = dev.kernel(&spec, &kernel.to_string())?;
+    let main = Launch::new(dev, &spec, &kernel.to_string(), cfg)?;
     if kernel == DotKernel::LastBlock {
-        let mut b = dev.stream().launch_builder(&k.func);
-        b.arg(&n)
-            .arg(&x.buf)
-            .arg(&y.buf)
-            .arg(&mut ws.partial.buf)
-            .arg(&mut ws.counter.buf)
-            .arg(&mut ws.out.buf);
         // SAFETY: matches `dot_last_block(u64 n, const double *x, const double *y,
         // double *partial, u32 *counter, double *out)`; x and y hold n elements, partial
         // holds >= blocks entries (checked), counter and out one each; the counter is zero
         // between launches (zeroed at allocation, reset by the kernel).
-        return launched(
-            unsafe { b.launch(crate::launch::cudarc_config(cfg)) },
-            &kernel,
-            cfg,
-        );
+        return unsafe {
+            main.run(|b| {
+                b.arg(&n)
+                    .arg(&x.buf)
+                    .arg(&y.buf)
+                    .arg(&mut ws.partial.buf)
+                    .arg(&mut ws.counter.buf)
+                    .arg(&mut ws.out.buf);
+            })
+        };
     }
-    let mut b = dev.stream().launch_builder(&k.func);
-    b.arg(&n).arg(&x.buf).arg(&y.buf).arg(&mut ws.partial.buf);
     // SAFETY: matches `dot_<rung>(u64 n, const double *x, const double *y, double *partial)`;
     // x and y hold n elements, partial >= blocks entries (checked), threads == BLOCK_SIZE of
     // the module (it was chosen from cfg.threads).
-    launched(
-        unsafe { b.launch(crate::launch::cudarc_config(cfg)) },
-        &kernel,
-        cfg,
-    )?;
-    let fin = dev.kernel(&spec, DOT_FINISH)?;
+    unsafe {
+        main.run(|b| {
+            b.arg(&n).arg(&x.buf).arg(&y.buf).arg(&mut ws.partial.buf);
+        })
+    }?;
     let m = cfg.blocks;
     let fin_cfg = LaunchConfig::new(cfg.threads, 1);
-    let mut b = dev.stream().launch_builder(&fin.func);
-    b.arg(&m).arg(&ws.partial.buf).arg(&mut ws.out.buf);
+    let fin = Launch::new(dev, &spec, DOT_FINISH, fin_cfg)?;
     // SAFETY: matches `dot_finish(u32 m, const double *partial, double *out)`; partial holds
     // m = blocks sums written by the first stage, out one element; one block of BLOCK_SIZE.
-    launched(
-        unsafe { b.launch(crate::launch::cudarc_config(fin_cfg)) },
-        &DOT_FINISH,
-        fin_cfg,
-    )
+    unsafe {
+        fin.run(|b| {
+            b.arg(&m).arg(&ws.partial.buf).arg(&mut ws.out.buf);
+        })
+    }
 }
 
 /// [`dot`], then waits and returns the value.
@@ -194,84 +184,7 @@ pub fn dot3_advance(
     scalars: &mut CgScalars,
     iteration: u32,
 ) -> Result<(), GpuError> {
-    check_len(&kernel, "u", u.len(), r.len())?;
-    check_len(&kernel, "w", w.len(), r.len())?;
-    cfg.check(kernel, dev.props())?;
-    check_block_size(&kernel, cfg)?;
-    check_blocks(&kernel, cfg, ws.max_blocks)?;
-    if iteration >= scalars.capacity() {
-        return Err(GpuError::launch(
-            kernel,
-            format!(
-                "iteration {iteration} is beyond the history capacity {}",
-                scalars.capacity()
-            ),
-        ));
-    }
-    let n = r.len() as u64;
-    let cap = scalars.capacity();
-    let spec = ModuleSpec::dot(cfg.threads);
-    let entries = kernel.entry_points();
-    let k = dev.kernel(&spec, entries[0])?;
-    match kernel {
-        Dot3Kernel::LastBlock => {
-            let mut b = dev.stream().launch_builder(&k.func);
-            b.arg(&n)
-                .arg(&r.buf)
-                .arg(&u.buf)
-                .arg(&w.buf)
-                .arg(&mut ws.partial.buf)
-                .arg(&mut ws.counter.buf)
-                .arg(&mut scalars.scalars.buf)
-                .arg(&mut scalars.history.buf)
-                .arg(&cap)
-                .arg(&iteration);
-            // SAFETY: matches `dot3_last_block(u64 n, const double *r, const double *u,
-            // const double *w, double *partial, u32 *counter, double *scalars,
-            // double *history, u32 history_cap, u32 iteration)`; r, u, w hold n elements,
-            // partial 3 * max_blocks >= 3 * blocks, scalars CG_SCALARS_LEN, history
-            // 3 * history_cap; the counter is zero between launches.
-            launched(
-                unsafe { b.launch(crate::launch::cudarc_config(cfg)) },
-                &kernel,
-                cfg,
-            )
-        }
-        Dot3Kernel::TwoPass => {
-            let mut b = dev.stream().launch_builder(&k.func);
-            b.arg(&n)
-                .arg(&r.buf)
-                .arg(&u.buf)
-                .arg(&w.buf)
-                .arg(&mut ws.partial.buf);
-            // SAFETY: matches `dot3_two_pass(u64 n, const double *r, const double *u,
-            // const double *w, double *partial)`; r, u, w hold n elements, partial
-            // 3 * max_blocks >= 3 * blocks entries.
-            launched(
-                unsafe { b.launch(crate::launch::cudarc_config(cfg)) },
-                &kernel,
-                cfg,
-            )?;
-            let fin = dev.kernel(&spec, entries[1])?;
-            let m = cfg.blocks;
-            let fin_cfg = LaunchConfig::new(cfg.threads, 1);
-            let mut b = dev.stream().launch_builder(&fin.func);
-            b.arg(&m)
-                .arg(&ws.partial.buf)
-                .arg(&mut scalars.scalars.buf)
-                .arg(&mut scalars.history.buf)
-                .arg(&cap)
-                .arg(&iteration);
-            // SAFETY: matches `dot3_finish(u32 m, const double *partial, double *scalars,
-            // double *history, u32 history_cap, u32 iteration)`; partial holds the 3 * m sums
-            // of the first stage laid out by its block count m; one block of BLOCK_SIZE.
-            launched(
-                unsafe { b.launch(crate::launch::cudarc_config(fin_cfg)) },
-                &entries[1],
-                fin_cfg,
-            )
-        }
-    }
+    dot3(dev, kernel, cfg, [r, u, w], ws, scalars, Some(iteration))
 }
 
 /// As [`dot3_advance`], but for the iteration after the one the scalar buffer last recorded
@@ -293,71 +206,102 @@ pub fn dot3_advance_next(
     ws: &mut Dot3Workspace,
     scalars: &mut CgScalars,
 ) -> Result<(), GpuError> {
+    dot3(dev, kernel, cfg, [r, u, w], ws, scalars, None)
+}
+
+/// [`dot3_advance`] for `Some(iteration)`, [`dot3_advance_next`] for `None`. The entry points
+/// of the two take the same arguments but for the iteration, which only the first is given
+/// (as its last argument).
+fn dot3(
+    dev: &GpuDevice,
+    kernel: Dot3Kernel,
+    cfg: LaunchConfig,
+    [r, u, w]: [&DeviceVec<f64>; 3],
+    ws: &mut Dot3Workspace,
+    scalars: &mut CgScalars,
+    iteration: Option<u32>,
+) -> Result<(), GpuError> {
     check_len(&kernel, "u", u.len(), r.len())?;
     check_len(&kernel, "w", w.len(), r.len())?;
     cfg.check(kernel, dev.props())?;
     check_block_size(&kernel, cfg)?;
     check_blocks(&kernel, cfg, ws.max_blocks)?;
+    if let Some(iteration) = iteration.filter(|&i| i >= scalars.capacity()) {
+        return Err(GpuError::launch(
+            kernel,
+            format!(
+                "iteration {iteration} is beyond the history capacity {}",
+                scalars.capacity()
+            ),
+        ));
+    }
     let n = r.len() as u64;
     let cap = scalars.capacity();
     let spec = ModuleSpec::dot(cfg.threads);
-    let entries = kernel.next_entry_points();
-    let k = dev.kernel(&spec, entries[0])?;
+    let entries = match iteration {
+        Some(_) => kernel.entry_points(),
+        None => kernel.next_entry_points(),
+    };
+    let main = Launch::new(dev, &spec, entries[0], cfg)?;
     match kernel {
         Dot3Kernel::LastBlock => {
-            let mut b = dev.stream().launch_builder(&k.func);
-            b.arg(&n)
-                .arg(&r.buf)
-                .arg(&u.buf)
-                .arg(&w.buf)
-                .arg(&mut ws.partial.buf)
-                .arg(&mut ws.counter.buf)
-                .arg(&mut scalars.scalars.buf)
-                .arg(&mut scalars.history.buf)
-                .arg(&cap);
-            // SAFETY: matches `dot3_last_block_next(u64 n, const double *r, const double *u,
+            // SAFETY: matches `dot3_last_block(u64 n, const double *r, const double *u,
             // const double *w, double *partial, u32 *counter, double *scalars,
-            // double *history, u32 history_cap)`; r, u, w hold n elements, partial
-            // 3 * max_blocks >= 3 * blocks, scalars CG_SCALARS_LEN, history 3 * history_cap
-            // (the kernel writes only below it); the counter is zero between launches.
-            launched(
-                unsafe { b.launch(crate::launch::cudarc_config(cfg)) },
-                &entries[0],
-                cfg,
-            )
+            // double *history, u32 history_cap, u32 iteration)` and `dot3_last_block_next`
+            // (the same without the iteration; the iteration is pushed exactly when the entry
+            // point is `dot3_last_block`); r, u, w hold n elements, partial 3 * max_blocks >=
+            // 3 * blocks, scalars CG_SCALARS_LEN, history 3 * history_cap (the kernels write
+            // only below it); the counter is zero between launches.
+            unsafe {
+                main.run(|b| {
+                    b.arg(&n)
+                        .arg(&r.buf)
+                        .arg(&u.buf)
+                        .arg(&w.buf)
+                        .arg(&mut ws.partial.buf)
+                        .arg(&mut ws.counter.buf)
+                        .arg(&mut scalars.scalars.buf)
+                        .arg(&mut scalars.history.buf)
+                        .arg(&cap);
+                    if let Some(iteration) = &iteration {
+                        b.arg(iteration);
+                    }
+                })
+            }
         }
         Dot3Kernel::TwoPass => {
-            let mut b = dev.stream().launch_builder(&k.func);
-            b.arg(&n)
-                .arg(&r.buf)
-                .arg(&u.buf)
-                .arg(&w.buf)
-                .arg(&mut ws.partial.buf);
             // SAFETY: matches `dot3_two_pass(u64 n, const double *r, const double *u,
             // const double *w, double *partial)`; r, u, w hold n elements, partial
             // 3 * max_blocks >= 3 * blocks entries.
-            launched(
-                unsafe { b.launch(crate::launch::cudarc_config(cfg)) },
-                &entries[0],
-                cfg,
-            )?;
-            let fin = dev.kernel(&spec, entries[1])?;
+            unsafe {
+                main.run(|b| {
+                    b.arg(&n)
+                        .arg(&r.buf)
+                        .arg(&u.buf)
+                        .arg(&w.buf)
+                        .arg(&mut ws.partial.buf);
+                })
+            }?;
             let m = cfg.blocks;
             let fin_cfg = LaunchConfig::new(cfg.threads, 1);
-            let mut b = dev.stream().launch_builder(&fin.func);
-            b.arg(&m)
-                .arg(&ws.partial.buf)
-                .arg(&mut scalars.scalars.buf)
-                .arg(&mut scalars.history.buf)
-                .arg(&cap);
-            // SAFETY: matches `dot3_finish_next(u32 m, const double *partial, double *scalars,
-            // double *history, u32 history_cap)`; partial holds the 3 * m sums of the first
-            // stage laid out by its block count m; one block of BLOCK_SIZE.
-            launched(
-                unsafe { b.launch(crate::launch::cudarc_config(fin_cfg)) },
-                &entries[1],
-                fin_cfg,
-            )
+            let fin = Launch::new(dev, &spec, entries[1], fin_cfg)?;
+            // SAFETY: matches `dot3_finish(u32 m, const double *partial, double *scalars,
+            // double *history, u32 history_cap, u32 iteration)` and `dot3_finish_next` (the
+            // same without the iteration; the iteration is pushed exactly when the entry point
+            // is `dot3_finish`); partial holds the 3 * m sums of the first stage laid out by
+            // its block count m; one block of BLOCK_SIZE.
+            unsafe {
+                fin.run(|b| {
+                    b.arg(&m)
+                        .arg(&ws.partial.buf)
+                        .arg(&mut scalars.scalars.buf)
+                        .arg(&mut scalars.history.buf)
+                        .arg(&cap);
+                    if let Some(iteration) = &iteration {
+                        b.arg(iteration);
+                    }
+                })
+            }
         }
     }
 }

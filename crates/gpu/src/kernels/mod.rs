@@ -6,7 +6,11 @@
 //! without launching when there is no work, and does not wait for the kernel to finish.
 use std::fmt::Display;
 
-use crate::GpuError;
+use cudarc::driver::LaunchArgs;
+
+use crate::device::Kernel;
+use crate::sources::{KernelSource, ModuleSpec};
+use crate::{GpuDevice, GpuError, LaunchConfig};
 
 pub mod blocks;
 pub mod convert;
@@ -34,7 +38,7 @@ pub(crate) fn check_len(
 /// Fails unless a one-item-per-thread launch covers `items`.
 pub(crate) fn check_covers(
     kernel: &dyn Display,
-    cfg: crate::LaunchConfig,
+    cfg: LaunchConfig,
     items: u64,
 ) -> Result<(), GpuError> {
     if cfg.total_threads() < items {
@@ -52,15 +56,72 @@ pub(crate) fn check_covers(
     Ok(())
 }
 
-/// Maps a launch failure to [`GpuError::Driver`] naming the kernel and configuration.
-pub(crate) fn launched(
-    r: Result<
-        Option<(cudarc::driver::CudaEvent, cudarc::driver::CudaEvent)>,
-        cudarc::driver::DriverError,
-    >,
-    kernel: &dyn Display,
-    cfg: crate::LaunchConfig,
-) -> Result<(), GpuError> {
-    r.map(|_| ())
-        .map_err(|e| GpuError::driver(format!("launching {kernel} with {cfg}"), e))
+/// One launch of a pool kernel: the entry point, loaded, with its configuration, on the
+/// device's stream. A wrapper makes it once its checks have passed and there is work, then
+/// [`Launch::run`] pushes the arguments and queues the kernel.
+pub(crate) struct Launch<'d> {
+    dev: &'d GpuDevice,
+    kernel: Kernel,
+    cfg: LaunchConfig,
+    shared_mem_bytes: u32,
+}
+
+impl<'d> Launch<'d> {
+    /// Loads `entry` of the module `spec` to run with `cfg` and no dynamic shared memory.
+    pub(crate) fn new(
+        dev: &'d GpuDevice,
+        spec: &ModuleSpec,
+        entry: &str,
+        cfg: LaunchConfig,
+    ) -> Result<Launch<'d>, GpuError> {
+        Ok(Launch {
+            dev,
+            kernel: dev.kernel(spec, entry)?,
+            cfg,
+            shared_mem_bytes: 0,
+        })
+    }
+
+    /// [`Launch::new`] for the entry point `kernel` names in `source` compiled without defines.
+    pub(crate) fn plain(
+        dev: &'d GpuDevice,
+        source: KernelSource,
+        kernel: &dyn Display,
+        cfg: LaunchConfig,
+    ) -> Result<Launch<'d>, GpuError> {
+        Launch::new(dev, &ModuleSpec::plain(source), &kernel.to_string(), cfg)
+    }
+
+    /// The same launch with `bytes` of dynamic shared memory per block.
+    pub(crate) fn with_shared_mem(self, bytes: u32) -> Launch<'d> {
+        Launch {
+            shared_mem_bytes: bytes,
+            ..self
+        }
+    }
+
+    /// Queues the kernel with the arguments `push` gives the launch builder; does not wait. A
+    /// failure is a [`GpuError::Driver`] naming the entry point and the configuration.
+    ///
+    /// # Safety
+    /// `push` must push exactly the kernel's parameters, in order, each as its CUDA type
+    /// (scalars by reference, arrays as their device buffers); with those arguments and this
+    /// configuration every access the kernel makes must fall inside the buffers, and a buffer
+    /// the kernel writes must not be another argument of the same launch.
+    pub(crate) unsafe fn run<'a>(
+        &'a self,
+        push: impl FnOnce(&mut LaunchArgs<'a>),
+    ) -> Result<(), GpuError> {
+        let mut b = self.dev.stream().launch_builder(&self.kernel.func);
+        push(&mut b);
+        let mut launch_cfg = crate::launch::cudarc_config(self.cfg);
+        launch_cfg.shared_mem_bytes = self.shared_mem_bytes;
+        // SAFETY: the caller vouches for the arguments (this function's contract).
+        unsafe { b.launch(launch_cfg) }.map(|_| ()).map_err(|e| {
+            GpuError::driver(
+                format!("launching {} with {}", self.kernel.name(), self.cfg),
+                e,
+            )
+        })
+    }
 }

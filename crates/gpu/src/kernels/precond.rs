@@ -3,8 +3,8 @@
 
 use cudarc::driver::PushKernelArg;
 
-use super::{check_len, launched};
-use crate::sources::{KernelSource, ModuleSpec};
+use super::{check_len, Launch};
+use crate::sources::KernelSource;
 use crate::{DeviceVec, GpuDevice, GpuError, LaunchConfig};
 
 pub use autopcg_catalog::{Loads, PrecondKernel};
@@ -26,19 +26,14 @@ pub fn jacobi_apply(
         return Ok(());
     }
     let n = z.len() as u64;
-    let k = dev.kernel(
-        &ModuleSpec::plain(KernelSource::Precond),
-        &kernel.to_string(),
-    )?;
-    let mut b = dev.stream().launch_builder(&k.func);
-    b.arg(&n).arg(&inv_diag.buf).arg(&r.buf).arg(&mut z.buf);
+    let l = Launch::plain(dev, KernelSource::Precond, &kernel, cfg)?;
     // SAFETY: matches `jacobi_apply[_v2](u64 n, const double *inv_diag, const double *r,
     // double *z)`; all three hold n elements (checked) and z is distinct from the inputs.
-    launched(
-        unsafe { b.launch(crate::launch::cudarc_config(cfg)) },
-        &kernel,
-        cfg,
-    )
+    unsafe {
+        l.run(|b| {
+            b.arg(&n).arg(&inv_diag.buf).arg(&r.buf).arg(&mut z.buf);
+        })
+    }
 }
 
 /// `x = d .* x` in place.
@@ -56,19 +51,14 @@ pub fn diag_scale(
         return Ok(());
     }
     let n = x.len() as u64;
-    let k = dev.kernel(
-        &ModuleSpec::plain(KernelSource::Precond),
-        &kernel.to_string(),
-    )?;
-    let mut b = dev.stream().launch_builder(&k.func);
-    b.arg(&n).arg(&d.buf).arg(&mut x.buf);
+    let l = Launch::plain(dev, KernelSource::Precond, &kernel, cfg)?;
     // SAFETY: matches `diag_scale[_v2](u64 n, const double *d, double *x)`; both hold n
     // elements (checked) and are distinct buffers.
-    launched(
-        unsafe { b.launch(crate::launch::cudarc_config(cfg)) },
-        &kernel,
-        cfg,
-    )
+    unsafe {
+        l.run(|b| {
+            b.arg(&n).arg(&d.buf).arg(&mut x.buf);
+        })
+    }
 }
 
 #[cfg(test)]

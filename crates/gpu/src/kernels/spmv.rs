@@ -3,9 +3,9 @@
 
 use cudarc::driver::PushKernelArg;
 
-use super::{check_len, launched};
+use super::{check_len, Launch};
 use crate::formats::{DeviceCoo, DeviceCsr, DeviceDia, DeviceEll, DeviceHyb, Format};
-use crate::sources::{KernelSource, ModuleSpec};
+use crate::sources::KernelSource;
 use crate::{DeviceVec, GpuDevice, GpuError, LaunchConfig, DEFAULT_THREADS};
 
 pub use autopcg_catalog::kernels::{
@@ -30,10 +30,6 @@ fn check(
     Ok(kernel.check_launch(cfg, dev.props())?)
 }
 
-fn load(kernel: SpmvKernel, dev: &GpuDevice) -> Result<crate::device::Kernel, GpuError> {
-    dev.kernel(&ModuleSpec::plain(kernel.source()), &kernel.to_string())
-}
-
 fn check_xy(
     kernel: SpmvKernel,
     nrows: usize,
@@ -43,6 +39,28 @@ fn check_xy(
 ) -> Result<(), GpuError> {
     check_len(&kernel, "x", x.len(), ncols)?;
     check_len(&kernel, "y", y.len(), nrows)
+}
+
+/// The checks every SpMV wrapper makes ([`check`], then x of `ncols` and y of `nrows`
+/// elements), then the launch of `kernel` with `cfg`, or `None` when there are no `items`
+/// (rows or entries) to work on.
+#[allow(clippy::too_many_arguments)]
+fn prepare<'d>(
+    dev: &'d GpuDevice,
+    kernel: SpmvKernel,
+    cfg: LaunchConfig,
+    format: Format,
+    (nrows, ncols): (usize, usize),
+    x: &DeviceVec<f64>,
+    y: &DeviceVec<f64>,
+    items: usize,
+) -> Result<Option<Launch<'d>>, GpuError> {
+    check(kernel, dev, cfg, format)?;
+    check_xy(kernel, nrows, ncols, x, y)?;
+    if items == 0 {
+        return Ok(None);
+    }
+    Launch::plain(dev, kernel.source(), &kernel, cfg).map(Some)
 }
 
 /// The device memory [`SpmvKernel::CsrMerge`] needs for one matrix, allocated once (by
@@ -85,22 +103,20 @@ impl CsrMergeWorkspace {
         }
         let cfg = LaunchConfig::grid_stride(tiles + 1, DEFAULT_THREADS, dev.props());
         cfg.check(MERGE_PARTITION, dev.props())?;
-        let k = dev.kernel(&ModuleSpec::plain(KernelSource::SpmvCsr), MERGE_PARTITION)?;
+        let l = Launch::plain(dev, KernelSource::SpmvCsr, &MERGE_PARTITION, cfg)?;
         let (nrows, nnz) = (a.nrows() as u32, a.nnz() as u32);
-        let mut b = dev.stream().launch_builder(&k.func);
-        b.arg(&nrows)
-            .arg(&nnz)
-            .arg(&a.indptr.buf)
-            .arg(&ntiles)
-            .arg(&mut ws.tile_rows.buf);
         // SAFETY: matches `spmv_csr_merge_partition(u32 nrows, u32 nnz, const u32 *indptr,
         // u32 ntiles, u32 *tile_rows)`; indptr holds nrows + 1 non-decreasing offsets ending at
         // nnz (validated on upload), tile_rows ntiles + 1 entries (allocated above).
-        launched(
-            unsafe { b.launch(crate::launch::cudarc_config(cfg)) },
-            &MERGE_PARTITION,
-            cfg,
-        )?;
+        unsafe {
+            l.run(|b| {
+                b.arg(&nrows)
+                    .arg(&nnz)
+                    .arg(&a.indptr.buf)
+                    .arg(&ntiles)
+                    .arg(&mut ws.tile_rows.buf);
+            })
+        }?;
         Ok(ws)
     }
 
@@ -131,32 +147,30 @@ pub fn spmv_csr(
     x: &DeviceVec<f64>,
     y: &mut DeviceVec<f64>,
 ) -> Result<(), GpuError> {
-    check(kernel, dev, cfg, Format::Csr)?;
-    check_xy(kernel, a.nrows(), a.ncols(), x, y)?;
     if kernel == SpmvKernel::CsrMerge {
+        check(kernel, dev, cfg, Format::Csr)?;
+        check_xy(kernel, a.nrows(), a.ncols(), x, y)?;
         return spmv_csr_merge(dev, a, cfg, x, y);
     }
-    if a.nrows() == 0 {
+    let shape = (a.nrows(), a.ncols());
+    let Some(l) = prepare(dev, kernel, cfg, Format::Csr, shape, x, y, a.nrows())? else {
         return Ok(());
-    }
-    let k = load(kernel, dev)?;
+    };
     let nrows = a.nrows() as u32;
-    let mut b = dev.stream().launch_builder(&k.func);
-    b.arg(&nrows)
-        .arg(&a.indptr.buf)
-        .arg(&a.indices.buf)
-        .arg(&a.vals.buf)
-        .arg(&x.buf)
-        .arg(&mut y.buf);
     // SAFETY: matches `spmv_csr_scalar` / `spmv_csr_vector_L(u32 nrows, const u32 *indptr,
     // const u32 *indices, const double *vals, const double *x, double *y)`; the arrays were
     // validated on upload (indices < ncols = len(x)), y holds nrows (checked), threads are whole
     // warps for the vector kernels (checked).
-    launched(
-        unsafe { b.launch(crate::launch::cudarc_config(cfg)) },
-        &kernel,
-        cfg,
-    )
+    unsafe {
+        l.run(|b| {
+            b.arg(&nrows)
+                .arg(&a.indptr.buf)
+                .arg(&a.indices.buf)
+                .arg(&a.vals.buf)
+                .arg(&x.buf)
+                .arg(&mut y.buf);
+        })
+    }
 }
 
 /// The merge-path SpMV: the main kernel with `cfg` (checked by the caller), then the fixup.
@@ -189,21 +203,9 @@ fn spmv_csr_merge(
     if a.nrows() == 0 {
         return Ok(());
     }
-    let main = load(kernel, dev)?;
+    let main = Launch::plain(dev, kernel.source(), &kernel, cfg)?
+        .with_shared_mem(merge_smem_bytes(cfg.threads));
     let (nrows, nnz) = (a.nrows() as u32, a.nnz() as u32);
-    let mut launch_cfg = crate::launch::cudarc_config(cfg);
-    launch_cfg.shared_mem_bytes = merge_smem_bytes(cfg.threads);
-    let mut b = dev.stream().launch_builder(&main.func);
-    b.arg(&nrows)
-        .arg(&nnz)
-        .arg(&a.indptr.buf)
-        .arg(&a.indices.buf)
-        .arg(&a.vals.buf)
-        .arg(&x.buf)
-        .arg(&mut y.buf)
-        .arg(&ws.tile_rows.buf)
-        .arg(&ws.carry_rows.buf)
-        .arg(&ws.carry_vals.buf);
     // SAFETY: matches `spmv_csr_merge(u32 nrows, u32 nnz, const u32 *indptr,
     // const u32 *indices, const double *vals, const double *x, double *y,
     // const u32 *tile_rows, u32 *carry_rows, double *carry_vals)`; the CSR arrays were
@@ -214,26 +216,37 @@ fn spmv_csr_merge(
     // this kernel and the fixup below touch, in order, on the device's one stream. Threads are
     // whole warps, at most MERGE_MAX_THREADS, and the dynamic shared memory (threads / 32 x
     // MERGE_SMEM_PER_WARP) fits the device (checked).
-    launched(unsafe { b.launch(launch_cfg) }, &kernel, cfg)?;
+    unsafe {
+        main.run(|b| {
+            b.arg(&nrows)
+                .arg(&nnz)
+                .arg(&a.indptr.buf)
+                .arg(&a.indices.buf)
+                .arg(&a.vals.buf)
+                .arg(&x.buf)
+                .arg(&mut y.buf)
+                .arg(&ws.tile_rows.buf)
+                .arg(&ws.carry_rows.buf)
+                .arg(&ws.carry_vals.buf);
+        })
+    }?;
 
-    let fix = dev.kernel(&ModuleSpec::plain(KernelSource::SpmvCsr), MERGE_FIXUP)?;
     let fix_cfg = LaunchConfig::grid_stride(u64::from(ws.ntiles), DEFAULT_THREADS, dev.props());
+    let fix = Launch::plain(dev, KernelSource::SpmvCsr, &MERGE_FIXUP, fix_cfg)?;
     fix_cfg.check(MERGE_FIXUP, dev.props())?;
-    let mut b = dev.stream().launch_builder(&fix.func);
-    b.arg(&nrows)
-        .arg(&ws.ntiles)
-        .arg(&ws.carry_rows.buf)
-        .arg(&ws.carry_vals.buf)
-        .arg(&mut y.buf);
     // SAFETY: matches `spmv_csr_merge_fixup(u32 nrows, u32 ntiles, const u32 *carry_rows,
     // const double *carry_vals, double *y)`; the carry arrays hold ntiles entries written by
     // the launch above (rows <= nrows; the kernel skips nrows), y holds nrows; DEFAULT_THREADS
     // is a whole number of warps.
-    launched(
-        unsafe { b.launch(crate::launch::cudarc_config(fix_cfg)) },
-        &MERGE_FIXUP,
-        fix_cfg,
-    )
+    unsafe {
+        fix.run(|b| {
+            b.arg(&nrows)
+                .arg(&ws.ntiles)
+                .arg(&ws.carry_rows.buf)
+                .arg(&ws.carry_vals.buf)
+                .arg(&mut y.buf);
+        })
+    }
 }
 
 /// y = A x for ELLPACK.
@@ -244,30 +257,25 @@ pub fn spmv_ell(
     x: &DeviceVec<f64>,
     y: &mut DeviceVec<f64>,
 ) -> Result<(), GpuError> {
+    let shape = (a.nrows(), a.ncols());
     let kernel = SpmvKernel::Ell;
-    check(kernel, dev, cfg, Format::Ell)?;
-    check_xy(kernel, a.nrows(), a.ncols(), x, y)?;
-    if a.nrows() == 0 {
+    let Some(l) = prepare(dev, kernel, cfg, Format::Ell, shape, x, y, a.nrows())? else {
         return Ok(());
-    }
-    let k = load(kernel, dev)?;
-    let nrows = a.nrows() as u32;
-    let width = a.width() as u32;
-    let mut b = dev.stream().launch_builder(&k.func);
-    b.arg(&nrows)
-        .arg(&width)
-        .arg(&a.cols.buf)
-        .arg(&a.vals.buf)
-        .arg(&x.buf)
-        .arg(&mut y.buf);
+    };
+    let (nrows, width) = (a.nrows() as u32, a.width() as u32);
     // SAFETY: matches `spmv_ell(u32 nrows, u32 width, const u32 *cols, const double *vals,
     // const double *x, double *y)`; cols and vals hold width x nrows slots whose columns are
     // ELL_PAD or < ncols = len(x) (validated on upload); y holds nrows (checked).
-    launched(
-        unsafe { b.launch(crate::launch::cudarc_config(cfg)) },
-        &kernel,
-        cfg,
-    )
+    unsafe {
+        l.run(|b| {
+            b.arg(&nrows)
+                .arg(&width)
+                .arg(&a.cols.buf)
+                .arg(&a.vals.buf)
+                .arg(&x.buf)
+                .arg(&mut y.buf);
+        })
+    }
 }
 
 /// y = A x for the diagonal format.
@@ -278,32 +286,26 @@ pub fn spmv_dia(
     x: &DeviceVec<f64>,
     y: &mut DeviceVec<f64>,
 ) -> Result<(), GpuError> {
+    let shape = (a.nrows(), a.ncols());
     let kernel = SpmvKernel::Dia;
-    check(kernel, dev, cfg, Format::Dia)?;
-    check_xy(kernel, a.nrows(), a.ncols(), x, y)?;
-    if a.nrows() == 0 {
+    let Some(l) = prepare(dev, kernel, cfg, Format::Dia, shape, x, y, a.nrows())? else {
         return Ok(());
-    }
-    let k = load(kernel, dev)?;
-    let nrows = a.nrows() as u32;
-    let ncols = a.ncols() as u32;
-    let ndiag = a.ndiag() as u32;
-    let mut b = dev.stream().launch_builder(&k.func);
-    b.arg(&nrows)
-        .arg(&ncols)
-        .arg(&ndiag)
-        .arg(&a.offsets.buf)
-        .arg(&a.data.buf)
-        .arg(&x.buf)
-        .arg(&mut y.buf);
+    };
+    let (nrows, ncols, ndiag) = (a.nrows() as u32, a.ncols() as u32, a.ndiag() as u32);
     // SAFETY: matches `spmv_dia(u32 nrows, u32 ncols, u32 ndiag, const int *offsets,
     // const double *data, const double *x, double *y)`; data holds ndiag x nrows values
     // (validated), the kernel reads x only at columns in [0, ncols) = [0, len(x)), y holds nrows.
-    launched(
-        unsafe { b.launch(crate::launch::cudarc_config(cfg)) },
-        &kernel,
-        cfg,
-    )
+    unsafe {
+        l.run(|b| {
+            b.arg(&nrows)
+                .arg(&ncols)
+                .arg(&ndiag)
+                .arg(&a.offsets.buf)
+                .arg(&a.data.buf)
+                .arg(&x.buf)
+                .arg(&mut y.buf);
+        })
+    }
 }
 
 /// y += A x for COO (no zeroing: the HYB path adds to the ELL result).
@@ -315,28 +317,24 @@ pub fn spmv_coo_accumulate(
     x: &DeviceVec<f64>,
     y: &mut DeviceVec<f64>,
 ) -> Result<(), GpuError> {
-    check(kernel, dev, cfg, Format::Coo)?;
-    check_xy(kernel, a.nrows(), a.ncols(), x, y)?;
-    if a.nnz() == 0 {
+    let shape = (a.nrows(), a.ncols());
+    let Some(l) = prepare(dev, kernel, cfg, Format::Coo, shape, x, y, a.nnz())? else {
         return Ok(());
-    }
-    let k = load(kernel, dev)?;
+    };
     let nnz = a.nnz() as u32;
-    let mut b = dev.stream().launch_builder(&k.func);
-    b.arg(&nnz)
-        .arg(&a.rows.buf)
-        .arg(&a.cols.buf)
-        .arg(&a.vals.buf)
-        .arg(&x.buf)
-        .arg(&mut y.buf);
     // SAFETY: matches `spmv_coo_atomic` / `spmv_coo_segment(u32 nnz, const u32 *rows,
     // const u32 *cols, const double *vals, const double *x, double *y)`; rows < nrows = len(y),
     // cols < ncols = len(x), rows sorted (validated on upload); whole warps (checked).
-    launched(
-        unsafe { b.launch(crate::launch::cudarc_config(cfg)) },
-        &kernel,
-        cfg,
-    )
+    unsafe {
+        l.run(|b| {
+            b.arg(&nnz)
+                .arg(&a.rows.buf)
+                .arg(&a.cols.buf)
+                .arg(&a.vals.buf)
+                .arg(&x.buf)
+                .arg(&mut y.buf);
+        })
+    }
 }
 
 /// y = A x for COO: zeroes y, then [`spmv_coo_accumulate`].

@@ -2,8 +2,8 @@
 
 use cudarc::driver::PushKernelArg;
 
-use super::{check_covers, check_len, launched};
-use crate::sources::{KernelSource, ModuleSpec};
+use super::{check_covers, check_len, Launch};
+use crate::sources::KernelSource;
 use crate::{CgScalars, DeviceVec, GpuDevice, GpuError, LaunchConfig};
 
 pub use autopcg_catalog::{VectorKernel, VectorOp, VectorVariant};
@@ -13,7 +13,7 @@ fn prepare(
     kernel: VectorKernel,
     cfg: LaunchConfig,
     n: usize,
-) -> Result<Option<crate::device::Kernel>, GpuError> {
+) -> Result<Option<Launch<'_>>, GpuError> {
     cfg.check(kernel, dev.props())?;
     if let Some(items) = kernel.variant().items(n as u64) {
         check_covers(&kernel, cfg, items)?;
@@ -21,11 +21,7 @@ fn prepare(
     if n == 0 {
         return Ok(None);
     }
-    dev.kernel(
-        &ModuleSpec::plain(KernelSource::Vector),
-        &kernel.to_string(),
-    )
-    .map(Some)
+    Launch::plain(dev, KernelSource::Vector, &kernel, cfg).map(Some)
 }
 
 /// `y = y + a x` with kernel `axpy_<variant>`.
@@ -37,21 +33,7 @@ pub fn axpy(
     x: &DeviceVec<f64>,
     y: &mut DeviceVec<f64>,
 ) -> Result<(), GpuError> {
-    let kernel = VectorKernel::Axpy(variant);
-    check_len(&kernel, "x", x.len(), y.len())?;
-    let n = y.len() as u64;
-    let Some(k) = prepare(dev, kernel, cfg, y.len())? else {
-        return Ok(());
-    };
-    let mut b = dev.stream().launch_builder(&k.func);
-    b.arg(&n).arg(&a).arg(&x.buf).arg(&mut y.buf);
-    // SAFETY: matches `axpy_*(u64 n, double a, const double *x, double *y)` in vector.cu; x and
-    // y hold n elements (checked above) and are distinct buffers.
-    launched(
-        unsafe { b.launch(crate::launch::cudarc_config(cfg)) },
-        &kernel,
-        cfg,
-    )
+    scaled_add(dev, VectorKernel::Axpy(variant), cfg, a, x, y)
 }
 
 /// `y = x + a y` with kernel `xpay_<variant>`.
@@ -63,21 +45,30 @@ pub fn xpay(
     x: &DeviceVec<f64>,
     y: &mut DeviceVec<f64>,
 ) -> Result<(), GpuError> {
-    let kernel = VectorKernel::Xpay(variant);
+    scaled_add(dev, VectorKernel::Xpay(variant), cfg, a, x, y)
+}
+
+/// [`axpy`] or [`xpay`]: the two kernels take the same arguments.
+fn scaled_add(
+    dev: &GpuDevice,
+    kernel: VectorKernel,
+    cfg: LaunchConfig,
+    a: f64,
+    x: &DeviceVec<f64>,
+    y: &mut DeviceVec<f64>,
+) -> Result<(), GpuError> {
     check_len(&kernel, "x", x.len(), y.len())?;
     let n = y.len() as u64;
-    let Some(k) = prepare(dev, kernel, cfg, y.len())? else {
+    let Some(l) = prepare(dev, kernel, cfg, y.len())? else {
         return Ok(());
     };
-    let mut b = dev.stream().launch_builder(&k.func);
-    b.arg(&n).arg(&a).arg(&x.buf).arg(&mut y.buf);
-    // SAFETY: matches `xpay_*(u64 n, double a, const double *x, double *y)` in vector.cu; x and
-    // y hold n elements (checked above) and are distinct buffers.
-    launched(
-        unsafe { b.launch(crate::launch::cudarc_config(cfg)) },
-        &kernel,
-        cfg,
-    )
+    // SAFETY: matches `axpy_*` / `xpay_*(u64 n, double a, const double *x, double *y)` in
+    // vector.cu; x and y hold n elements (checked above) and are distinct buffers.
+    unsafe {
+        l.run(|b| {
+            b.arg(&n).arg(&a).arg(&x.buf).arg(&mut y.buf);
+        })
+    }
 }
 
 /// Where the fused update finds u = M^-1 r.
@@ -151,37 +142,35 @@ pub fn cg_update(
     check_len(&kernel, "p", v.p.len(), n)?;
     check_len(&kernel, "s", v.s.len(), n)?;
     check_len(&kernel, "r", v.r.len(), n)?;
-    let Some(k) = prepare(dev, kernel, cfg, n)? else {
+    let Some(l) = prepare(dev, kernel, cfg, n)? else {
         return Ok(());
     };
     let n64 = n as u64;
-    let mut b = dev.stream().launch_builder(&k.func);
-    b.arg(&n64).arg(&scalars.scalars.buf);
-    match v.u {
-        UpdateU::Separate(u) => {
-            b.arg(&u.buf);
-        }
-        UpdateU::IsR => {}
-        UpdateU::Jacobi { inv_diag, u } => {
-            b.arg(&inv_diag.buf).arg(&mut u.buf);
-        }
-    }
-    b.arg(&v.w.buf)
-        .arg(&mut v.p.buf)
-        .arg(&mut v.s.buf)
-        .arg(&mut v.x.buf)
-        .arg(&mut v.r.buf);
     // SAFETY: matches, in vector.cu, `cg_update_*(u64 n, const double *scalars, const double
     // *u, const double *w, double *p, double *s, double *x, double *r)`,
     // `cg_update_nopre_*(n, scalars, w, p, s, x, r)` and `cg_update_jacobi_*(n, scalars, const
     // double *dinv, double *u, w, p, s, x, r)`; the scalar buffer has CG_SCALARS_LEN entries,
     // every vector n (checked above), and the written vectors are distinct buffers (distinct
     // &mut borrows, none of them aliasing a read one).
-    launched(
-        unsafe { b.launch(crate::launch::cudarc_config(cfg)) },
-        &kernel,
-        cfg,
-    )
+    unsafe {
+        l.run(|b| {
+            b.arg(&n64).arg(&scalars.scalars.buf);
+            match v.u {
+                UpdateU::Separate(u) => {
+                    b.arg(&u.buf);
+                }
+                UpdateU::IsR => {}
+                UpdateU::Jacobi { inv_diag, u } => {
+                    b.arg(&inv_diag.buf).arg(&mut u.buf);
+                }
+            }
+            b.arg(&v.w.buf)
+                .arg(&mut v.p.buf)
+                .arg(&mut v.s.buf)
+                .arg(&mut v.x.buf)
+                .arg(&mut v.r.buf);
+        })
+    }
 }
 
 #[cfg(test)]

@@ -7,6 +7,11 @@ use autopcg_sparse::CsrMatrix;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+/// sum_j |a_ij x_j| per row: the scale of each row's rounding error.
+pub fn abs_spmv(a: &CsrMatrix, x: &[f64]) -> Vec<f64> {
+    autopcg_gpu::bench::abs_row_sums(a, x)
+}
+
 pub fn rng(seed: u64) -> ChaCha8Rng {
     ChaCha8Rng::seed_from_u64(seed)
 }
@@ -86,19 +91,6 @@ pub fn poisson2d(m: usize) -> CsrMatrix {
         }
     }
     CsrMatrix::from_triplets(n, n, &rows, &cols, &vals).unwrap()
-}
-
-/// sum_j |a_ij x_j| per row: the scale of each row's rounding error.
-pub fn abs_spmv(a: &CsrMatrix, x: &[f64]) -> Vec<f64> {
-    (0..a.nrows())
-        .map(|i| {
-            let (c, v) = a.row(i);
-            c.iter()
-                .zip(v)
-                .map(|(&j, &aij)| (aij * x[j as usize]).abs())
-                .sum()
-        })
-        .collect()
 }
 
 /// Column-major ELL arrays (width = longest row, or `width` when given, then rows must fit).

@@ -17,31 +17,25 @@ use crate::work::{SpmvWork, VECTOR_LANES};
 /// COO kernels have nothing to do), so a HYB model fitted on matrices with a COO part would
 /// otherwise be extrapolated to a case it never saw.
 pub fn format_applies(format: Format, w: &SpmvWork, limits: &PaddingLimits) -> bool {
-    let within = |slots: u64, nnz: u64, bytes: f64| {
-        let fill = if nnz == 0 {
-            if slots == 0 {
-                1.0
-            } else {
-                f64::INFINITY
-            }
-        } else {
-            slots as f64 / nnz as f64
-        };
-        fill <= limits.max_fill_ratio && bytes <= limits.max_bytes as f64
+    // The host conversions' rule, on the predicted slots and bytes.
+    let within = |slots: u64, nnz: u64, bytes: u128| {
+        let nnz = usize::try_from(nnz).unwrap_or(usize::MAX);
+        limits.allows(u128::from(slots), nnz, bytes)
     };
+    let (ell_slots, dia_slots, ndiag) = (
+        u128::from(w.ell_slots),
+        u128::from(w.dia_slots),
+        u128::from(w.ndiag),
+    );
     match format {
-        Format::Ell => within(w.ell_slots, w.nnz, 12.0 * w.ell_slots as f64),
-        Format::Dia => within(
-            w.dia_slots,
-            w.nnz,
-            8.0 * w.dia_slots as f64 + 4.0 * w.ndiag as f64,
-        ),
+        Format::Ell => within(w.ell_slots, w.nnz, 12 * ell_slots),
+        Format::Dia => within(w.dia_slots, w.nnz, 8 * dia_slots + 4 * ndiag),
         Format::Hyb => {
             w.hyb_coo_nnz > 0
                 && within(
                     w.hyb_ell_slots,
                     w.nnz.saturating_sub(w.hyb_coo_nnz),
-                    12.0 * w.hyb_ell_slots as f64,
+                    12 * u128::from(w.hyb_ell_slots),
                 )
         }
         Format::Csr | Format::Coo => true,

@@ -141,6 +141,29 @@ impl Dense {
     }
 }
 
+/// PCG parameters with tolerance `tol` and at most `max_iter` iterations.
+pub fn params(tol: f64, max_iter: usize) -> autopcg_solver::PcgParams {
+    autopcg_solver::PcgParams::new()
+        .with_tol(tol)
+        .unwrap()
+        .with_max_iter(max_iter)
+        .unwrap()
+}
+
+/// Adds the symmetric pair (i, j) and (j, i) of value `v` to `t` and |v| to the sums of both
+/// rows in `rowsum` (for a diagonal that dominates them).
+pub fn push_symmetric(
+    t: &mut Vec<(usize, usize, f64)>,
+    rowsum: &mut [f64],
+    (i, j): (usize, usize),
+    v: f64,
+) {
+    t.push((i, j, v));
+    t.push((j, i, v));
+    rowsum[i] += v.abs();
+    rowsum[j] += v.abs();
+}
+
 pub fn csr(n: usize, trip: &[(usize, usize, f64)]) -> CsrMatrix {
     let r: Vec<u32> = trip.iter().map(|t| t.0 as u32).collect();
     let c: Vec<u32> = trip.iter().map(|t| t.1 as u32).collect();
@@ -162,11 +185,7 @@ pub fn random_spd(n: usize, per_row: usize, dominant: bool, seed: u64) -> CsrMat
                 if j == i {
                     continue;
                 }
-                let v: f64 = rng.random_range(-1.0..1.0);
-                t.push((i, j, v));
-                t.push((j, i, v));
-                rowsum[i] += v.abs();
-                rowsum[j] += v.abs();
+                push_symmetric(&mut t, &mut rowsum, (i, j), rng.random_range(-1.0..1.0));
             }
         }
         for (i, s) in rowsum.iter().enumerate() {
@@ -206,41 +225,7 @@ pub fn random_spd(n: usize, per_row: usize, dominant: bool, seed: u64) -> CsrMat
 
 /// 7-point Laplacian on an nx x ny x nz grid (Dirichlet), diagonal 6.
 pub fn poisson3d(nx: usize, ny: usize, nz: usize) -> CsrMatrix {
-    let n = nx * ny * nz;
-    let id = |i: usize, j: usize, k: usize| (i + nx * (j + ny * k)) as u32;
-    let (mut r, mut c, mut v) = (Vec::new(), Vec::new(), Vec::new());
-    for k in 0..nz {
-        for j in 0..ny {
-            for i in 0..nx {
-                let me = id(i, j, k);
-                let mut push = |o: u32, x: f64| {
-                    r.push(me);
-                    c.push(o);
-                    v.push(x);
-                };
-                push(me, 6.0);
-                if i > 0 {
-                    push(id(i - 1, j, k), -1.0);
-                }
-                if i + 1 < nx {
-                    push(id(i + 1, j, k), -1.0);
-                }
-                if j > 0 {
-                    push(id(i, j - 1, k), -1.0);
-                }
-                if j + 1 < ny {
-                    push(id(i, j + 1, k), -1.0);
-                }
-                if k > 0 {
-                    push(id(i, j, k - 1), -1.0);
-                }
-                if k + 1 < nz {
-                    push(id(i, j, k + 1), -1.0);
-                }
-            }
-        }
-    }
-    CsrMatrix::from_triplets(n, n, &r, &c, &v).unwrap()
+    autopcg_sparse::families::poisson3d_7pt(nx, ny, nz).unwrap()
 }
 
 pub fn dot(a: &[f64], b: &[f64]) -> f64 {
@@ -433,6 +418,19 @@ pub fn assert_truly_converged(
         "{what}: reported true residual {:e}, recomputed {host:e}",
         info.true_relative_residual
     );
+}
+
+/// tridiag(-1, 2, -1) of order n.
+pub fn tridiag(n: usize) -> CsrMatrix {
+    let mut t = Vec::new();
+    for i in 0..n {
+        t.push((i, i, 2.0));
+        if i > 0 {
+            t.push((i, i - 1, -1.0));
+            t.push((i - 1, i, -1.0));
+        }
+    }
+    csr(n, &t)
 }
 
 /// The exact solution of tridiag(-1, 2, -1) x = ones (1-based i): x_i = i (n + 1 - i) / 2.

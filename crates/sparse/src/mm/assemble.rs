@@ -256,15 +256,7 @@ pub(super) fn symmetric_from_lower(
         .map(|b| {
             let mut t = Triplets::default();
             for k in b * block..((b + 1) * block).min(vals.len()) {
-                let (i, j, v) = (rows[k], cols[k], vals[k]);
-                t.rows.push(i);
-                t.cols.push(j);
-                t.vals.push(v);
-                if i != j {
-                    t.rows.push(j);
-                    t.cols.push(i);
-                    t.vals.push(v);
-                }
+                t.push(rows[k], cols[k], vals[k], true);
             }
             t
         })
@@ -356,16 +348,8 @@ pub(super) fn dense(
     for j in 0..ncols {
         let first = if symmetric { j } else { 0 };
         for i in first..nrows {
-            let v = vals[k];
+            t.push(i as Index, j as Index, vals[k], symmetric);
             k += 1;
-            t.rows.push(i as Index);
-            t.cols.push(j as Index);
-            t.vals.push(v);
-            if i != j && symmetric {
-                t.rows.push(j as Index);
-                t.cols.push(i as Index);
-                t.vals.push(v);
-            }
         }
     }
     CsrMatrix::from_triplets(nrows, ncols, &t.rows, &t.cols, &t.vals)
@@ -432,14 +416,7 @@ fn symmetric_from_few(
 ) -> Result<CsrMatrix, SparseError> {
     let mut t = Triplets::default();
     for ((&i, &j), &v) in rows.iter().zip(cols).zip(vals) {
-        t.rows.push(i);
-        t.cols.push(j);
-        t.vals.push(v);
-        if i != j {
-            t.rows.push(j);
-            t.cols.push(i);
-            t.vals.push(v);
-        }
+        t.push(i, j, v, true);
     }
     from_few(n, n, &t.rows, &t.cols, &t.vals)
 }

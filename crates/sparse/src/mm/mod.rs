@@ -198,27 +198,19 @@ pub fn read_matrix_checked(
     let io = |e| stream_err(path, &label, e);
     let pre = prelude::stream_prelude(&mut s, &label, &io)?;
     check_shape(&label, &pre, opts, checks)?;
+    let body = match pre.format {
+        Format::Coordinate => {
+            let mode = mode_of(&pre, opts.symmetry);
+            Body::Coordinate(collect::stream_triplets(&mut s, &label, &pre, mode, &io)?)
+        }
+        Format::Array => Body::Array(collect::stream_values(&mut s, &label, &pre, &io)?),
+    };
+    drop(s);
     let text = Text::File {
         path,
         size_line: pre.size_line,
     };
-    let matrix = match pre.format {
-        Format::Coordinate => {
-            let mode = mode_of(&pre, opts.symmetry);
-            let t = collect::stream_triplets(&mut s, &label, &pre, mode, &io)?;
-            drop(s);
-            finish_coordinate(t, &text, &label, &pre, opts.symmetry, checks)?
-        }
-        Format::Array => {
-            let vals = collect::stream_values(&mut s, &label, &pre, &io)?;
-            drop(s);
-            finish_dense(&vals, &text, &label, &pre, checks)?
-        }
-    };
-    Ok(MmMatrix {
-        header: pre.header,
-        matrix,
-    })
+    finish_matrix(body, &text, &label, &pre, opts, checks)
 }
 
 /// Parses a matrix from the bytes of a Matrix Market file; `label` stands for the file name in
@@ -240,20 +232,40 @@ pub fn parse_matrix_checked(
 ) -> Result<MmMatrix, SparseError> {
     let pre = prelude::prelude(bytes, label)?;
     check_shape(label, &pre, opts, checks)?;
+    let body = match pre.format {
+        Format::Coordinate => {
+            let mode = mode_of(&pre, opts.symmetry);
+            Body::Coordinate(collect::coordinate_triplets(bytes, label, &pre, mode)?)
+        }
+        Format::Array => Body::Array(collect::array_values(bytes, label, &pre)?),
+    };
     let text = Text::Bytes {
         bytes,
         data_start: pre.data_start,
     };
-    let matrix = match pre.format {
-        Format::Coordinate => {
-            let mode = mode_of(&pre, opts.symmetry);
-            let t = collect::coordinate_triplets(bytes, label, &pre, mode)?;
-            finish_coordinate(t, &text, label, &pre, opts.symmetry, checks)?
-        }
-        Format::Array => {
-            let vals = collect::array_values(bytes, label, &pre)?;
-            finish_dense(&vals, &text, label, &pre, checks)?
-        }
+    finish_matrix(body, &text, label, &pre, opts, checks)
+}
+
+/// What the data lines of a matrix file give: the triplets of a coordinate file or the values
+/// of an array file.
+enum Body {
+    Coordinate(Triplets),
+    Array(Vec<f64>),
+}
+
+/// The matrix of a file from its prelude and its data lines, whether the file was read whole or
+/// as a stream (`text` finds its lines again for error messages).
+fn finish_matrix(
+    body: Body,
+    text: &Text,
+    label: &str,
+    pre: &Prelude,
+    opts: &ReadOptions,
+    checks: &ReadChecks,
+) -> Result<MmMatrix, SparseError> {
+    let matrix = match body {
+        Body::Coordinate(t) => finish_coordinate(t, text, label, pre, opts.symmetry, checks)?,
+        Body::Array(vals) => finish_dense(&vals, text, label, pre, checks)?,
     };
     Ok(MmMatrix {
         header: pre.header,
@@ -447,6 +459,21 @@ struct Triplets {
     upper: Vec<Upper>,
 }
 
+impl Triplets {
+    /// Appends entry (i, j, v) and, when `mirror` and it is off the diagonal, its mirror
+    /// (j, i, v) right after it.
+    fn push(&mut self, i: u32, j: u32, v: f64, mirror: bool) {
+        self.rows.push(i);
+        self.cols.push(j);
+        self.vals.push(v);
+        if mirror && i != j {
+            self.rows.push(j);
+            self.cols.push(i);
+            self.vals.push(v);
+        }
+    }
+}
+
 /// A line found again: its 1-based number and its text, quoted.
 #[derive(Debug, Clone)]
 struct Spot {
@@ -589,29 +616,26 @@ fn check_shape(
         } else {
             "a square matrix is required"
         };
-        return Err(parse_err(
-            label,
-            pre.size_line,
-            format!(
-                "size `{}` is {} x {}: {why}",
-                pre.size_text, h.nrows, h.ncols
-            ),
-        ));
+        return Err(size_err(label, pre, why));
     }
     Ok(())
+}
+
+/// The error at the size line of `pre`: its text and dimensions, then `why` they are refused.
+fn size_err(label: &str, pre: &Prelude, why: &str) -> SparseError {
+    let h = pre.header;
+    let size = format!("size `{}` is {} x {}", pre.size_text, h.nrows, h.ncols);
+    parse_err(label, pre.size_line, format!("{size}: {why}"))
 }
 
 /// The vector checks of the header: one column, `general`.
 fn check_vector(label: &str, pre: &Prelude) -> Result<(), SparseError> {
     let h = pre.header;
     if h.ncols != 1 {
-        return Err(parse_err(
+        return Err(size_err(
             label,
-            pre.size_line,
-            format!(
-                "size `{}` is {} x {}: a vector must have exactly one column",
-                pre.size_text, h.nrows, h.ncols
-            ),
+            pre,
+            "a vector must have exactly one column",
         ));
     }
     if h.symmetry != Symmetry::General && h.nrows != 1 {
