@@ -40,3 +40,4 @@ fn bad_block_counts_are_errors() {
             .unwrap_err();
         assert!(matches!(e.error, Error::Pcg(_)), "{n}: {}", e.error);
     }
+}

@@ -4,7 +4,7 @@
 //! scalar recurrence (`dot3_slot`, `dot3_slots_advance[_next]` in `dot.cu`).
 use cudarc::driver::PushKernelArg;
 
-use super::{check_len, launched};
+use super::{check_len, Launch};
 use crate::kernels::dot::Dot3Workspace;
 use crate::sources::{KernelSource, ModuleSpec, DOT_BLOCK_SIZES};
 use crate::{CgScalars, DeviceCsr, DeviceVec, GpuDevice, GpuError, LaunchConfig};
@@ -65,17 +65,15 @@ pub fn gather(
     }
     let n =
         u32::try_from(out.len()).map_err(|_| GpuError::launch(GATHER, "more than 2^32 entries"))?;
-    let k = dev.kernel(&ModuleSpec::plain(KernelSource::Vector), GATHER)?;
-    let mut b = dev.stream().launch_builder(&k.func);
-    b.arg(&n).arg(&idx.buf).arg(&src.buf).arg(&mut out.buf);
+    let l = Launch::new(dev, &ModuleSpec::plain(KernelSource::Vector), GATHER, cfg)?;
     // SAFETY: matches `gather_f64(u32 n, const u32 *idx, const double *src, double *out)`;
     // idx and out hold n elements (checked), every idx entry is below src.len() (the caller's
     // contract), and out is distinct from src.
-    launched(
-        unsafe { b.launch(crate::launch::cudarc_config(cfg)) },
-        &GATHER,
-        cfg,
-    )
+    unsafe {
+        l.run(|b| {
+            b.arg(&n).arg(&idx.buf).arg(&src.buf).arg(&mut out.buf);
+        })
+    }
 }
 
 /// Queues `y += A x` with one thread per row.
@@ -93,25 +91,25 @@ pub fn spmv_csr_add(
         return Ok(());
     }
     let nrows = a.nrows() as u32;
-    let k = dev.kernel(
+    let l = Launch::new(
+        dev,
         &ModuleSpec::plain(KernelSource::SpmvCsr),
         SPMV_CSR_SCALAR_ADD,
+        cfg,
     )?;
-    let mut b = dev.stream().launch_builder(&k.func);
-    b.arg(&nrows)
-        .arg(&a.indptr.buf)
-        .arg(&a.indices.buf)
-        .arg(&a.vals.buf)
-        .arg(&x.buf)
-        .arg(&mut y.buf);
     // SAFETY: matches `spmv_csr_scalar_add(u32 nrows, const u32 *indptr, const u32 *indices,
     // const double *vals, const double *x, double *y)`; the arrays were validated on upload
     // (indices < ncols = len(x)), y holds nrows (checked) and is distinct from x.
-    launched(
-        unsafe { b.launch(crate::launch::cudarc_config(cfg)) },
-        &SPMV_CSR_SCALAR_ADD,
-        cfg,
-    )
+    unsafe {
+        l.run(|b| {
+            b.arg(&nrows)
+                .arg(&a.indptr.buf)
+                .arg(&a.indices.buf)
+                .arg(&a.vals.buf)
+                .arg(&x.buf)
+                .arg(&mut y.buf);
+        })
+    }
 }
 
 /// Queues one block's gamma = (r, u), delta = (w, u), rr = (r, r) into
@@ -148,25 +146,23 @@ pub fn dot3_slot(
         ));
     }
     let n = r.len() as u64;
-    let k = dev.kernel(&ModuleSpec::dot(cfg.threads), DOT3_SLOT)?;
-    let mut b = dev.stream().launch_builder(&k.func);
-    b.arg(&n)
-        .arg(&r.buf)
-        .arg(&u.buf)
-        .arg(&w.buf)
-        .arg(&mut ws.partial.buf)
-        .arg(&mut ws.counter.buf)
-        .arg(&mut slots.buf)
-        .arg(&slot);
+    let l = Launch::new(dev, &ModuleSpec::dot(cfg.threads), DOT3_SLOT, cfg)?;
     // SAFETY: matches `dot3_slot(u64 n, const double *r, const double *u, const double *w,
     // double *partial, u32 *counter, double *slots, u32 slot)`; r, u, w hold n elements
     // (checked), partial 3 * max_blocks >= 3 * blocks (checked), the counter is zero between
     // launches, slots holds at least 3 (slot + 1) (checked); BLOCK_SIZE = threads.
-    launched(
-        unsafe { b.launch(crate::launch::cudarc_config(cfg)) },
-        &DOT3_SLOT,
-        cfg,
-    )
+    unsafe {
+        l.run(|b| {
+            b.arg(&n)
+                .arg(&r.buf)
+                .arg(&u.buf)
+                .arg(&w.buf)
+                .arg(&mut ws.partial.buf)
+                .arg(&mut ws.counter.buf)
+                .arg(&mut slots.buf)
+                .arg(&slot);
+        })
+    }
 }
 
 /// Queues the sum of the first `m` slot triples (in slot order) and the recurrence step into
@@ -202,26 +198,24 @@ pub fn dot3_slots_advance(
         }
     }
     let cfg = LaunchConfig::new(threads, 1);
-    let k = dev.kernel(&ModuleSpec::dot(threads), name)?;
-    let mut b = dev.stream().launch_builder(&k.func);
-    b.arg(&m)
-        .arg(&slots.buf)
-        .arg(&mut scalars.scalars.buf)
-        .arg(&mut scalars.history.buf)
-        .arg(&cap);
-    if let Some(it) = &iteration {
-        b.arg(it);
-    }
+    let l = Launch::new(dev, &ModuleSpec::dot(threads), name, cfg)?;
     // SAFETY: matches `dot3_slots_advance(u32 m, const double *slots, double *scalars,
     // double *history, u32 history_cap, u32 iteration)` (with an iteration) or
     // `dot3_slots_advance_next(u32 m, const double *slots, double *scalars, double *history,
     // u32 history_cap)` (without); slots holds 3 m entries (checked), scalars CG_SCALARS_LEN,
     // history 3 * history_cap; one block of BLOCK_SIZE = threads.
-    launched(
-        unsafe { b.launch(crate::launch::cudarc_config(cfg)) },
-        &name,
-        cfg,
-    )
+    unsafe {
+        l.run(|b| {
+            b.arg(&m)
+                .arg(&slots.buf)
+                .arg(&mut scalars.scalars.buf)
+                .arg(&mut scalars.history.buf)
+                .arg(&cap);
+            if let Some(it) = &iteration {
+                b.arg(it);
+            }
+        })
+    }
 }
 
 fn check_dot_threads(kernel: &str, threads: u32) -> Result<(), GpuError> {

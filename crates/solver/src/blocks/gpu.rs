@@ -25,7 +25,9 @@ use autopcg_gpu::kernels::blocks::{
     dot3_slot, dot3_slots_advance, gather, grid_stride_config, preload, spmv_csr_add,
 };
 use autopcg_gpu::kernels::dot::{dot, Dot3Workspace, DotKernel, DotWorkspace};
-use autopcg_gpu::kernels::vector::{cg_update, xpay, CgVectors, VectorKernel, VectorVariant};
+use autopcg_gpu::kernels::vector::{
+    cg_update, xpay, CgVectors, UpdateU, VectorKernel, VectorVariant,
+};
 use autopcg_gpu::scalars::{DeviceHalt, HaltCode};
 use autopcg_gpu::{CgScalars, DeviceCsr, DeviceVec, GpuDevice, LaunchConfig};
 use autopcg_sparse::blocks::{BlockSplit, HaloBlock, RowPartition};
@@ -524,7 +526,7 @@ impl<T: DeviceTransport> PcgBackend for BlockGpuBackend<T> {
                 c.config,
                 &self.scalars,
                 CgVectors {
-                    u: &blk.u,
+                    u: UpdateU::Separate(&blk.u),
                     w: &blk.w,
                     p: &mut blk.p,
                     s: &mut blk.s,
