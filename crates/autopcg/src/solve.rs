@@ -33,7 +33,12 @@ pub struct SetupTimes {
 impl SetupTimes {
     /// The total.
     pub fn total_ms(&self) -> f64 {
-        self.check_ms + self.device_ms + self.precond_ms + self.select_ms + self.backend_ms + self.rhs_ms
+        self.check_ms
+            + self.device_ms
+            + self.precond_ms
+            + self.select_ms
+            + self.backend_ms
+            + self.rhs_ms
     }
 }
 

@@ -144,7 +144,10 @@ fn a_one_triangle_matrix_is_refused_with_a_hint_and_an_asymmetric_one_named() {
     c.data_mut()[1] *= 2.0;
     let e = Solver::new(&c).device(Device::Cpu).prepare().unwrap_err();
     assert!(
-        matches!(e, Error::Sparse(SparseError::NotSymmetric { row: 1, col: 2, .. })),
+        matches!(
+            e,
+            Error::Sparse(SparseError::NotSymmetric { row: 1, col: 2, .. })
+        ),
         "{e}"
     );
     // The check can be skipped for a matrix known to be symmetric; it is timed apart.
@@ -163,7 +166,11 @@ fn without_the_gpu_feature_auto_runs_on_the_cpu_and_gpu_is_refused() {
     let b = a.mul_vec(&vec![1.0; a.nrows()]);
     let sol = Solver::new(&a).solve(&b).unwrap();
     assert!(sol.device.starts_with("cpu"));
-    assert!(sol.notes.iter().any(|n| n.contains("`gpu` feature")), "{:?}", sol.notes);
+    assert!(
+        sol.notes.iter().any(|n| n.contains("`gpu` feature")),
+        "{:?}",
+        sol.notes
+    );
     let e = Solver::new(&a).device(Device::Gpu).prepare().unwrap_err();
     assert!(matches!(e, Error::DeviceUnavailable(_)), "{e}");
     assert!(e.to_string().contains("`gpu` feature"), "{e}");
