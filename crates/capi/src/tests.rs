@@ -606,7 +606,7 @@ fn setup_times_and_getters() {
     );
     assert!(last_error().contains("setup is NULL"), "{}", last_error());
     // A negative size is refused, and *out is NULL.
-    let mut h2 = 1usize as *mut AutopcgSolver;
+    let mut h2 = ptr::dangling_mut::<AutopcgSolver>();
     let st =
         unsafe { autopcg_create_i32(-3, p32.as_ptr(), c32.as_ptr(), v.as_ptr(), 1, &o, &mut h2) };
     assert_eq!(st, AUTOPCG_ERR_BAD_INPUT);
