@@ -180,7 +180,13 @@ fn gpu_block_steps(kind: &PrecondKind, nblocks: usize) -> Plan {
         PrecondKind::SsorAi { .. } => "ssor-ai-block-local",
     };
     plan.push("precond", "-", pkernel, cfg.clone(), None);
-    plan.push("halo", "packed", "gather_f64 + device copies", cfg.clone(), None);
+    plan.push(
+        "halo",
+        "packed",
+        "gather_f64 + device copies",
+        cfg.clone(),
+        None,
+    );
     plan.push("spmv", "local + halo (csr)", "per block", cfg.clone(), None);
     plan.push("dots", "-", "dot3_slot + dot3_slots_advance", cfg, None);
     plan

@@ -244,7 +244,9 @@ pub(crate) fn solve(a: SolveArgs) -> Result<u8, Fail> {
             .into());
         }
         if a.plan.is_some() {
-            return Err(anyhow!("--blocks and --plan cannot be combined: a saved plan is unsplit").into());
+            return Err(
+                anyhow!("--blocks and --plan cannot be combined: a saved plan is unsplit").into(),
+            );
         }
         solver = solver.blocks(nb as usize);
     }
