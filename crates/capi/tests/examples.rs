@@ -3,8 +3,12 @@
 //! iterations are those the Rust facade takes on the same systems, and the shifted matrix
 //! (new values through autopcg_update_values) needs fewer.
 //!
-//! A test whose compiler (`cc`, or `$CC`; `gfortran`, or `$FC`) is missing is marked ignored and
-//! the binary says why; with `AUTOPCG_REQUIRE_COMPILERS=1` (CI) a missing compiler fails it.
+//! The library is the one `cargo build -p autopcg-capi` last wrote to the target folder: cargo
+//! does not build a library without a Rust crate type for a test, so build it first
+//! (`make -C examples run` and CI do).
+//!
+//! A test whose compiler (`cc`, or `$CC`; `gfortran`, or `$FC`) or library is missing is marked
+//! ignored and the binary says why; with `AUTOPCG_REQUIRE_COMPILERS=1` (CI) that fails it.
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -33,17 +37,20 @@ fn compiler(var: &str, default: &str) -> Result<String, String> {
     }
 }
 
-/// The folder holding libautopcg.so: cargo builds it beside this test binary (deps/) and copies
-/// it one folder up.
-fn library_dir() -> Result<PathBuf, Failed> {
+/// The folder holding libautopcg.so: `cargo build -p autopcg-capi` writes it to the profile's
+/// folder, one up from this test binary's (deps/).
+fn library_dir() -> Result<PathBuf, String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let deps = exe.parent().ok_or("test binary without a folder")?;
-    for dir in [deps, deps.parent().unwrap_or(deps)] {
+    for dir in [deps.parent().unwrap_or(deps), deps] {
         if dir.join("libautopcg.so").exists() {
             return Ok(dir.to_path_buf());
         }
     }
-    Err(format!("libautopcg.so is not beside {}", exe.display()).into())
+    Err(format!(
+        "no libautopcg.so beside {} (build it first: cargo build -p autopcg-capi)",
+        deps.display()
+    ))
 }
 
 /// Runs `cmd`, failing with its output when it fails.
@@ -173,8 +180,7 @@ fn check(out: &str) -> Result<(), Failed> {
     Ok(())
 }
 
-fn c_example(cc: &str) -> Result<(), Failed> {
-    let lib = library_dir()?;
+fn c_example(cc: &str, lib: &Path) -> Result<(), Failed> {
     let out_dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("examples");
     std::fs::create_dir_all(&out_dir).map_err(|e| e.to_string())?;
     let exe = out_dir.join("poisson_c");
@@ -200,8 +206,7 @@ fn c_example(cc: &str) -> Result<(), Failed> {
     check(&out)
 }
 
-fn fortran_example(fc: &str) -> Result<(), Failed> {
-    let lib = library_dir()?;
+fn fortran_example(fc: &str, lib: &Path) -> Result<(), Failed> {
     let out_dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("examples");
     std::fs::create_dir_all(&out_dir).map_err(|e| e.to_string())?;
     let exe = out_dir.join("poisson_f90");
@@ -223,15 +228,16 @@ fn fortran_example(fc: &str) -> Result<(), Failed> {
     check(&out)
 }
 
-/// A trial needing `tool`: ignored (or failed under AUTOPCG_REQUIRE_COMPILERS=1) without it.
+/// A trial needing `tool` and the library: ignored (or failed under
+/// AUTOPCG_REQUIRE_COMPILERS=1) without them.
 fn trial(
     name: &'static str,
     tool: Result<String, String>,
-    body: fn(&str) -> Result<(), Failed>,
+    body: fn(&str, &Path) -> Result<(), Failed>,
 ) -> Trial {
     let require = std::env::var_os("AUTOPCG_REQUIRE_COMPILERS").is_some_and(|v| v == "1");
-    match tool {
-        Ok(cmd) => Trial::test(name, move || body(&cmd)),
+    match tool.and_then(|cmd| library_dir().map(|lib| (cmd, lib))) {
+        Ok((cmd, lib)) => Trial::test(name, move || body(&cmd, &lib)),
         Err(why) if require => Trial::test(name, move || {
             Err(format!("{why}, and AUTOPCG_REQUIRE_COMPILERS=1").into())
         }),
