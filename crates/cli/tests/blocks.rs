@@ -1,30 +1,7 @@
 //! `autopcg solve --blocks N`: the partition in the JSON report, iteration counts against the
 //! unsplit solve, and the usage errors (exit 2).
-use std::path::PathBuf;
-use std::process::{Command, Output};
-
-/// The binary cargo built for these tests (or, carried elsewhere, `AUTOPCG_BIN`, else the
-/// bundle's own binary).
-fn bin() -> Command {
-    let built = PathBuf::from(env!("CARGO_BIN_EXE_autopcg"));
-    let path = if built.exists() {
-        built
-    } else if let Some(p) = std::env::var_os("AUTOPCG_BIN") {
-        PathBuf::from(p)
-    } else {
-        PathBuf::from("../../.gpu-bundle/bin/autopcg")
-    };
-    Command::new(path)
-}
-
-fn run(args: &[&str]) -> Output {
-    bin().args(args).output().expect("the binary runs")
-}
-
-fn json(o: &Output) -> serde_json::Value {
-    serde_json::from_slice(&o.stdout)
-        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&o.stdout)))
-}
+mod common;
+use common::{json, run};
 
 const M: &str = "../../matrices/fem2d_3000.mtx";
 

@@ -1,35 +1,9 @@
 //! End-to-end tests of the `autopcg` binary: exit codes, messages and JSON fields of the CLI
 //! contract.
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod common;
+use common::{bin, run, stderr, write};
 
-/// The binary cargo built for these tests; when the test binary was carried to another machine
-/// (the GPU bundle), that path is gone: then `AUTOPCG_BIN`, else the bundle's own binary.
-fn bin() -> Command {
-    let built = PathBuf::from(env!("CARGO_BIN_EXE_autopcg"));
-    let path = if built.exists() {
-        built
-    } else if let Some(p) = std::env::var_os("AUTOPCG_BIN") {
-        PathBuf::from(p)
-    } else {
-        PathBuf::from("../../.gpu-bundle/bin/autopcg")
-    };
-    Command::new(path)
-}
-
-fn run(args: &[&str]) -> Output {
-    bin().args(args).output().expect("the binary runs")
-}
-
-fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
-    let p = dir.join(name);
-    std::fs::write(&p, text).unwrap();
-    p
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
+use std::path::PathBuf;
 
 #[test]
 fn solve_json_has_the_contract_fields_and_converges() {

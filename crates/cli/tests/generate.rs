@@ -3,8 +3,11 @@
 //! or another device (exit 2, one line naming the plan), with `--force` for the fingerprint.
 //! On a GPU host the saved plan also runs, and its JSON is the one of `solve --json`; without
 //! a CUDA device that test is reported ignored (failed with AUTOPCG_REQUIRE_GPU=1).
+mod common;
+use common::{run, stderr};
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use autopcg_gpu::GpuDevice;
 
@@ -15,27 +18,6 @@ autopcg_gpu::test_main! {
         solve_plan_refuses_another_matrix_and_another_device,
     ],
     gpu: [solve_plan_runs_on_the_plans_gpu],
-}
-
-/// The binary cargo built for these tests, or the GPU bundle's (see tests/cli.rs).
-fn bin() -> Command {
-    let built = PathBuf::from(env!("CARGO_BIN_EXE_autopcg"));
-    let path = if built.exists() {
-        built
-    } else if let Some(p) = std::env::var_os("AUTOPCG_BIN") {
-        PathBuf::from(p)
-    } else {
-        PathBuf::from("../../.gpu-bundle/bin/autopcg")
-    };
-    Command::new(path)
-}
-
-fn run(args: &[&str]) -> Output {
-    bin().args(args).output().expect("the binary runs")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 /// Exit 2 with one line on stderr that contains every piece of `parts`.

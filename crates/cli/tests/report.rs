@@ -2,9 +2,10 @@
 //! every section holds one plot per domain, family and matrix of the model; the file refers to
 //! nothing outside itself; every plot is well-formed XML; bad input exits 2 naming the file and
 //! never overwrites an input.
+mod common;
+use common::{bin, run, stderr};
+
 use std::collections::HashSet;
-use std::path::PathBuf;
-use std::process::{Command, Output};
 use std::sync::OnceLock;
 
 use autopcg_model::domains::domains;
@@ -12,26 +13,6 @@ use autopcg_model::ModelFile;
 
 const MODEL: &str = "../../models/nvidia-h200.json";
 const MATRICES: [&str; 2] = ["../../matrices/bcsstk01.mtx", "../../matrices/bcsstk13.mtx"];
-
-fn bin() -> Command {
-    let built = PathBuf::from(env!("CARGO_BIN_EXE_autopcg"));
-    let path = if built.exists() {
-        built
-    } else if let Some(p) = std::env::var_os("AUTOPCG_BIN") {
-        PathBuf::from(p)
-    } else {
-        PathBuf::from("../../.gpu-bundle/bin/autopcg")
-    };
-    Command::new(path)
-}
-
-fn run(args: &[&str]) -> Output {
-    bin().args(args).output().expect("the binary runs")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
 
 /// The report of the committed model with both matrices, built once for every test.
 fn full_report() -> &'static str {
