@@ -57,16 +57,20 @@ fn cuda_clang() -> Option<String> {
     let probe = dir.join("probe.cu");
     std::fs::write(
         &probe,
-        "#include <cuda_runtime.h>\n__global__ void k(int *p) { p[threadIdx.x] = 1; }\n\
-         int main() { k<<<1, 32, 0, nullptr>>>(nullptr); return 0; }\n",
+        "#include <cuda_runtime.h>\nextern \"C\" __global__ void k(int *p) { p[threadIdx.x] = 1; \
+         }\nint main() { k<<<1, 32, 0, nullptr>>>(nullptr); return 0; }\n",
     )
     .ok()?;
+    // A full host compile, not a syntax check: the launch stubs of `extern "C"` kernels are
+    // only generated then (a clang that cannot pair with the installed CUDA fails there).
     names.into_iter().find(|c| {
         Command::new(c)
             .args(cuda_flags())
             .arg("-I")
             .arg(support())
-            .arg("-fsyntax-only")
+            .arg("-c")
+            .arg("-o")
+            .arg(dir.join("probe.o"))
             .arg(&probe)
             .output()
             .is_ok_and(|o| o.status.success())
