@@ -42,10 +42,12 @@ def note(msg):
     print(msg, file=sys.stderr, flush=True)
 
 
-def run_json(cmd, timeout):
+def run_json(cmd, timeout, ok=(0,)):
+    """The JSON a command prints; `ok` lists the exit codes that still print it (solve: 1 is
+    "ran but did not converge")."""
     note("$ " + " ".join(cmd))
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    if p.returncode != 0:
+    if p.returncode not in ok:
         note(p.stderr[-2000:])
         raise RuntimeError(f"{cmd[1]} exited {p.returncode}")
     return json.loads(p.stdout)
@@ -175,7 +177,7 @@ def main():
         for pre in pres:
             s = run_json([args.autopcg, "solve", path, "--device", "gpu", "--precond", pre,
                           "--tol", str(args.tol), "--max-iter", str(args.max_iter), "--json"],
-                         args.timeout)
+                         args.timeout, ok=(0, 1))
             n, nnz = s["n"], s["nnz"]
             f_ms, est = floor_ms(pre, n, nnz, fl["best_ms"], fl["triad_gbs"])
             row = {
@@ -207,12 +209,13 @@ def main():
         print(f'{r["matrix"][-28:]:<28} {r["precond"]:<8} {r["n"]:>9} {r["setup_ms"]:>7.1f} '
               f'{st.get("device_ms", 0):>6.1f} {st.get("precond_ms", 0):>6.1f} '
               f'{st.get("select_ms", 0):>6.1f} {st.get("backend_ms", 0):>6.1f} '
-              f'{r["solve_ms"]:>8.1f} {r["tts_ms"]:>8.1f} {r["iterations"]:>6} '
+              f'{r["solve_ms"]:>8.1f} {r["tts_ms"]:>8.1f} {r["iterations"]:>5}{" " if r["converged"] else "*"} '
               f'{r["ms_per_it"] * 1e3:>7.1f} {fl:>6.1f}{"~" if r["floor_estimated"] else " "} '
               f'{r["ms_per_it"] * 1e3 / fl:>5.2f} {c.get("ms", float("nan")):>8.1f} '
               f'{c.get("iterations", 0):>6} {c.get("ms", float("nan")) / r["tts_ms"]:>7.2f}')
     print("times in ms except us/it and floor (us per iteration); x = us/it over floor (~: "
-          "estimated floor); speedup = CuPy time to solution / autopcg's (above 1: autopcg faster)")
+          "estimated floor); speedup = CuPy time to solution / autopcg's (above 1: autopcg faster); "
+          "* = not converged within --max-iter")
 
 
 if __name__ == "__main__":
