@@ -102,25 +102,41 @@ static void whole_warps(const Launch &L, const char *k) {
     if (L.block.x % 32 != 0) die(std::string(k) + ": threads per block not a multiple of 32");
 }
 
-static void cg_update(const Launch &L, u64 limit) {
+// The update in its three forms (vector.cu): u read from its own vector (cg_update_*: n,
+// scalars, u, w, p, s, x, r), u is r (cg_update_nopre_*: n, scalars, w, p, s, x, r), Jacobi
+// fused (cg_update_jacobi_*: n, scalars, dinv, u, w, p, s, x, r; writes u = dinv r_new).
+enum UpdateForm { SEPARATE, NOPRE, JACOBI };
+static void cg_update(const Launch &L, UpdateForm form) {
     const u64 n = L.get<u64>(0);
     const double *sc = L.get<const double *>(1);
-    const double *u = L.get<const double *>(2), *w = L.get<const double *>(3);
-    double *p = L.get<double *>(4), *s = L.get<double *>(5), *x = L.get<double *>(6), *r = L.get<double *>(7);
+    const size_t o = form == SEPARATE ? 0 : (form == NOPRE ? 1 : 0);
+    const double *dinv = form == JACOBI ? L.get<const double *>(2) : nullptr;
+    double *u = form == JACOBI ? L.get<double *>(3) : (form == SEPARATE ? L.get<double *>(2) : nullptr);
+    const size_t b = form == JACOBI ? 4 : 3 - o;
+    const double *w = L.get<const double *>(b);
+    double *p = L.get<double *>(b + 1), *s = L.get<double *>(b + 2), *x = L.get<double *>(b + 3), *r = L.get<double *>(b + 4);
     if (sc[CG_HALT] != CG_HALT_NONE) return;
     const double alpha = sc[CG_ALPHA], beta = sc[CG_BETA];
-    for (u64 i = 0; i < n && i < limit; ++i) {
-        const double pn = beta == 0.0 ? u[i] : u[i] + beta * p[i];
+    for (u64 i = 0; i < n; ++i) {
+        const double ui = form == NOPRE ? r[i] : u[i];
+        const double pn = beta == 0.0 ? ui : ui + beta * p[i];
         const double sn = beta == 0.0 ? w[i] : w[i] + beta * s[i];
         p[i] = pn;
         s[i] = sn;
         x[i] += alpha * pn;
         r[i] -= alpha * sn;
+        if (form == JACOBI) u[i] = dinv[i] * r[i];
     }
 }
-static void k_cg_update_elem(const Launch &L) { cover(L, L.get<u64>(0), "cg_update_elem"); cg_update(L, ~0ull); }
-static void k_cg_update_elem_v2(const Launch &L) { cover(L, (L.get<u64>(0) + 1) / 2, "cg_update_elem_v2"); cg_update(L, ~0ull); }
-static void k_cg_update_grid(const Launch &L) { cg_update(L, ~0ull); }
+static void k_cg_update_elem(const Launch &L) { cover(L, L.get<u64>(0), "cg_update_elem"); cg_update(L, SEPARATE); }
+static void k_cg_update_elem_v2(const Launch &L) { cover(L, (L.get<u64>(0) + 1) / 2, "cg_update_elem_v2"); cg_update(L, SEPARATE); }
+static void k_cg_update_grid(const Launch &L) { cg_update(L, SEPARATE); }
+static void k_cg_update_nopre_elem(const Launch &L) { cover(L, L.get<u64>(0), "cg_update_nopre_elem"); cg_update(L, NOPRE); }
+static void k_cg_update_nopre_elem_v2(const Launch &L) { cover(L, (L.get<u64>(0) + 1) / 2, "cg_update_nopre_elem_v2"); cg_update(L, NOPRE); }
+static void k_cg_update_nopre_grid(const Launch &L) { cg_update(L, NOPRE); }
+static void k_cg_update_jacobi_elem(const Launch &L) { cover(L, L.get<u64>(0), "cg_update_jacobi_elem"); cg_update(L, JACOBI); }
+static void k_cg_update_jacobi_elem_v2(const Launch &L) { cover(L, (L.get<u64>(0) + 1) / 2, "cg_update_jacobi_elem_v2"); cg_update(L, JACOBI); }
+static void k_cg_update_jacobi_grid(const Launch &L) { cg_update(L, JACOBI); }
 
 static void k_xpay(const Launch &L) {
     const u64 n = L.get<u64>(0);
@@ -292,6 +308,9 @@ static void k_dot_last_block(const Launch &L) {
 // The host stubs clang emits for the kernels of the plan (weak: absent when not emitted).
 #define STUB(name) extern "C" void __device_stub__##name() __attribute__((weak));
 STUB(cg_update_elem) STUB(cg_update_elem_v2) STUB(cg_update_grid) STUB(cg_update_grid_v2)
+STUB(cg_update_nopre_elem) STUB(cg_update_nopre_elem_v2) STUB(cg_update_nopre_grid)
+STUB(cg_update_nopre_grid_v2) STUB(cg_update_jacobi_elem) STUB(cg_update_jacobi_elem_v2)
+STUB(cg_update_jacobi_grid) STUB(cg_update_jacobi_grid_v2)
 STUB(xpay_grid_v2) STUB(jacobi_apply) STUB(jacobi_apply_v2) STUB(diag_scale) STUB(diag_scale_v2)
 STUB(spmv_csr_scalar) STUB(spmv_csr_vector_2) STUB(spmv_csr_vector_4) STUB(spmv_csr_vector_8)
 STUB(spmv_csr_vector_16) STUB(spmv_csr_vector_32) STUB(spmv_csr_merge) STUB(spmv_csr_merge_fixup)
@@ -310,6 +329,14 @@ static KernelFn find_kernel(const void *func) {
         {(const void *)&__device_stub__cg_update_elem_v2, k_cg_update_elem_v2},
         {(const void *)&__device_stub__cg_update_grid, k_cg_update_grid},
         {(const void *)&__device_stub__cg_update_grid_v2, k_cg_update_grid},
+        {(const void *)&__device_stub__cg_update_nopre_elem, k_cg_update_nopre_elem},
+        {(const void *)&__device_stub__cg_update_nopre_elem_v2, k_cg_update_nopre_elem_v2},
+        {(const void *)&__device_stub__cg_update_nopre_grid, k_cg_update_nopre_grid},
+        {(const void *)&__device_stub__cg_update_nopre_grid_v2, k_cg_update_nopre_grid},
+        {(const void *)&__device_stub__cg_update_jacobi_elem, k_cg_update_jacobi_elem},
+        {(const void *)&__device_stub__cg_update_jacobi_elem_v2, k_cg_update_jacobi_elem_v2},
+        {(const void *)&__device_stub__cg_update_jacobi_grid, k_cg_update_jacobi_grid},
+        {(const void *)&__device_stub__cg_update_jacobi_grid_v2, k_cg_update_jacobi_grid},
         {(const void *)&__device_stub__xpay_grid_v2, k_xpay},
         {(const void *)&__device_stub__jacobi_apply, k_jacobi},
         {(const void *)&__device_stub__jacobi_apply_v2, k_jacobi},
