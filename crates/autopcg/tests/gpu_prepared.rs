@@ -84,7 +84,7 @@ fn prepared_solves_many_right_hand_sides_and_new_values(_dev: GpuDevice) {
     }
 }
 
-/// Per-solve overhead beyond the iterations at n = 1e4 (the target: at most 0.5 ms):
+/// Per-solve overhead beyond the iterations at n = 1e4 (the target: at most 0.5 ms):
 /// printed, and asserted only to be finite (timings are benchmarks, not tests).
 fn per_solve_overhead_is_reported(_dev: GpuDevice) {
     let a = families::poisson2d_5pt(100, 100).unwrap();
