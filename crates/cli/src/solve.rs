@@ -53,10 +53,13 @@ pub(crate) struct SolveArgs {
     #[arg(long, default_value = "auto")]
     device: Device,
     /// Split the matrix into N contiguous row blocks (balanced by rows and nonzeros) that
-    /// iterate on their own rows and exchange halos, as N GPUs would; runs on the CPU. None and
-    /// Jacobi are unchanged by the split; SSOR-AI is built per block (couplings between blocks
-    /// dropped). The JSON report then holds the partition.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    /// iterate on their own rows and exchange halos, as N GPUs would; on the CPU, or with
+    /// `--device gpu` all N blocks on GPU 0 (each block by the fixed rule, kernel by kernel).
+    /// None and Jacobi are unchanged by the split; SSOR-AI is built per block (couplings
+    /// between blocks dropped). The JSON report then holds the partition. Not with --plan (a
+    /// saved plan is unsplit).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..),
+          conflicts_with = "plan")]
     blocks: Option<u32>,
     /// Performance model choosing the GPU plan: `auto` (the model file of the GPU, found by its
     /// name in $AUTOPCG_MODEL_DIR, ./models or a parent's, the install's models/, then
@@ -242,11 +245,6 @@ pub(crate) fn solve(a: SolveArgs) -> Result<u8, Fail> {
                 a.matrix.display()
             )
             .into());
-        }
-        if a.plan.is_some() {
-            return Err(
-                anyhow!("--blocks and --plan cannot be combined: a saved plan is unsplit").into(),
-            );
         }
         solver = solver.blocks(nb as usize);
     }

@@ -82,6 +82,7 @@ fn bad_block_counts_are_usage_errors() {
         (vec!["--blocks", "0"], "--blocks"),
         (vec!["--blocks", "49"], "only 48 rows"),
         (vec!["--blocks", "x"], "--blocks"),
+        (vec!["--blocks", "2", "--plan", "plan.json"], "--plan"),
     ] {
         let mut a = vec!["solve", "../../matrices/bcsstk01.mtx"];
         a.extend(args.iter().copied());
