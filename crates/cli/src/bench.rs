@@ -9,6 +9,9 @@ use serde_json::json;
 
 use autopcg::sparse::mm::{self, ReadOptions, SymmetryPolicy};
 
+mod prepared;
+pub(crate) use prepared::{bench_prepared, PreparedBenchArgs};
+
 use crate::common::{
     init_threads, open_gpu, parse_omega, precond_kind, read_matrix, FormArg, PrecondArg,
 };
@@ -31,6 +34,17 @@ pointer per row); each format's own byte count is in the JSON."
     /// Time one PCG iteration on the GPU, step by step (update, preconditioner, SpMV + dots),
     /// kernel by kernel and replayed from CUDA graphs.
     Pcg(PcgBenchArgs),
+    /// What a prepared solver costs a simulation code: setup (cold and warm), first and later
+    /// solves, the fixed cost of a solve beyond its iterations, and a value-only re-setup.
+    #[command(
+        long_about = "What a prepared solver (the library's PreparedSolver, the C ABI's handle) \
+costs: a fresh setup (the first of the process, then the median of later ones), the first solve \
+and later ones, solves to several tolerances with changing right-hand sides fitted as \
+wall = overhead + ms per iteration x iterations (the overhead is the fixed cost of a solve beyond \
+its iterations), and update_values (new diagonal values, same pattern) against a warm fresh \
+setup, checked by the iterations of a solve after it against a fresh solver of the same values."
+    )]
+    Prepared(PreparedBenchArgs),
 }
 
 #[derive(Args)]

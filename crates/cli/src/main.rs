@@ -144,6 +144,7 @@ fn try_main(cli: Cli) -> Result<u8, Fail> {
         Cmd::Bench(BenchCmd::Mmread(a)) => Ok(bench::bench_mmread(a).map(|_| 0)?),
         Cmd::Bench(BenchCmd::Spmv(a)) => Ok(bench::bench_spmv(a).map(|_| 0)?),
         Cmd::Bench(BenchCmd::Pcg(a)) => Ok(bench::bench_pcg(a).map(|_| 0)?),
+        Cmd::Bench(BenchCmd::Prepared(a)) => Ok(bench::bench_prepared(a).map(|_| 0)?),
         Cmd::Tune(a) => Ok(tune::tune(a).map(|_| 0)?),
         Cmd::EvalModel(a) => Ok(evalmodel::eval_model(a).map(|_| 0)?),
         Cmd::Report(a) => Ok(report::report(a).map(|_| 0)?),

@@ -1,0 +1,67 @@
+//! `autopcg bench prepared` on the CPU: the report is complete and self-consistent.
+mod common;
+use common::{json, run, stderr};
+
+#[test]
+fn prepared_bench_reports_setup_fit_and_a_correct_update() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = dir.path().join("p.mtx");
+    let m = m.to_str().unwrap();
+    let o = run(&["matgen", "poisson2d", "--n", "40", "--out", m]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    for precond in ["jacobi", "ssor-ai"] {
+        let o = run(&[
+            "bench",
+            "prepared",
+            m,
+            "--device",
+            "cpu",
+            "--precond",
+            precond,
+            "--repeat",
+            "2",
+            "--tols",
+            "1e-3,1e-6,1e-9",
+            "--json",
+        ]);
+        assert!(o.status.success(), "{precond}: {}", stderr(&o));
+        let r = json(&o);
+        assert_eq!(r["n"], 1600);
+        assert!(r["device"].as_str().unwrap().starts_with("cpu"));
+        let points = r["points"].as_array().unwrap();
+        assert_eq!(points.len(), 3);
+        // Tighter tolerances take more iterations and meet their tolerance.
+        let its: Vec<u64> = points
+            .iter()
+            .map(|p| p["iterations_run"].as_u64().unwrap())
+            .collect();
+        assert!(its.windows(2).all(|w| w[0] < w[1]), "{its:?}");
+        for p in points {
+            assert!(p["true_relative_residual"].as_f64().unwrap() <= p["tol"].as_f64().unwrap());
+        }
+        assert!(r["fit_ms_per_iteration"].as_f64().unwrap().is_finite());
+        assert!(r["fit_overhead_ms"].as_f64().unwrap().is_finite());
+        // The value-only update gives the solver a fresh one of the same values would.
+        assert_eq!(r["updated_iterations"], r["fresh_iterations"], "{precond}");
+        assert!(r["updated_true_relative_residual"].as_f64().unwrap() <= 1e-8);
+        assert!(r["update_values_ms"].as_f64().unwrap() > 0.0);
+        assert!(r["setup_warm_ms"].as_f64().unwrap() > 0.0);
+    }
+}
+
+#[test]
+fn prepared_bench_refuses_a_single_tolerance() {
+    let o = run(&[
+        "bench",
+        "prepared",
+        "../../matrices/bcsstk13.mtx",
+        "--tols",
+        "1e-8",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("at least two tolerances"),
+        "{}",
+        stderr(&o)
+    );
+}
