@@ -1,11 +1,19 @@
 //! One CUDA device: its context and stream, its properties, and the registry of kernels
 //! compiled for it.
 //!
-//! Work is queued on one stream per device. cudarc's per-buffer event tracking (which lets
-//! buffers move safely between streams) is switched off before the first allocation: with a
-//! single stream it only adds work to every launch.
+//! Work is queued on one stream per device handle. cudarc's per-buffer event tracking (which
+//! lets buffers move safely between streams) is switched off before the first allocation: every
+//! buffer is used on the stream of the handle that allocated it, so it only adds work to every
+//! launch.
+//!
+//! Loaded modules belong to the device's (primary) context, so handles opened with
+//! [`GpuDevice::open`] share one process-wide registry per device: a second handle in the same
+//! process (a second prepared solver, a new plan for new values) finds its kernels loaded and
+//! pays neither the disk cache nor the module load again, and the registry keeps the primary
+//! context alive between handles. [`GpuDevice::open_with_cache`] gives a handle its own
+//! registry over the cache it is given.
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use cudarc::driver::{
     result as dres, sys as dsys, CudaContext, CudaFunction, CudaModule, CudaStream,
@@ -158,9 +166,39 @@ pub struct DeviceState {
     stream: Arc<CudaStream>,
     props: DeviceProps,
     target: Target,
+    registry: Arc<Registry>,
+}
+
+/// The kernels loaded into one device's context, and the disk cache they come from.
+#[derive(Debug)]
+struct Registry {
     cache: KernelCache,
     modules: Mutex<HashMap<ModuleSpec, Arc<CudaModule>>>,
     kernels: Mutex<HashMap<ModuleSpec, HashMap<String, Kernel>>>,
+}
+
+impl Registry {
+    fn new(cache: KernelCache) -> Arc<Registry> {
+        Arc::new(Registry {
+            cache,
+            modules: Mutex::new(HashMap::new()),
+            kernels: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The registry every [`GpuDevice::open`] of device `ordinal` in this process shares.
+    fn shared(ordinal: usize) -> Arc<Registry> {
+        static SHARED: OnceLock<Mutex<HashMap<usize, Arc<Registry>>>> = OnceLock::new();
+        let map = SHARED.get_or_init(|| Mutex::new(HashMap::new()));
+        match map.lock() {
+            Ok(mut m) => m
+                .entry(ordinal)
+                .or_insert_with(|| Registry::new(KernelCache::at_default_location()))
+                .clone(),
+            // A thread panicked while registering: a private registry is still correct.
+            Err(_) => Registry::new(KernelCache::at_default_location()),
+        }
+    }
 }
 
 impl std::fmt::Debug for GpuDevice {
@@ -192,13 +230,23 @@ impl GpuDevice {
         })
     }
 
-    /// Opens device `ordinal` with the kernel cache at its default location.
+    /// Opens device `ordinal` with the kernel cache at its default location, sharing the
+    /// loaded kernels with every other handle this process opened this way (a new stream each
+    /// time).
     pub fn open(ordinal: usize) -> Result<GpuDevice, GpuError> {
-        GpuDevice::open_with_cache(ordinal, KernelCache::at_default_location())
+        GpuDevice::open_in(ordinal, || Registry::shared(ordinal))
     }
 
-    /// Opens device `ordinal` with the given kernel cache.
+    /// Opens device `ordinal` with the given kernel cache and a registry of its own (nothing
+    /// loaded yet).
     pub fn open_with_cache(ordinal: usize, cache: KernelCache) -> Result<GpuDevice, GpuError> {
+        GpuDevice::open_in(ordinal, || Registry::new(cache))
+    }
+
+    fn open_in(
+        ordinal: usize,
+        registry: impl FnOnce() -> Arc<Registry>,
+    ) -> Result<GpuDevice, GpuError> {
         let count = device_count()?;
         if ordinal >= count {
             return Err(GpuError::NoDevice { ordinal, count });
@@ -224,9 +272,7 @@ impl GpuDevice {
                     stream,
                     props,
                     target,
-                    cache,
-                    modules: Mutex::new(HashMap::new()),
-                    kernels: Mutex::new(HashMap::new()),
+                    registry: registry(),
                 }),
             })
         })
@@ -247,9 +293,9 @@ impl GpuDevice {
         self.target
     }
 
-    /// Counters of the kernel cache.
+    /// Counters of the kernel cache (of every handle sharing this one's registry).
     pub fn cache_stats(&self) -> CacheStats {
-        self.cache.stats()
+        self.registry.cache.stats()
     }
 
     /// Free and total device memory, bytes.
@@ -275,22 +321,23 @@ impl GpuDevice {
     }
 
     fn module(&self, spec: &ModuleSpec) -> Result<Arc<CudaModule>, GpuError> {
-        let mut modules = self.modules.lock().map_err(|_| GpuError::InvalidInput {
+        let reg = &self.registry;
+        let mut modules = reg.modules.lock().map_err(|_| GpuError::InvalidInput {
             what: "kernel registry".into(),
             reason: "a thread panicked while holding the registry lock".into(),
         })?;
         if let Some(m) = modules.get(spec) {
             return Ok(m.clone());
         }
-        let (image, key, from_disk) = self.cache.get_or_compile(spec, self.target)?;
+        let (image, key, from_disk) = reg.cache.get_or_compile(spec, self.target)?;
         let module = match self.ctx.load_module(Ptx::from_binary(image)) {
             Ok(m) => m,
             Err(e) if from_disk => {
                 // The entry decoded but the driver refuses it: drop it and build afresh.
                 let _ = e;
-                self.cache.invalidate(&key);
+                reg.cache.invalidate(&key);
                 let fresh = compile_module(spec, self.target)?;
-                self.cache.store(&key, &fresh);
+                reg.cache.store(&key, &fresh);
                 self.ctx
                     .load_module(Ptx::from_binary(fresh))
                     .during(|| format!("loading module {spec}"))?
@@ -305,7 +352,7 @@ impl GpuDevice {
     /// the module on first use.
     pub fn kernel(&self, spec: &ModuleSpec, entry: &str) -> Result<Kernel, GpuError> {
         // The hot path (every launch): a lookup without allocating.
-        if let Ok(k) = self.kernels.lock() {
+        if let Ok(k) = self.registry.kernels.lock() {
             if let Some(k) = k.get(spec).and_then(|m| m.get(entry)) {
                 return Ok(k.clone());
             }
@@ -328,7 +375,7 @@ impl GpuDevice {
             attrs,
             func,
         };
-        if let Ok(mut m) = self.kernels.lock() {
+        if let Ok(mut m) = self.registry.kernels.lock() {
             m.entry(spec.clone())
                 .or_default()
                 .insert(entry.to_string(), k.clone());

@@ -136,6 +136,36 @@ fn disk_cache_is_used_and_repaired_on_the_device(_dev: GpuDevice) {
     assert_eq!((s.corrupt, s.misses), (1, 1));
 }
 
+/// Handles opened with `GpuDevice::open` share the loaded kernels (a second handle reads neither
+/// the disk cache nor loads a module again) and each runs on its own stream.
+fn opened_handles_share_loaded_kernels(dev: GpuDevice) {
+    let spec = ModuleSpec::plain(KernelSource::Precond);
+    dev.kernel(&spec, "diag_scale").unwrap();
+    let before = dev.cache_stats();
+    let other = GpuDevice::open(0).unwrap();
+    other.kernel(&spec, "diag_scale").unwrap();
+    let after = other.cache_stats();
+    assert_eq!(
+        (after.hits, after.misses),
+        (before.hits, before.misses),
+        "the second handle found the module loaded"
+    );
+    // Both handles launch it, each on its own stream, with their own buffers.
+    for h in [&dev, &other] {
+        let d = h.upload(&[2.0, 3.0]).unwrap();
+        let mut x = h.upload(&[1.0, 0.5]).unwrap();
+        autopcg_gpu::kernels::precond::diag_scale(
+            h,
+            autopcg_gpu::kernels::precond::Loads::Scalar,
+            LaunchConfig::new(64, 1),
+            &d,
+            &mut x,
+        )
+        .unwrap();
+        assert_eq!(h.download(&x).unwrap(), vec![2.0, 1.5]);
+    }
+}
+
 fn memory_round_trips(dev: GpuDevice) {
     let mut r = common::rng(1);
     for n in [0usize, 1, 2, 1000, 100_003] {
@@ -209,6 +239,7 @@ autopcg_gpu::test_main! {
         discovery_and_properties,
         registry_compiles_everything_and_reads_attributes,
         disk_cache_is_used_and_repaired_on_the_device,
+        opened_handles_share_loaded_kernels,
         memory_round_trips,
         timer_and_time_kernel,
     ],
