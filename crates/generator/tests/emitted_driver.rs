@@ -168,12 +168,28 @@ fn cpu_iterations(name: &str, plan: &SavedPlan) -> usize {
 
 fn the_emitted_driver_runs_every_plan_like_the_rust_solver(clang: &str) {
     let tmp = tempfile::tempdir().unwrap();
-    for (i, (label, plan)) in plans().into_iter().enumerate() {
+    let plans = plans();
+    // Each plan's compile and emulated run is serial: run the plans side by side (they are
+    // independent), then check them in order.
+    let outputs: Vec<Output> = std::thread::scope(|s| {
+        let jobs: Vec<_> = plans
+            .iter()
+            .enumerate()
+            .map(|(i, (label, plan))| {
+                let dir = tmp.path().join(format!("p{i}"));
+                s.spawn(move || {
+                    build(clang, plan, &dir);
+                    let mtx = fixture_path(label.split(' ').next().unwrap_or_default());
+                    run(&dir, &[mtx.to_str().unwrap(), "--json"], &[])
+                })
+            })
+            .collect();
+        jobs.into_iter()
+            .map(|j| j.join().expect("a plan's build and run"))
+            .collect()
+    });
+    for ((label, plan), o) in plans.into_iter().zip(outputs) {
         let name = label.split(' ').next().unwrap_or_default().to_string();
-        let dir = tmp.path().join(format!("p{i}"));
-        build(clang, &plan, &dir);
-        let mtx = fixture_path(&name);
-        let o = run(&dir, &[mtx.to_str().unwrap(), "--json"], &[]);
         let j = json(&o);
         assert_eq!(o.status.code(), Some(0), "{label}: {j}");
         assert_eq!(j["converged"], true, "{label}");
