@@ -1,6 +1,7 @@
 //! Which performance model chooses a plan: the one model-resolution function every command
 //! uses (`resolve_model`, with the `gpu` feature; without it there are no models and a named
-//! model file is an error).
+//! model file is an error). A model file is parsed once per process: later resolutions of the
+//! same file (same length and modification time) reuse it.
 use std::path::PathBuf;
 
 #[cfg(feature = "gpu")]
@@ -74,10 +75,7 @@ pub fn resolve_model(choice: &ModelChoice, device: Option<&str>) -> Result<Resol
     match choice {
         ModelChoice::Off => Ok(ResolvedModel::default()),
         ModelChoice::File(p) => {
-            let file = match device {
-                Some(name) => ModelFile::load_for_device(p, name)?,
-                None => ModelFile::load(p)?,
-            };
+            let file = load_cached(p, device)?;
             Ok(ResolvedModel {
                 model: Some(LoadedModel {
                     file,
@@ -104,7 +102,7 @@ pub fn resolve_model(choice: &ModelChoice, device: Option<&str>) -> Result<Resol
                             .join(", ")
                     )],
                 }),
-                Some(p) => match ModelFile::load_for_device(&p, name) {
+                Some(p) => match load_cached(&p, Some(name)) {
                     Ok(file) => Ok(ResolvedModel {
                         model: Some(LoadedModel { file, path: p }),
                         notes: Vec::new(),
@@ -116,5 +114,72 @@ pub fn resolve_model(choice: &ModelChoice, device: Option<&str>) -> Result<Resol
                 },
             }
         }
+    }
+}
+
+/// [`ModelFile::load`] (and the device check of [`ModelFile::load_for_device`] when `device` is
+/// given), parsing a file only the first time this process sees it with its current length and
+/// modification time: a model file is some hundred kilobytes of JSON, and parsing it again cost
+/// a warm setup more than everything else on small matrices.
+#[cfg(feature = "gpu")]
+fn load_cached(
+    path: &std::path::Path,
+    device: Option<&str>,
+) -> Result<ModelFile, autopcg_model::ModelError> {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    use std::time::SystemTime;
+    type Stamp = (u64, Option<SystemTime>);
+    static CACHE: OnceLock<Mutex<HashMap<PathBuf, (Stamp, ModelFile)>>> = OnceLock::new();
+    let stamp: Option<Stamp> = std::fs::metadata(path)
+        .ok()
+        .map(|m| (m.len(), m.modified().ok()));
+    let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
+    let hit = stamp.and_then(|st| {
+        let c = cache.lock().ok()?;
+        c.get(path)
+            .filter(|(s, _)| *s == st && st.1.is_some())
+            .map(|(_, m)| m.clone())
+    });
+    let file = match hit {
+        Some(m) => m,
+        None => {
+            let m = ModelFile::load(path)?;
+            if let (Some(st), Ok(mut c)) = (stamp, cache.lock()) {
+                c.insert(path.to_path_buf(), (st, m.clone()));
+            }
+            m
+        }
+    };
+    if let Some(name) = device {
+        file.check_device(path, name)?;
+    }
+    Ok(file)
+}
+
+#[cfg(all(test, feature = "gpu"))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_model_file_is_parsed_once_until_it_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("m.json");
+        let shipped = std::fs::read_to_string("../../models/nvidia-h200.json").unwrap();
+        std::fs::write(&p, &shipped).unwrap();
+        let choice = ModelChoice::File(p.clone());
+        let a = resolve_model(&choice, Some("NVIDIA H200")).unwrap();
+        let b = resolve_model(&choice, None).unwrap();
+        assert_eq!(
+            a.model.unwrap().file.device.name,
+            b.model.unwrap().file.device.name
+        );
+        // The device check still applies to a cached file.
+        assert!(resolve_model(&choice, Some("NVIDIA H100 80GB HBM3")).is_err());
+        // A changed file (another length) is read again: here it no longer parses.
+        std::fs::write(&p, "{ not a model").unwrap();
+        assert!(resolve_model(&choice, None).is_err());
+        std::fs::write(&p, &shipped).unwrap();
+        assert!(resolve_model(&choice, None).is_ok());
     }
 }

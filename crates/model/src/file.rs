@@ -261,14 +261,21 @@ impl ModelFile {
     ) -> Result<ModelFile, ModelError> {
         let path = path.as_ref();
         let m = ModelFile::load(path)?;
-        if m.device.name != device_name && m.device.slug() != device_slug(device_name) {
+        m.check_device(path, device_name)?;
+        Ok(m)
+    }
+
+    /// Whether this model (read from `path`) is for the device called `device_name` (the same
+    /// name, or same [`device_slug`]); [`ModelError::WrongDevice`] if not.
+    pub fn check_device(&self, path: &Path, device_name: &str) -> Result<(), ModelError> {
+        if self.device.name != device_name && self.device.slug() != device_slug(device_name) {
             return Err(ModelError::WrongDevice {
                 path: path.to_path_buf(),
-                file_device: m.device.name.clone(),
+                file_device: self.device.name.clone(),
                 device: device_name.to_string(),
             });
         }
-        Ok(m)
+        Ok(())
     }
 }
 
