@@ -88,7 +88,7 @@ pub(crate) fn solve(
         // Every block runs the fixed rule's plan for its local part (per-block model plans
         // are not wired yet); the halo parts use the CSR scalar kernel.
         Some(dev) => autopcg_solver::blocks::gpu::solve_blocks_gpu(
-            dev,
+            &vec![dev.clone(); s.nblocks],
             a,
             b,
             x0,

@@ -368,6 +368,12 @@ impl std::fmt::Debug for GpuEvent {
 /// no fixed order unless events order it; both share the device's primary context, so their
 /// buffers can be copied into each other with plain device-to-device copies.
 impl GpuDevice {
+    /// Whether `other` is a clone of this handle (the same stream and kernel registry), as
+    /// opposed to another [`GpuDevice::open`] of some device.
+    pub fn same_handle(&self, other: &GpuDevice) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
     /// Whether `other`'s buffers live in this handle's context (same device, primary context):
     /// then a copy between them is a device-to-device copy, otherwise a peer copy.
     pub fn shares_context(&self, other: &GpuDevice) -> bool {

@@ -8,17 +8,12 @@ use autopcg_solver::blocks::{
 use autopcg_solver::{pcg, solve_cpu, PcgBackend, PcgError, PcgParams, PrecondKind};
 use autopcg_sparse::blocks::{BlockSplit, RowPartition};
 use autopcg_sparse::families::poisson3d_7pt;
-use autopcg_sparse::mm::{read_matrix, ReadOptions};
 use autopcg_sparse::CsrMatrix;
 use proptest::prelude::*;
-use std::ops::ControlFlow;
 
-fn fixture(name: &str) -> CsrMatrix {
-    let path = format!("../../matrices/{name}.mtx");
-    read_matrix(&path, &ReadOptions::default())
-        .unwrap_or_else(|e| panic!("{path}: {e}"))
-        .matrix
-}
+mod blocks_common;
+use blocks_common::{fixture, fixtures_and_poisson};
+use std::ops::ControlFlow;
 
 fn params(max_iter: usize) -> PcgParams {
     PcgParams::new()
@@ -32,22 +27,14 @@ fn params(max_iter: usize) -> PcgParams {
 
 /// The test matrices: every fixture and a generated 3D Poisson.
 fn matrices() -> Vec<(String, CsrMatrix)> {
-    let mut m: Vec<(String, CsrMatrix)> = [
+    fixtures_and_poisson(&[
         "bcsstk01",
         "1138_bus",
         "bcsstk13",
         "fem2d_3000",
         "poisson3d_16",
         "s3rmt3m3",
-    ]
-    .iter()
-    .map(|n| (n.to_string(), fixture(n)))
-    .collect();
-    m.push((
-        "poisson3d_7pt 24^3".into(),
-        poisson3d_7pt(24, 24, 24).unwrap(),
-    ));
-    m
+    ])
 }
 
 /// Iterations of a converged solve (unsplit when `blocks` is `None`), with its true residual

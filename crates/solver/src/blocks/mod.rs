@@ -7,6 +7,8 @@
 //! - [`transport`]: the [`Transport`] trait and the in-process transport [`InProcess`].
 //! - [`cpu`]: the host backend [`BlockCpuBackend`], run by the unsplit driver
 //!   ([`crate::pcg()`]): same stopping rule, true-residual check and residual replacement.
+//! - [`gpu`] (with the `gpu` feature): the device backend [`BlockGpuBackend`], blocks on one or
+//!   several devices, and [`solve_blocks_gpu`].
 //! - [`BlockPrecond`]: the preconditioner per block, and [`solve_blocks_cpu`].
 //!
 //! # What the split does to the preconditioner
@@ -35,7 +37,7 @@ use serde::Serialize;
 
 pub use cpu::BlockCpuBackend;
 #[cfg(feature = "gpu")]
-pub use gpu::{solve_blocks_gpu, BlockGpuBackend, DeviceTransport, OneDevice};
+pub use gpu::{solve_blocks_gpu, BlockGpuBackend, BlockTraffic};
 pub use transport::{InProcess, Transport};
 
 use crate::scaling::ScaleFactors;
@@ -182,18 +184,7 @@ pub fn solve_blocks_cpu_with(
     callback: impl FnMut(&IterRecord) -> ControlFlow<()>,
 ) -> Result<BlockSolve, SolveFailure> {
     let t0 = Instant::now();
-    if b.len() != a.nrows() {
-        return Err(PcgError::Dimension(format!(
-            "right-hand side has length {}, the matrix has {} rows",
-            b.len(),
-            a.nrows()
-        ))
-        .into());
-    }
-    let factors = ScaleFactors::for_system(a, b);
-    let scaled: Cow<'_, CsrMatrix> = factors.scale_matrix(a);
-    let split = BlockSplit::new(&scaled, partition)
-        .map_err(|e| PcgError::InvalidParameter(format!("block split: {e}")))?;
+    let (factors, scaled, split) = scaled_split(a, b, partition)?;
     let dropped = match kind {
         PrecondKind::SsorAi { .. } => split.blocks().iter().map(|b| b.halo.nnz()).sum(),
         _ => 0,
@@ -226,4 +217,74 @@ pub fn solve_blocks_cpu_with(
         }
         Err(error) => Err(SolveFailure { error, x: None }),
     }
+}
+
+/// The system scaled like [`crate::solve_cpu`] scales it (powers of two, for a badly scaled
+/// one) and its split into the row blocks of `partition`: the first steps of every block solve.
+pub(crate) fn scaled_split<'a>(
+    a: &'a CsrMatrix,
+    b: &[f64],
+    partition: RowPartition,
+) -> Result<(ScaleFactors, Cow<'a, CsrMatrix>, BlockSplit), PcgError> {
+    if b.len() != a.nrows() {
+        return Err(PcgError::Dimension(format!(
+            "right-hand side has length {}, the matrix has {} rows",
+            b.len(),
+            a.nrows()
+        )));
+    }
+    let factors = ScaleFactors::for_system(a, b);
+    let scaled: Cow<'a, CsrMatrix> = factors.scale_matrix(a);
+    let split = BlockSplit::new(&scaled, partition)
+        .map_err(|e| PcgError::InvalidParameter(format!("block split: {e}")))?;
+    Ok((factors, scaled, split))
+}
+
+/// Checks a (scaled) system before a block backend is built from it: `a` square, `split` over
+/// its rows, `b` and `x0` of its length, and a positive diagonal (reported unscaled, for the
+/// preconditioner named `precond`).
+pub(crate) fn check_block_system(
+    a: &CsrMatrix,
+    split: &BlockSplit,
+    b: &[f64],
+    x0: Option<&[f64]>,
+    scale: &ScaleFactors,
+    precond: &str,
+) -> Result<(), PcgError> {
+    let n = a.nrows();
+    if a.ncols() != n {
+        return Err(PcgError::Dimension(format!(
+            "the matrix must be square, got {} x {}",
+            n,
+            a.ncols()
+        )));
+    }
+    if split.partition().nrows() != n {
+        return Err(PcgError::Dimension(format!(
+            "the block split covers {} rows, the matrix has {n}",
+            split.partition().nrows()
+        )));
+    }
+    if b.len() != n {
+        return Err(PcgError::Dimension(format!(
+            "right-hand side has length {}, the matrix has {n} rows",
+            b.len()
+        )));
+    }
+    if let Some(x0) = x0 {
+        if x0.len() != n {
+            return Err(PcgError::Dimension(format!(
+                "initial guess has length {}, the matrix has {n} rows",
+                x0.len()
+            )));
+        }
+    }
+    if let Some((row, value)) = crate::scaling::first_bad_diagonal(a) {
+        return Err(PcgError::BadDiagonal {
+            row,
+            value: crate::scaling::ldexp(value, -scale.matrix_exp),
+            precond: precond.to_string(),
+        });
+    }
+    Ok(())
 }
