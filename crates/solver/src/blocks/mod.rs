@@ -42,7 +42,7 @@ pub use transport::{InProcess, Transport};
 
 use crate::scaling::ScaleFactors;
 use crate::{
-    pcg, IterRecord, PcgError, PcgInfo, PcgParams, PrecondKind, Preconditioner, SolveFailure,
+    pcg, IterRecord, PcgError, PcgInfo, PcgParams, Plan, PrecondKind, Preconditioner, SolveFailure,
 };
 
 /// The preconditioner of a block split: one per block, built on the block's local part.
@@ -122,6 +122,44 @@ pub struct BlockReport {
     /// Milliseconds spent splitting the matrix and building the blocks' preconditioners and
     /// vectors (0 until the backend is built).
     pub setup_ms: f64,
+    /// The GPU of every block, by driver ordinal (empty on the CPU).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub devices: Vec<usize>,
+    /// How the GPU count was chosen, when it was (`--gpus auto`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gpu_count: Option<GpuCountReport>,
+    /// The sub-plan of every block (its local part's plan, then its halo part's multiply),
+    /// when the blocks were planned one by one.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub block_plans: Vec<Plan>,
+}
+
+/// The GPU count a solve chose and the predictions it chose from.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GpuCountReport {
+    /// The count chosen.
+    pub chosen: usize,
+    /// GPUs present.
+    pub found: usize,
+    /// The link figures the predictions assumed (their name says whether they are defaults).
+    pub link: String,
+    /// Every count considered.
+    pub options: Vec<GpuCountPrediction>,
+}
+
+/// The predicted time per iteration on one GPU count.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GpuCountPrediction {
+    /// GPUs (= row blocks).
+    pub gpus: usize,
+    /// The slowest block's compute, microseconds.
+    pub compute_us: f64,
+    /// The slowest block's halo over the link, microseconds.
+    pub halo_us: f64,
+    /// The all-reduce of the dots, microseconds.
+    pub allreduce_us: f64,
+    /// Their sum, microseconds.
+    pub predicted_us: f64,
 }
 
 impl BlockReport {
@@ -135,6 +173,9 @@ impl BlockReport {
             all_reduces_per_iteration: 1,
             precond_dropped_couplings: dropped,
             setup_ms: 0.0,
+            devices: Vec::new(),
+            gpu_count: None,
+            block_plans: Vec::new(),
         }
     }
 }
