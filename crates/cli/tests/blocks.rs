@@ -84,14 +84,19 @@ fn bad_block_counts_are_usage_errors() {
         (vec!["--blocks", "x"], "--blocks"),
         (vec!["--blocks", "2", "--plan", "plan.json"], "--plan"),
     ] {
-        let mut a = vec!["solve", "../../matrices/bcsstk01.mtx"];
-        a.extend(args.iter().copied());
-        let o = run(&a);
-        assert_eq!(o.status.code(), Some(2), "{args:?}: {o:?}");
-        let e = String::from_utf8_lossy(&o.stderr);
-        assert!(e.contains(needle), "{args:?}: {e}");
-        assert!(!e.contains("panicked"), "{e}");
+        assert_usage_error(&args, needle);
     }
+}
+
+/// `solve bcsstk01.mtx ARGS` exits 2 with `needle` in its message, without panicking.
+fn assert_usage_error(args: &[&str], needle: &str) {
+    let mut a = vec!["solve", "../../matrices/bcsstk01.mtx"];
+    a.extend(args.iter().copied());
+    let o = run(&a);
+    assert_eq!(o.status.code(), Some(2), "{args:?}: {o:?}");
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(e.contains(needle), "{args:?}: {e}");
+    assert!(!e.contains("panicked"), "{e}");
 }
 
 /// Whether this machine has a usable GPU (then the tests that need none are skipped).
@@ -106,30 +111,16 @@ fn gpus_present() -> usize {
 fn more_gpus_than_present_is_a_usage_error_naming_the_count() {
     let found = gpus_present();
     let want = (found + 1).to_string();
-    let o = run(&[
-        "solve",
-        "../../matrices/bcsstk01.mtx",
-        "--precond",
-        "jacobi",
-        "--gpus",
-        &want,
-    ]);
-    assert_eq!(o.status.code(), Some(2), "{o:?}");
-    let e = String::from_utf8_lossy(&o.stderr);
-    assert!(e.contains(&format!("--gpus {want}")), "{e}");
     let count = if found == 1 {
         "1 GPU was found".to_string()
     } else {
         format!("{found} GPUs were found")
     };
-    assert!(e.contains(&count), "{e}");
-    assert!(!e.contains("panicked"), "{e}");
+    assert_usage_error(&["--precond", "jacobi", "--gpus", &want], &count);
+    assert_usage_error(&["--gpus", &want], &format!("--gpus {want} needs"));
     if found == 0 {
         // auto needs at least one.
-        let o = run(&["solve", "../../matrices/bcsstk01.mtx", "--gpus", "auto"]);
-        assert_eq!(o.status.code(), Some(2), "{o:?}");
-        let e = String::from_utf8_lossy(&o.stderr);
-        assert!(e.contains("0 GPUs were found"), "{e}");
+        assert_usage_error(&["--gpus", "auto"], "0 GPUs were found");
     }
 }
 
@@ -143,13 +134,7 @@ fn gpus_is_refused_with_blocks_plan_the_cpu_and_bad_counts() {
         (vec!["--gpus", "two"], "not a GPU count"),
         (vec!["--gpus", "49"], "only 48 rows"),
     ] {
-        let mut a = vec!["solve", "../../matrices/bcsstk01.mtx"];
-        a.extend(args.iter().copied());
-        let o = run(&a);
-        assert_eq!(o.status.code(), Some(2), "{args:?}: {o:?}");
-        let e = String::from_utf8_lossy(&o.stderr);
-        assert!(e.contains(needle), "{args:?}: {e}");
-        assert!(!e.contains("panicked"), "{e}");
+        assert_usage_error(&args, needle);
     }
 }
 

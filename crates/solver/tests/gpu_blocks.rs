@@ -130,6 +130,26 @@ fn assert_near_unsplit(
     );
 }
 
+/// A split solve converged, its true residual (reported and recomputed) below the tolerance,
+/// its count near the unsplit one.
+fn assert_split_solve(
+    a: &CsrMatrix,
+    name: &str,
+    kind: PrecondKind,
+    n: usize,
+    info: &PcgInfo,
+    x: &[f64],
+    unsplit: usize,
+) {
+    assert!(info.converged, "{name} {kind:?} {n}: {info:?}");
+    assert!(
+        info.true_relative_residual <= TOL,
+        "{name} {kind:?} {n}: {info:?}"
+    );
+    assert!(rel_residual(a, x) <= 10.0 * TOL, "{name} {kind:?} {n}");
+    assert_near_unsplit(a, name, kind, n, info.iterations, unsplit);
+}
+
 fn none_and_jacobi_match_the_unsplit_gpu_solve(dev: GpuDevice) {
     for (name, a) in matrices() {
         for kind in [PrecondKind::None, PrecondKind::Jacobi] {
@@ -143,13 +163,7 @@ fn none_and_jacobi_match_the_unsplit_gpu_solve(dev: GpuDevice) {
                     "{name:<20} {kind:<8} blocks {n}: {} iterations (unsplit GPU {unsplit})",
                     info.iterations
                 );
-                assert!(info.converged, "{name} {kind:?} {n}: {info:?}");
-                assert!(
-                    info.true_relative_residual <= TOL,
-                    "{name} {kind:?} {n}: {info:?}"
-                );
-                assert!(rel_residual(&a, &x) <= 10.0 * TOL, "{name} {kind:?} {n}");
-                assert_near_unsplit(&a, &name, kind, n, info.iterations, unsplit);
+                assert_split_solve(&a, &name, kind, n, &info, &x, unsplit);
             }
         }
     }
@@ -200,13 +214,7 @@ fn blocks_on_their_own_streams_match_the_unsplit_solve(dev: GpuDevice) {
                      GPU {unsplit})",
                     info.iterations, one.iterations
                 );
-                assert!(info.converged, "{name} {kind:?} {n}: {info:?}");
-                assert!(
-                    info.true_relative_residual <= TOL,
-                    "{name} {kind:?} {n}: {info:?}"
-                );
-                assert!(rel_residual(&a, &x) <= 10.0 * TOL, "{name} {kind:?} {n}");
-                assert_near_unsplit(&a, &name, kind, n, info.iterations, unsplit);
+                assert_split_solve(&a, &name, kind, n, &info, &x, unsplit);
                 // The same sums in the same order as on one handle; only a kernel that adds
                 // with atomics (some SpMV forms) may round differently.
                 assert_near_unsplit(&a, &name, kind, n, info.iterations, one.iterations);
@@ -231,17 +239,20 @@ fn three_handles_make_three_lanes_and_move_the_slots(dev: GpuDevice) {
         .zip(pre.blocks())
         .map(|(blk, p)| gpu_choice(&blk.local, p, dev.props()))
         .collect();
-    let mut backend = BlockGpuBackend::new(
-        &devices,
-        &a,
-        &split,
-        pre.blocks(),
-        &choices,
-        &b,
-        None,
-        autopcg_solver::scaling::ScaleFactors::IDENTITY,
-    )
-    .unwrap();
+    let build = |devices: &[GpuDevice]| {
+        BlockGpuBackend::new(
+            devices,
+            &a,
+            &split,
+            pre.blocks(),
+            &choices,
+            &b,
+            None,
+            autopcg_solver::scaling::ScaleFactors::IDENTITY,
+        )
+        .unwrap()
+    };
+    let mut backend = build(&devices);
     assert_eq!(backend.lanes(), 3);
     let info = pcg(&mut backend, &params(), |_| ControlFlow::Continue(())).unwrap();
     assert!(info.converged, "{info:?}");
@@ -256,17 +267,7 @@ fn three_handles_make_three_lanes_and_move_the_slots(dev: GpuDevice) {
         "{t:?}"
     );
     // The same handle for every block: one lane, nothing moved between lanes.
-    let mut one = BlockGpuBackend::new(
-        &vec![dev.clone(); 3],
-        &a,
-        &split,
-        pre.blocks(),
-        &choices,
-        &b,
-        None,
-        autopcg_solver::scaling::ScaleFactors::IDENTITY,
-    )
-    .unwrap();
+    let mut one = build(&vec![dev.clone(); 3]);
     assert_eq!(one.lanes(), 1);
     let info1 = pcg(&mut one, &params(), |_| ControlFlow::Continue(())).unwrap();
     assert!(info1.converged, "{info1:?}");

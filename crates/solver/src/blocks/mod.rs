@@ -306,18 +306,17 @@ pub(crate) fn check_block_system(
             split.partition().nrows()
         )));
     }
-    if b.len() != n {
-        return Err(PcgError::Dimension(format!(
-            "right-hand side has length {}, the matrix has {n} rows",
-            b.len()
-        )));
-    }
-    if let Some(x0) = x0 {
-        if x0.len() != n {
-            return Err(PcgError::Dimension(format!(
-                "initial guess has length {}, the matrix has {n} rows",
-                x0.len()
-            )));
+    for (what, len) in [
+        ("right-hand side", Some(b.len())),
+        ("initial guess", x0.map(<[f64]>::len)),
+    ] {
+        match len {
+            Some(len) if len != n => {
+                return Err(PcgError::Dimension(format!(
+                    "{what} has length {len}, the matrix has {n} rows"
+                )))
+            }
+            _ => {}
         }
     }
     if let Some((row, value)) = crate::scaling::first_bad_diagonal(a) {
