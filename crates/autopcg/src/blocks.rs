@@ -11,7 +11,7 @@ use std::ops::ControlFlow;
 use std::str::FromStr;
 use std::time::Instant;
 
-use autopcg_solver::blocks::{solve_blocks_cpu_with, BlockReport};
+use autopcg_solver::blocks::{solve_blocks_cpu_with, BlockProblem, BlockReport};
 use autopcg_solver::{IterRecord, PcgError, PcgParams, Plan, PrecondKind};
 use autopcg_sparse::blocks::RowPartition;
 use autopcg_sparse::CsrMatrix;
@@ -302,6 +302,7 @@ pub(crate) fn solve(
         }
     };
     let partition_ms = tp.elapsed().as_secs_f64() * 1e3;
+    let problem = BlockProblem::new(a, b, &kind, &params).with_x0(x0);
     let mut report: Option<BlockReport> = None;
     let t0 = Instant::now();
     #[cfg(feature = "gpu")]
@@ -314,11 +315,7 @@ pub(crate) fn solve(
         // plan has none); the halo parts use the CSR scalar kernel.
         Some(devices) => autopcg_solver::blocks::gpu::solve_blocks_gpu(
             devices,
-            a,
-            b,
-            x0,
-            &kind,
-            &params,
+            &problem,
             partition,
             |i, local, pre| {
                 plans
@@ -331,10 +328,10 @@ pub(crate) fn solve(
             },
             &mut report,
         ),
-        None => solve_blocks_cpu_with(a, b, x0, &kind, &params, partition, &mut report, progress),
+        None => solve_blocks_cpu_with(&problem, partition, &mut report, progress),
     };
     #[cfg(not(feature = "gpu"))]
-    let result = solve_blocks_cpu_with(a, b, x0, &kind, &params, partition, &mut report, progress);
+    let result = solve_blocks_cpu_with(&problem, partition, &mut report, progress);
     if let Some(r) = report.as_mut() {
         r.devices = placed.ordinals.clone();
         r.gpu_count = placed.gpu_count.clone();

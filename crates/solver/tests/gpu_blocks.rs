@@ -17,7 +17,7 @@
 use autopcg_generator::fallback::gpu_choice;
 use autopcg_gpu::GpuDevice;
 use autopcg_solver::blocks::{
-    solve_blocks_cpu, solve_blocks_gpu, BlockGpuBackend, BlockPrecond, BlockReport,
+    solve_blocks_cpu, solve_blocks_gpu, BlockGpuBackend, BlockPrecond, BlockProblem, BlockReport,
 };
 use autopcg_solver::gpu::solve_gpu;
 use autopcg_solver::{pcg, PcgInfo, PcgParams, PrecondKind, Preconditioner};
@@ -66,13 +66,10 @@ fn blocks_on(devices: &[GpuDevice], a: &CsrMatrix, kind: PrecondKind) -> (PcgInf
     let n = devices.len();
     let part = RowPartition::by_default_costs(a, n).unwrap();
     let mut report: Option<BlockReport> = None;
+    let (b, p) = (rhs(a), params());
     let s = solve_blocks_gpu(
         devices,
-        a,
-        &rhs(a),
-        None,
-        &kind,
-        &params(),
+        &BlockProblem::new(a, &b, &kind, &p),
         part,
         |i, local, pre| gpu_choice(local, pre, devices[i].props()),
         &mut report,
@@ -97,9 +94,13 @@ fn own_handles(dev: &GpuDevice, n: usize) -> Vec<GpuDevice> {
 fn blocks_cpu(a: &CsrMatrix, kind: PrecondKind, n: usize) -> PcgInfo {
     let part = RowPartition::by_default_costs(a, n).unwrap();
     let mut report = None;
-    solve_blocks_cpu(a, &rhs(a), None, &kind, &params(), part, &mut report)
-        .unwrap_or_else(|e| panic!("cpu {kind:?} on {n} blocks: {}", e.error))
-        .info
+    solve_blocks_cpu(
+        &BlockProblem::new(a, &rhs(a), &kind, &params()),
+        part,
+        &mut report,
+    )
+    .unwrap_or_else(|e| panic!("cpu {kind:?} on {n} blocks: {}", e.error))
+    .info
 }
 
 fn rel_residual(a: &CsrMatrix, x: &[f64]) -> f64 {

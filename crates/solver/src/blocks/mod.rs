@@ -189,8 +189,47 @@ pub struct BlockSolve {
     pub info: PcgInfo,
 }
 
-/// Solves `A x = b` on the CPU with `a` split into the row blocks of `partition`, from `x0`
-/// (zero when `None`), preconditioned per block ([`BlockPrecond`]).
+/// A system `A x = b` to solve split into row blocks: the matrix, the right-hand side, the
+/// initial guess (zero when `None`), the preconditioner and the iteration parameters.
+#[derive(Debug, Clone, Copy)]
+pub struct BlockProblem<'a> {
+    /// The matrix.
+    pub a: &'a CsrMatrix,
+    /// The right-hand side.
+    pub b: &'a [f64],
+    /// The initial guess (zero when `None`).
+    pub x0: Option<&'a [f64]>,
+    /// The preconditioner, built per block ([`BlockPrecond`]).
+    pub kind: &'a PrecondKind,
+    /// Tolerance, iteration limit and the rest.
+    pub params: &'a PcgParams,
+}
+
+impl<'a> BlockProblem<'a> {
+    /// `a x = b` from x0 = 0.
+    pub fn new(
+        a: &'a CsrMatrix,
+        b: &'a [f64],
+        kind: &'a PrecondKind,
+        params: &'a PcgParams,
+    ) -> Self {
+        BlockProblem {
+            a,
+            b,
+            x0: None,
+            kind,
+            params,
+        }
+    }
+
+    /// The same problem from `x0`.
+    pub fn with_x0(self, x0: Option<&'a [f64]>) -> Self {
+        BlockProblem { x0, ..self }
+    }
+}
+
+/// Solves the problem `p` on the CPU with its matrix split into the row blocks of `partition`,
+/// preconditioned per block ([`BlockPrecond`]).
 ///
 /// Like [`crate::solve_cpu`], a badly scaled system is scaled by powers of two first; the
 /// split is then made of the scaled matrix (the same pattern). Returns the solution, or a
@@ -198,32 +237,22 @@ pub struct BlockSolve {
 /// stagnated. `report` receives the split's [`BlockReport`] as soon as it is built (so that a
 /// failed solve can still describe it).
 pub fn solve_blocks_cpu(
-    a: &CsrMatrix,
-    b: &[f64],
-    x0: Option<&[f64]>,
-    kind: &PrecondKind,
-    params: &PcgParams,
+    p: &BlockProblem<'_>,
     partition: RowPartition,
     report: &mut Option<BlockReport>,
 ) -> Result<BlockSolve, SolveFailure> {
-    solve_blocks_cpu_with(a, b, x0, kind, params, partition, report, |_| {
-        ControlFlow::Continue(())
-    })
+    solve_blocks_cpu_with(p, partition, report, |_| ControlFlow::Continue(()))
 }
 
 /// [`solve_blocks_cpu`] with a callback that sees every record the driver examines (see
 /// [`crate::pcg()`]).
-#[allow(clippy::too_many_arguments)]
 pub fn solve_blocks_cpu_with(
-    a: &CsrMatrix,
-    b: &[f64],
-    x0: Option<&[f64]>,
-    kind: &PrecondKind,
-    params: &PcgParams,
+    p: &BlockProblem<'_>,
     partition: RowPartition,
     report: &mut Option<BlockReport>,
     callback: impl FnMut(&IterRecord) -> ControlFlow<()>,
 ) -> Result<BlockSolve, SolveFailure> {
+    let (a, b, x0, kind, params) = (p.a, p.b, p.x0, p.kind, p.params);
     let t0 = Instant::now();
     let (factors, scaled, split) = scaled_split(a, b, partition)?;
     let dropped = match kind {
