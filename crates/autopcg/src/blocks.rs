@@ -1,17 +1,59 @@
-//! Solves with the matrix split into row blocks ([`crate::Solver::blocks`]): the multi-block
-//! PCG of [`autopcg_solver::blocks`] on the CPU, blocks balanced by rows and nonzeros
-//! ([`autopcg_sparse::blocks::default_row_costs`]). The report says how the matrix was split
-//! and what one iteration exchanges.
+//! Solves with the matrix split into row blocks ([`crate::Solver::blocks`],
+//! [`crate::Solver::gpus`]): the multi-block PCG of [`autopcg_solver::blocks`] on the CPU, on
+//! GPU 0 (every block on one stream), or on several GPUs (one block per GPU, each on its own
+//! device handle), blocks balanced by rows and nonzeros
+//! ([`autopcg_sparse::blocks::default_row_costs`]). On a GPU each block's plan comes from the
+//! selection entry point ([`autopcg_generator::blocks::plan_blocks`], the fixed rule where no
+//! model is given). The report says how the matrix was split, what one iteration exchanges,
+//! which GPU holds each block and each block's sub-plan.
+use std::fmt;
 use std::ops::ControlFlow;
+use std::str::FromStr;
 use std::time::Instant;
 
-use autopcg_solver::blocks::{solve_blocks_cpu_with, BlockReport};
+use autopcg_solver::blocks::{solve_blocks_cpu_with, BlockProblem, BlockReport};
 use autopcg_solver::{IterRecord, PcgError, PcgParams, Plan, PrecondKind};
 use autopcg_sparse::blocks::RowPartition;
 use autopcg_sparse::CsrMatrix;
 
 use crate::prepared::SYMMETRY_TOLERANCE;
 use crate::{Device, Error, SetupTimes, Solution, SolveFailure};
+
+/// How many GPUs a split solve runs on ([`crate::Solver::gpus`]), one row block per GPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GpuCount {
+    /// Exactly this many (at least 1): GPUs 0..N.
+    Count(usize),
+    /// The count, up to the GPUs present, with the least predicted time per iteration
+    /// ([`autopcg_generator::blocks::choose_gpu_count`]: the slowest block's bandwidth-bound
+    /// compute on GPU 0's bandwidth, its halo over the link and one all-reduce, with the
+    /// default link figures [`autopcg_generator::blocks::DEFAULT_LINK`], not measured ones).
+    Auto,
+}
+
+impl fmt::Display for GpuCount {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            GpuCount::Count(n) => write!(f, "{n}"),
+            GpuCount::Auto => f.write_str("auto"),
+        }
+    }
+}
+
+impl FromStr for GpuCount {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s.eq_ignore_ascii_case("auto") {
+            return Ok(GpuCount::Auto);
+        }
+        match s.parse::<usize>() {
+            Ok(n) if n >= 1 => Ok(GpuCount::Count(n)),
+            _ => Err(format!(
+                "'{s}' is not a GPU count (expected a whole number >= 1 or auto)"
+            )),
+        }
+    }
+}
 
 /// What [`solve`] needs of the builder.
 pub(crate) struct BlockSettings<'a> {
@@ -21,10 +63,196 @@ pub(crate) struct BlockSettings<'a> {
     pub device: Device,
     pub check_symmetry: bool,
     pub check_every: Option<usize>,
-    pub nblocks: usize,
+    pub nblocks: Option<usize>,
+    pub gpus: Option<GpuCount>,
 }
 
-/// One solve split into `s.nblocks` row blocks.
+/// GPUs the driver reports (0 when there is no usable driver, or no GPU support).
+fn gpus_found() -> usize {
+    #[cfg(feature = "gpu")]
+    if autopcg_gpu::gpu_available() {
+        return autopcg_gpu::GpuDevice::discover().map_or(0, |d| d.len());
+    }
+    0
+}
+
+fn invalid(msg: String) -> SolveFailure {
+    Error::Pcg(PcgError::InvalidParameter(msg)).into()
+}
+
+/// Where the blocks run: the block count and, on GPUs, the handle of every block (one handle
+/// shared by all blocks on GPU 0, or one per GPU) with the GPU-count report.
+struct Placement {
+    nblocks: usize,
+    #[cfg(feature = "gpu")]
+    devices: Option<Vec<autopcg_gpu::GpuDevice>>,
+    ordinals: Vec<usize>,
+    gpu_count: Option<autopcg_solver::blocks::GpuCountReport>,
+}
+
+fn place(s: &BlockSettings, notes: &mut Vec<String>) -> Result<Placement, SolveFailure> {
+    let a = s.a;
+    let nblocks =
+        match (s.nblocks, s.gpus) {
+            (Some(_), Some(_)) => return Err(invalid(
+                "row blocks and GPUs cannot both be given: --gpus N makes N blocks, one per GPU"
+                    .into(),
+            )),
+            (Some(n), None) => n,
+            (None, Some(GpuCount::Count(n))) => n,
+            (None, Some(GpuCount::Auto)) => 1,
+            (None, None) => return Err(invalid("no row blocks asked for".into())),
+        };
+    if nblocks == 0 || nblocks > a.nrows() {
+        return Err(invalid(format!(
+            "cannot split {} rows into {nblocks} non-empty row blocks",
+            a.nrows()
+        )));
+    }
+    if let Some(g) = s.gpus {
+        if s.device == Device::Cpu {
+            return Err(invalid(format!(
+                "--gpus {g} runs the blocks on GPUs; it cannot be combined with the CPU device"
+            )));
+        }
+        let found = gpus_found();
+        if found == 0 || matches!(g, GpuCount::Count(n) if n > found) {
+            return Err(Error::DeviceUnavailable(format!(
+                "--gpus {g} needs {} but {found} GPU{} found",
+                match g {
+                    GpuCount::Count(1) => "1 GPU".to_string(),
+                    GpuCount::Count(n) => format!("{n} GPUs"),
+                    GpuCount::Auto => "at least 1 GPU".to_string(),
+                },
+                if found == 1 { " was" } else { "s were" }
+            ))
+            .into());
+        }
+        #[cfg(feature = "gpu")]
+        return place_on_gpus(a, g, found, notes);
+    }
+    #[cfg(feature = "gpu")]
+    {
+        let devices = match s.device {
+            Device::Gpu => {
+                let dev = crate::device::open_gpu(0).map_err(Error::DeviceUnavailable)?;
+                Some(vec![dev; nblocks])
+            }
+            Device::Auto => {
+                notes.push(
+                    "row blocks run on the CPU unless --device gpu or --gpus is given".to_string(),
+                );
+                None
+            }
+            Device::Cpu => None,
+        };
+        let ordinals = if devices.is_some() {
+            vec![0; nblocks]
+        } else {
+            Vec::new()
+        };
+        Ok(Placement {
+            nblocks,
+            devices,
+            ordinals,
+            gpu_count: None,
+        })
+    }
+    #[cfg(not(feature = "gpu"))]
+    match s.device {
+        Device::Gpu => Err(Error::DeviceUnavailable(
+            "this build has no GPU support (the `gpu` feature is off)".into(),
+        )
+        .into()),
+        Device::Auto | Device::Cpu => {
+            if s.device == Device::Auto {
+                notes.push("row blocks run on the CPU".to_string());
+            }
+            Ok(Placement {
+                nblocks,
+                ordinals: Vec::new(),
+                gpu_count: None,
+            })
+        }
+    }
+}
+
+/// `--gpus`: the count (chosen for `auto`), one handle per GPU 0..count.
+#[cfg(feature = "gpu")]
+fn place_on_gpus(
+    a: &CsrMatrix,
+    g: GpuCount,
+    found: usize,
+    notes: &mut Vec<String>,
+) -> Result<Placement, SolveFailure> {
+    use autopcg_generator::blocks::{bandwidth_gbs, choose_gpu_count, roofline_block_us};
+    use autopcg_solver::blocks::{GpuCountPrediction, GpuCountReport};
+    let first = crate::device::open_gpu(0).map_err(Error::DeviceUnavailable)?;
+    let (n, gpu_count) = match g {
+        GpuCount::Count(n) => (n, None),
+        GpuCount::Auto => {
+            let link = autopcg_generator::blocks::DEFAULT_LINK;
+            let bw = bandwidth_gbs(first.props());
+            let c = choose_gpu_count(a, found, &link, |b| roofline_block_us(b, bw))
+                .map_err(plan_error)?;
+            notes.push(format!(
+                "--gpus auto chose {} of {found} GPUs by predicted time per iteration ({})",
+                c.gpus, link.name
+            ));
+            let options = c
+                .options
+                .iter()
+                .map(|o| GpuCountPrediction {
+                    gpus: o.gpus,
+                    compute_us: o.compute_us,
+                    halo_us: o.halo_us,
+                    allreduce_us: o.allreduce_us,
+                    predicted_us: o.predicted_us,
+                })
+                .collect();
+            let report = GpuCountReport {
+                chosen: c.gpus,
+                found,
+                link: link.name.to_string(),
+                options,
+            };
+            (c.gpus, Some(report))
+        }
+    };
+    let mut devices = vec![first];
+    for ordinal in 1..n {
+        devices.push(crate::device::open_gpu(ordinal).map_err(Error::DeviceUnavailable)?);
+    }
+    Ok(Placement {
+        nblocks: n,
+        devices: Some(devices),
+        ordinals: (0..n).collect(),
+        gpu_count,
+    })
+}
+
+/// The sub-plan of every block of `partition` by the selection entry point
+/// ([`autopcg_generator::blocks::plan_blocks`]) for `target`.
+fn block_plans(
+    a: &CsrMatrix,
+    kind: PrecondKind,
+    partition: &RowPartition,
+    target: autopcg_generator::Target,
+) -> Result<autopcg_generator::blocks::BlockPlans, Error> {
+    let split = autopcg_sparse::blocks::BlockSplit::new(a, partition.clone())
+        .map_err(|e| Error::Pcg(PcgError::InvalidParameter(format!("block split: {e}"))))?;
+    let req = autopcg_generator::PlanRequest::new(a, kind, target);
+    autopcg_generator::blocks::plan_blocks(&req, &split).map_err(plan_error)
+}
+
+fn plan_error(e: autopcg_generator::PlanError) -> Error {
+    match e {
+        autopcg_generator::PlanError::Solver(p) => Error::Pcg(p),
+        other => Error::Plan(other.to_string()),
+    }
+}
+
+/// One solve split into row blocks: `s.nblocks` of them, or one per GPU with `s.gpus`.
 pub(crate) fn solve(
     s: &BlockSettings,
     b: &[f64],
@@ -33,34 +261,8 @@ pub(crate) fn solve(
 ) -> Result<Solution, SolveFailure> {
     let a = s.a;
     let mut notes = Vec::new();
-    #[cfg(feature = "gpu")]
-    let gpu = match s.device {
-        Device::Gpu => Some(crate::device::open_gpu(0).map_err(Error::DeviceUnavailable)?),
-        Device::Auto => {
-            notes.push("row blocks run on the CPU unless --device gpu is given".to_string());
-            None
-        }
-        Device::Cpu => None,
-    };
-    #[cfg(not(feature = "gpu"))]
-    match s.device {
-        Device::Gpu => {
-            return Err(Error::DeviceUnavailable(
-                "this build has no GPU support (the `gpu` feature is off)".into(),
-            )
-            .into())
-        }
-        Device::Auto => notes.push("row blocks run on the CPU".to_string()),
-        Device::Cpu => {}
-    }
-    if s.nblocks == 0 || s.nblocks > a.nrows() {
-        return Err(Error::Pcg(PcgError::InvalidParameter(format!(
-            "cannot split {} rows into {} non-empty row blocks",
-            a.nrows(),
-            s.nblocks
-        )))
-        .into());
-    }
+    let placed = place(s, &mut notes)?;
+    let nblocks = placed.nblocks;
     let mut check_ms = 0.0;
     if s.check_symmetry {
         let tc = Instant::now();
@@ -75,33 +277,69 @@ pub(crate) fn solve(
         .unwrap_or(autopcg_generator::CPU_CHECK_EVERY);
     params.check_every = Some(check_every);
     let tp = Instant::now();
-    let partition = RowPartition::by_default_costs(a, s.nblocks).map_err(Error::from)?;
+    let partition = RowPartition::by_default_costs(a, nblocks).map_err(Error::from)?;
+    #[cfg(feature = "gpu")]
+    let target = match &placed.devices {
+        Some(d) => autopcg_generator::Target::Gpu(d[0].props().clone()),
+        None => autopcg_generator::Target::Cpu {
+            threads: rayon::current_num_threads(),
+        },
+    };
+    #[cfg(not(feature = "gpu"))]
+    let target = autopcg_generator::Target::Cpu {
+        threads: rayon::current_num_threads(),
+    };
+    // Sub-plans are what --explain shows and, on a GPU, what each block runs; when one cannot be
+    // made the blocks run the fixed rule and the solve itself reports any error of the matrix
+    // (with global row numbers).
+    let plans = match block_plans(a, kind, &partition, target) {
+        Ok(p) => Some(p),
+        Err(e) => {
+            notes.push(format!(
+                "no per-block plans ({e}): every block runs the fixed rule"
+            ));
+            None
+        }
+    };
     let partition_ms = tp.elapsed().as_secs_f64() * 1e3;
+    let problem = BlockProblem::new(a, b, &kind, &params).with_x0(x0);
     let mut report: Option<BlockReport> = None;
     let t0 = Instant::now();
     #[cfg(feature = "gpu")]
-    let on_gpu = gpu.is_some();
+    let on_gpu = placed.devices.is_some();
     #[cfg(not(feature = "gpu"))]
     let on_gpu = false;
     #[cfg(feature = "gpu")]
-    let result = match &gpu {
-        // Every block runs the fixed rule's plan for its local part (per-block model plans
-        // are not wired yet); the halo parts use the CSR scalar kernel.
-        Some(dev) => autopcg_solver::blocks::gpu::solve_blocks_gpu(
-            dev,
-            a,
-            b,
-            x0,
-            &kind,
-            &params,
+    let result = match &placed.devices {
+        // Every block runs its sub-plan's choice for its local part (the fixed rule where the
+        // plan has none); the halo parts use the CSR scalar kernel.
+        Some(devices) => autopcg_solver::blocks::gpu::solve_blocks_gpu(
+            devices,
+            &problem,
             partition,
-            |_, local, pre| autopcg_generator::fallback::gpu_choice(local, pre, dev.props()),
+            |i, local, pre| {
+                plans
+                    .as_ref()
+                    .and_then(|p| p.blocks.get(i))
+                    .and_then(|p| p.local.gpu.clone())
+                    .unwrap_or_else(|| {
+                        autopcg_generator::fallback::gpu_choice(local, pre, devices[i].props())
+                    })
+            },
             &mut report,
         ),
-        None => solve_blocks_cpu_with(a, b, x0, &kind, &params, partition, &mut report, progress),
+        None => solve_blocks_cpu_with(&problem, partition, &mut report, progress),
     };
     #[cfg(not(feature = "gpu"))]
-    let result = solve_blocks_cpu_with(a, b, x0, &kind, &params, partition, &mut report, progress);
+    let result = solve_blocks_cpu_with(&problem, partition, &mut report, progress);
+    if let Some(r) = report.as_mut() {
+        r.devices = placed.ordinals.clone();
+        r.gpu_count = placed.gpu_count.clone();
+        r.block_plans = plans
+            .iter()
+            .flat_map(|p| p.blocks.iter().map(|b| b.steps()))
+            .collect();
+    }
     let total_ms = t0.elapsed().as_secs_f64() * 1e3;
     let backend_ms = report.as_ref().map_or(0.0, |r| r.setup_ms);
     let setup = SetupTimes {
@@ -111,17 +349,18 @@ pub(crate) fn solve(
         ..SetupTimes::default()
     };
     let threads = rayon::current_num_threads();
+    let gpus_used = placed.ordinals.iter().max().map_or(0, |m| m + 1);
     let plan = if on_gpu {
-        gpu_block_steps(&kind, s.nblocks)
+        gpu_block_steps(&kind, nblocks, gpus_used)
     } else {
-        block_steps(&kind, s.nblocks, threads)
+        block_steps(&kind, nblocks, threads)
     };
     let precond_applied = match kind {
         PrecondKind::None => "none",
         PrecondKind::Jacobi => "jacobi",
         PrecondKind::SsorAi { .. } => "ssor-ai-block-local",
     };
-    if matches!(kind, PrecondKind::SsorAi { .. }) && s.nblocks > 1 {
+    if matches!(kind, PrecondKind::SsorAi { .. }) && nblocks > 1 {
         let dropped = report.as_ref().map_or(0, |r| r.precond_dropped_couplings);
         notes.push(format!(
             "SSOR-AI is built per block on its local part: {dropped} couplings between blocks \
@@ -131,10 +370,12 @@ pub(crate) fn solve(
     let make = |x: Vec<f64>, info| Solution {
         x,
         info,
-        device: if on_gpu {
-            format!("gpu 0 ({} row blocks on one GPU)", s.nblocks)
+        device: if gpus_used > 1 {
+            format!("gpus 0..{gpus_used} ({nblocks} row blocks, one per GPU)")
+        } else if on_gpu {
+            format!("gpu 0 ({nblocks} row blocks on one GPU)")
         } else {
-            format!("cpu ({threads} threads, {} row blocks)", s.nblocks)
+            format!("cpu ({threads} threads, {nblocks} row blocks)")
         },
         setup_ms: setup.total_ms(),
         setup,
@@ -163,13 +404,18 @@ pub(crate) fn solve(
     }
 }
 
-/// The steps of a multi-block iteration on one GPU (kernel by kernel, per block).
-fn gpu_block_steps(kind: &PrecondKind, nblocks: usize) -> Plan {
+/// The steps of a multi-block iteration on `gpus` GPUs (kernel by kernel, per block).
+fn gpu_block_steps(kind: &PrecondKind, nblocks: usize, gpus: usize) -> Plan {
+    let on = if gpus > 1 {
+        format!("{gpus} GPUs, one block each, halos and dot slots copied between them")
+    } else {
+        "one GPU".to_string()
+    };
     let mut plan = Plan {
         steps: Vec::new(),
         source: format!(
-            "{nblocks} row blocks on one GPU, each block's local part by the fixed rule; kernel \
-             by kernel (no CUDA graphs)"
+            "{nblocks} row blocks on {on}, each block's local part by its sub-plan; kernel by \
+             kernel (no CUDA graphs)"
         ),
     };
     let cfg = format!("{nblocks} blocks");

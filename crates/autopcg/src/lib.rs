@@ -65,6 +65,7 @@ mod models;
 pub mod prepared;
 mod solve;
 
+pub use blocks::GpuCount;
 #[cfg(feature = "gpu")]
 pub use device::open_gpu;
 pub use device::Device;

@@ -124,6 +124,7 @@ pub struct Solver<'a> {
     check_every: Option<usize>,
     check_symmetry: bool,
     blocks: Option<usize>,
+    gpus: Option<crate::blocks::GpuCount>,
 }
 
 impl<'a> Solver<'a> {
@@ -141,6 +142,7 @@ impl<'a> Solver<'a> {
             check_every: None,
             check_symmetry: true,
             blocks: None,
+            gpus: None,
         }
     }
     /// Whether the matrix is checked to be symmetric before anything else (default: yes).
@@ -203,6 +205,16 @@ impl<'a> Solver<'a> {
         self.blocks = Some(n);
         self
     }
+    /// Splits the matrix into one row block per GPU and runs each block on its own GPU
+    /// (ordinals 0..N), halos copied between the GPUs; [`crate::GpuCount::Auto`] takes the count
+    /// with the least predicted time per iteration, up to the GPUs present
+    /// ([`crate::GpuCount`] says how). An error when fewer GPUs are present than asked
+    /// for, and with [`Solver::blocks`] or [`Device::Cpu`]. The preconditioner is split as with
+    /// [`Solver::blocks`].
+    pub fn gpus(mut self, gpus: crate::GpuCount) -> Self {
+        self.gpus = Some(gpus);
+        self
+    }
 
     /// Prepares the solve (device, model, plan, preconditioner, uploads) without solving:
     /// the [`PreparedSolver`] then solves as many right-hand sides as needed, and takes new
@@ -240,7 +252,7 @@ impl<'a> Solver<'a> {
         x0: Option<&[f64]>,
         progress: impl FnMut(&IterRecord) -> ControlFlow<()>,
     ) -> Result<Solution, SolveFailure> {
-        if let Some(nblocks) = self.blocks {
+        if self.blocks.is_some() || self.gpus.is_some() {
             let settings = crate::blocks::BlockSettings {
                 a: self.a,
                 precond: self.precond,
@@ -248,7 +260,8 @@ impl<'a> Solver<'a> {
                 device: self.device,
                 check_symmetry: self.check_symmetry,
                 check_every: self.check_every,
-                nblocks,
+                nblocks: self.blocks,
+                gpus: self.gpus,
             };
             return crate::blocks::solve(&settings, b, x0, progress);
         }

@@ -41,3 +41,44 @@ fn bad_block_counts_are_errors() {
         assert!(matches!(e.error, Error::Pcg(_)), "{n}: {}", e.error);
     }
 }
+
+#[test]
+fn gpu_counts_parse_as_numbers_or_auto() {
+    use autopcg::GpuCount;
+    assert_eq!("3".parse::<GpuCount>(), Ok(GpuCount::Count(3)));
+    assert_eq!("AUTO".parse::<GpuCount>(), Ok(GpuCount::Auto));
+    for bad in ["0", "-1", "two", ""] {
+        let e = bad.parse::<GpuCount>().unwrap_err();
+        assert!(e.contains("not a GPU count"), "{bad}: {e}");
+    }
+    assert_eq!(GpuCount::Count(2).to_string(), "2");
+    assert_eq!(GpuCount::Auto.to_string(), "auto");
+}
+
+#[test]
+fn gpus_refuses_blocks_the_cpu_and_missing_gpus() {
+    use autopcg::GpuCount;
+    let a = poisson3d_7pt(4, 4, 4).unwrap();
+    let b = vec![1.0; a.nrows()];
+    let e = Solver::new(&a)
+        .blocks(2)
+        .gpus(GpuCount::Count(2))
+        .solve(&b)
+        .unwrap_err();
+    assert!(matches!(e.error, Error::Pcg(_)), "{e}");
+    assert!(e.to_string().contains("cannot both be given"), "{e}");
+    let e = Solver::new(&a)
+        .device(Device::Cpu)
+        .gpus(GpuCount::Count(1))
+        .solve(&b)
+        .unwrap_err();
+    assert!(e.to_string().contains("CPU device"), "{e}");
+    // More GPUs than any machine running these tests has.
+    let e = Solver::new(&a)
+        .gpus(GpuCount::Count(64))
+        .solve(&b)
+        .unwrap_err();
+    assert!(matches!(e.error, Error::DeviceUnavailable(_)), "{e}");
+    assert!(e.to_string().contains("--gpus 64 needs 64 GPUs but"), "{e}");
+    assert!(e.to_string().contains("found"), "{e}");
+}

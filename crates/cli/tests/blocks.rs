@@ -84,12 +84,87 @@ fn bad_block_counts_are_usage_errors() {
         (vec!["--blocks", "x"], "--blocks"),
         (vec!["--blocks", "2", "--plan", "plan.json"], "--plan"),
     ] {
-        let mut a = vec!["solve", "../../matrices/bcsstk01.mtx"];
-        a.extend(args.iter().copied());
-        let o = run(&a);
-        assert_eq!(o.status.code(), Some(2), "{args:?}: {o:?}");
-        let e = String::from_utf8_lossy(&o.stderr);
-        assert!(e.contains(needle), "{args:?}: {e}");
-        assert!(!e.contains("panicked"), "{e}");
+        assert_usage_error(&args, needle);
     }
+}
+
+/// `solve bcsstk01.mtx ARGS` exits 2 with `needle` in its message, without panicking.
+fn assert_usage_error(args: &[&str], needle: &str) {
+    let mut a = vec!["solve", "../../matrices/bcsstk01.mtx"];
+    a.extend(args.iter().copied());
+    let o = run(&a);
+    assert_eq!(o.status.code(), Some(2), "{args:?}: {o:?}");
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(e.contains(needle), "{args:?}: {e}");
+    assert!(!e.contains("panicked"), "{e}");
+}
+
+/// Whether this machine has a usable GPU (then the tests that need none are skipped).
+fn gpus_present() -> usize {
+    if !autopcg::gpu::gpu_available() {
+        return 0;
+    }
+    autopcg::gpu::GpuDevice::discover().map_or(0, |d| d.len())
+}
+
+#[test]
+fn more_gpus_than_present_is_a_usage_error_naming_the_count() {
+    let found = gpus_present();
+    let want = (found + 1).to_string();
+    let count = if found == 1 {
+        "1 GPU was found".to_string()
+    } else {
+        format!("{found} GPUs were found")
+    };
+    assert_usage_error(&["--precond", "jacobi", "--gpus", &want], &count);
+    assert_usage_error(&["--gpus", &want], &format!("--gpus {want} needs"));
+    if found == 0 {
+        // auto needs at least one.
+        assert_usage_error(&["--gpus", "auto"], "0 GPUs were found");
+    }
+}
+
+#[test]
+fn gpus_is_refused_with_blocks_plan_the_cpu_and_bad_counts() {
+    for (args, needle) in [
+        (vec!["--gpus", "2", "--blocks", "2"], "--blocks"),
+        (vec!["--gpus", "2", "--plan", "plan.json"], "--plan"),
+        (vec!["--gpus", "2", "--device", "cpu"], "--device cpu"),
+        (vec!["--gpus", "0"], "not a GPU count"),
+        (vec!["--gpus", "two"], "not a GPU count"),
+        (vec!["--gpus", "49"], "only 48 rows"),
+    ] {
+        assert_usage_error(&args, needle);
+    }
+}
+
+#[test]
+fn explain_prints_one_sub_plan_per_block() {
+    let base = [
+        "solve",
+        "../../matrices/bcsstk01.mtx",
+        "--device",
+        "cpu",
+        "--precond",
+        "jacobi",
+        "--blocks",
+        "3",
+    ];
+    let mut args = base.to_vec();
+    args.push("--explain");
+    let o = run(&args);
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    let out = String::from_utf8_lossy(&o.stdout);
+    for k in 0..3 {
+        assert!(out.contains(&format!("block {k} sub-plan (rows ")), "{out}");
+    }
+    assert!(!out.contains("block 3 sub-plan"), "{out}");
+    assert_eq!(out.matches("spmv halo").count(), 3, "{out}");
+    let mut args = base.to_vec();
+    args.push("--json");
+    let j = json(&run(&args));
+    let plans = j["partition"]["block_plans"].as_array().unwrap();
+    assert_eq!(plans.len(), 3);
+    // On the CPU no block names a GPU.
+    assert!(j["partition"].get("devices").is_none());
 }

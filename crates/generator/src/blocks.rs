@@ -32,6 +32,14 @@ pub const BYTES_PER_COST_UNIT: f64 = 20.0;
 /// Memory bandwidth assumed when the device does not report its clock and bus, GB/s.
 pub const DEFAULT_BANDWIDTH_GBS: f64 = 3000.0;
 
+/// The link figures `--gpus auto` predicts with: [`LinkProps::NVLINK4`], the defaults for the
+/// NVLink 4 of H100 / H200 SXM boards. They are not measured: 300 GB/s per direction between
+/// two GPUs (below the 450 GB/s nominal peak of NVLink 4 per direction, for halo-sized
+/// messages), 10 us per message and 20 us per all-reduce of a few doubles (launch and
+/// synchronisation costs of that order within one host). On PCIe-connected GPUs they favour
+/// too many GPUs; [`LinkProps::PCIE5`] holds the PCIe 5 defaults.
+pub const DEFAULT_LINK: LinkProps = LinkProps::NVLINK4;
+
 /// The plan of one block.
 #[derive(Debug, Clone)]
 pub struct BlockPlan {
@@ -44,6 +52,19 @@ pub struct BlockPlan {
     /// Predicted microseconds per iteration of the block's compute (model where it chose,
     /// else the bandwidth bound of [`roofline_block_us`]).
     pub predicted_us: f64,
+}
+
+impl BlockPlan {
+    /// The block's steps: its local part's plan, then the multiply of its halo part.
+    pub fn steps(&self) -> autopcg_solver::Plan {
+        let mut steps = self.local.steps.clone();
+        steps.source = format!(
+            "rows {}..{}: {}; predicted {:.1} us per iteration",
+            self.rows.start, self.rows.end, steps.source, self.predicted_us
+        );
+        steps.steps.push(self.halo.clone());
+        steps
+    }
 }
 
 /// One sub-plan per block.

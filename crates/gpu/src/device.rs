@@ -397,6 +397,180 @@ impl GpuDevice {
     }
 }
 
+/// A point in one device's stream that the streams of other [`GpuDevice`] handles can wait
+/// for ([`GpuDevice::record`], [`GpuDevice::wait_for`]): the ordering between the streams of
+/// several devices, or of several handles opened on one device.
+pub struct GpuEvent {
+    event: cudarc::driver::CudaEvent,
+}
+
+impl std::fmt::Debug for GpuEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GpuEvent").finish_non_exhaustive()
+    }
+}
+
+/// Streams of several devices, or several streams of one device. Each [`GpuDevice::open`]
+/// creates its own stream, so opening one ordinal twice gives two handles whose work runs in
+/// no fixed order unless events order it; both share the device's primary context, so their
+/// buffers can be copied into each other with plain device-to-device copies.
+impl GpuDevice {
+    /// Whether `other` is a clone of this handle (the same stream and kernel registry), as
+    /// opposed to another [`GpuDevice::open`] of some device.
+    pub fn same_handle(&self, other: &GpuDevice) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
+    /// Whether `other`'s buffers live in this handle's context (same device, primary context):
+    /// then a copy between them is a device-to-device copy, otherwise a peer copy.
+    pub fn shares_context(&self, other: &GpuDevice) -> bool {
+        self.ctx.cu_ctx() == other.ctx.cu_ctx()
+    }
+
+    /// Lets this device's context read and write `other`'s memory directly (peer access),
+    /// when the two are different devices that support it. Returns whether direct access is
+    /// on; when it is not, [`GpuDevice::copy_range_from`] still works (the driver stages the
+    /// copy through the host).
+    pub fn enable_peer_access(&self, other: &GpuDevice) -> Result<bool, GpuError> {
+        if self.shares_context(other) {
+            return Ok(true);
+        }
+        guarded("libcuda", || {
+            let mut can: std::ffi::c_int = 0;
+            // SAFETY: both handles come from cuDeviceGet after cuInit; `can` is a valid out
+            // pointer.
+            unsafe {
+                dsys::cuDeviceCanAccessPeer(&mut can, self.ctx.cu_device(), other.ctx.cu_device())
+            }
+            .result()
+            .during(|| {
+                format!(
+                    "asking whether device {} can access device {}",
+                    self.ordinal, other.ordinal
+                )
+            })?;
+            if can == 0 {
+                return Ok(false);
+            }
+            self.ctx
+                .bind_to_thread()
+                .during(|| format!("binding the context of device {}", self.ordinal))?;
+            // SAFETY: the current context is this device's; `other`'s context lives as long as
+            // its handle, and peer access is only a mapping between the two.
+            match unsafe { dsys::cuCtxEnablePeerAccess(other.ctx.cu_ctx(), 0) }.result() {
+                Ok(())
+                | Err(dres::DriverError(
+                    dsys::cudaError_enum::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED,
+                )) => Ok(true),
+                Err(e) => Err(GpuError::driver(
+                    format!(
+                        "enabling access from device {} to device {}",
+                        self.ordinal, other.ordinal
+                    ),
+                    e,
+                )),
+            }
+        })
+    }
+
+    /// A new event of this device's context (no timing), not yet recorded.
+    pub fn new_event(&self) -> Result<GpuEvent, GpuError> {
+        let event = self
+            .ctx
+            .new_event(None)
+            .during(|| format!("creating an event on device {}", self.ordinal))?;
+        Ok(GpuEvent { event })
+    }
+
+    /// Records `event` at the current end of this handle's stream: a later
+    /// [`GpuDevice::wait_for`] on any stream waits for the work queued here so far. `event`
+    /// must have been made by a handle sharing this one's context.
+    pub fn record(&self, event: &GpuEvent) -> Result<(), GpuError> {
+        event
+            .event
+            .record(&self.stream)
+            .during(|| format!("recording an event on device {}", self.ordinal))
+    }
+
+    /// Makes the work queued on this handle's stream from now on wait for the work `event`
+    /// recorded (on any device's stream). Does not block the host. Waiting for an event never
+    /// recorded waits for nothing.
+    pub fn wait_for(&self, event: &GpuEvent) -> Result<(), GpuError> {
+        self.stream
+            .wait(&event.event)
+            .during(|| format!("queueing a wait for an event on device {}", self.ordinal))
+    }
+
+    /// `dst[dst_start .. dst_start + len] = src[src_range]`, queued on this handle's stream,
+    /// where `dst` is this handle's buffer and `src` belongs to `src_dev` (another device, or
+    /// another handle of this one). A device-to-device copy when the two share a context, else
+    /// a peer copy. Only this stream orders the copy: the caller makes it wait (with
+    /// [`GpuDevice::wait_for`]) for the work on `src_dev` that writes `src`, and makes later
+    /// writes of `src` wait for the copy.
+    pub fn copy_range_from<T: crate::memory::DeviceScalar>(
+        &self,
+        src_dev: &GpuDevice,
+        src: &crate::DeviceVec<T>,
+        src_range: std::ops::Range<usize>,
+        dst: &mut crate::DeviceVec<T>,
+        dst_start: usize,
+    ) -> Result<(), GpuError> {
+        use cudarc::driver::{DevicePtr, DevicePtrMut};
+        let len = src_range.len();
+        if src_range.start > src_range.end
+            || src_range.end > src.len()
+            || dst_start.checked_add(len).is_none_or(|end| end > dst.len())
+        {
+            return Err(GpuError::InvalidInput {
+                what: "copy between devices".into(),
+                reason: format!(
+                    "source range {src_range:?} of {} elements to offset {dst_start} of {}",
+                    src.len(),
+                    dst.len()
+                ),
+            });
+        }
+        if len == 0 {
+            return Ok(());
+        }
+        let size = std::mem::size_of::<T>();
+        let bytes = len * size;
+        // Event tracking is off on every context this crate opens: the guards do nothing.
+        let (src_ptr, _src_guard) = src.buf.device_ptr(&src_dev.stream);
+        let (dst_ptr, _dst_guard) = dst.buf.device_ptr_mut(&self.stream);
+        let src_ptr = src_ptr + (src_range.start * size) as u64;
+        let dst_ptr = dst_ptr + (dst_start * size) as u64;
+        self.ctx
+            .bind_to_thread()
+            .during(|| format!("binding the context of device {}", self.ordinal))?;
+        let what = || {
+            format!(
+                "copying {len} elements from device {} to device {}",
+                src_dev.ordinal, self.ordinal
+            )
+        };
+        if self.shares_context(src_dev) {
+            // SAFETY: both ranges were checked to lie inside their buffers, which live in this
+            // context and outlive the call; the stream is this context's.
+            unsafe { dres::memcpy_dtod_async(dst_ptr, src_ptr, bytes, self.stream.cu_stream()) }
+                .during(what)
+        } else {
+            // SAFETY: as above, each pointer with the context that owns it.
+            unsafe {
+                dres::memcpy_peer_async(
+                    self.ctx.cu_ctx(),
+                    dst_ptr,
+                    src_dev.ctx.cu_ctx(),
+                    src_ptr,
+                    bytes,
+                    self.stream.cu_stream(),
+                )
+            }
+            .during(what)
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

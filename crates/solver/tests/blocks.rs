@@ -3,22 +3,18 @@
 //! block-local SSOR-AI drops the couplings between blocks and must still converge. Run with
 //! `--nocapture` to see the iteration table the README quotes.
 use autopcg_solver::blocks::{
-    solve_blocks_cpu, BlockCpuBackend, BlockPrecond, BlockReport, InProcess, Transport,
+    solve_blocks_cpu, BlockCpuBackend, BlockPrecond, BlockProblem, BlockReport, InProcess,
+    Transport,
 };
 use autopcg_solver::{pcg, solve_cpu, PcgBackend, PcgError, PcgParams, PrecondKind};
 use autopcg_sparse::blocks::{BlockSplit, RowPartition};
 use autopcg_sparse::families::poisson3d_7pt;
-use autopcg_sparse::mm::{read_matrix, ReadOptions};
 use autopcg_sparse::CsrMatrix;
 use proptest::prelude::*;
-use std::ops::ControlFlow;
 
-fn fixture(name: &str) -> CsrMatrix {
-    let path = format!("../../matrices/{name}.mtx");
-    read_matrix(&path, &ReadOptions::default())
-        .unwrap_or_else(|e| panic!("{path}: {e}"))
-        .matrix
-}
+mod blocks_common;
+use blocks_common::{fixture, fixtures_and_poisson};
+use std::ops::ControlFlow;
 
 fn params(max_iter: usize) -> PcgParams {
     PcgParams::new()
@@ -32,22 +28,14 @@ fn params(max_iter: usize) -> PcgParams {
 
 /// The test matrices: every fixture and a generated 3D Poisson.
 fn matrices() -> Vec<(String, CsrMatrix)> {
-    let mut m: Vec<(String, CsrMatrix)> = [
+    fixtures_and_poisson(&[
         "bcsstk01",
         "1138_bus",
         "bcsstk13",
         "fem2d_3000",
         "poisson3d_16",
         "s3rmt3m3",
-    ]
-    .iter()
-    .map(|n| (n.to_string(), fixture(n)))
-    .collect();
-    m.push((
-        "poisson3d_7pt 24^3".into(),
-        poisson3d_7pt(24, 24, 24).unwrap(),
-    ));
-    m
+    ])
 }
 
 /// Iterations of a converged solve (unsplit when `blocks` is `None`), with its true residual
@@ -71,7 +59,8 @@ fn try_iterations(
         Some(n) => {
             let part = RowPartition::by_default_costs(a, n).unwrap();
             let mut rep = None;
-            let r = solve_blocks_cpu(a, &b, None, &kind, &p, part, &mut rep).map(|s| s.info);
+            let r = solve_blocks_cpu(&BlockProblem::new(a, &b, &kind, &p), part, &mut rep)
+                .map(|s| s.info);
             assert_eq!(rep.unwrap().nblocks, n);
             r
         }
@@ -165,11 +154,7 @@ fn one_block_is_the_unsplit_solve_bit_for_bit() {
         let u = solve_cpu(&a, &b, None, &kind, &p).unwrap_err();
         let mut rep = None;
         let s = solve_blocks_cpu(
-            &a,
-            &b,
-            None,
-            &kind,
-            &p,
+            &BlockProblem::new(&a, &b, &kind, &p),
             RowPartition::by_default_costs(&a, 1).unwrap(),
             &mut rep,
         )
@@ -290,11 +275,7 @@ fn bad_input_is_an_error() {
     let mut rep = None;
     let part = RowPartition::by_default_costs(&a, 2).unwrap();
     let e = solve_blocks_cpu(
-        &a,
-        &b[..26],
-        None,
-        &PrecondKind::None,
-        &params(10),
+        &BlockProblem::new(&a, &b[..26], &PrecondKind::None, &params(10)),
         part.clone(),
         &mut rep,
     )
@@ -302,11 +283,7 @@ fn bad_input_is_an_error() {
     assert!(matches!(e.error, PcgError::Dimension(_)), "{}", e.error);
     let wrong = RowPartition::by_default_costs(&poisson3d_7pt(2, 2, 2).unwrap(), 2).unwrap();
     let e = solve_blocks_cpu(
-        &a,
-        &b,
-        None,
-        &PrecondKind::None,
-        &params(10),
+        &BlockProblem::new(&a, &b, &PrecondKind::None, &params(10)),
         wrong,
         &mut rep,
     )
@@ -321,11 +298,7 @@ fn bad_input_is_an_error() {
     let k = z.indptr()[20] as usize + z.row(20).0.iter().position(|&j| j == 20).unwrap();
     z.data_mut()[k] = 0.0;
     let e = solve_blocks_cpu(
-        &z,
-        &b,
-        None,
-        &PrecondKind::Jacobi,
-        &params(10),
+        &BlockProblem::new(&z, &b, &PrecondKind::Jacobi, &params(10)),
         part,
         &mut rep,
     )
@@ -350,7 +323,7 @@ proptest! {
         let p = params(2000);
         let (xu, iu) = solve_cpu(&a, &b, None, &PrecondKind::Jacobi, &p).unwrap();
         let mut rep = None;
-        let s = solve_blocks_cpu(&a, &b, None, &PrecondKind::Jacobi, &p,
+        let s = solve_blocks_cpu(&BlockProblem::new(&a, &b, &PrecondKind::Jacobi, &p),
             RowPartition::by_default_costs(&a, nb).unwrap(), &mut rep).unwrap();
         prop_assert!(s.info.iterations.abs_diff(iu.iterations) <= 1, "{} vs {}", s.info.iterations, iu.iterations);
         let scale = xu.iter().fold(0.0f64, |m, v| m.max(v.abs()));

@@ -13,10 +13,10 @@ use autopcg_sparse::CsrMatrix;
 use rayon::prelude::*;
 
 use super::transport::{InProcess, Transport};
-use super::BlockPrecond;
+use super::{check_block_system, BlockPrecond};
 use crate::backend::{Dots, GearScalars, Halt, IterRecord, PcgBackend};
 use crate::cpu::CHUNK;
-use crate::scaling::{first_bad_diagonal, ScaleFactors};
+use crate::scaling::ScaleFactors;
 use crate::{PcgError, PrecondKind, Preconditioner};
 
 /// One block's slices of every vector and its preconditioner.
@@ -92,41 +92,7 @@ impl<T: Transport<Vector = Vec<f64>, Partial = [f64; 3]>> BlockCpuBackend<T> {
         scale: ScaleFactors,
         transport: T,
     ) -> Result<Self, PcgError> {
-        let n = a.nrows();
-        if a.ncols() != n {
-            return Err(PcgError::Dimension(format!(
-                "the matrix must be square, got {} x {}",
-                n,
-                a.ncols()
-            )));
-        }
-        if split.partition().nrows() != n {
-            return Err(PcgError::Dimension(format!(
-                "the block split covers {} rows, the matrix has {n}",
-                split.partition().nrows()
-            )));
-        }
-        if b.len() != n {
-            return Err(PcgError::Dimension(format!(
-                "right-hand side has length {}, the matrix has {n} rows",
-                b.len()
-            )));
-        }
-        if let Some(x0) = x0 {
-            if x0.len() != n {
-                return Err(PcgError::Dimension(format!(
-                    "initial guess has length {}, the matrix has {n} rows",
-                    x0.len()
-                )));
-            }
-        }
-        if let Some((row, value)) = first_bad_diagonal(a) {
-            return Err(PcgError::BadDiagonal {
-                row,
-                value: crate::scaling::ldexp(value, -scale.matrix_exp),
-                precond: kind.to_string(),
-            });
-        }
+        check_block_system(a, &split, b, x0, &scale, &kind.to_string())?;
         let preconds = BlockPrecond::build(a, &split, kind)?;
         let vecs = split
             .blocks()

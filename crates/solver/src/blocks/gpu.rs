@@ -1,26 +1,52 @@
-//! Multi-block Chronopoulos–Gear PCG on the device: the block code a multi-GPU solve runs, with
-//! every block on one GPU and a [`DeviceTransport`] moving the halos and combining the dots.
+//! Multi-block Chronopoulos–Gear PCG on CUDA devices: every block on a device handle of its
+//! own, or several blocks sharing one.
 //!
-//! Per block: its rows' slices of x, r, u, w, p, s (and b and a scratch vector), its local part
-//! in the format its sub-plan chooses ([`DeviceOperator`]), its halo part in CSR, its
-//! preconditioner (none, Jacobi, or block-local SSOR-AI, uploaded as [`DevicePrecond`]), a
-//! send buffer with its gather list, and a halo buffer. Per iteration:
+//! # Design
 //!
-//! 1. each block's fused update (`cg_update`, reading alpha and beta from the one scalar
-//!    buffer) and preconditioner;
-//! 2. each block packs its `u` entries its neighbours need (`gather_f64`), the transport
-//!    delivers them into the neighbours' halo buffers, each block multiplies its local part
-//!    (`w = A_loc u`) and adds its halo part (`w += A_halo h`), and writes its three dots into
-//!    its slot of a small array (`dot3_slot`);
-//! 3. the transport sums the slots and runs the recurrence step on the device into the scalar
-//!    buffer ([`CgScalars`]), exactly as `dot3_advance` does, so the driver's polling, halts and
-//!    history are those of the unsplit GPU backend.
+//! There is one code path. The caller gives one [`GpuDevice`] handle per block. Blocks given
+//! the same handle (clones of one [`GpuDevice`]) form a **lane**: they share its stream, its
+//! scalar buffer and its slot array, and run one after the other on that stream. Blocks given
+//! different handles are on different lanes, whose streams run concurrently; the lanes order
+//! their work with events ([`GpuEvent`]) and copy between each other with
+//! [`GpuDevice::copy_range_from`] (a device-to-device copy when the two handles share a context,
+//! as two handles opened on one GPU do, a peer copy between GPUs). So:
 //!
-//! Kernels are launched one by one (no CUDA graph). [`PcgBackend::poll`] is the only
-//! synchronisation of an iteration.
-use std::borrow::Cow;
+//! - one handle for every block (the one-GPU case) is one lane: no event, no peer copy, one
+//!   reduction kernel per iteration, exactly the work of a single-stream solve;
+//! - one handle per block on N GPUs is the several-GPU solve;
+//! - N handles opened on the same GPU run the several-GPU code, events included, on one GPU
+//!   (what the tests do).
+//!
+//! A transport trait over device buffers was tried and dropped: the all-reduce below needs
+//! every lane's own scalar buffer and slot array and the events between the lanes' streams, so
+//! the trait would have had to own most of the backend.
+//!
+//! # One iteration
+//!
+//! 1. Per block, on its lane: the fused update (`cg_update`, reading alpha and beta from the
+//!    lane's scalar buffer) and the preconditioner.
+//! 2. Halo exchange, pulled by the receiver: each lane waits until the other lanes have finished
+//!    reading its send buffers (their `pulled` events), packs its blocks' `u` entries
+//!    (`gather_f64`) and records `packed`; each lane then waits for the senders' `packed` and
+//!    copies the messages for its blocks into their halo buffers on its own stream, recording
+//!    `pulled`. The halo buffers are written and read on the receiver's stream only.
+//! 3. Per block: the local SpMV and the halo part added (`spmv_csr_scalar_add`).
+//! 4. The dot all-reduce as an all-gather: each lane waits until the others have copied its
+//!    slots of the last iteration (their `gathered`), writes its blocks' three dots into its
+//!    slot array (`dot3_slot`, block `b` at `3 b..3 b + 3`) and records `dotted`; each lane then
+//!    waits for the others' `dotted`, copies their blocks' slots into its own array, records
+//!    `gathered` and runs `dot3_slots_advance` on its own scalar buffer. Every lane sums the
+//!    same slots in block order with the same kernel, so all scalar buffers hold bit-identical
+//!    scalars, and the iteration keeps one reduction.
+//!
+//! The driver polls the first lane's scalars (they are the same everywhere). Lane 0's
+//! reduction waits for every lane's dots, so its history is complete when it is read. The norms
+//! of b, x and the true residual are summed per block on its device and across blocks on the
+//! host; the solution is gathered from every block. Kernels are launched one by one (no CUDA
+//! graph).
 use std::ops::{ControlFlow, Range};
 
+use autopcg_gpu::device::GpuEvent;
 use autopcg_gpu::kernels::blocks::{
     dot3_slot, dot3_slots_advance, gather, grid_stride_config, preload, spmv_csr_add,
 };
@@ -28,105 +54,60 @@ use autopcg_gpu::kernels::dot::{dot, Dot3Workspace, DotKernel, DotWorkspace};
 use autopcg_gpu::kernels::vector::{
     cg_update, xpay, CgVectors, UpdateU, VectorKernel, VectorVariant,
 };
-use autopcg_gpu::scalars::{DeviceHalt, HaltCode};
 use autopcg_gpu::{CgScalars, DeviceCsr, DeviceVec, GpuDevice, LaunchConfig};
 use autopcg_sparse::blocks::{BlockSplit, HaloBlock, RowPartition};
 use autopcg_sparse::CsrMatrix;
 
 use super::schedule::{copy_schedule, pack_indices, DeviceCopy};
-use super::{BlockPrecond, BlockReport, BlockSolve};
-use crate::backend::{Dots, GearScalars, Halt, IterRecord, PcgBackend};
+use super::{
+    check_block_system, scaled_split, BlockPrecond, BlockProblem, BlockReport, BlockSolve,
+};
+use crate::backend::{GearScalars, IterRecord, PcgBackend};
 use crate::gpu::ops::{preload_dot3, preload_vector, DeviceOperator, DevicePrecond};
+use crate::gpu::poll::{poll_records, PollState};
 use crate::gpu::GpuPlanChoice;
-use crate::scaling::{first_bad_diagonal, inf_norm, ScaleFactors};
-use crate::{pcg, PcgError, PcgParams, PrecondKind, Preconditioner, SolveFailure};
+use crate::scaling::{inf_norm, ScaleFactors};
+use crate::{pcg, PcgError, Preconditioner, SolveFailure};
 
 /// Iterations the device history holds before it first grows.
 const INITIAL_HISTORY: u32 = 1024;
 /// Most iterations reserved ahead of a solve.
 const MAX_RESERVED_HISTORY: u32 = 1 << 20;
 
-/// The communication of multi-block PCG between device buffers.
-///
-/// On one GPU ([`OneDevice`]) the exchange is device-to-device copies on the stream and the
-/// all-reduce one small kernel. A multi-GPU transport would deliver the same copies with peer
-/// copies or NCCL send/receive, and all-reduce the slots (NCCL) before each device runs the
-/// recurrence step on its own scalar buffer.
-pub trait DeviceTransport {
-    /// Queues `halo[c.to][c.dst_start..] = send[c.from][c.src]` for every copy, ordered before
-    /// any later work that reads the halo buffers.
-    fn exchange(
-        &mut self,
-        dev: &GpuDevice,
-        copies: &[DeviceCopy],
-        send: &[DeviceVec<f64>],
-        halo: &mut [DeviceVec<f64>],
-    ) -> Result<(), PcgError>;
-
-    /// Queues the sum of the `nblocks` slot triples of `slots` (block `b`'s gamma, delta, rr at
-    /// `3 b..3 b + 3`) and the recurrence step into `scalars`, for `iteration` when given, else
-    /// for the one after the last recorded. `threads` is a reduction block size.
-    fn reduce_advance(
-        &mut self,
-        dev: &GpuDevice,
-        threads: u32,
-        slots: &DeviceVec<f64>,
-        nblocks: u32,
-        scalars: &mut CgScalars,
-        iteration: Option<u32>,
-    ) -> Result<(), PcgError>;
-}
-
-/// Every block on one device: copies on the stream, the sum in block order in one kernel.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct OneDevice {
-    /// Vector entries copied by [`DeviceTransport::exchange`].
+/// What the communication of a block solve moved.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BlockTraffic {
+    /// Halo entries copied into halo buffers.
     pub entries_moved: u64,
-    /// Exchanges made.
+    /// Halo exchanges made.
     pub exchanges: u64,
-    /// All-reduces made.
+    /// All-reduces of the dots made (each ends with every lane's recurrence step).
     pub reductions: u64,
+    /// Slot triples copied between lanes by the all-reduces (0 with one lane).
+    pub slots_moved: u64,
 }
 
-impl DeviceTransport for OneDevice {
-    fn exchange(
-        &mut self,
-        dev: &GpuDevice,
-        copies: &[DeviceCopy],
-        send: &[DeviceVec<f64>],
-        halo: &mut [DeviceVec<f64>],
-    ) -> Result<(), PcgError> {
-        for c in copies {
-            let src = send
-                .get(c.from)
-                .ok_or_else(|| PcgError::Backend(format!("no send buffer for {c:?}")))?;
-            let dst = halo
-                .get_mut(c.to)
-                .ok_or_else(|| PcgError::Backend(format!("no halo buffer for {c:?}")))?;
-            dev.copy_range(src, c.src.clone(), dst, c.dst_start)?;
-            self.entries_moved += c.src.len() as u64;
-        }
-        self.exchanges += 1;
-        Ok(())
-    }
-
-    fn reduce_advance(
-        &mut self,
-        dev: &GpuDevice,
-        threads: u32,
-        slots: &DeviceVec<f64>,
-        nblocks: u32,
-        scalars: &mut CgScalars,
-        iteration: Option<u32>,
-    ) -> Result<(), PcgError> {
-        dot3_slots_advance(dev, threads, slots, nblocks, scalars, iteration)?;
-        self.reductions += 1;
-        Ok(())
-    }
+/// The blocks sharing one device handle, and what they share.
+struct Lane {
+    dev: GpuDevice,
+    /// Its blocks, in block order.
+    blocks: Vec<usize>,
+    /// The other lanes' blocks as runs of consecutive blocks: `(lane, blocks)`, whose slots
+    /// this lane copies in at every all-reduce.
+    foreign_runs: Vec<(usize, Range<usize>)>,
+    /// Its blocks' send buffers are packed.
+    packed: GpuEvent,
+    /// Its copies out of the other lanes' send buffers are done.
+    pulled: GpuEvent,
+    /// Its blocks' slots are written.
+    dotted: GpuEvent,
+    /// Its copies out of the other lanes' slot arrays are done.
+    gathered: GpuEvent,
 }
 
-/// One block on the device.
+/// One block on its device.
 struct DeviceBlock {
+    lane: usize,
     choice: GpuPlanChoice,
     local: DeviceOperator,
     /// The halo part (absent when the block couples to no other).
@@ -156,19 +137,20 @@ enum Carried {
     X,
 }
 
-/// Multi-block PCG state on the device.
-pub struct BlockGpuBackend<T: DeviceTransport = OneDevice> {
-    dev: GpuDevice,
+/// Multi-block PCG state on one or several devices (see the module documentation).
+pub struct BlockGpuBackend {
     n: usize,
     row_ranges: Vec<Range<usize>>,
+    lanes: Vec<Lane>,
     blocks: Vec<DeviceBlock>,
     sends: Vec<DeviceVec<f64>>,
     halos: Vec<DeviceVec<f64>>,
     copies: Vec<DeviceCopy>,
-    transport: T,
-    slots: DeviceVec<f64>,
+    /// Per lane: the slot array (3 per block, all blocks) and the scalar buffer.
+    slots: Vec<DeviceVec<f64>>,
+    scalars: Vec<CgScalars>,
     threads: u32,
-    scalars: CgScalars,
+    traffic: BlockTraffic,
     running: bool,
     queued: u32,
     polled: u32,
@@ -178,33 +160,97 @@ pub struct BlockGpuBackend<T: DeviceTransport = OneDevice> {
     a_norm: f64,
 }
 
-impl<T: DeviceTransport> std::fmt::Debug for BlockGpuBackend<T> {
+impl std::fmt::Debug for BlockGpuBackend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("BlockGpuBackend")
             .field("n", &self.n)
             .field("blocks", &self.row_ranges)
+            .field("lanes", &self.lanes.len())
             .field("running", &self.running)
             .field("queued", &self.queued)
             .finish()
     }
 }
 
-fn halt_from_device(h: DeviceHalt) -> Halt {
-    match h.code {
-        HaltCode::GammaNotPositive => Halt::GammaNotPositive(h.value),
-        HaltCode::CurvatureNotPositive => Halt::CurvatureNotPositive(h.value),
-        HaltCode::NotFinite => Halt::NotFinite,
+impl Drop for BlockGpuBackend {
+    fn drop(&mut self) {
+        // A lane's buffers are freed in its own stream's order; another lane may still have a
+        // copy out of them queued. Let every lane finish first (errors were reported by the
+        // calls that queued the work).
+        for lane in &self.lanes {
+            let _ = lane.dev.synchronize();
+        }
     }
 }
 
-impl<T: DeviceTransport> BlockGpuBackend<T> {
+/// `(&mut v[dst], &v[src])` for `dst != src`.
+fn pair_mut<T>(v: &mut [T], dst: usize, src: usize) -> (&mut T, &T) {
+    if dst < src {
+        let (lo, hi) = v.split_at_mut(src);
+        (&mut lo[dst], &hi[0])
+    } else {
+        let (lo, hi) = v.split_at_mut(dst);
+        (&mut hi[0], &lo[src])
+    }
+}
+
+/// Groups the blocks by device handle: the lane of every block, and the lanes with their
+/// events. Lane 0 holds block 0.
+fn make_lanes(devices: &[GpuDevice]) -> Result<(Vec<usize>, Vec<Lane>), PcgError> {
+    let mut lane_of = Vec::with_capacity(devices.len());
+    let mut lanes: Vec<Lane> = Vec::new();
+    for (b, dev) in devices.iter().enumerate() {
+        match lanes.iter().position(|l| l.dev.same_handle(dev)) {
+            Some(l) => {
+                lanes[l].blocks.push(b);
+                lane_of.push(l);
+            }
+            None => {
+                lane_of.push(lanes.len());
+                lanes.push(Lane {
+                    dev: dev.clone(),
+                    blocks: vec![b],
+                    foreign_runs: Vec::new(),
+                    packed: dev.new_event()?,
+                    pulled: dev.new_event()?,
+                    dotted: dev.new_event()?,
+                    gathered: dev.new_event()?,
+                });
+            }
+        }
+    }
+    let mut runs: Vec<(usize, Range<usize>)> = Vec::new();
+    for (b, &l) in lane_of.iter().enumerate() {
+        match runs.last_mut() {
+            Some((rl, r)) if *rl == l && r.end == b => r.end = b + 1,
+            _ => runs.push((l, b..b + 1)),
+        }
+    }
+    for (l, lane) in lanes.iter_mut().enumerate() {
+        lane.foreign_runs = runs.iter().filter(|(rl, _)| *rl != l).cloned().collect();
+    }
+    // Direct access between GPUs where the hardware has it. The peer copies work without it
+    // (staged by the driver), so a refusal only costs speed and is not an error.
+    for i in 0..lanes.len() {
+        for j in 0..lanes.len() {
+            if i != j && !lanes[i].dev.shares_context(&lanes[j].dev) {
+                let _ = lanes[i].dev.enable_peer_access(&lanes[j].dev);
+            }
+        }
+    }
+    Ok((lane_of, lanes))
+}
+
+impl BlockGpuBackend {
     /// A backend for the system already scaled by `scale` (`a`, `b`, `x0` are those of the
-    /// scaled system, `split` was built from `a`): block `i` gets the preconditioner `pre[i]`
-    /// (built on its local part) run as `choices[i]` says (a plan of the block's local part),
-    /// its halo part in CSR. Uploads everything and loads every kernel.
+    /// scaled system, `split` was built from `a`): block `i` runs on `devices[i]` (blocks given
+    /// clones of one handle share its stream; see the module documentation), with the
+    /// preconditioner `pre[i]` (built on its local part) run as `choices[i]` says (a plan of
+    /// the block's local part), its halo part in CSR. Uploads everything and loads every
+    /// kernel on every handle.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
-        dev: &GpuDevice,
+        devices: &[GpuDevice],
         a: &CsrMatrix,
         split: &BlockSplit,
         pre: &[Preconditioner],
@@ -212,25 +258,17 @@ impl<T: DeviceTransport> BlockGpuBackend<T> {
         b: &[f64],
         x0: Option<&[f64]>,
         scale: ScaleFactors,
-        transport: T,
     ) -> Result<Self, PcgError> {
         let n = a.nrows();
         let nb = split.blocks().len();
-        if a.ncols() != n || split.partition().nrows() != n || b.len() != n {
+        let pname = pre.first().map_or("none", Preconditioner::kind_name);
+        check_block_system(a, split, b, x0, &scale, pname)?;
+        if pre.len() != nb || choices.len() != nb || devices.len() != nb {
             return Err(PcgError::Dimension(format!(
-                "a {} x {} matrix, a split of {} rows and a right-hand side of {}",
-                n,
-                a.ncols(),
-                split.partition().nrows(),
-                b.len()
-            )));
-        }
-        if x0.is_some_and(|x| x.len() != n) || pre.len() != nb || choices.len() != nb {
-            return Err(PcgError::Dimension(format!(
-                "{nb} blocks need {nb} preconditioners and plans (got {} and {}) and an \
-                 initial guess of {n}",
+                "{nb} blocks need {nb} preconditioners, plans and devices (got {}, {} and {})",
                 pre.len(),
-                choices.len()
+                choices.len(),
+                devices.len()
             )));
         }
         if u32::try_from(n).is_err() {
@@ -238,37 +276,40 @@ impl<T: DeviceTransport> BlockGpuBackend<T> {
                 "{n} rows exceed the 32-bit indices of the GPU kernels"
             )));
         }
-        if let Some((row, value)) = first_bad_diagonal(a) {
-            return Err(PcgError::BadDiagonal {
-                row,
-                value: crate::scaling::ldexp(value, -scale.matrix_exp),
-                precond: pre
-                    .first()
-                    .map_or("none", Preconditioner::kind_name)
-                    .to_string(),
-            });
-        }
+        let (lane_of, lanes) = make_lanes(devices)?;
         let threads = choices.first().map_or(256, |c| c.dot3.config.threads);
         let mut blocks = Vec::with_capacity(nb);
         let mut sends = Vec::with_capacity(nb);
         let mut halos = Vec::with_capacity(nb);
-        for ((blk, p), c) in split.blocks().iter().zip(pre).zip(choices) {
-            blocks.push(upload_block(dev, blk, p, c, b, x0)?);
+        for (((blk, p), c), (dev, &lane)) in split
+            .blocks()
+            .iter()
+            .zip(pre)
+            .zip(choices)
+            .zip(devices.iter().zip(&lane_of))
+        {
+            blocks.push(upload_block(dev, lane, blk, p, c, b, x0)?);
             sends.push(dev.alloc_zeros(blk.send_len())?);
             halos.push(dev.alloc_zeros(blk.halo_len())?);
         }
+        let mut slots = Vec::with_capacity(lanes.len());
+        let mut scalars = Vec::with_capacity(lanes.len());
+        for lane in &lanes {
+            slots.push(lane.dev.alloc_zeros(3 * nb)?);
+            scalars.push(CgScalars::new(&lane.dev, INITIAL_HISTORY)?);
+        }
         let backend = BlockGpuBackend {
-            dev: dev.clone(),
             n,
             row_ranges: split.blocks().iter().map(|b| b.rows.clone()).collect(),
+            lanes,
             blocks,
             sends,
             halos,
             copies: copy_schedule(split)?,
-            transport,
-            slots: dev.alloc_zeros(3 * nb)?,
+            slots,
+            scalars,
             threads,
-            scalars: CgScalars::new(dev, INITIAL_HISTORY)?,
+            traffic: BlockTraffic::default(),
             running: false,
             queued: 0,
             polled: 0,
@@ -282,9 +323,11 @@ impl<T: DeviceTransport> BlockGpuBackend<T> {
     }
 
     fn preload(&self) -> Result<(), PcgError> {
-        let dev = &self.dev;
-        preload(dev, self.threads)?;
+        for lane in &self.lanes {
+            preload(&lane.dev, self.threads)?;
+        }
         for blk in &self.blocks {
+            let dev = &self.lanes[blk.lane].dev;
             blk.local.preload(dev)?;
             blk.pre.preload(dev)?;
             preload_vector(dev, VectorKernel::CgUpdate(blk.choice.update.variant))?;
@@ -299,9 +342,14 @@ impl<T: DeviceTransport> BlockGpuBackend<T> {
         Ok(())
     }
 
-    /// The transport (for its counters).
-    pub fn transport(&self) -> &T {
-        &self.transport
+    /// What the communication moved so far.
+    pub fn traffic(&self) -> BlockTraffic {
+        self.traffic
+    }
+
+    /// Number of lanes: distinct device handles the blocks run on.
+    pub fn lanes(&self) -> usize {
+        self.lanes.len()
     }
 
     /// Rows of every block.
@@ -315,23 +363,24 @@ impl<T: DeviceTransport> BlockGpuBackend<T> {
         let want = u32::try_from(max_iter.saturating_add(1))
             .unwrap_or(u32::MAX)
             .min(MAX_RESERVED_HISTORY);
-        if want > self.scalars.capacity() {
+        if want > self.scalars[0].capacity() {
             self.grow_history(want)?;
         }
         Ok(())
     }
 
     fn grow_history(&mut self, capacity: u32) -> Result<(), PcgError> {
-        let dev = &self.dev;
         let from = self.polled + self.carried.len() as u32;
         if self.running && from < self.queued {
-            let (_, hist) = self.scalars.read_since(dev, from, self.queued)?;
+            let (_, hist) = self.scalars[0].read_since(&self.lanes[0].dev, from, self.queued)?;
             self.carried.extend(hist);
         }
-        let raw = self.scalars.read_raw(dev)?;
-        let mut fresh = CgScalars::new(dev, capacity)?;
-        fresh.write_raw(dev, &raw)?;
-        self.scalars = fresh;
+        for (lane, sc) in self.lanes.iter().zip(&mut self.scalars) {
+            let raw = sc.read_raw(&lane.dev)?;
+            let mut fresh = CgScalars::new(&lane.dev, capacity)?;
+            fresh.write_raw(&lane.dev, &raw)?;
+            *sc = fresh;
+        }
         Ok(())
     }
 
@@ -339,31 +388,77 @@ impl<T: DeviceTransport> BlockGpuBackend<T> {
     pub fn x(&mut self) -> Result<Vec<f64>, PcgError> {
         let mut x = Vec::with_capacity(self.n);
         for blk in &self.blocks {
-            x.extend(self.dev.download(&blk.x)?);
+            x.extend(self.lanes[blk.lane].dev.download(&blk.x)?);
         }
         self.scale.unscale_solution(&mut x);
         Ok(x)
     }
 
-    /// Packs the carried vector of every block and delivers the halos.
-    fn exchange(&mut self, which: Carried) -> Result<(), PcgError> {
-        let dev = &self.dev;
-        for (blk, send) in self.blocks.iter().zip(&mut self.sends) {
-            let src = match which {
-                Carried::U => &blk.u,
-                Carried::X => &blk.x,
-            };
-            gather(dev, blk.gather_cfg, &blk.send_idx, src, send)?;
+    /// Makes `lane`'s stream wait for the event `pick` chooses of every other lane.
+    fn wait_for_others(&self, lane: usize, pick: fn(&Lane) -> &GpuEvent) -> Result<(), PcgError> {
+        for (j, other) in self.lanes.iter().enumerate() {
+            if j != lane {
+                self.lanes[lane].dev.wait_for(pick(other))?;
+            }
         }
-        self.transport
-            .exchange(dev, &self.copies, &self.sends, &mut self.halos)
+        Ok(())
+    }
+
+    /// Records `lane`'s event `pick` (only needed when other lanes wait for it).
+    fn record(&self, lane: usize, pick: fn(&Lane) -> &GpuEvent) -> Result<(), PcgError> {
+        if self.lanes.len() > 1 {
+            let l = &self.lanes[lane];
+            l.dev.record(pick(l))?;
+        }
+        Ok(())
+    }
+
+    /// Packs the carried vector of every block and delivers the halos (step 2 of the module
+    /// documentation).
+    fn exchange(&mut self, which: Carried) -> Result<(), PcgError> {
+        for l in 0..self.lanes.len() {
+            self.wait_for_others(l, |o| &o.pulled)?;
+            let dev = &self.lanes[l].dev;
+            for &b in &self.lanes[l].blocks {
+                let blk = &self.blocks[b];
+                let src = match which {
+                    Carried::U => &blk.u,
+                    Carried::X => &blk.x,
+                };
+                gather(dev, blk.gather_cfg, &blk.send_idx, src, &mut self.sends[b])?;
+            }
+            self.record(l, |o| &o.packed)?;
+        }
+        for l in 0..self.lanes.len() {
+            self.wait_for_others(l, |o| &o.packed)?;
+            let dev = &self.lanes[l].dev;
+            for c in &self.copies {
+                if self.blocks[c.to].lane != l {
+                    continue;
+                }
+                let src_dev = &self.lanes[self.blocks[c.from].lane].dev;
+                let src = self
+                    .sends
+                    .get(c.from)
+                    .ok_or_else(|| PcgError::Backend(format!("no send buffer for {c:?}")))?;
+                let dst = self
+                    .halos
+                    .get_mut(c.to)
+                    .ok_or_else(|| PcgError::Backend(format!("no halo buffer for {c:?}")))?;
+                dev.copy_range_from(src_dev, src, c.src.clone(), dst, c.dst_start)?;
+                self.traffic.entries_moved += c.src.len() as u64;
+            }
+            self.record(l, |o| &o.pulled)?;
+        }
+        self.traffic.exchanges += 1;
+        Ok(())
     }
 
     /// `out = A v` per block, after the exchange of `v`.
     fn multiply(&mut self, which: Carried) -> Result<(), PcgError> {
         self.exchange(which)?;
-        let dev = &self.dev;
         for (blk, h) in self.blocks.iter_mut().zip(&self.halos) {
+            let dev = &self.lanes[blk.lane].dev;
             let (src, out) = match which {
                 Carried::U => (&blk.u, &mut blk.w),
                 Carried::X => (&blk.x, &mut blk.t),
@@ -376,39 +471,63 @@ impl<T: DeviceTransport> BlockGpuBackend<T> {
         Ok(())
     }
 
-    /// `w = A u`, the three dots per block and the all-reduce with the recurrence step.
+    /// `w = A u`, the three dots per block and the all-reduce with the recurrence step (steps 3
+    /// and 4 of the module documentation).
     fn spmv_dots(&mut self, iteration: Option<u32>) -> Result<(), PcgError> {
         self.multiply(Carried::U)?;
-        let dev = &self.dev;
-        for (b, blk) in self.blocks.iter_mut().enumerate() {
-            let c = blk.choice.dot3;
-            dot3_slot(
-                dev,
-                c.config,
-                &blk.r,
-                &blk.u,
-                &blk.w,
-                &mut blk.ws3,
-                &mut self.slots,
-                b as u32,
-            )?;
+        for l in 0..self.lanes.len() {
+            self.wait_for_others(l, |o| &o.gathered)?;
+            let dev = &self.lanes[l].dev;
+            for &b in &self.lanes[l].blocks {
+                let blk = &mut self.blocks[b];
+                dot3_slot(
+                    dev,
+                    blk.choice.dot3.config,
+                    &blk.r,
+                    &blk.u,
+                    &blk.w,
+                    &mut blk.ws3,
+                    &mut self.slots[l],
+                    b as u32,
+                )?;
+            }
+            self.record(l, |o| &o.dotted)?;
         }
         let nb = self.blocks.len() as u32;
-        self.transport.reduce_advance(
-            dev,
-            self.threads,
-            &self.slots,
-            nb,
-            &mut self.scalars,
-            iteration,
-        )
+        for l in 0..self.lanes.len() {
+            self.wait_for_others(l, |o| &o.dotted)?;
+            let lane = &self.lanes[l];
+            for (src_lane, run) in &lane.foreign_runs {
+                let (dst, src) = pair_mut(&mut self.slots, l, *src_lane);
+                let range = 3 * run.start..3 * run.end;
+                lane.dev.copy_range_from(
+                    &self.lanes[*src_lane].dev,
+                    src,
+                    range,
+                    dst,
+                    3 * run.start,
+                )?;
+                self.traffic.slots_moved += run.len() as u64;
+            }
+            self.record(l, |o| &o.gathered)?;
+            dot3_slots_advance(
+                &lane.dev,
+                self.threads,
+                &self.slots[l],
+                nb,
+                &mut self.scalars[l],
+                iteration,
+            )?;
+        }
+        self.traffic.reductions += 1;
+        Ok(())
     }
 
     /// Sum over the blocks of `(v, v)` for the vector `which` names (block order, on the host).
     fn sum_squares(&mut self, which: Squared) -> Result<f64, PcgError> {
-        let dev = &self.dev;
         let mut total = 0.0;
         for blk in &mut self.blocks {
+            let dev = &self.lanes[blk.lane].dev;
             let (k, cfg) = blk.dot;
             let v = match which {
                 Squared::B => &blk.b,
@@ -432,6 +551,7 @@ enum Squared {
 
 fn upload_block(
     dev: &GpuDevice,
+    lane: usize,
     blk: &HaloBlock,
     pre: &Preconditioner,
     choice: &GpuPlanChoice,
@@ -450,6 +570,7 @@ fn upload_block(
     };
     let rows = blk.rows.clone();
     Ok(DeviceBlock {
+        lane,
         choice: choice.clone(),
         local,
         halo,
@@ -484,7 +605,7 @@ fn upload_block(
     })
 }
 
-impl<T: DeviceTransport> PcgBackend for BlockGpuBackend<T> {
+impl PcgBackend for BlockGpuBackend {
     fn n(&self) -> usize {
         self.n
     }
@@ -496,12 +617,12 @@ impl<T: DeviceTransport> PcgBackend for BlockGpuBackend<T> {
     fn start(&mut self) -> Result<(), PcgError> {
         // r = b - A x
         self.multiply(Carried::X)?;
-        let dev = self.dev.clone();
         for blk in &mut self.blocks {
+            let dev = &self.lanes[blk.lane].dev;
             dev.copy(&blk.t, &mut blk.r)?;
             let (v, cfg) = blk.xpay;
-            xpay(&dev, v, cfg, -1.0, &blk.b, &mut blk.r)?;
-            blk.pre.apply(&dev, &blk.r, &mut blk.u, &mut blk.t)?;
+            xpay(dev, v, cfg, -1.0, &blk.b, &mut blk.r)?;
+            blk.pre.apply(dev, &blk.r, &mut blk.u, &mut blk.t)?;
             dev.fill_zeros(&mut blk.p)?;
             dev.fill_zeros(&mut blk.s)?;
         }
@@ -521,10 +642,10 @@ impl<T: DeviceTransport> PcgBackend for BlockGpuBackend<T> {
         for blk in &mut self.blocks {
             let c = blk.choice.update;
             cg_update(
-                &self.dev,
+                &self.lanes[blk.lane].dev,
                 c.variant,
                 c.config,
-                &self.scalars,
+                &self.scalars[blk.lane],
                 CgVectors {
                     u: UpdateU::Separate(&blk.u),
                     w: &blk.w,
@@ -543,7 +664,8 @@ impl<T: DeviceTransport> PcgBackend for BlockGpuBackend<T> {
             return Ok(());
         }
         for blk in &mut self.blocks {
-            blk.pre.apply(&self.dev, &blk.r, &mut blk.u, &mut blk.t)?;
+            let dev = &self.lanes[blk.lane].dev;
+            blk.pre.apply(dev, &blk.r, &mut blk.u, &mut blk.t)?;
         }
         Ok(())
     }
@@ -552,8 +674,8 @@ impl<T: DeviceTransport> PcgBackend for BlockGpuBackend<T> {
         if !self.running {
             return Ok(());
         }
-        if self.queued >= self.scalars.capacity() {
-            let cap = self.scalars.capacity();
+        let cap = self.scalars[0].capacity();
+        if self.queued >= cap {
             let grown = cap
                 .checked_mul(2)
                 .filter(|&c| c > self.queued)
@@ -570,89 +692,24 @@ impl<T: DeviceTransport> PcgBackend for BlockGpuBackend<T> {
     }
 
     fn poll(&mut self) -> Result<Vec<IterRecord>, PcgError> {
-        if !self.running {
-            return Ok(Vec::new());
-        }
-        let from = self.polled + self.carried.len() as u32;
-        let (snap, hist) = self.scalars.read_since(&self.dev, from, self.queued)?;
-        let entries: Vec<[f64; 3]> = self.carried.drain(..).chain(hist).collect();
-        let mut records = Vec::with_capacity(entries.len());
-        for (j, e) in entries.iter().enumerate() {
-            let k = self.polled + j as u32;
-            let dots = Dots {
-                gamma: e[0],
-                delta: e[1],
-                rr: e[2],
-            };
-            if let Some(h) = snap.halt.filter(|h| h.iteration == k) {
-                records.push(IterRecord {
-                    iteration: k as usize,
-                    dots,
-                    outcome: Err(halt_from_device(h)),
-                });
-                self.running = false;
-                self.host_scalars = None;
-                self.polled = self.queued;
-                return Ok(records);
-            }
-            let outcome = if k == 0 {
-                GearScalars::start(dots)
-            } else {
-                match self.host_scalars {
-                    Some(s) => s.advance(dots),
-                    None => {
-                        return Err(PcgError::Backend(format!(
-                            "record {k} has no predecessor scalars (internal error)"
-                        )))
-                    }
-                }
-            };
-            let sc = outcome.map_err(|h| {
-                PcgError::Backend(format!(
-                    "the device recurrence went on at iteration {k} where the host's halts \
-                     ({h:?}); dots {dots:?}"
-                ))
-            })?;
-            self.host_scalars = Some(sc);
-            records.push(IterRecord {
-                iteration: k as usize,
-                dots,
-                outcome: Ok(sc),
-            });
-        }
-        if let Some(h) = snap.halt {
-            return Err(PcgError::Backend(format!(
-                "the device recurrence halted at iteration {} outside the records {}..{} \
-                 (internal error)",
-                h.iteration, self.polled, self.queued
-            )));
-        }
-        if let Some(last) = records.last_mut() {
-            if snap.iteration as usize != last.iteration {
-                return Err(PcgError::Backend(format!(
-                    "the device recorded iteration {} last but the host queued up to {} \
-                     (internal error)",
-                    snap.iteration, last.iteration
-                )));
-            }
-            let sc = GearScalars {
-                alpha: snap.alpha,
-                beta: snap.beta,
-                gamma: snap.gamma,
-            };
-            last.outcome = Ok(sc);
-            self.host_scalars = Some(sc);
-        }
-        self.polled = self.queued;
-        Ok(records)
+        poll_records(
+            &self.lanes[0].dev,
+            &mut self.scalars[0],
+            self.queued,
+            PollState {
+                running: &mut self.running,
+                polled: &mut self.polled,
+                carried: &mut self.carried,
+                host_scalars: &mut self.host_scalars,
+            },
+        )
     }
 
     fn true_residual_norm(&mut self) -> Result<f64, PcgError> {
         self.multiply(Carried::X)?;
-        let dev = self.dev.clone();
         for blk in &mut self.blocks {
             let (v, cfg) = blk.xpay;
-            xpay(&dev, v, cfg, -1.0, &blk.b, &mut blk.t)?;
+            xpay(&self.lanes[blk.lane].dev, v, cfg, -1.0, &blk.b, &mut blk.t)?;
         }
         Ok(self.sum_squares(Squared::T)?.sqrt())
     }
@@ -675,7 +732,7 @@ impl<T: DeviceTransport> PcgBackend for BlockGpuBackend<T> {
 
     fn zero_solution(&mut self) -> Result<(), PcgError> {
         for blk in &mut self.blocks {
-            self.dev.fill_zeros(&mut blk.x)?;
+            self.lanes[blk.lane].dev.fill_zeros(&mut blk.x)?;
         }
         self.running = false;
         self.polled = self.queued;
@@ -685,36 +742,30 @@ impl<T: DeviceTransport> PcgBackend for BlockGpuBackend<T> {
     }
 }
 
-/// Solves `A x = b` on one GPU with `a` split into the row blocks of `partition`, from `x0`
-/// (zero when `None`), preconditioned per block like [`super::solve_blocks_cpu`]
+/// Solves the problem `p` with its matrix split into the row blocks of `partition`, block `i`
+/// on `devices[i]` (one handle per block; clones of one handle put blocks on one stream, see
+/// the module documentation), preconditioned per block like [`super::solve_blocks_cpu`]
 /// ([`BlockPrecond`], built on the scaled blocks); `choose(b, local, pre)` gives block `b`'s
 /// plan for its (scaled) local part and preconditioner. `report` receives the split's
 /// [`BlockReport`] as soon as it is built.
-#[allow(clippy::too_many_arguments)]
 pub fn solve_blocks_gpu(
-    dev: &GpuDevice,
-    a: &CsrMatrix,
-    b: &[f64],
-    x0: Option<&[f64]>,
-    kind: &PrecondKind,
-    params: &PcgParams,
+    devices: &[GpuDevice],
+    p: &BlockProblem<'_>,
     partition: RowPartition,
     mut choose: impl FnMut(usize, &CsrMatrix, &Preconditioner) -> GpuPlanChoice,
     report: &mut Option<BlockReport>,
 ) -> Result<BlockSolve, SolveFailure> {
+    let (a, b, x0, kind, params) = (p.a, p.b, p.x0, p.kind, p.params);
     let t0 = std::time::Instant::now();
-    if b.len() != a.nrows() {
-        return Err(PcgError::Dimension(format!(
-            "right-hand side has length {}, the matrix has {} rows",
-            b.len(),
-            a.nrows()
+    if devices.len() != partition.nblocks() {
+        return Err(PcgError::InvalidParameter(format!(
+            "{} row blocks need one device handle each, got {}",
+            partition.nblocks(),
+            devices.len()
         ))
         .into());
     }
-    let factors = ScaleFactors::for_system(a, b);
-    let scaled: Cow<'_, CsrMatrix> = factors.scale_matrix(a);
-    let split = BlockSplit::new(&scaled, partition)
-        .map_err(|e| PcgError::InvalidParameter(format!("block split: {e}")))?;
+    let (factors, scaled, split) = scaled_split(a, b, partition)?;
     let pre = BlockPrecond::build(&scaled, &split, kind)?;
     *report = Some(BlockReport::new(&split, pre.dropped_couplings()));
     let choices: Vec<GpuPlanChoice> = split
@@ -727,7 +778,7 @@ pub fn solve_blocks_gpu(
     let sb = factors.scale_rhs(b);
     let sx0 = x0.map(|x| factors.scale_solution(x));
     let mut backend = BlockGpuBackend::new(
-        dev,
+        devices,
         &scaled,
         &split,
         pre.blocks(),
@@ -735,7 +786,6 @@ pub fn solve_blocks_gpu(
         &sb,
         sx0.as_deref(),
         factors,
-        OneDevice::default(),
     )?;
     backend.reserve_iterations(params.max_iter)?;
     if let Some(r) = report.as_mut() {

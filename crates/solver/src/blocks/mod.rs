@@ -7,6 +7,8 @@
 //! - [`transport`]: the [`Transport`] trait and the in-process transport [`InProcess`].
 //! - [`cpu`]: the host backend [`BlockCpuBackend`], run by the unsplit driver
 //!   ([`crate::pcg()`]): same stopping rule, true-residual check and residual replacement.
+//! - [`gpu`] (with the `gpu` feature): the device backend [`BlockGpuBackend`], blocks on one or
+//!   several devices, and [`solve_blocks_gpu`].
 //! - [`BlockPrecond`]: the preconditioner per block, and [`solve_blocks_cpu`].
 //!
 //! # What the split does to the preconditioner
@@ -35,12 +37,12 @@ use serde::Serialize;
 
 pub use cpu::BlockCpuBackend;
 #[cfg(feature = "gpu")]
-pub use gpu::{solve_blocks_gpu, BlockGpuBackend, DeviceTransport, OneDevice};
+pub use gpu::{solve_blocks_gpu, BlockGpuBackend, BlockTraffic};
 pub use transport::{InProcess, Transport};
 
 use crate::scaling::ScaleFactors;
 use crate::{
-    pcg, IterRecord, PcgError, PcgInfo, PcgParams, PrecondKind, Preconditioner, SolveFailure,
+    pcg, IterRecord, PcgError, PcgInfo, PcgParams, Plan, PrecondKind, Preconditioner, SolveFailure,
 };
 
 /// The preconditioner of a block split: one per block, built on the block's local part.
@@ -120,6 +122,44 @@ pub struct BlockReport {
     /// Milliseconds spent splitting the matrix and building the blocks' preconditioners and
     /// vectors (0 until the backend is built).
     pub setup_ms: f64,
+    /// The GPU of every block, by driver ordinal (empty on the CPU).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub devices: Vec<usize>,
+    /// How the GPU count was chosen, when it was (`--gpus auto`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gpu_count: Option<GpuCountReport>,
+    /// The sub-plan of every block (its local part's plan, then its halo part's multiply),
+    /// when the blocks were planned one by one.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub block_plans: Vec<Plan>,
+}
+
+/// The GPU count a solve chose and the predictions it chose from.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GpuCountReport {
+    /// The count chosen.
+    pub chosen: usize,
+    /// GPUs present.
+    pub found: usize,
+    /// The link figures the predictions assumed (their name says whether they are defaults).
+    pub link: String,
+    /// Every count considered.
+    pub options: Vec<GpuCountPrediction>,
+}
+
+/// The predicted time per iteration on one GPU count.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GpuCountPrediction {
+    /// GPUs (= row blocks).
+    pub gpus: usize,
+    /// The slowest block's compute, microseconds.
+    pub compute_us: f64,
+    /// The slowest block's halo over the link, microseconds.
+    pub halo_us: f64,
+    /// The all-reduce of the dots, microseconds.
+    pub allreduce_us: f64,
+    /// Their sum, microseconds.
+    pub predicted_us: f64,
 }
 
 impl BlockReport {
@@ -133,6 +173,9 @@ impl BlockReport {
             all_reduces_per_iteration: 1,
             precond_dropped_couplings: dropped,
             setup_ms: 0.0,
+            devices: Vec::new(),
+            gpu_count: None,
+            block_plans: Vec::new(),
         }
     }
 }
@@ -146,8 +189,47 @@ pub struct BlockSolve {
     pub info: PcgInfo,
 }
 
-/// Solves `A x = b` on the CPU with `a` split into the row blocks of `partition`, from `x0`
-/// (zero when `None`), preconditioned per block ([`BlockPrecond`]).
+/// A system `A x = b` to solve split into row blocks: the matrix, the right-hand side, the
+/// initial guess (zero when `None`), the preconditioner and the iteration parameters.
+#[derive(Debug, Clone, Copy)]
+pub struct BlockProblem<'a> {
+    /// The matrix.
+    pub a: &'a CsrMatrix,
+    /// The right-hand side.
+    pub b: &'a [f64],
+    /// The initial guess (zero when `None`).
+    pub x0: Option<&'a [f64]>,
+    /// The preconditioner, built per block ([`BlockPrecond`]).
+    pub kind: &'a PrecondKind,
+    /// Tolerance, iteration limit and the rest.
+    pub params: &'a PcgParams,
+}
+
+impl<'a> BlockProblem<'a> {
+    /// `a x = b` from x0 = 0.
+    pub fn new(
+        a: &'a CsrMatrix,
+        b: &'a [f64],
+        kind: &'a PrecondKind,
+        params: &'a PcgParams,
+    ) -> Self {
+        BlockProblem {
+            a,
+            b,
+            x0: None,
+            kind,
+            params,
+        }
+    }
+
+    /// The same problem from `x0`.
+    pub fn with_x0(self, x0: Option<&'a [f64]>) -> Self {
+        BlockProblem { x0, ..self }
+    }
+}
+
+/// Solves the problem `p` on the CPU with its matrix split into the row blocks of `partition`,
+/// preconditioned per block ([`BlockPrecond`]).
 ///
 /// Like [`crate::solve_cpu`], a badly scaled system is scaled by powers of two first; the
 /// split is then made of the scaled matrix (the same pattern). Returns the solution, or a
@@ -155,45 +237,24 @@ pub struct BlockSolve {
 /// stagnated. `report` receives the split's [`BlockReport`] as soon as it is built (so that a
 /// failed solve can still describe it).
 pub fn solve_blocks_cpu(
-    a: &CsrMatrix,
-    b: &[f64],
-    x0: Option<&[f64]>,
-    kind: &PrecondKind,
-    params: &PcgParams,
+    p: &BlockProblem<'_>,
     partition: RowPartition,
     report: &mut Option<BlockReport>,
 ) -> Result<BlockSolve, SolveFailure> {
-    solve_blocks_cpu_with(a, b, x0, kind, params, partition, report, |_| {
-        ControlFlow::Continue(())
-    })
+    solve_blocks_cpu_with(p, partition, report, |_| ControlFlow::Continue(()))
 }
 
 /// [`solve_blocks_cpu`] with a callback that sees every record the driver examines (see
 /// [`crate::pcg()`]).
-#[allow(clippy::too_many_arguments)]
 pub fn solve_blocks_cpu_with(
-    a: &CsrMatrix,
-    b: &[f64],
-    x0: Option<&[f64]>,
-    kind: &PrecondKind,
-    params: &PcgParams,
+    p: &BlockProblem<'_>,
     partition: RowPartition,
     report: &mut Option<BlockReport>,
     callback: impl FnMut(&IterRecord) -> ControlFlow<()>,
 ) -> Result<BlockSolve, SolveFailure> {
+    let (a, b, x0, kind, params) = (p.a, p.b, p.x0, p.kind, p.params);
     let t0 = Instant::now();
-    if b.len() != a.nrows() {
-        return Err(PcgError::Dimension(format!(
-            "right-hand side has length {}, the matrix has {} rows",
-            b.len(),
-            a.nrows()
-        ))
-        .into());
-    }
-    let factors = ScaleFactors::for_system(a, b);
-    let scaled: Cow<'_, CsrMatrix> = factors.scale_matrix(a);
-    let split = BlockSplit::new(&scaled, partition)
-        .map_err(|e| PcgError::InvalidParameter(format!("block split: {e}")))?;
+    let (factors, scaled, split) = scaled_split(a, b, partition)?;
     let dropped = match kind {
         PrecondKind::SsorAi { .. } => split.blocks().iter().map(|b| b.halo.nnz()).sum(),
         _ => 0,
@@ -226,4 +287,73 @@ pub fn solve_blocks_cpu_with(
         }
         Err(error) => Err(SolveFailure { error, x: None }),
     }
+}
+
+/// The system scaled like [`crate::solve_cpu`] scales it (powers of two, for a badly scaled
+/// one) and its split into the row blocks of `partition`: the first steps of every block solve.
+pub(crate) fn scaled_split<'a>(
+    a: &'a CsrMatrix,
+    b: &[f64],
+    partition: RowPartition,
+) -> Result<(ScaleFactors, Cow<'a, CsrMatrix>, BlockSplit), PcgError> {
+    if b.len() != a.nrows() {
+        return Err(PcgError::Dimension(format!(
+            "right-hand side has length {}, the matrix has {} rows",
+            b.len(),
+            a.nrows()
+        )));
+    }
+    let factors = ScaleFactors::for_system(a, b);
+    let scaled: Cow<'a, CsrMatrix> = factors.scale_matrix(a);
+    let split = BlockSplit::new(&scaled, partition)
+        .map_err(|e| PcgError::InvalidParameter(format!("block split: {e}")))?;
+    Ok((factors, scaled, split))
+}
+
+/// Checks a (scaled) system before a block backend is built from it: `a` square, `split` over
+/// its rows, `b` and `x0` of its length, and a positive diagonal (reported unscaled, for the
+/// preconditioner named `precond`).
+pub(crate) fn check_block_system(
+    a: &CsrMatrix,
+    split: &BlockSplit,
+    b: &[f64],
+    x0: Option<&[f64]>,
+    scale: &ScaleFactors,
+    precond: &str,
+) -> Result<(), PcgError> {
+    let n = a.nrows();
+    if a.ncols() != n {
+        return Err(PcgError::Dimension(format!(
+            "the matrix must be square, got {} x {}",
+            n,
+            a.ncols()
+        )));
+    }
+    if split.partition().nrows() != n {
+        return Err(PcgError::Dimension(format!(
+            "the block split covers {} rows, the matrix has {n}",
+            split.partition().nrows()
+        )));
+    }
+    for (what, len) in [
+        ("right-hand side", Some(b.len())),
+        ("initial guess", x0.map(<[f64]>::len)),
+    ] {
+        match len {
+            Some(len) if len != n => {
+                return Err(PcgError::Dimension(format!(
+                    "{what} has length {len}, the matrix has {n} rows"
+                )))
+            }
+            _ => {}
+        }
+    }
+    if let Some((row, value)) = crate::scaling::first_bad_diagonal(a) {
+        return Err(PcgError::BadDiagonal {
+            row,
+            value: crate::scaling::ldexp(value, -scale.matrix_exp),
+            precond: precond.to_string(),
+        });
+    }
+    Ok(())
 }

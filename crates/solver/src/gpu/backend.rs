@@ -43,14 +43,13 @@ use autopcg_gpu::kernels::dot::{
 use autopcg_gpu::kernels::vector::{
     cg_update, xpay, CgVectors, UpdateU, VectorKernel, VectorOp, VectorVariant,
 };
-use autopcg_gpu::scalars::{DeviceHalt, HaltCode};
 use autopcg_gpu::{
     CgScalars, DeviceVec, GpuDevice, GpuError, GpuGraph, GpuTimer, LaunchConfig, TimingStats,
 };
 use autopcg_sparse::CsrMatrix;
 use serde::Serialize;
 
-use crate::backend::{Dots, GearScalars, Halt, IterRecord, PcgBackend};
+use crate::backend::{GearScalars, IterRecord, PcgBackend};
 use crate::scaling::{first_bad_diagonal, inf_norm, max_abs, ScaleFactors};
 use crate::{pcg, PcgError, PcgInfo, PcgParams, Plan, Preconditioner, SolveFailure};
 
@@ -202,14 +201,6 @@ fn dimension_checks(
         }
     }
     Ok(n)
-}
-
-fn halt_from_device(h: DeviceHalt) -> Halt {
-    match h.code {
-        HaltCode::GammaNotPositive => Halt::GammaNotPositive(h.value),
-        HaltCode::CurvatureNotPositive => Halt::CurvatureNotPositive(h.value),
-        HaltCode::NotFinite => Halt::NotFinite,
-    }
 }
 
 impl GpuBackend {
@@ -847,83 +838,17 @@ impl PcgBackend for GpuBackend {
 
     fn poll(&mut self) -> Result<Vec<IterRecord>, PcgError> {
         self.flush()?;
-        if !self.running {
-            return Ok(Vec::new());
-        }
-        let from = self.polled + self.carried.len() as u32;
-        let (snap, hist) = self.scalars.read_since(&self.dev, from, self.queued)?;
-        let entries: Vec<[f64; 3]> = self.carried.drain(..).chain(hist).collect();
-        let mut records = Vec::with_capacity(entries.len());
-        for (j, e) in entries.iter().enumerate() {
-            let k = self.polled + j as u32;
-            let dots = Dots {
-                gamma: e[0],
-                delta: e[1],
-                rr: e[2],
-            };
-            if let Some(h) = snap.halt.filter(|h| h.iteration == k) {
-                records.push(IterRecord {
-                    iteration: k as usize,
-                    dots,
-                    outcome: Err(halt_from_device(h)),
-                });
-                // The device froze its vectors here; nothing after it is meaningful.
-                self.running = false;
-                self.host_scalars = None;
-                self.polled = self.queued;
-                return Ok(records);
-            }
-            let outcome = if k == 0 {
-                GearScalars::start(dots)
-            } else {
-                match self.host_scalars {
-                    Some(s) => s.advance(dots),
-                    None => {
-                        return Err(PcgError::Backend(format!(
-                            "record {k} has no predecessor scalars (internal error)"
-                        )))
-                    }
-                }
-            };
-            let sc = outcome.map_err(|h| {
-                PcgError::Backend(format!(
-                    "the device recurrence went on at iteration {k} where the host's halts \
-                     ({h:?}); dots {dots:?}"
-                ))
-            })?;
-            self.host_scalars = Some(sc);
-            records.push(IterRecord {
-                iteration: k as usize,
-                dots,
-                outcome: Ok(sc),
-            });
-        }
-        if let Some(h) = snap.halt {
-            return Err(PcgError::Backend(format!(
-                "the device recurrence halted at iteration {} outside the records {}..{} \
-                 (internal error)",
-                h.iteration, self.polled, self.queued
-            )));
-        }
-        if let Some(last) = records.last_mut() {
-            if snap.iteration as usize != last.iteration {
-                return Err(PcgError::Backend(format!(
-                    "the device recorded iteration {} last but the host queued up to {} \
-                     (internal error)",
-                    snap.iteration, last.iteration
-                )));
-            }
-            // The device's scalars are the ones its next update uses.
-            let sc = GearScalars {
-                alpha: snap.alpha,
-                beta: snap.beta,
-                gamma: snap.gamma,
-            };
-            last.outcome = Ok(sc);
-            self.host_scalars = Some(sc);
-        }
-        self.polled = self.queued;
-        Ok(records)
+        super::poll::poll_records(
+            &self.dev,
+            &mut self.scalars,
+            self.queued,
+            super::poll::PollState {
+                running: &mut self.running,
+                polled: &mut self.polled,
+                carried: &mut self.carried,
+                host_scalars: &mut self.host_scalars,
+            },
+        )
     }
 
     fn true_residual_norm(&mut self) -> Result<f64, PcgError> {

@@ -15,6 +15,8 @@ pub use choice::{
 mod backend;
 #[cfg(feature = "gpu")]
 pub(crate) mod ops;
+#[cfg(feature = "gpu")]
+pub(crate) mod poll;
 
 #[cfg(feature = "gpu")]
 pub use backend::{solve_gpu, GpuBackend, StepTimes, INITIAL_HISTORY, MAX_RESERVED_HISTORY};
