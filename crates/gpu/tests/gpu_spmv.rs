@@ -373,39 +373,18 @@ fn spmv_uploads_from_host_formats_and_checks_arguments(dev: GpuDevice) {
     let mut y = dev.alloc_zeros::<f64>(25).unwrap();
     let short = dev.upload(&[1.0; 24]).unwrap();
     let cfg = LaunchConfig::new(64, 1);
-    let launch_err = |e: Result<(), GpuError>| matches!(e, Err(GpuError::Launch { .. }));
-    assert!(launch_err(spmv_csr(
-        &dev,
-        &csr,
-        SpmvKernel::CsrScalar,
-        cfg,
-        &short,
-        &mut y
-    )));
-    assert!(launch_err(spmv_csr(
-        &dev,
-        &csr,
-        SpmvKernel::Ell,
-        cfg,
-        &x,
-        &mut y
-    )));
-    assert!(launch_err(spmv_csr(
-        &dev,
-        &csr,
-        SpmvKernel::CsrVector(3),
-        cfg,
-        &x,
-        &mut y
-    )));
-    assert!(launch_err(spmv_csr(
-        &dev,
-        &csr,
-        SpmvKernel::CsrVector(4),
-        LaunchConfig::new(48, 1),
-        &x,
-        &mut y
-    )));
+    // Refused before launching: x too short, a kernel of another format, lanes that do not
+    // divide a warp, a block that is not whole warps for the vector kernel.
+    let refused = [
+        (SpmvKernel::CsrScalar, cfg, &short),
+        (SpmvKernel::Ell, cfg, &x),
+        (SpmvKernel::CsrVector(3), cfg, &x),
+        (SpmvKernel::CsrVector(4), LaunchConfig::new(48, 1), &x),
+    ];
+    for (k, c, xin) in refused {
+        let e = spmv_csr(&dev, &csr, k, c, xin, &mut y);
+        assert!(matches!(e, Err(GpuError::Launch { .. })), "{k} {c}: {e:?}");
+    }
     spmv_csr(&dev, &csr, SpmvKernel::CsrVector(4), cfg, &x, &mut y).unwrap();
     assert_eq!(dev.download(&y).unwrap(), a.mul_vec(&[1.0; 25]));
     // Structures the kernels cannot read safely are refused on upload.

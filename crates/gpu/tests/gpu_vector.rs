@@ -32,6 +32,16 @@ fn configs(dev: &GpuDevice, v: VectorVariant, n: usize) -> Vec<LaunchConfig> {
     c
 }
 
+/// The signature [`axpy`] and [`xpay`] share.
+type VectorFn = fn(
+    &GpuDevice,
+    VectorVariant,
+    LaunchConfig,
+    f64,
+    &DeviceVec<f64>,
+    &mut DeviceVec<f64>,
+) -> Result<(), GpuError>;
+
 fn axpy_and_xpay_match_cpu(dev: GpuDevice) {
     let mut r = rng(11);
     for &n in &SIZES {
@@ -45,26 +55,22 @@ fn axpy_and_xpay_match_cpu(dev: GpuDevice) {
         let dx = dev.upload(&x).unwrap();
         for v in VectorVariant::ALL {
             for cfg in configs(&dev, v, n) {
-                let what = format!("axpy {v:?} n={n} cfg={cfg}");
-                let mut dy = dev.upload(&y0).unwrap();
-                axpy(&dev, v, cfg, a, &dx, &mut dy).unwrap();
-                assert_close(
-                    &dev.download(&dy).unwrap(),
-                    &want_axpy,
-                    &scale_axpy,
-                    1e-15,
-                    &what,
-                );
-                let what = format!("xpay {v:?} n={n} cfg={cfg}");
-                let mut dy = dev.upload(&y0).unwrap();
-                xpay(&dev, v, cfg, a, &dx, &mut dy).unwrap();
-                assert_close(
-                    &dev.download(&dy).unwrap(),
-                    &want_xpay,
-                    &scale_xpay,
-                    1e-15,
-                    &what,
-                );
+                let cases = [
+                    ("axpy", axpy as VectorFn, &want_axpy, &scale_axpy),
+                    ("xpay", xpay, &want_xpay, &scale_xpay),
+                ];
+                for (name, op, want, scale) in cases {
+                    let mut dy = dev.upload(&y0).unwrap();
+                    op(&dev, v, cfg, a, &dx, &mut dy).unwrap();
+                    let got = dev.download(&dy).unwrap();
+                    assert_close(
+                        &got,
+                        want,
+                        scale,
+                        1e-15,
+                        &format!("{name} {v:?} n={n} cfg={cfg}"),
+                    );
+                }
             }
         }
     }
