@@ -95,11 +95,7 @@ pub fn resolve_model(choice: &ModelChoice, device: Option<&str>) -> Result<Resol
                         "no model for {name} (looked for {} in {}): default rule; run \
                          `autopcg tune` to fit one",
                         store::model_file_name(name),
-                        store::search_dirs()
-                            .iter()
-                            .map(|d| d.display().to_string())
-                            .collect::<Vec<_>>()
-                            .join(", ")
+                        store::search_dirs_line()
                     )],
                 }),
                 Some(p) => match load_cached(&p, Some(name)) {

@@ -2,25 +2,10 @@
 //! same pattern, and what is refused. (The same API runs on a GPU: crates/autopcg/tests/
 //! gpu_prepared.rs.)
 use autopcg::sparse::families;
-use autopcg::{CsrMatrix, Device, PrecondKind, Solver};
+use autopcg::{Device, PrecondKind, Solver};
 
-fn rhs(a: &CsrMatrix, seed: u64) -> Vec<f64> {
-    let x: Vec<f64> = (0..a.nrows())
-        .map(|i| 1.0 + ((i as u64 * 2654435761 + seed) % 97) as f64 / 97.0)
-        .collect();
-    a.mul_vec(&x)
-}
-
-fn true_residual(a: &CsrMatrix, x: &[f64], b: &[f64]) -> f64 {
-    let ax = a.mul_vec(x);
-    let r: f64 = ax
-        .iter()
-        .zip(b)
-        .map(|(p, q)| (p - q).powi(2))
-        .sum::<f64>()
-        .sqrt();
-    r / b.iter().map(|v| v * v).sum::<f64>().sqrt()
-}
+mod common;
+use common::{rhs, true_residual};
 
 #[test]
 fn one_setup_many_right_hand_sides_and_new_values() {

@@ -504,6 +504,27 @@ fn with_handle(
     status
 }
 
+/// A getter: writes what `value` reads from the handle to `*out`; a NULL `out` (called `arg`
+/// in messages) is refused as bad input.
+///
+/// # Safety
+/// `s` is NULL or a live handle; `out` is NULL or valid for writes.
+unsafe fn get<T>(
+    s: *mut AutopcgSolver,
+    what: &str,
+    arg: &str,
+    out: *mut T,
+    value: impl FnOnce(&AutopcgSolver) -> T,
+) -> c_int {
+    with_handle(s, what, |h| {
+        // SAFETY: NULL-checked; valid for writes otherwise, as the caller promises.
+        let out = unsafe { out.as_mut() }
+            .ok_or_else(|| Failure::bad_input(format!("{what}: {arg} is NULL")))?;
+        *out = value(h);
+        Ok(())
+    })
+}
+
 /// Solves for one right-hand side: `b` and `x0` are copies, `x` receives the iterate when
 /// there is one. Records what the solve did in `h.last`.
 fn solve_into(
@@ -718,38 +739,27 @@ pub unsafe extern "C" fn autopcg_set_max_iter(s: *mut AutopcgSolver, max_iter: i
 /// Writes the number of rows to `*n`.
 #[no_mangle]
 pub unsafe extern "C" fn autopcg_get_n(s: *mut AutopcgSolver, n: *mut i64) -> c_int {
-    with_handle(s, "autopcg_get_n", |h| {
-        // SAFETY: NULL-checked.
-        let out =
-            unsafe { n.as_mut() }.ok_or_else(|| Failure::bad_input("autopcg_get_n: n is NULL"))?;
-        *out = h.inner.n() as i64;
-        Ok(())
-    })
+    // SAFETY: `n` is NULL (refused) or points to writable memory, as the caller promises.
+    unsafe { get(s, "autopcg_get_n", "n", n, |h| h.inner.n() as i64) }
 }
 
 /// Writes the number of entries of the arrays given at creation (the length
 /// `autopcg_update_values` takes) to `*nnz`.
 #[no_mangle]
 pub unsafe extern "C" fn autopcg_get_nnz(s: *mut AutopcgSolver, nnz: *mut i64) -> c_int {
-    with_handle(s, "autopcg_get_nnz", |h| {
-        // SAFETY: NULL-checked.
-        let out = unsafe { nnz.as_mut() }
-            .ok_or_else(|| Failure::bad_input("autopcg_get_nnz: nnz is NULL"))?;
-        *out = h.map.input_len() as i64;
-        Ok(())
-    })
+    // SAFETY: `nnz` is NULL (refused) or points to writable memory, as the caller promises.
+    unsafe {
+        get(s, "autopcg_get_nnz", "nnz", nnz, |h| {
+            h.map.input_len() as i64
+        })
+    }
 }
 
 /// Writes what the last solve did to `*info` (reason `AUTOPCG_REASON_NONE` before any).
 #[no_mangle]
 pub unsafe extern "C" fn autopcg_get_info(s: *mut AutopcgSolver, info: *mut AutopcgInfo) -> c_int {
-    with_handle(s, "autopcg_get_info", |h| {
-        // SAFETY: NULL-checked.
-        let out = unsafe { info.as_mut() }
-            .ok_or_else(|| Failure::bad_input("autopcg_get_info: info is NULL"))?;
-        *out = h.last;
-        Ok(())
-    })
+    // SAFETY: `info` is NULL (refused) or points to writable memory, as the caller promises.
+    unsafe { get(s, "autopcg_get_info", "info", info, |h| h.last) }
 }
 
 /// Writes the iterations of the last solve to `*iterations` (0 before any).
@@ -758,26 +768,24 @@ pub unsafe extern "C" fn autopcg_get_iterations(
     s: *mut AutopcgSolver,
     iterations: *mut i64,
 ) -> c_int {
-    with_handle(s, "autopcg_get_iterations", |h| {
-        // SAFETY: NULL-checked.
-        let out = unsafe { iterations.as_mut() }
-            .ok_or_else(|| Failure::bad_input("autopcg_get_iterations: iterations is NULL"))?;
-        *out = h.last.iterations;
-        Ok(())
-    })
+    // SAFETY: `iterations` is NULL (refused) or points to writable memory, as the caller promises.
+    unsafe {
+        get(s, "autopcg_get_iterations", "iterations", iterations, |h| {
+            h.last.iterations
+        })
+    }
 }
 
 /// Writes the true relative residual `||b - A x|| / ||b||` of the last solve to `*residual`
 /// (NaN before any, or when the last solve ended without an iterate).
 #[no_mangle]
 pub unsafe extern "C" fn autopcg_get_residual(s: *mut AutopcgSolver, residual: *mut f64) -> c_int {
-    with_handle(s, "autopcg_get_residual", |h| {
-        // SAFETY: NULL-checked.
-        let out = unsafe { residual.as_mut() }
-            .ok_or_else(|| Failure::bad_input("autopcg_get_residual: residual is NULL"))?;
-        *out = h.last.relative_residual;
-        Ok(())
-    })
+    // SAFETY: `residual` is NULL (refused) or points to writable memory, as the caller promises.
+    unsafe {
+        get(s, "autopcg_get_residual", "residual", residual, |h| {
+            h.last.relative_residual
+        })
+    }
 }
 
 /// Writes where the setup time went to `*setup`.
@@ -786,22 +794,21 @@ pub unsafe extern "C" fn autopcg_get_setup(
     s: *mut AutopcgSolver,
     setup: *mut AutopcgSetup,
 ) -> c_int {
-    with_handle(s, "autopcg_get_setup", |h| {
-        // SAFETY: NULL-checked.
-        let out = unsafe { setup.as_mut() }
-            .ok_or_else(|| Failure::bad_input("autopcg_get_setup: setup is NULL"))?;
-        let t = h.inner.setup();
-        *out = AutopcgSetup {
-            check_ms: t.check_ms,
-            device_ms: t.device_ms,
-            precond_ms: t.precond_ms,
-            select_ms: t.select_ms,
-            backend_ms: t.backend_ms,
-            total_ms: t.total_ms(),
-            update_ms: h.update_ms,
-        };
-        Ok(())
-    })
+    // SAFETY: `setup` is NULL (refused) or points to writable memory, as the caller promises.
+    unsafe {
+        get(s, "autopcg_get_setup", "setup", setup, |h| {
+            let t = h.inner.setup();
+            AutopcgSetup {
+                check_ms: t.check_ms,
+                device_ms: t.device_ms,
+                precond_ms: t.precond_ms,
+                select_ms: t.select_ms,
+                backend_ms: t.backend_ms,
+                total_ms: t.total_ms(),
+                update_ms: h.update_ms,
+            }
+        })
+    }
 }
 
 /// Where the handle solves, in words ("cpu (8 threads)", "gpu 0 (NVIDIA H200)"); valid until

@@ -147,20 +147,15 @@ fn int32_and_a_lower_triangle_in_fortran_order() {
         }
         lp.push(lc.len() as i32 + 1);
     }
+    // Creates a solver of the triangle, 1-based, with options `o`.
+    let create = |o: &AutopcgOptions, h: &mut *mut AutopcgSolver| {
+        // SAFETY: the arrays are the triangle's CSR arrays of order n; `o` and `h` are valid.
+        unsafe { autopcg_create_i32(n as i32, lp.as_ptr(), lc.as_ptr(), lv.as_ptr(), 1, o, h) }
+    };
     let mut o = cpu_options();
     // Given as a full matrix, the triangle is refused with the option to use.
     let mut h = ptr::null_mut();
-    let st = unsafe {
-        autopcg_create_i32(
-            n as i32,
-            lp.as_ptr(),
-            lc.as_ptr(),
-            lv.as_ptr(),
-            1,
-            &o,
-            &mut h,
-        )
-    };
+    let st = create(&o, &mut h);
     assert_eq!(st, AUTOPCG_ERR_BAD_INPUT);
     assert!(h.is_null());
     assert!(
@@ -169,17 +164,7 @@ fn int32_and_a_lower_triangle_in_fortran_order() {
         last_error()
     );
     o.storage = AUTOPCG_STORAGE_LOWER;
-    let st = unsafe {
-        autopcg_create_i32(
-            n as i32,
-            lp.as_ptr(),
-            lc.as_ptr(),
-            lv.as_ptr(),
-            1,
-            &o,
-            &mut h,
-        )
-    };
+    let st = create(&o, &mut h);
     assert_eq!(st, AUTOPCG_OK, "{}", last_error());
     let b = vec![1.0; n];
     let mut x = vec![0.0; n];

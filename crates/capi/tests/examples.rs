@@ -180,12 +180,36 @@ fn check(out: &str) -> Result<(), Failed> {
     Ok(())
 }
 
+/// The folder the examples are built in (created).
+fn build_dir() -> Result<PathBuf, Failed> {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("examples");
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    Ok(dir)
+}
+
+/// Compiles the example `source` (of the repository) with `compiler` (given its own flags),
+/// linked to the library in `lib`, into `exe` of [`build_dir`], runs it on an M x M grid on the
+/// CPU and returns its output.
+fn build_and_run(
+    compiler: &mut Command,
+    source: &str,
+    exe: &str,
+    lib: &Path,
+) -> Result<String, Failed> {
+    let exe = build_dir()?.join(exe);
+    run(compiler
+        .arg(root().join(source))
+        .arg("-o")
+        .arg(&exe)
+        .arg(format!("-L{}", lib.display()))
+        .arg("-lautopcg")
+        .arg(format!("-Wl,-rpath,{}", lib.display())))?;
+    run(Command::new(&exe).args([&M.to_string(), "cpu"]))
+}
+
 fn c_example(cc: &str, lib: &Path) -> Result<(), Failed> {
-    let out_dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("examples");
-    std::fs::create_dir_all(&out_dir).map_err(|e| e.to_string())?;
-    let exe = out_dir.join("poisson_c");
-    let root = root();
-    run(Command::new(cc)
+    let mut compile = Command::new(cc);
+    compile
         .args([
             "-std=c99",
             "-O2",
@@ -195,35 +219,29 @@ fn c_example(cc: &str, lib: &Path) -> Result<(), Failed> {
             "-Werror",
             "-I",
         ])
-        .arg(root.join("crates/capi/include"))
-        .arg(root.join("examples/c/poisson.c"))
-        .arg("-o")
-        .arg(&exe)
-        .arg(format!("-L{}", lib.display()))
-        .arg("-lautopcg")
-        .arg(format!("-Wl,-rpath,{}", lib.display())))?;
-    let out = run(Command::new(&exe).args([&M.to_string(), "cpu"]))?;
+        .arg(root().join("crates/capi/include"));
+    let out = build_and_run(&mut compile, "examples/c/poisson.c", "poisson_c", lib)?;
     check(&out)
 }
 
 fn fortran_example(fc: &str, lib: &Path) -> Result<(), Failed> {
-    let out_dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("examples");
-    std::fs::create_dir_all(&out_dir).map_err(|e| e.to_string())?;
-    let exe = out_dir.join("poisson_f90");
-    let root = root();
-    run(Command::new(fc)
+    let mut compile = Command::new(fc);
+    compile
         .args(["-std=f2018", "-O2", "-Wall", "-Werror"])
-        .arg(format!("-J{}", out_dir.display()))
-        .arg(root.join("crates/capi/fortran/autopcg.f90"))
-        .arg(root.join("examples/fortran/poisson.f90"))
-        .arg("-o")
-        .arg(&exe)
-        .arg(format!("-L{}", lib.display()))
-        .arg("-lautopcg")
-        .arg(format!("-Wl,-rpath,{}", lib.display())))?;
-    let out = run(Command::new(&exe).args([&M.to_string(), "cpu"]))?;
+        .arg(format!("-J{}", build_dir()?.display()))
+        .arg(root().join("crates/capi/fortran/autopcg.f90"));
+    let out = build_and_run(
+        &mut compile,
+        "examples/fortran/poisson.f90",
+        "poisson_f90",
+        lib,
+    )?;
     if !out.contains("(lower triangle)") {
-        return Err(format!("the Fortran example gives the lower triangle:\n{out}").into());
+        return Err(format!(
+            "the Fortran example gives the lower triangle:
+{out}"
+        )
+        .into());
     }
     check(&out)
 }

@@ -92,11 +92,7 @@ pub(crate) fn find_model_for(name: &str) -> Result<PathBuf> {
         anyhow!(
             "no model for {name} ({} in none of {}); give --model FILE or run `autopcg tune`",
             store::model_file_name(name),
-            store::search_dirs()
-                .iter()
-                .map(|d| d.display().to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
+            store::search_dirs_line()
         )
     })
 }

@@ -147,40 +147,14 @@ fn conversion_matrices() -> Vec<(String, CsrMatrix)> {
             random_powerlaw_spd(3001, 8.0, 1.2, 54).unwrap(),
         ),
         ("poisson 23x23".to_string(), common::poisson2d(23)),
-        (
-            "1x1".to_string(),
-            CsrMatrix::from_triplets(1, 1, &[0], &[0], &[-0.0]).unwrap(),
-        ),
-        (
-            "1x1 empty".to_string(),
-            CsrMatrix::from_triplets(1, 1, &[], &[], &[]).unwrap(),
-        ),
-        (
-            "5x3 all rows empty".to_string(),
-            CsrMatrix::from_triplets(5, 3, &[], &[], &[]).unwrap(),
-        ),
-        (
-            "0x0".to_string(),
-            CsrMatrix::from_triplets(0, 0, &[], &[], &[]).unwrap(),
-        ),
     ];
-    // One dense row of 1000 entries among short ones.
-    let n = 1000;
-    let (mut r, mut c, mut x) = (vec![], vec![], vec![]);
-    for j in 0..n {
-        r.push(7u32);
-        c.push(j as u32);
-        x.push(1.0 / (j as f64 + 1.0));
-    }
-    for i in (0..n).step_by(3) {
-        r.push(i as u32);
-        c.push(((i * 7) % n) as u32);
-        x.push(1.5);
-    }
+    v.extend(common::tiny_matrices(-0.0));
     v.push((
-        "one long row".to_string(),
-        CsrMatrix::from_triplets(n, n, &r, &c, &x).unwrap(),
+        "0x0".to_string(),
+        CsrMatrix::from_triplets(0, 0, &[], &[], &[]).unwrap(),
     ));
+    // One dense row of 1000 entries among short ones.
+    v.push(("one long row".to_string(), common::one_long_row()));
     // A third of the rows 1100+ (then 2100) long: the HYB split needs a second (third)
     // histogram pass.
     for long in [1100usize, 2100] {

@@ -9,11 +9,13 @@ use autopcg_gpu::kernels::spmv::{
     spmv_coo, spmv_coo_accumulate, spmv_csr, spmv_dia, spmv_ell, spmv_hyb, SpmvKernel,
 };
 use autopcg_gpu::{
-    DeviceCoo, DeviceCsr, DeviceDia, DeviceEll, DeviceHyb, GpuDevice, GpuError, LaunchConfig,
+    DeviceCoo, DeviceCsr, DeviceDia, DeviceEll, DeviceHyb, DeviceVec, GpuDevice, GpuError,
+    LaunchConfig,
 };
 use autopcg_sparse::CsrMatrix;
 use common::{
-    abs_spmv, assert_close, poisson2d, random_csr, rng, to_coo, to_dia, to_ell, to_hyb, uniform,
+    abs_spmv, assert_close, one_long_row, poisson2d, random_csr, rng, tiny_matrices, to_coo,
+    to_dia, to_ell, to_hyb, uniform,
 };
 use rand::Rng;
 
@@ -24,38 +26,10 @@ fn matrices() -> Vec<(String, CsrMatrix)> {
         ("random 300x500".to_string(), random_csr(32, 300, 500)),
         ("random 257x40".to_string(), random_csr(33, 257, 40)),
         ("poisson 23x23".to_string(), poisson2d(23)),
-        (
-            "1x1".to_string(),
-            CsrMatrix::from_triplets(1, 1, &[0], &[0], &[2.5]).unwrap(),
-        ),
-        (
-            "1x1 empty".to_string(),
-            CsrMatrix::from_triplets(1, 1, &[], &[], &[]).unwrap(),
-        ),
-        (
-            "5x3 all rows empty".to_string(),
-            CsrMatrix::from_triplets(5, 3, &[], &[], &[]).unwrap(),
-        ),
     ];
+    v.extend(tiny_matrices(2.5));
     // One dense row of 1000 entries among short ones: far longer than a warp.
-    let n = 1000;
-    let (mut r, mut c, mut x) = (vec![], vec![], vec![]);
-    for j in 0..n {
-        r.push(7u32);
-        c.push(j as u32);
-        x.push(1.0 / (j as f64 + 1.0));
-    }
-    for i in 0..n {
-        if i % 3 == 0 {
-            r.push(i as u32);
-            c.push(((i * 7) % n) as u32);
-            x.push(1.5);
-        }
-    }
-    v.push((
-        "one long row".to_string(),
-        CsrMatrix::from_triplets(n, n, &r, &c, &x).unwrap(),
-    ));
+    v.push(("one long row".to_string(), one_long_row()));
     v
 }
 
@@ -104,6 +78,18 @@ fn spmv_all_formats_match_cpu(dev: GpuDevice) {
             let dx = dev.upload(&x).unwrap();
             // Poisoned output: every kernel must overwrite all of y (COO zeroes it itself).
             let poison = vec![f64::NAN; nr];
+            // Runs `spmv` into a poisoned y and checks y against the CPU's product.
+            let run = |what: String, spmv: &dyn Fn(&mut DeviceVec<f64>) -> Result<(), GpuError>| {
+                let mut y = dev.upload(&poison).unwrap();
+                spmv(&mut y).unwrap();
+                check(
+                    &dev,
+                    &y,
+                    &want,
+                    &scale,
+                    &format!("{what} on {label}, x {xkind}"),
+                );
+            };
 
             let mut csr = DeviceCsr::upload(&dev, &a).unwrap();
             assert_eq!((csr.nrows(), csr.ncols(), csr.nnz()), (nr, nc, a.nnz()));
@@ -119,59 +105,35 @@ fn spmv_all_formats_match_cpu(dev: GpuDevice) {
                     cfgs.retain(|c| c.threads <= autopcg_gpu::kernels::spmv::MERGE_MAX_THREADS);
                 }
                 for cfg in cfgs {
-                    let mut y = dev.upload(&poison).unwrap();
-                    spmv_csr(&dev, &csr, k, cfg, &dx, &mut y).unwrap();
-                    check(
-                        &dev,
-                        &y,
-                        &want,
-                        &scale,
-                        &format!("{k} {cfg} on {label}, x {xkind}"),
-                    );
+                    run(format!("{k} {cfg}"), &|y| {
+                        spmv_csr(&dev, &csr, k, cfg, &dx, y)
+                    });
                 }
             }
 
             let e = to_ell(&a);
             let ell = DeviceEll::from_parts(&dev, nr, nc, e.width, &e.cols, &e.vals).unwrap();
             for cfg in configs(&dev, SpmvKernel::Ell, &a, true) {
-                let mut y = dev.upload(&poison).unwrap();
-                spmv_ell(&dev, &ell, cfg, &dx, &mut y).unwrap();
-                check(
-                    &dev,
-                    &y,
-                    &want,
-                    &scale,
-                    &format!("spmv_ell {cfg} on {label}, x {xkind}"),
-                );
+                run(format!("spmv_ell {cfg}"), &|y| {
+                    spmv_ell(&dev, &ell, cfg, &dx, y)
+                });
             }
 
             let (offs, data) = to_dia(&a);
             let dia = DeviceDia::from_parts(&dev, nr, nc, &offs, &data).unwrap();
             for cfg in configs(&dev, SpmvKernel::Dia, &a, true) {
-                let mut y = dev.upload(&poison).unwrap();
-                spmv_dia(&dev, &dia, cfg, &dx, &mut y).unwrap();
-                check(
-                    &dev,
-                    &y,
-                    &want,
-                    &scale,
-                    &format!("spmv_dia {cfg} on {label}, x {xkind}"),
-                );
+                run(format!("spmv_dia {cfg}"), &|y| {
+                    spmv_dia(&dev, &dia, cfg, &dx, y)
+                });
             }
 
             let (cr, cc, cv) = to_coo(&a);
             let coo = DeviceCoo::from_parts(&dev, nr, nc, &cr, &cc, &cv).unwrap();
             for k in [SpmvKernel::CooAtomic, SpmvKernel::CooSegment] {
                 for cfg in configs(&dev, k, &a, !k.needs_whole_warps()) {
-                    let mut y = dev.upload(&poison).unwrap();
-                    spmv_coo(&dev, &coo, k, cfg, &dx, &mut y).unwrap();
-                    check(
-                        &dev,
-                        &y,
-                        &want,
-                        &scale,
-                        &format!("{k} {cfg} on {label}, x {xkind}"),
-                    );
+                    run(format!("{k} {cfg}"), &|y| {
+                        spmv_coo(&dev, &coo, k, cfg, &dx, y)
+                    });
                 }
             }
 
@@ -185,10 +147,9 @@ fn spmv_all_formats_match_cpu(dev: GpuDevice) {
                 for k in [SpmvKernel::CooAtomic, SpmvKernel::CooSegment] {
                     let ell_cfg = SpmvKernel::Ell.default_config(nr as u64, 0, dev.props());
                     for coo_cfg in configs(&dev, k, &a, false) {
-                        let mut y = dev.upload(&poison).unwrap();
-                        spmv_hyb(&dev, &hyb, ell_cfg, k, coo_cfg, &dx, &mut y).unwrap();
-                        let what = format!("hyb H={h} + {k} {coo_cfg} on {label}, x {xkind}");
-                        check(&dev, &y, &want, &scale, &what);
+                        run(format!("hyb H={h} + {k} {coo_cfg}"), &|y| {
+                            spmv_hyb(&dev, &hyb, ell_cfg, k, coo_cfg, &dx, y)
+                        });
                     }
                 }
             }
@@ -412,39 +373,18 @@ fn spmv_uploads_from_host_formats_and_checks_arguments(dev: GpuDevice) {
     let mut y = dev.alloc_zeros::<f64>(25).unwrap();
     let short = dev.upload(&[1.0; 24]).unwrap();
     let cfg = LaunchConfig::new(64, 1);
-    let launch_err = |e: Result<(), GpuError>| matches!(e, Err(GpuError::Launch { .. }));
-    assert!(launch_err(spmv_csr(
-        &dev,
-        &csr,
-        SpmvKernel::CsrScalar,
-        cfg,
-        &short,
-        &mut y
-    )));
-    assert!(launch_err(spmv_csr(
-        &dev,
-        &csr,
-        SpmvKernel::Ell,
-        cfg,
-        &x,
-        &mut y
-    )));
-    assert!(launch_err(spmv_csr(
-        &dev,
-        &csr,
-        SpmvKernel::CsrVector(3),
-        cfg,
-        &x,
-        &mut y
-    )));
-    assert!(launch_err(spmv_csr(
-        &dev,
-        &csr,
-        SpmvKernel::CsrVector(4),
-        LaunchConfig::new(48, 1),
-        &x,
-        &mut y
-    )));
+    // Refused before launching: x too short, a kernel of another format, lanes that do not
+    // divide a warp, a block that is not whole warps for the vector kernel.
+    let refused = [
+        (SpmvKernel::CsrScalar, cfg, &short),
+        (SpmvKernel::Ell, cfg, &x),
+        (SpmvKernel::CsrVector(3), cfg, &x),
+        (SpmvKernel::CsrVector(4), LaunchConfig::new(48, 1), &x),
+    ];
+    for (k, c, xin) in refused {
+        let e = spmv_csr(&dev, &csr, k, c, xin, &mut y);
+        assert!(matches!(e, Err(GpuError::Launch { .. })), "{k} {c}: {e:?}");
+    }
     spmv_csr(&dev, &csr, SpmvKernel::CsrVector(4), cfg, &x, &mut y).unwrap();
     assert_eq!(dev.download(&y).unwrap(), a.mul_vec(&[1.0; 25]));
     // Structures the kernels cannot read safely are refused on upload.

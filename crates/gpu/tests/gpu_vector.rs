@@ -6,7 +6,7 @@ mod common;
 use autopcg_gpu::kernels::precond::{diag_scale, jacobi_apply, Loads};
 use autopcg_gpu::kernels::vector::{axpy, cg_update, xpay, CgVectors, UpdateU, VectorVariant};
 use autopcg_gpu::scalars::{CG_ALPHA, CG_BETA, CG_HALT, CG_SCALARS_LEN};
-use autopcg_gpu::{CgScalars, GpuDevice, GpuError, LaunchConfig};
+use autopcg_gpu::{CgScalars, DeviceVec, GpuDevice, GpuError, LaunchConfig};
 use common::{assert_close, rng, uniform};
 
 /// Sizes around block and pair boundaries.
@@ -32,6 +32,16 @@ fn configs(dev: &GpuDevice, v: VectorVariant, n: usize) -> Vec<LaunchConfig> {
     c
 }
 
+/// The signature [`axpy`] and [`xpay`] share.
+type VectorFn = fn(
+    &GpuDevice,
+    VectorVariant,
+    LaunchConfig,
+    f64,
+    &DeviceVec<f64>,
+    &mut DeviceVec<f64>,
+) -> Result<(), GpuError>;
+
 fn axpy_and_xpay_match_cpu(dev: GpuDevice) {
     let mut r = rng(11);
     for &n in &SIZES {
@@ -45,26 +55,22 @@ fn axpy_and_xpay_match_cpu(dev: GpuDevice) {
         let dx = dev.upload(&x).unwrap();
         for v in VectorVariant::ALL {
             for cfg in configs(&dev, v, n) {
-                let what = format!("axpy {v:?} n={n} cfg={cfg}");
-                let mut dy = dev.upload(&y0).unwrap();
-                axpy(&dev, v, cfg, a, &dx, &mut dy).unwrap();
-                assert_close(
-                    &dev.download(&dy).unwrap(),
-                    &want_axpy,
-                    &scale_axpy,
-                    1e-15,
-                    &what,
-                );
-                let what = format!("xpay {v:?} n={n} cfg={cfg}");
-                let mut dy = dev.upload(&y0).unwrap();
-                xpay(&dev, v, cfg, a, &dx, &mut dy).unwrap();
-                assert_close(
-                    &dev.download(&dy).unwrap(),
-                    &want_xpay,
-                    &scale_xpay,
-                    1e-15,
-                    &what,
-                );
+                let cases = [
+                    ("axpy", axpy as VectorFn, &want_axpy, &scale_axpy),
+                    ("xpay", xpay, &want_xpay, &scale_xpay),
+                ];
+                for (name, op, want, scale) in cases {
+                    let mut dy = dev.upload(&y0).unwrap();
+                    op(&dev, v, cfg, a, &dx, &mut dy).unwrap();
+                    let got = dev.download(&dy).unwrap();
+                    assert_close(
+                        &got,
+                        want,
+                        scale,
+                        1e-15,
+                        &format!("{name} {v:?} n={n} cfg={cfg}"),
+                    );
+                }
             }
         }
     }
@@ -73,70 +79,30 @@ fn axpy_and_xpay_match_cpu(dev: GpuDevice) {
 fn vector_kernels_check_their_arguments(dev: GpuDevice) {
     let x = dev.upload(&[1.0; 1000]).unwrap();
     let mut y = dev.upload(&[1.0; 1000]).unwrap();
-    // Too few blocks for one element per thread: refused before launching, y untouched.
-    let e = axpy(
-        &dev,
-        VectorVariant::Elem,
-        LaunchConfig::new(256, 3),
-        1.0,
-        &x,
-        &mut y,
-    );
-    assert!(matches!(e, Err(GpuError::Launch { .. })), "{e:?}");
-    let e = axpy(
-        &dev,
-        VectorVariant::ElemV2,
-        LaunchConfig::new(256, 1),
-        1.0,
-        &x,
-        &mut y,
-    );
-    assert!(matches!(e, Err(GpuError::Launch { .. })), "{e:?}");
+    // y += x with `variant` on `threads` x `blocks`.
+    let add = |variant, threads, blocks, x: &DeviceVec<f64>, y: &mut DeviceVec<f64>| {
+        axpy(&dev, variant, LaunchConfig::new(threads, blocks), 1.0, x, y)
+    };
+    // Too few blocks for one element (or pair) per thread: refused before launching, y untouched.
+    for (variant, blocks) in [(VectorVariant::Elem, 3), (VectorVariant::ElemV2, 1)] {
+        let e = add(variant, 256, blocks, &x, &mut y);
+        assert!(matches!(e, Err(GpuError::Launch { .. })), "{e:?}");
+    }
     // 2 blocks of 256 cover 1000 elements as 500 pairs.
-    axpy(
-        &dev,
-        VectorVariant::ElemV2,
-        LaunchConfig::new(256, 2),
-        1.0,
-        &x,
-        &mut y,
-    )
-    .unwrap();
+    add(VectorVariant::ElemV2, 256, 2, &x, &mut y).unwrap();
     assert_eq!(dev.download(&y).unwrap(), vec![2.0; 1000]);
-    let e = axpy(
-        &dev,
-        VectorVariant::Grid,
-        LaunchConfig::new(2048, 1),
-        1.0,
-        &x,
-        &mut y,
-    );
-    assert!(matches!(e, Err(GpuError::Launch { .. })), "{e:?}");
-    let e = axpy(
-        &dev,
-        VectorVariant::Grid,
-        LaunchConfig::new(256, 0),
-        1.0,
-        &x,
-        &mut y,
-    );
-    assert!(matches!(e, Err(GpuError::Launch { .. })), "{e:?}");
+    // Too many threads per block, no block, and x shorter than y: refused, y untouched.
     let short = dev.upload(&[1.0; 999]).unwrap();
-    let e = axpy(
-        &dev,
-        VectorVariant::Grid,
-        LaunchConfig::new(256, 1),
-        1.0,
-        &short,
-        &mut y,
-    );
-    assert!(matches!(e, Err(GpuError::Launch { .. })), "{e:?}");
+    for (threads, blocks, x) in [(2048, 1, &x), (256, 0, &x), (256, 1, &short)] {
+        let e = add(VectorVariant::Grid, threads, blocks, x, &mut y);
+        assert!(matches!(e, Err(GpuError::Launch { .. })), "{e:?}");
+    }
     assert_eq!(dev.download(&y).unwrap(), vec![2.0; 1000]);
     // Empty vectors: nothing to do, no error.
     let e0 = dev.upload::<f64>(&[]).unwrap();
     let mut f0 = dev.upload::<f64>(&[]).unwrap();
     for v in VectorVariant::ALL {
-        axpy(&dev, v, LaunchConfig::new(256, 1), 1.0, &e0, &mut f0).unwrap();
+        add(v, 256, 1, &e0, &mut f0).unwrap();
     }
 }
 

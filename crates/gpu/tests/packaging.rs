@@ -1,14 +1,16 @@
 //! The crate packs the CUDA sources it embeds. `crates/gpu/kernels` is a symbolic link to the
 //! workspace's `kernels/` (the one home of the sources); `include_str!` reads through it, and
 //! `cargo package` follows it, so the packaged crate carries real copies and builds alone.
-//! CPU only; the test that runs `cargo package` skips (with one line) when not run by cargo or
-//! outside the workspace.
+//! CPU only; the tests that need the workspace (and, for `cargo package`, to be run by cargo) are
+//! reported ignored, with the reason said once, where they do not have it.
 use std::collections::BTreeSet;
+use std::ffi::OsString;
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, ExitCode};
 
 use autopcg_gpu::sources::{embedded_files, header_text, source_text};
 use autopcg_gpu::KernelSource;
+use libtest_mimic::{Arguments, Completion, Trial};
 
 /// The kernels folder as the crate sees it (tests run in the package's folder).
 const CRATE_KERNELS: &str = "kernels";
@@ -19,7 +21,6 @@ fn read(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
-#[test]
 fn embedded_texts_are_the_files_under_kernels() {
     let dir = Path::new(CRATE_KERNELS);
     for src in KernelSource::ALL {
@@ -41,13 +42,8 @@ fn embedded_texts_are_the_files_under_kernels() {
     }
 }
 
-#[test]
-fn crate_kernels_link_to_the_workspace_folder() {
+fn crate_kernels_link_to_the_workspace_folder(_: OsString) {
     let ws = Path::new(WORKSPACE_KERNELS);
-    if !ws.is_dir() {
-        println!("crate_kernels_link_to_the_workspace_folder: skipped, not inside the workspace");
-        return;
-    }
     let link = Path::new(CRATE_KERNELS);
     // In a git checkout the link must be a link (a copy of the working tree made elsewhere, as
     // on the GPU host, may have replaced it by the files; the texts are checked above).
@@ -76,18 +72,8 @@ fn crate_kernels_link_to_the_workspace_folder() {
     }
 }
 
-#[test]
-fn package_lists_every_embedded_kernel_file() {
-    const NAME: &str = "package_lists_every_embedded_kernel_file";
-    let Some(cargo) = std::env::var_os("CARGO") else {
-        println!("{NAME}: skipped, not run by cargo (CARGO is not set)");
-        return;
-    };
+fn package_lists_every_embedded_kernel_file(cargo: OsString) {
     let root = Path::new("../..");
-    if !root.join("Cargo.toml").is_file() || !Path::new(WORKSPACE_KERNELS).is_dir() {
-        println!("{NAME}: skipped, not inside the workspace");
-        return;
-    }
     let out = Command::new(cargo)
         .args([
             "package",
@@ -119,4 +105,60 @@ fn package_lists_every_embedded_kernel_file() {
         missing.is_empty(),
         "cargo package leaves out {missing:?}; listing:\n{stdout}"
     );
+}
+
+/// Why the tests that need the workspace cannot run here, if they cannot.
+fn outside_workspace() -> Option<String> {
+    let inside = Path::new("../../Cargo.toml").is_file() && Path::new(WORKSPACE_KERNELS).is_dir();
+    (!inside).then(|| "not inside the workspace".to_string())
+}
+
+/// A trial of `body` given `what` it needs; where that is missing (the reason), reported
+/// ignored with the reason, which is printed once unless the tests are only listed.
+fn needing(
+    args: &Arguments,
+    name: &'static str,
+    what: Result<OsString, String>,
+    body: fn(OsString),
+) -> Trial {
+    match what {
+        Ok(v) => Trial::test(name, move || {
+            body(v);
+            Ok(())
+        }),
+        Err(why) => {
+            if !args.list {
+                eprintln!("note: {name} ignored: {why}");
+            }
+            Trial::ignorable_test(name, move || Ok(Completion::ignored_with(why)))
+                .with_ignored_flag(true)
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let args = Arguments::from_args();
+    let workspace = || outside_workspace().map_or(Ok(OsString::new()), Err);
+    let cargo = workspace().and_then(|_| {
+        std::env::var_os("CARGO").ok_or_else(|| "not run by cargo (CARGO is not set)".into())
+    });
+    let trials = vec![
+        Trial::test("embedded_texts_are_the_files_under_kernels", || {
+            embedded_texts_are_the_files_under_kernels();
+            Ok(())
+        }),
+        needing(
+            &args,
+            "crate_kernels_link_to_the_workspace_folder",
+            workspace(),
+            crate_kernels_link_to_the_workspace_folder,
+        ),
+        needing(
+            &args,
+            "package_lists_every_embedded_kernel_file",
+            cargo,
+            package_lists_every_embedded_kernel_file,
+        ),
+    ];
+    libtest_mimic::run(&args, trials).exit_code()
 }

@@ -60,6 +60,16 @@ pub fn search_dirs() -> Vec<PathBuf> {
     out
 }
 
+/// [`search_dirs`] as one comma-separated line, for messages that say where a model was looked
+/// for.
+pub fn search_dirs_line() -> String {
+    search_dirs()
+        .iter()
+        .map(|d| d.display().to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// The file name of the model of a device called `name`.
 pub fn model_file_name(name: &str) -> String {
     format!("{}.json", autopcg_catalog::device_slug(name))

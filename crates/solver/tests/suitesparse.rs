@@ -2,7 +2,8 @@
 //! preconditioner: the solve must reach a true relative residual below 1e-8.
 //!
 //! The fixtures live in `../../../shared/matrices` relative to this package (outside the
-//! repository); when the folder is absent the tests say so and return.
+//! repository); where the folder (or the one matrix a test needs) is absent, the runner reports
+//! the test as ignored and says why once.
 //!
 //! Two kinds of exception, both measured:
 //! - Unpreconditioned CG on the two worst-conditioned matrices (bcsstk13, cond(A) ~ 1e10;
@@ -19,11 +20,13 @@
 mod common;
 
 use std::path::{Path, PathBuf};
+use std::process::ExitCode;
 
 use autopcg_solver::{auto_omega, solve_cpu, PcgError, PcgParams, PrecondKind};
 use autopcg_sparse::mm::{read_matrix, ReadOptions, SymmetryPolicy};
 use autopcg_sparse::CsrMatrix;
 use common::*;
+use libtest_mimic::{Arguments, Completion, Trial};
 
 const DIR: &str = "../../../shared/matrices";
 
@@ -43,12 +46,8 @@ fn load(path: &Path) -> CsrMatrix {
         .matrix
 }
 
-fn fixtures() -> Option<Vec<(String, CsrMatrix)>> {
-    let dir = Path::new(DIR);
-    if !dir.is_dir() {
-        println!("{DIR} not found: SuiteSparse fixtures skipped");
-        return None;
-    }
+/// Every matrix of the fixtures folder `dir`, by name.
+fn fixtures(dir: PathBuf) -> Vec<(String, CsrMatrix)> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -56,17 +55,15 @@ fn fixtures() -> Option<Vec<(String, CsrMatrix)>> {
         .collect();
     files.sort();
     assert!(!files.is_empty(), "no .mtx files in {DIR}");
-    Some(
-        files
-            .iter()
-            .map(|p| {
-                (
-                    p.file_stem().unwrap().to_string_lossy().to_string(),
-                    load(p),
-                )
-            })
-            .collect(),
-    )
+    files
+        .iter()
+        .map(|p| {
+            (
+                p.file_stem().unwrap().to_string_lossy().to_string(),
+                load(p),
+            )
+        })
+        .collect()
 }
 
 fn is_slow_unpreconditioned(name: &str, kind: &PrecondKind) -> bool {
@@ -96,9 +93,8 @@ fn check(name: &str, a: &CsrMatrix, kind: &PrecondKind, max_iter: usize) -> Resu
     }
 }
 
-#[test]
-fn suitesparse_matrices_converge_with_every_preconditioner() {
-    let Some(mats) = fixtures() else { return };
+fn suitesparse_matrices_converge_with_every_preconditioner(dir: PathBuf) {
+    let mats = fixtures(dir);
     let kinds = all_kinds();
     println!(
         "iterations (true relative residual), tol {TOL:e}, b = A*ones\n{:<14} {:>5} {}",
@@ -132,13 +128,8 @@ fn suitesparse_matrices_converge_with_every_preconditioner() {
     assert!(failures.is_empty(), "{failures:#?}");
 }
 
-#[test]
-fn ssor_ai_at_omega_one_fails_cleanly_on_s3rmt3m3() {
-    let Some(mats) = fixtures() else { return };
-    let Some((name, a)) = mats.iter().find(|m| m.0 == "s3rmt3m3") else {
-        println!("s3rmt3m3 not among the fixtures: skipped");
-        return;
-    };
+fn ssor_ai_at_omega_one_fails_cleanly_on_s3rmt3m3(file: PathBuf) {
+    let (name, a) = ("s3rmt3m3", &load(&file));
     let b = a.mul_vec(&vec![1.0; a.nrows()]);
     let params = PcgParams::new()
         .with_tol(TOL)
@@ -167,10 +158,9 @@ fn ssor_ai_at_omega_one_fails_cleanly_on_s3rmt3m3() {
     }
 }
 
-#[test]
-#[ignore = "tens of thousands of iterations; run in release"]
-fn slow_unpreconditioned_solves_converge() {
-    let Some(mats) = fixtures() else { return };
+/// Tens of thousands of iterations: run only when asked for (`--ignored`), in release.
+fn slow_unpreconditioned_solves_converge(dir: PathBuf) {
+    let mats = fixtures(dir);
     let mut failures = vec![];
     for (name, a) in &mats {
         if !is_slow_unpreconditioned(name, &PrecondKind::None) {
@@ -182,4 +172,67 @@ fn slow_unpreconditioned_solves_converge() {
         }
     }
     assert!(failures.is_empty(), "{failures:#?}");
+}
+
+/// `path` when it exists; otherwise why a test that reads it cannot run here.
+fn present(path: PathBuf) -> Result<PathBuf, String> {
+    if path.exists() {
+        Ok(path)
+    } else {
+        Err(format!("{} not found", path.display()))
+    }
+}
+
+/// A trial of `body` on `input`, run only with `--ignored` where `on_request`; where the input
+/// is missing, reported ignored with the reason (printed once when it would have run).
+fn trial(
+    args: &Arguments,
+    name: &'static str,
+    on_request: bool,
+    input: Result<PathBuf, String>,
+    body: fn(PathBuf),
+) -> Trial {
+    let why = match input {
+        Ok(p) => {
+            let run = move || {
+                body(p);
+                Ok(())
+            };
+            return Trial::test(name, run).with_ignored_flag(on_request);
+        }
+        Err(why) => why,
+    };
+    if !args.list && (!on_request || args.ignored || args.include_ignored) {
+        eprintln!("note: {name} ignored: {why}");
+    }
+    Trial::ignorable_test(name, move || Ok(Completion::ignored_with(why))).with_ignored_flag(true)
+}
+
+fn main() -> ExitCode {
+    let args = Arguments::from_args();
+    let dir = || present(PathBuf::from(DIR));
+    let trials = vec![
+        trial(
+            &args,
+            "suitesparse_matrices_converge_with_every_preconditioner",
+            false,
+            dir(),
+            suitesparse_matrices_converge_with_every_preconditioner,
+        ),
+        trial(
+            &args,
+            "ssor_ai_at_omega_one_fails_cleanly_on_s3rmt3m3",
+            false,
+            present(Path::new(DIR).join("s3rmt3m3.mtx")),
+            ssor_ai_at_omega_one_fails_cleanly_on_s3rmt3m3,
+        ),
+        trial(
+            &args,
+            "slow_unpreconditioned_solves_converge",
+            true,
+            dir(),
+            slow_unpreconditioned_solves_converge,
+        ),
+    ];
+    libtest_mimic::run(&args, trials).exit_code()
 }

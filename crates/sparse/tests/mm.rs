@@ -1,6 +1,6 @@
 //! Matrix Market reading and writing: accepted variants, every refused input (with its line and
-//! value in the message), symmetry policies, round trips and the shared real matrices.
-use std::path::Path;
+//! value in the message), symmetry policies, round trips. (The shared real matrices
+//! and the reading benchmark, which need files from outside the repository: mm_files.rs.)
 use std::time::Instant;
 
 use autopcg_sparse::mm::*;
@@ -599,47 +599,6 @@ fn corrupt_gzip_is_a_parse_error() {
     assert!(matches!(e, SparseError::Parse { line: 0, .. }), "{e}");
 }
 
-/// Reads every matrix of the shared collection and checks it against the folder's README table.
-#[test]
-fn shared_matrices_match_their_table() {
-    let dir = Path::new("../../../shared/matrices");
-    let Ok(readme) = std::fs::read_to_string(dir.join("README.md")) else {
-        println!("skipped: {} not found", dir.display());
-        return;
-    };
-    let mut checked = 0;
-    for line in readme.lines() {
-        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
-        if cells.len() < 6 || !cells[1].ends_with(".mtx") {
-            continue;
-        }
-        let (file, rows, stored, nnz) = (
-            cells[1],
-            cells[2].parse::<usize>().unwrap(),
-            cells[3].parse::<usize>().unwrap(),
-            cells[4].parse::<usize>().unwrap(),
-        );
-        let m = read_matrix(dir.join(file), &opts()).unwrap();
-        assert_eq!(m.header.nrows, rows, "{file}");
-        assert_eq!(m.matrix.nrows(), rows, "{file}");
-        assert_eq!(m.header.entries, stored, "{file}");
-        assert_eq!(m.matrix.nnz(), nnz, "{file}");
-        // Symmetric ones are symmetric once read; ani4 to its stated tolerance.
-        assert_eq!(m.matrix.first_asymmetry(1e-14), None, "{file}");
-        let r = ReadOptions {
-            symmetry: SymmetryPolicy::RequireSymmetric,
-            ..opts()
-        };
-        let s = read_matrix(dir.join(file), &r).unwrap();
-        assert_eq!(s.matrix.first_asymmetry(0.0), None, "{file}");
-        checked += 1;
-    }
-    assert!(
-        checked >= 10,
-        "only {checked} rows found in the README table"
-    );
-}
-
 fn arb_matrix(symmetric: bool) -> impl Strategy<Value = CsrMatrix> {
     (1usize..12, 1usize..12).prop_flat_map(move |(n, m)| {
         let m = if symmetric { n } else { m };
@@ -794,53 +753,6 @@ proptest! {
         }
         let _ = parse_vector(&b, "fuzz");
     }
-}
-
-/// Times `read_matrix` on the file named by `AUTOPCG_MM_BENCH` (threads from
-/// `AUTOPCG_MM_THREADS`, timed repetitions from `AUTOPCG_MM_REPEAT`, after one warm-up) and
-/// prints `{"median_ms": ...}`. Run with
-/// `cargo test --release -p autopcg-sparse --test mm -- --ignored --nocapture bench_read`.
-#[test]
-#[ignore]
-fn bench_read() {
-    let Ok(path) = std::env::var("AUTOPCG_MM_BENCH") else {
-        println!("AUTOPCG_MM_BENCH not set; nothing to time");
-        return;
-    };
-    let env = |k: &str, d: usize| {
-        std::env::var(k)
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(d)
-    };
-    let threads = env("AUTOPCG_MM_THREADS", 0);
-    let repeat = env("AUTOPCG_MM_REPEAT", 5).max(1);
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .build()
-        .unwrap();
-    pool.install(|| {
-        let o = ReadOptions {
-            require_square: false,
-            ..opts()
-        };
-        let m = read_matrix(&path, &o).unwrap();
-        let mut t = Vec::new();
-        for _ in 0..repeat {
-            let s = Instant::now();
-            let m = read_matrix(&path, &o).unwrap();
-            t.push(s.elapsed().as_secs_f64() * 1e3);
-            drop(m);
-        }
-        t.sort_by(f64::total_cmp);
-        println!(
-            "{{\"median_ms\": {:.3}, \"min_ms\": {:.3}, \"nnz\": {}, \"threads\": {}}}",
-            t[t.len() / 2],
-            t[0],
-            m.matrix.nnz(),
-            rayon::current_num_threads()
-        );
-    });
 }
 
 /// Times `write_matrix` and reading the result back on a random matrix with

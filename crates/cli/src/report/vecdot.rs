@@ -36,27 +36,26 @@ pub(crate) struct Group<'a> {
 /// The groups of the model, vector updates first, with the profile's measurements of each.
 pub(crate) fn groups<'a>(inputs: &'a Inputs) -> Vec<Group<'a>> {
     let profile = inputs.profile.as_ref().map(|p| &p.profile);
-    let of = |all: Vec<Measurement>, name: &str| -> Vec<Measurement> {
-        all.into_iter().filter(|m| m.group == name).collect()
-    };
     let vec_ms = profile.map(VectorModels::measurements).unwrap_or_default();
     let dot_ms = profile.map(DotModels::measurements).unwrap_or_default();
+    let kinds = [
+        ("vector update", &inputs.model.vector.ops, vec_ms),
+        ("reduction", &inputs.model.dot.families, dot_ms),
+    ];
     let mut out = Vec::new();
-    for (name, tree) in &inputs.model.vector.ops {
-        out.push(Group {
-            name,
-            what: "vector update",
-            tree,
-            points: of(vec_ms.clone(), name),
-        });
-    }
-    for (name, tree) in &inputs.model.dot.families {
-        out.push(Group {
-            name,
-            what: "reduction",
-            tree,
-            points: of(dot_ms.clone(), name),
-        });
+    for (what, trees, measured) in kinds {
+        for (name, tree) in trees {
+            out.push(Group {
+                name,
+                what,
+                tree,
+                points: measured
+                    .iter()
+                    .filter(|m| m.group == *name)
+                    .cloned()
+                    .collect(),
+            });
+        }
     }
     out
 }

@@ -63,6 +63,38 @@ pub fn random_csr(seed: u64, nrows: usize, ncols: usize) -> CsrMatrix {
     CsrMatrix::from_triplets(nrows, ncols, &rows, &cols, &vals).unwrap()
 }
 
+/// A 1000 x 1000 matrix whose row 7 is dense (1000 entries, far longer than a warp) among
+/// rows of one entry (every third row) or none.
+pub fn one_long_row() -> CsrMatrix {
+    let n = 1000;
+    let (mut r, mut c, mut x) = (vec![], vec![], vec![]);
+    for j in 0..n {
+        r.push(7u32);
+        c.push(j as u32);
+        x.push(1.0 / (j as f64 + 1.0));
+    }
+    for i in (0..n).step_by(3) {
+        r.push(i as u32);
+        c.push(((i * 7) % n) as u32);
+        x.push(1.5);
+    }
+    CsrMatrix::from_triplets(n, n, &r, &c, &x).unwrap()
+}
+
+/// A 1 x 1 matrix holding `value`, then a 1 x 1 matrix and a 5 x 3 matrix without entries,
+/// labelled.
+pub fn tiny_matrices(value: f64) -> Vec<(String, CsrMatrix)> {
+    let empty = |m, n| CsrMatrix::from_triplets(m, n, &[], &[], &[]).unwrap();
+    vec![
+        (
+            "1x1".to_string(),
+            CsrMatrix::from_triplets(1, 1, &[0], &[0], &[value]).unwrap(),
+        ),
+        ("1x1 empty".to_string(), empty(1, 1)),
+        ("5x3 all rows empty".to_string(), empty(5, 3)),
+    ]
+}
+
 /// The 5-point Laplacian on an m x m grid (banded: good for DIA).
 pub fn poisson2d(m: usize) -> CsrMatrix {
     let n = m * m;

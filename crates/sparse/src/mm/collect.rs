@@ -125,6 +125,36 @@ fn slack(declared: usize) -> usize {
         .saturating_add(1 << 12)
 }
 
+/// Parses the chunks `ranges` of `b` in parallel, chunk `k` into the next `caps[k]` places of
+/// the triplet arrays (which hold at least their sum); one result per chunk, in order.
+fn parse_chunks(
+    b: &[u8],
+    ranges: &[Range<usize>],
+    caps: &[usize],
+    (mut r, mut c, mut v): (&mut [Index], &mut [Index], &mut [f64]),
+    pre: &Prelude,
+    mode: Mode,
+) -> Vec<Result<ChunkInfo, Fault>> {
+    let h = pre.header;
+    let mut windows = Vec::with_capacity(ranges.len());
+    for &n in caps {
+        let (r0, r1) = r.split_at_mut(n);
+        let (c0, c1) = c.split_at_mut(n);
+        let (v0, v1) = v.split_at_mut(n);
+        windows.push(Window {
+            rows: r0,
+            cols: c0,
+            vals: v0,
+        });
+        (r, c, v) = (r1, c1, v1);
+    }
+    ranges
+        .par_iter()
+        .zip(windows.into_par_iter())
+        .map(|(r, w)| scan::parse_coordinate(b, r.clone(), h.nrows, h.ncols, h.field, mode, w))
+        .collect()
+}
+
 /// Parses all coordinate entries of a file held in memory and checks their count against the
 /// size line.
 pub(super) fn coordinate_triplets(
@@ -148,26 +178,14 @@ pub(super) fn coordinate_triplets(
     let mut rows: Vec<Index> = zeroed(total, label, what)?;
     let mut cols: Vec<Index> = zeroed(total, label, what)?;
     let mut vals: Vec<f64> = zeroed(total, label, what)?;
-    let mut windows = Vec::with_capacity(ranges.len());
-    {
-        let (mut r, mut c, mut v) = (&mut rows[..], &mut cols[..], &mut vals[..]);
-        for &n in &caps {
-            let (r0, r1) = r.split_at_mut(n);
-            let (c0, c1) = c.split_at_mut(n);
-            let (v0, v1) = v.split_at_mut(n);
-            windows.push(Window {
-                rows: r0,
-                cols: c0,
-                vals: v0,
-            });
-            (r, c, v) = (r1, c1, v1);
-        }
-    }
-    let parts: Vec<Result<ChunkInfo, Fault>> = ranges
-        .par_iter()
-        .zip(windows.into_par_iter())
-        .map(|(r, w)| scan::parse_coordinate(bytes, r.clone(), h.nrows, h.ncols, h.field, mode, w))
-        .collect();
+    let parts = parse_chunks(
+        bytes,
+        &ranges,
+        &caps,
+        (&mut rows, &mut cols, &mut vals),
+        pre,
+        mode,
+    );
     let mut infos = Vec::with_capacity(parts.len());
     for p in parts {
         infos.push(p.map_err(|f| Origin::Whole.fault(bytes, label, f))?);
@@ -379,26 +397,7 @@ fn coordinate_block(
         *cols = zeroed(room, label, what)?;
         *vals = zeroed(room, label, what)?;
     }
-    let mut windows = Vec::with_capacity(ranges.len());
-    {
-        let (mut r, mut c, mut v) = (&mut rows[..], &mut cols[..], &mut vals[..]);
-        for &n in &caps {
-            let (r0, r1) = r.split_at_mut(n);
-            let (c0, c1) = c.split_at_mut(n);
-            let (v0, v1) = v.split_at_mut(n);
-            windows.push(Window {
-                rows: r0,
-                cols: c0,
-                vals: v0,
-            });
-            (r, c, v) = (r1, c1, v1);
-        }
-    }
-    let parts: Vec<Result<ChunkInfo, Fault>> = ranges
-        .par_iter()
-        .zip(windows.into_par_iter())
-        .map(|(r, w)| scan::parse_coordinate(b, r.clone(), h.nrows, h.ncols, h.field, mode, w))
-        .collect();
+    let parts = parse_chunks(b, &ranges, &caps, (rows, cols, vals), pre, mode);
     let mut start = 0;
     // Upper entries of a stream block get line numbers, counted forward from the last one.
     let mut at = (0, origin.line(b, 0));
