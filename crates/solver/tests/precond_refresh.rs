@@ -160,7 +160,10 @@ fn the_symbolic_pattern_is_the_product_pattern() {
             let pre = Preconditioner::build(&a, &kind).unwrap();
             let pattern = pre.explicit_pattern().unwrap().unwrap();
             assert!(pattern.data().iter().all(|&v| v == 1.0));
-            let Some(Preconditioner::SsorExplicit { m }) = pre.to_explicit().unwrap() else {
+            // The product as an explicit build forms it (values and pattern in one pass).
+            let Preconditioner::SsorExplicit { m } =
+                Preconditioner::build(&a, &kind.with_form(SsorForm::Explicit)).unwrap()
+            else {
                 panic!("{name} {kind}: no explicit form");
             };
             assert_eq!(pattern.indptr(), m.indptr(), "{name} {kind}");
@@ -175,4 +178,33 @@ fn the_symbolic_pattern_is_the_product_pattern() {
         }
     }
     assert_eq!(Preconditioner::None.explicit_pattern().unwrap(), None);
+}
+
+#[test]
+fn the_symbolic_pattern_of_rows_spanning_many_columns_is_the_product_pattern() {
+    // An arrow matrix: row 0 couples to every row, so row 0 of K^T diag(s) K spans all n
+    // columns (past the window the symbolic pass marks columns in, on to its hash table) and
+    // every other row spans from column 0 to itself.
+    let n = 300_000u32;
+    let (mut r, mut c, mut v) = (vec![], vec![], vec![]);
+    for i in 0..n {
+        r.push(i);
+        c.push(i);
+        v.push(4.0 + f64::from(i % 3));
+        if i > 0 {
+            r.extend([i, 0]);
+            c.extend([0, i]);
+            v.extend([-1.0 / f64::from(n), -1.0 / f64::from(n)]);
+        }
+    }
+    let a = CsrMatrix::from_triplets(n as usize, n as usize, &r, &c, &v).unwrap();
+    let pre = Preconditioner::build(&a, &PrecondKind::ssor_ai()).unwrap();
+    let pattern = pre.explicit_pattern().unwrap().unwrap();
+    let explicit = PrecondKind::ssor_ai().with_form(SsorForm::Explicit);
+    let Preconditioner::SsorExplicit { m } = Preconditioner::build(&a, &explicit).unwrap() else {
+        panic!("no explicit form");
+    };
+    assert_eq!(pattern.row_len(0), n as usize);
+    assert_eq!(pattern.indptr(), m.indptr());
+    assert_eq!(pattern.indices(), m.indices());
 }

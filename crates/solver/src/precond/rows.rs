@@ -14,6 +14,10 @@ fn sparse_err(e: autopcg_sparse::SparseError) -> PcgError {
 /// Rows built per parallel task; fixed so that the result never depends on the thread count.
 const ROW_CHUNK: usize = 2048;
 
+/// Widest span of columns a row of the explicit product's pattern is found in with a stamp
+/// per column (wider rows use the hash accumulator): 1 MiB of stamps per chunk of rows.
+const PATTERN_WINDOW: usize = 1 << 18;
+
 /// Builds an `nrows x ncols` CSR matrix row by row in parallel: `row(i, acc, out)` appends the
 /// sorted entries of row `i` to `out`, using `acc` as scratch.
 fn build_by_rows<F>(nrows: usize, ncols: usize, row: F) -> Result<CsrMatrix, PcgError>
@@ -89,6 +93,9 @@ pub(super) struct HashAccumulator {
     used: Vec<u64>,
     /// log2 of the table size.
     bits: u32,
+    /// For patterns in a window of columns: `marks[c - first]` is `row + 1` once column `c`
+    /// is in row `row` (a stamp per row, so the window needs no clearing between rows).
+    marks: Vec<u32>,
 }
 
 impl HashAccumulator {
@@ -325,10 +332,35 @@ pub(super) fn gram_pattern(kt: &CsrMatrix, k: &CsrMatrix) -> Result<CsrMatrix, P
     let n = k.ncols();
     fill_pattern_only(n, n, |i, acc, out| {
         let ck = kt.row(i).0;
-        let bound = ck.iter().map(|&q| k.row_len(q as usize)).sum::<usize>();
-        acc.reset(bound);
-        for &q in ck {
-            for &j in k.row(q as usize).0 {
+        let rows = || ck.iter().map(|&q| k.row(q as usize).0);
+        // The columns of row i lie between the first and the last column of these rows.
+        let first = rows().filter_map(|c| c.first()).min();
+        let last = rows().filter_map(|c| c.last()).max();
+        let (Some(&first), Some(&last)) = (first, last) else {
+            return;
+        };
+        let width = (last - first) as usize + 1;
+        if width <= PATTERN_WINDOW {
+            // A stamp per column of the window: cheaper than hashing each column.
+            if acc.marks.len() < width {
+                acc.marks.resize(width, 0);
+            }
+            let stamp = i as u32 + 1;
+            for c in rows() {
+                for &j in c {
+                    let m = &mut acc.marks[(j - first) as usize];
+                    if *m != stamp {
+                        *m = stamp;
+                        out.push((j, 1.0));
+                    }
+                }
+            }
+            out.sort_unstable_by_key(|e| e.0);
+            return;
+        }
+        acc.reset(rows().map(<[u32]>::len).sum());
+        for c in rows() {
+            for &j in c {
                 acc.insert(j);
             }
         }
