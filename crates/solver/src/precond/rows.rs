@@ -346,16 +346,19 @@ pub(super) fn gram_pattern(kt: &CsrMatrix, k: &CsrMatrix) -> Result<CsrMatrix, P
                 acc.marks.resize(width, 0);
             }
             let stamp = i as u32 + 1;
+            acc.used.clear();
             for c in rows() {
                 for &j in c {
                     let m = &mut acc.marks[(j - first) as usize];
                     if *m != stamp {
                         *m = stamp;
-                        out.push((j, 1.0));
+                        acc.used.push(u64::from(j));
                     }
                 }
             }
-            out.sort_unstable_by_key(|e| e.0);
+            acc.used.sort_unstable();
+            out.extend(acc.used.iter().map(|&j| (j as u32, 1.0)));
+            acc.used.clear();
             return;
         }
         acc.reset(rows().map(<[u32]>::len).sum());
