@@ -10,7 +10,7 @@ use autopcg::generator::saved::{SavedPlan, SavedPlanError};
 use autopcg::generator::{plan, PlanRequest, Target};
 use autopcg::gpu::GpuDevice;
 use autopcg::sparse::families;
-use autopcg::{CsrMatrix, Device, Error, ModelChoice, PrecondKind, Solver};
+use autopcg::{CsrMatrix, Device, Error, ModelChoice, PrecondKind, Solver, SsorForm};
 
 /// The saved plan the fallback rule makes for `a` on `props` with SSOR-AI and omega `auto`.
 fn saved_for(a: &CsrMatrix, props: &DeviceProps) -> SavedPlan {
@@ -37,15 +37,15 @@ fn true_residual(a: &CsrMatrix, x: &[f64], b: &[f64]) -> f64 {
 }
 
 fn prepared_solves_many_right_hand_sides_and_new_values(_dev: GpuDevice) {
+    let explicit = SsorForm::Explicit;
     for kind in [
-        "none",
-        "jacobi",
-        "ssor-ai",
-        "ssor-ai2",
-        "ssor-ai-explicit",
-        "ssor-ai2-explicit",
+        PrecondKind::None,
+        PrecondKind::Jacobi,
+        PrecondKind::ssor_ai(),
+        PrecondKind::ssor_ai2(),
+        PrecondKind::ssor_ai().with_form(explicit),
+        PrecondKind::ssor_ai2().with_form(explicit),
     ] {
-        let kind: PrecondKind = kind.parse().unwrap();
         let a = families::poisson3d_7pt(24, 24, 24).unwrap();
         let mut p = Solver::new(&a)
             .device(Device::Gpu)
