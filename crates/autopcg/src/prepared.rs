@@ -6,9 +6,9 @@
 //! - [`PreparedSolver::solve`]: the right-hand side and initial guess are copied in place (on a
 //!   GPU into the buffers the captured graphs already use), then the iterations run.
 //! - [`PreparedSolver::update_values`]: the plan is kept (formats, kernels, launches, SSOR-AI
-//!   form and omega, polling); the preconditioner's values are rebuilt and the matrices
-//!   converted and uploaded again into a backend whose vectors, scalars, workspaces and
-//!   loaded kernels stay.
+//!   form and omega, polling), and so is every sparsity pattern: only the preconditioner's
+//!   values are recomputed ([`ValueRefresh`]), and the matrices are converted and uploaded
+//!   again into a backend whose vectors, scalars, workspaces and loaded kernels stay.
 //! - [`PreparedSolver::solve_many`]: one solve after another. A block variant (several
 //!   right-hand sides per SpMV) would read the matrix once for all of them; with the one or two
 //!   SpMVs of an iteration reading A and the preconditioner, and about ten vector passes per
@@ -28,9 +28,9 @@ use autopcg_gpu::GpuDevice;
 use autopcg_solver::cpu::CpuBackend;
 #[cfg(feature = "gpu")]
 use autopcg_solver::gpu::GpuBackend;
-#[cfg(feature = "gpu")]
-use autopcg_solver::PcgBackend;
-use autopcg_solver::{IterRecord, PcgError, PcgInfo, PcgParams, Plan, PrecondKind, Preconditioner};
+use autopcg_solver::{
+    IterRecord, PcgBackend, PcgError, PcgInfo, PcgParams, Plan, PrecondKind, ValueRefresh,
+};
 use autopcg_sparse::CsrMatrix;
 
 #[cfg(feature = "gpu")]
@@ -82,6 +82,9 @@ pub struct PreparedSolver<'a> {
     device: String,
     notes: Vec<String>,
     setup: SetupTimes,
+    /// What value-only refreshes of the preconditioner keep (made by the first
+    /// [`PreparedSolver::update_values`]).
+    refresh: Option<ValueRefresh>,
 }
 
 impl std::fmt::Debug for PreparedSolver<'_> {
@@ -97,12 +100,7 @@ impl std::fmt::Debug for PreparedSolver<'_> {
 
 impl<'a> PreparedSolver<'a> {
     pub(crate) fn prepare(a: Cow<'a, CsrMatrix>, s: &Settings) -> Result<Self, Error> {
-        let mut check_ms = 0.0;
-        if s.check_symmetry {
-            let tc = Instant::now();
-            a.check_symmetric(SYMMETRY_TOLERANCE)?;
-            check_ms = tc.elapsed().as_secs_f64() * 1e3;
-        }
+        let check_ms = symmetry_check_ms(&a, s)?;
         let t0 = Instant::now();
         let mut notes = Vec::new();
         #[cfg(feature = "gpu")]
@@ -181,23 +179,16 @@ impl<'a> PreparedSolver<'a> {
                 )
             }
         };
-        let setup = SetupTimes {
-            check_ms,
-            device_ms,
-            precond_ms: plan.precond_ms,
-            select_ms: plan.select_ms,
-            backend_ms: t1.elapsed().as_secs_f64() * 1e3,
-            rhs_ms: 0.0,
-        };
-        Ok(PreparedSolver {
+        let select_ms = plan.select_ms;
+        let setup = prepare_times(check_ms, device_ms, &plan, select_ms, t1);
+        Ok(Self::assemble(
             a,
             plan,
             params,
-            exec,
-            device,
+            (exec, device),
             notes,
             setup,
-        })
+        ))
     }
 
     /// A prepared solve of the saved plan `saved` (named `label` in reports) on GPU 0: the
@@ -213,12 +204,7 @@ impl<'a> PreparedSolver<'a> {
         label: &str,
         force: bool,
     ) -> Result<Self, Error> {
-        let mut check_ms = 0.0;
-        if s.check_symmetry {
-            let tc = Instant::now();
-            a.check_symmetric(SYMMETRY_TOLERANCE)?;
-            check_ms = tc.elapsed().as_secs_f64() * 1e3;
-        }
+        let check_ms = symmetry_check_ms(&a, s)?;
         let t0 = Instant::now();
         let gpu = match s.device {
             Device::Cpu => Err("the solve was asked to run on the CPU".to_string()),
@@ -242,16 +228,21 @@ impl<'a> PreparedSolver<'a> {
         let mut params = s.params.clone();
         params.check_every = Some(plan.check_every);
         let t2 = Instant::now();
-        let (exec, device) = gpu_exec(dev, &a, &plan, &params)?;
-        let setup = SetupTimes {
-            check_ms,
-            device_ms,
-            precond_ms: plan.precond_ms,
-            select_ms,
-            backend_ms: t2.elapsed().as_secs_f64() * 1e3,
-            rhs_ms: 0.0,
-        };
-        Ok(PreparedSolver {
+        let exec = gpu_exec(dev, &a, &plan, &params)?;
+        let setup = prepare_times(check_ms, device_ms, &plan, select_ms, t2);
+        Ok(Self::assemble(a, plan, params, exec, notes, setup))
+    }
+
+    /// The prepared solver of `plan` running on `exec` (and the device in words).
+    fn assemble(
+        a: Cow<'a, CsrMatrix>,
+        plan: SolvePlan,
+        params: PcgParams,
+        (exec, device): (Exec, String),
+        notes: Vec<String>,
+        setup: SetupTimes,
+    ) -> Self {
+        PreparedSolver {
             a,
             plan,
             params,
@@ -259,7 +250,8 @@ impl<'a> PreparedSolver<'a> {
             device,
             notes,
             setup,
-        })
+            refresh: None,
+        }
     }
 
     /// Rows of the matrix.
@@ -348,7 +340,7 @@ impl<'a> PreparedSolver<'a> {
             .into());
         }
         let t0 = Instant::now();
-        match &mut self.exec {
+        let (result, x, rhs_ms, solve_ms) = match &mut self.exec {
             #[cfg(feature = "gpu")]
             Exec::Gpu { dev, backend } => {
                 if !backend.set_problem(b, x0).map_err(Error::from)? {
@@ -359,40 +351,27 @@ impl<'a> PreparedSolver<'a> {
                         .map_err(Error::from)?;
                     **backend = fresh;
                 }
-                let rhs_ms = t0.elapsed().as_secs_f64() * 1e3;
-                let t1 = Instant::now();
-                let result = autopcg_solver::pcg(backend.as_mut(), &self.params, progress);
-                let x = backend.solution();
-                let solve_ms = t1.elapsed().as_secs_f64() * 1e3;
-                finish(
-                    result,
-                    x,
-                    self.device.clone(),
-                    rhs_ms,
-                    solve_ms,
-                    &self.plan,
-                    self.notes.clone(),
-                )
+                let (result, rhs_ms, solve_ms) =
+                    timed_pcg(backend.as_mut(), &self.params, progress, t0);
+                (result, backend.solution(), rhs_ms, solve_ms)
             }
             Exec::Cpu => {
                 let mut backend = CpuBackend::new(&self.a, &self.plan.preconditioner, b, x0)
                     .map_err(Error::from)?;
-                let rhs_ms = t0.elapsed().as_secs_f64() * 1e3;
-                let t1 = Instant::now();
-                let result = autopcg_solver::pcg(&mut backend, &self.params, progress);
-                let x = Ok(backend.into_solution());
-                let solve_ms = t1.elapsed().as_secs_f64() * 1e3;
-                finish(
-                    result,
-                    x,
-                    self.device.clone(),
-                    rhs_ms,
-                    solve_ms,
-                    &self.plan,
-                    self.notes.clone(),
-                )
+                let (result, rhs_ms, solve_ms) =
+                    timed_pcg(&mut backend, &self.params, progress, t0);
+                (result, Ok(backend.into_solution()), rhs_ms, solve_ms)
             }
-        }
+        };
+        finish(
+            result,
+            x,
+            self.device.clone(),
+            rhs_ms,
+            solve_ms,
+            &self.plan,
+            self.notes.clone(),
+        )
     }
 
     /// Solves for each right-hand side in turn (from x0 = 0), returning each outcome.
@@ -402,8 +381,11 @@ impl<'a> PreparedSolver<'a> {
 
     /// Takes new values for the same sparsity pattern: `values[k]` is the new value of the
     /// `k`-th stored entry in the prepared matrix's CSR order (`matrix().indices()`), both
-    /// triangles. The plan is kept; the preconditioner is rebuilt from the new values with the
-    /// same form and omega, and the device operands are converted and uploaded again.
+    /// triangles. The plan is kept; the preconditioner's values are recomputed on its kept
+    /// patterns with the same form and omega (bit for bit what a new build from these values
+    /// gives), and the device operands are converted and uploaded again. The first call also
+    /// prepares the refresh (the position of each entry of K^T in K; for the explicit SSOR-AI
+    /// form, K and K^T themselves), which its `precond_ms` includes.
     ///
     /// Errors (and nothing changes): a length other than [`PreparedSolver::nnz`], a non-finite
     /// value, or values that make a diagonal entry non-positive.
@@ -425,25 +407,32 @@ impl<'a> PreparedSolver<'a> {
         let t0 = Instant::now();
         let mut a = self.a.clone().into_owned();
         a.data_mut().copy_from_slice(values);
-        let pre = Preconditioner::build(&a, &self.plan.kind)?;
+        let refresh = match &mut self.refresh {
+            Some(r) => r,
+            none => none.insert(ValueRefresh::new(
+                &self.a,
+                &self.plan.kind,
+                &self.plan.preconditioner,
+            )?),
+        };
+        // Values only: every pattern is kept, and an error (a bad diagonal) changes nothing.
+        refresh.refresh(&a, &mut self.plan.preconditioner)?;
         let precond_ms = t0.elapsed().as_secs_f64() * 1e3;
         let t1 = Instant::now();
         match &mut self.exec {
             #[cfg(feature = "gpu")]
             Exec::Gpu { dev, backend } => {
-                if !backend.update_matrix(&a, &pre)? {
-                    let mut plan = self.plan.clone();
-                    plan.preconditioner = pre.clone();
-                    let mut fresh = new_gpu_backend(dev, &a, &plan, &vec![0.0; a.nrows()], None)?;
+                if !backend.update_matrix(&a, &self.plan.preconditioner)? {
+                    let mut fresh =
+                        new_gpu_backend(dev, &a, &self.plan, &vec![0.0; a.nrows()], None)?;
                     fresh.reserve_iterations(self.params.max_iter)?;
                     **backend = fresh;
                 }
             }
             Exec::Cpu => {
-                CpuBackend::new(&a, &pre, &vec![0.0; a.nrows()], None)?;
+                CpuBackend::new(&a, &self.plan.preconditioner, &vec![0.0; a.nrows()], None)?;
             }
         }
-        self.plan.preconditioner = pre;
         self.a = Cow::Owned(a);
         Ok(SetupTimes {
             precond_ms,
@@ -462,7 +451,51 @@ impl<'a> PreparedSolver<'a> {
             device: self.device,
             notes: self.notes,
             setup: self.setup,
+            refresh: self.refresh,
         }
+    }
+}
+
+/// Runs the solve on `backend`, set up since `t0`: the driver's result, the milliseconds from
+/// `t0` to the start of the iterations (putting the right-hand side in place) and those of the
+/// iterations.
+fn timed_pcg<B: PcgBackend + ?Sized>(
+    backend: &mut B,
+    params: &PcgParams,
+    progress: impl FnMut(&IterRecord) -> ControlFlow<()>,
+    t0: Instant,
+) -> (Result<PcgInfo, PcgError>, f64, f64) {
+    let rhs_ms = t0.elapsed().as_secs_f64() * 1e3;
+    let t1 = Instant::now();
+    let result = autopcg_solver::pcg(backend, params, progress);
+    (result, rhs_ms, t1.elapsed().as_secs_f64() * 1e3)
+}
+
+/// Milliseconds spent checking that `a` is symmetric, when the settings ask for the check.
+fn symmetry_check_ms(a: &CsrMatrix, s: &Settings) -> Result<f64, Error> {
+    if !s.check_symmetry {
+        return Ok(0.0);
+    }
+    let tc = Instant::now();
+    a.check_symmetric(SYMMETRY_TOLERANCE)?;
+    Ok(tc.elapsed().as_secs_f64() * 1e3)
+}
+
+/// What preparing cost: the backend from `backend_start` until now.
+fn prepare_times(
+    check_ms: f64,
+    device_ms: f64,
+    plan: &SolvePlan,
+    select_ms: f64,
+    backend_start: Instant,
+) -> SetupTimes {
+    SetupTimes {
+        check_ms,
+        device_ms,
+        precond_ms: plan.precond_ms,
+        select_ms,
+        backend_ms: backend_start.elapsed().as_secs_f64() * 1e3,
+        rhs_ms: 0.0,
     }
 }
 

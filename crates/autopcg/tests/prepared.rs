@@ -107,3 +107,60 @@ fn a_prepared_solver_can_own_its_matrix() {
     let b = vec![1.0; p.n()];
     assert!(p.solve(&b).unwrap().info.converged);
 }
+
+/// New values with the same pattern: each entry scaled by a factor of its unordered (row,
+/// column) pair (so still symmetric), the diagonal raised (still SPD).
+fn scaled_values(a: &CsrMatrix, seed: u64) -> Vec<f64> {
+    let mut values = a.data().to_vec();
+    for (i, w) in a.indptr().windows(2).enumerate() {
+        let entries = w[0] as usize..w[1] as usize;
+        for (v, &j) in values[entries.clone()]
+            .iter_mut()
+            .zip(&a.indices()[entries])
+        {
+            let (lo, hi) = (i.min(j as usize) as u64, i.max(j as usize) as u64);
+            let f = 0.6 + ((lo * 31 + hi * 17 + seed) % 11) as f64 / 20.0;
+            *v *= if lo == hi { 1.0 + f } else { f };
+        }
+    }
+    values
+}
+
+#[test]
+fn new_values_solve_as_a_solver_prepared_for_them() {
+    let a = families::poisson3d_7pt(12, 11, 10).unwrap();
+    for kind in [
+        "jacobi",
+        "ssor-ai",
+        "ssor-ai2",
+        "ssor-ai-explicit",
+        "ssor-ai2-explicit",
+    ] {
+        let kind: PrecondKind = kind.parse().unwrap();
+        let mut p = Solver::new(&a)
+            .device(Device::Cpu)
+            .precond(kind)
+            .prepare()
+            .unwrap();
+        // Twice: the second update reuses what the first prepared.
+        let mut a2 = a.clone();
+        for seed in [3, 4] {
+            let values = scaled_values(&a, seed);
+            p.update_values(&values).unwrap();
+            a2.data_mut().copy_from_slice(&values);
+        }
+        let b = rhs(&a2, 1);
+        let got = p.solve(&b).unwrap();
+        let fresh = Solver::new(&a2)
+            .device(Device::Cpu)
+            .precond(p.precond())
+            .prepare()
+            .unwrap()
+            .solve(&b)
+            .unwrap();
+        assert_eq!(got.info.iterations, fresh.info.iterations, "{kind}");
+        let bits = |x: &[f64]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&got.x), bits(&fresh.x), "{kind}");
+        assert_eq!(got.precond_applied, fresh.precond_applied, "{kind}");
+    }
+}

@@ -187,7 +187,8 @@ pub struct SolvePlan {
     pub predicted_iteration_ms: Option<f64>,
     /// One-line notes (fallbacks taken and why).
     pub notes: Vec<String>,
-    /// Milliseconds spent building the preconditioner (both forms when both were needed).
+    /// Milliseconds spent building the preconditioner (with the explicit product's pattern
+    /// when a model compared the forms, and its values when the explicit form was chosen).
     pub precond_ms: f64,
     /// Milliseconds spent choosing.
     pub select_ms: f64,
@@ -280,7 +281,8 @@ struct Modelled {
     notes: Vec<String>,
     model_used: Option<String>,
     predicted: Option<f64>,
-    /// Milliseconds spent forming the explicit SSOR-AI product to compare the forms.
+    /// Milliseconds spent on the explicit SSOR-AI product: its pattern to compare the forms,
+    /// and its values when the explicit form is chosen.
     spent_building: f64,
 }
 
@@ -309,22 +311,40 @@ fn modelled(
                 bound / a.nnz().max(1) as f64
             ));
         } else {
+            // The model reads the product's structure only, so its symbolic pattern stands in
+            // for it (the same statistics while K's values are finite); the values are
+            // computed only when the explicit form wins.
             let tb = Instant::now();
-            let expl = pre.to_explicit()?;
+            let candidate = if pre.values_finite() {
+                pre.explicit_pattern()?.map(|p| (p, false))
+            } else {
+                match pre.to_explicit()? {
+                    Some(Preconditioner::SsorExplicit { m }) => Some((m, true)),
+                    _ => None,
+                }
+            };
             out.spent_building = tb.elapsed().as_secs_f64() * 1e3;
-            if let Some(expl) = expl {
-                let Preconditioner::SsorExplicit { m: mm } = &expl else {
-                    return Err(PcgError::Backend(
-                        "the explicit SSOR-AI form is not explicit (internal error)".into(),
-                    )
-                    .into());
-                };
-                match choose_ssor_form(m.file, k, kt, mm, props, req.expected_iterations) {
+            if let Some((mm, numeric)) = candidate {
+                match choose_ssor_form(m.file, k, kt, &mm, props, req.expected_iterations) {
                     Ok(f) => {
                         out.explain.push(f.explain.clone());
                         let explicit = f.form == SsorForm::Explicit;
                         form_choice = Some(f);
                         if explicit {
+                            let tv = Instant::now();
+                            let expl = if numeric {
+                                Some(Preconditioner::SsorExplicit { m: mm })
+                            } else {
+                                pre.explicit_on(mm)?
+                            };
+                            out.spent_building += tv.elapsed().as_secs_f64() * 1e3;
+                            let Some(expl) = expl else {
+                                return Err(PcgError::Backend(
+                                    "the explicit SSOR-AI form is not explicit (internal error)"
+                                        .into(),
+                                )
+                                .into());
+                            };
                             *pre = expl;
                             *kind = kind.with_form(SsorForm::Explicit);
                         }

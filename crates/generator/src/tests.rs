@@ -83,6 +83,42 @@ fn the_model_chooses_the_explicit_form_where_it_predicts_it_faster() {
 }
 
 #[test]
+fn the_form_compared_on_the_symbolic_pattern_is_the_one_compared_on_the_product() {
+    let m = model();
+    let props = DeviceProps::hopper_like();
+    let mut forms = Vec::new();
+    for a in [
+        fixture("s3rmt3m3"),
+        fixture("bcsstk13"),
+        families::poisson3d_7pt(20, 20, 20).unwrap(),
+        families::poisson3d_7pt(64, 64, 64).unwrap(),
+    ] {
+        for kind in [PrecondKind::ssor_ai(), PrecondKind::ssor_ai2()] {
+            let pre = Preconditioner::build(&a, &kind.resolved_for(&a)).unwrap();
+            let Preconditioner::SsorFactored { k, kt, .. } = &pre else {
+                panic!("factored");
+            };
+            let pattern = pre.explicit_pattern().unwrap().unwrap();
+            let Some(Preconditioner::SsorExplicit { m: product }) = pre.to_explicit().unwrap()
+            else {
+                panic!("explicit");
+            };
+            let on_pattern = choose_ssor_form(&m, k, kt, &pattern, &props, 500.0).unwrap();
+            let on_product = choose_ssor_form(&m, k, kt, &product, &props, 500.0).unwrap();
+            assert_eq!(on_pattern.form, on_product.form);
+            assert_eq!(on_pattern.m.0, on_product.m.0);
+            assert_eq!(
+                format!("{:?}", on_pattern.explain),
+                format!("{:?}", on_product.explain)
+            );
+            forms.push(on_pattern.form);
+        }
+    }
+    // Both forms occur, so the comparison is not of one constant answer.
+    assert!(forms.contains(&SsorForm::Explicit) && forms.contains(&SsorForm::Factored));
+}
+
+#[test]
 fn the_explicit_form_is_not_formed_past_its_bound() {
     let m = model();
     let a = families::random_powerlaw_spd(30_000, 12.0, 1.4, 3).unwrap();

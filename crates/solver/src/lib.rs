@@ -37,5 +37,5 @@ pub use cpu::CpuBackend;
 pub use params::{HistoryNorm, PcgError, PcgInfo, PcgParams, StopReason};
 pub use pcg::{pcg, solve_cpu, SolveFailure};
 pub use plan::{Plan, PlanStep};
-pub use precond::{auto_omega, PrecondKind, Preconditioner, SsorForm};
+pub use precond::{auto_omega, PrecondKind, Preconditioner, SsorForm, ValueRefresh};
 pub use scaling::ScaleFactors;

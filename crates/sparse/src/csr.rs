@@ -18,6 +18,12 @@ pub struct CsrMatrix {
     inner: CsMatI<f64, Index, Index>,
 }
 
+/// Most parts a parallel transpose splits the rows into (each holds a count per column).
+const MAX_TRANSPOSE_PARTS: usize = 64;
+
+/// Columns per task when the parallel transpose turns counts into slots.
+const TRANSPOSE_COL_BLOCK: usize = 1 << 14;
+
 fn check_fits(nrows: usize, ncols: usize, nnz: usize) -> Result<(), SparseError> {
     // Keep one value free below u32::MAX so that it can serve as a padding sentinel.
     let lim = (u32::MAX - 1) as usize;
@@ -271,10 +277,125 @@ impl CsrMatrix {
         }
     }
 
-    /// The transpose, as a new CSR matrix.
+    /// The transpose, as a new CSR matrix (built in parallel; see
+    /// [`CsrMatrix::transpose_with_sources`]).
     pub fn transpose(&self) -> CsrMatrix {
-        let t = self.inner.transpose_view().to_other_storage();
-        CsrMatrix { inner: t }
+        self.transpose_with_sources().0
+    }
+
+    /// The transpose, and for each of its stored entries the position of the same entry in
+    /// `self` (so that new values of the same pattern transpose as `t[p] = a[sources[p]]`).
+    ///
+    /// Built in parallel in three passes: each part (a range of rows with about the same
+    /// number of entries) counts its entries per column; a prefix over columns, and inside each
+    /// column over parts, gives every part its first slot in each row of the transpose; each
+    /// part then writes its rows in order. Inside a row of the transpose the entries come by
+    /// ascending source row whatever the number of parts, so the result is the same for any
+    /// thread count: the serial counting transpose's.
+    pub fn transpose_with_sources(&self) -> (CsrMatrix, Vec<Index>) {
+        let (nrows, ncols, nnz) = (self.nrows(), self.ncols(), self.nnz());
+        let ptr = self.indptr();
+        let idx = self.indices();
+        // One part per thread: the counts take `parts * ncols` words while they live.
+        let parts = rayon::current_num_threads().clamp(1, MAX_TRANSPOSE_PARTS);
+        // Part p holds rows bounds[p]..bounds[p + 1], split where the entries reach p / parts.
+        let bounds: Vec<usize> = (0..=parts)
+            .map(|p| {
+                if p == parts {
+                    return nrows;
+                }
+                let target = (p as u128 * nnz as u128 / parts as u128) as usize;
+                ptr.partition_point(|&x| (x as usize) < target).min(nrows)
+            })
+            .collect();
+        let entries = |p: usize| ptr[bounds[p]] as usize..ptr[bounds[p + 1]] as usize;
+        // 1. Entries per column, per part.
+        let mut cursor: Vec<Vec<Index>> = (0..parts)
+            .into_par_iter()
+            .map(|p| {
+                let mut c = vec![0 as Index; ncols];
+                for &j in &idx[entries(p)] {
+                    c[j as usize] += 1;
+                }
+                c
+            })
+            .collect();
+        // 2. Row pointer of the transpose, and each part's first slot in each of its rows.
+        let nblocks = ncols.div_ceil(TRANSPOSE_COL_BLOCK);
+        let block_totals: Vec<u64> = (0..nblocks)
+            .into_par_iter()
+            .map(|b| {
+                let cols = b * TRANSPOSE_COL_BLOCK..((b + 1) * TRANSPOSE_COL_BLOCK).min(ncols);
+                cursor
+                    .iter()
+                    .map(|c| c[cols.clone()].iter().map(|&x| u64::from(x)).sum::<u64>())
+                    .sum()
+            })
+            .collect();
+        let mut block_start = Vec::with_capacity(nblocks);
+        let mut acc = 0u64;
+        for t in &block_totals {
+            block_start.push(acc);
+            acc += t;
+        }
+        let mut t_ptr = vec![0 as Index; ncols + 1];
+        {
+            let mut by_block: Vec<Vec<&mut [Index]>> =
+                (0..nblocks).map(|_| Vec::with_capacity(parts)).collect();
+            for c in cursor.iter_mut() {
+                for (b, s) in c.chunks_mut(TRANSPOSE_COL_BLOCK).enumerate() {
+                    by_block[b].push(s);
+                }
+            }
+            by_block
+                .into_par_iter()
+                .zip(t_ptr[1..].par_chunks_mut(TRANSPOSE_COL_BLOCK))
+                .zip(block_start.par_iter())
+                .for_each(|((mut counts, out), &first)| {
+                    // Below u32::MAX: the total is nnz.
+                    let mut next = first as Index;
+                    for (j, o) in out.iter_mut().enumerate() {
+                        for c in counts.iter_mut() {
+                            let here = c[j];
+                            c[j] = next;
+                            next += here;
+                        }
+                        *o = next;
+                    }
+                });
+        }
+        // 3. Each part writes its entries, row by row: (source row, source position) per slot.
+        let slots: Vec<AtomicU64> = (0..nnz)
+            .into_par_iter()
+            .map(|_| AtomicU64::new(0))
+            .collect();
+        cursor.par_iter_mut().enumerate().for_each(|(p, cur)| {
+            for i in bounds[p]..bounds[p + 1] {
+                let first = ptr[i] as usize;
+                for (e, &j) in (first..).zip(&idx[first..ptr[i + 1] as usize]) {
+                    let j = j as usize;
+                    let s = cur[j] as usize;
+                    cur[j] += 1;
+                    slots[s].store(((i as u64) << 32) | e as u64, Ordering::Relaxed);
+                }
+            }
+        });
+        drop(cursor);
+        let (t_idx, sources): (Vec<Index>, Vec<Index>) = slots
+            .par_iter()
+            .map(|s| {
+                let v = s.load(Ordering::Relaxed);
+                ((v >> 32) as Index, v as Index)
+            })
+            .unzip();
+        drop(slots);
+        let data = self.data();
+        let t_data: Vec<f64> = sources.par_iter().map(|&e| data[e as usize]).collect();
+        // The arrays are valid by construction; the structure is checked again (linear time)
+        // so that a bug here cannot produce an invalid matrix.
+        let t = Self::try_from_parts(ncols, nrows, t_ptr, t_idx, t_data)
+            .expect("the transpose of a valid matrix is valid");
+        (t, sources)
     }
 
     /// `y = A x`, in parallel over rows.

@@ -44,6 +44,12 @@ use rayon::prelude::*;
 
 use crate::PcgError;
 
+mod refresh;
+mod rows;
+
+pub use refresh::ValueRefresh;
+use rows::{fill_by_rows, gram_pattern, gram_product, gram_rows, ssor_k};
+
 /// How the SSOR-AI preconditioner is applied.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
 pub enum SsorForm {
@@ -301,8 +307,6 @@ impl Preconditioner {
                 let k = ssor_k(a, &d, omega, order)?;
                 let scale = omega * (2.0 - omega);
                 let s: Vec<f64> = d.par_iter().map(|&v| scale / v).collect();
-                // Serial, but a single counting pass: faster here than a parallel scatter with
-                // the per-row sorting that determinism would need.
                 let kt = k.transpose();
                 match form {
                     SsorForm::Factored => Ok(Preconditioner::SsorFactored { k, kt, inv_diag: s }),
@@ -318,13 +322,52 @@ impl Preconditioner {
     /// stored matrix (the same product [`Preconditioner::build`] forms for
     /// [`SsorForm::Explicit`]); `None` for any other preconditioner.
     pub fn to_explicit(&self) -> Result<Option<Preconditioner>, PcgError> {
+        match self.explicit_pattern()? {
+            Some(pattern) => self.explicit_on(pattern),
+            None => Ok(None),
+        }
+    }
+
+    /// The sparsity pattern of the explicit form of a factored SSOR-AI preconditioner (see
+    /// [`Preconditioner::to_explicit`]), found by a symbolic pass (columns only, no products),
+    /// with every stored value 1.0; `None` for any other preconditioner.
+    ///
+    /// Structural statistics read it as they read the product itself whenever K's values are
+    /// finite ([`Preconditioner::values_finite`]): the product is then exactly symmetric with a
+    /// stored, positive diagonal (each `M_ii` holds the term `s_i > 0` and the others are
+    /// squares times positive scales), as the pattern with unit values is.
+    pub fn explicit_pattern(&self) -> Result<Option<CsrMatrix>, PcgError> {
+        match self {
+            Preconditioner::SsorFactored { k, kt, .. } => Ok(Some(gram_pattern(kt, k)?)),
+            _ => Ok(None),
+        }
+    }
+
+    /// The explicit form of a factored SSOR-AI preconditioner with its values computed on
+    /// `pattern`, the matrix [`Preconditioner::explicit_pattern`] returned (numeric pass only);
+    /// `None` for any other preconditioner. Bitwise the product [`Preconditioner::to_explicit`]
+    /// forms.
+    pub fn explicit_on(&self, pattern: CsrMatrix) -> Result<Option<Preconditioner>, PcgError> {
         match self {
             Preconditioner::SsorFactored { k, kt, inv_diag } => {
-                Ok(Some(Preconditioner::SsorExplicit {
-                    m: gram_product(kt, k, inv_diag)?,
-                }))
+                let mut m = pattern;
+                fill_by_rows(&mut m, gram_rows(kt, k, inv_diag))?;
+                Ok(Some(Preconditioner::SsorExplicit { m }))
             }
             _ => Ok(None),
+        }
+    }
+
+    /// True unless a stored value is infinite or NaN.
+    pub fn values_finite(&self) -> bool {
+        let finite = |v: &[f64]| v.par_iter().all(|x| x.is_finite());
+        match self {
+            Preconditioner::None => true,
+            Preconditioner::Jacobi { inv_diag } => finite(inv_diag),
+            Preconditioner::SsorFactored { k, kt, inv_diag } => {
+                finite(k.data()) && finite(kt.data()) && finite(inv_diag)
+            }
+            Preconditioner::SsorExplicit { m } => finite(m.data()),
         }
     }
 
@@ -421,201 +464,6 @@ fn positive_diagonal(a: &CsrMatrix, precond: &str) -> Result<Vec<f64>, PcgError>
     Ok(d)
 }
 
-fn sparse_err(e: autopcg_sparse::SparseError) -> PcgError {
-    PcgError::Backend(format!("building the preconditioner: {e}"))
-}
-
-/// Rows built per parallel task; fixed so that the result never depends on the thread count.
-const ROW_CHUNK: usize = 2048;
-
-/// Builds an `nrows x ncols` CSR matrix row by row in parallel: `row(i, acc, out)` appends the
-/// sorted entries of row `i` to `out`, using `acc` as scratch.
-fn build_by_rows<F>(nrows: usize, ncols: usize, row: F) -> Result<CsrMatrix, PcgError>
-where
-    F: Fn(usize, &mut HashAccumulator, &mut Vec<(u32, f64)>) + Sync,
-{
-    let chunks: Vec<(Vec<u32>, Vec<u32>, Vec<f64>)> = (0..nrows.div_ceil(ROW_CHUNK))
-        .into_par_iter()
-        .map(|c| {
-            let lo = c * ROW_CHUNK;
-            let hi = (lo + ROW_CHUNK).min(nrows);
-            let mut acc = HashAccumulator::default();
-            let mut out = Vec::new();
-            let mut lens = Vec::with_capacity(hi - lo);
-            let mut idx = Vec::new();
-            let mut val = Vec::new();
-            for i in lo..hi {
-                out.clear();
-                row(i, &mut acc, &mut out);
-                lens.push(out.len() as u32);
-                idx.extend(out.iter().map(|e| e.0));
-                val.extend(out.iter().map(|e| e.1));
-            }
-            (lens, idx, val)
-        })
-        .collect();
-    let mut indptr = Vec::with_capacity(nrows + 1);
-    indptr.push(0u32);
-    let mut total: u64 = 0;
-    for (lens, _, _) in &chunks {
-        for &l in lens {
-            total += l as u64;
-            if total >= u32::MAX as u64 {
-                return Err(PcgError::Backend(format!(
-                    "preconditioner has more than {} nonzeros, beyond 32-bit indices",
-                    u32::MAX - 1
-                )));
-            }
-            indptr.push(total as u32);
-        }
-    }
-    let nnz = total as usize;
-    let mut indices = vec![0u32; nnz];
-    let mut data = vec![0f64; nnz];
-    {
-        let mut parts = Vec::with_capacity(chunks.len());
-        let (mut ri, mut rd): (&mut [u32], &mut [f64]) = (&mut indices, &mut data);
-        for (_, ci, _) in &chunks {
-            let (hi, ti) = ri.split_at_mut(ci.len());
-            let (hd, td) = rd.split_at_mut(ci.len());
-            parts.push((hi, hd));
-            ri = ti;
-            rd = td;
-        }
-        parts
-            .into_par_iter()
-            .zip(chunks.par_iter())
-            .for_each(|((oi, od), (_, ci, cd))| {
-                oi.copy_from_slice(ci);
-                od.copy_from_slice(cd);
-            });
-    }
-    CsrMatrix::try_from_parts(nrows, ncols, indptr, indices, data).map_err(sparse_err)
-}
-
-/// A row accumulator: open addressing on column indices, summing the values of each column in
-/// the order they are added.
-#[derive(Default)]
-struct HashAccumulator {
-    keys: Vec<u32>,
-    vals: Vec<f64>,
-    /// Occupied slots as `column << 32 | slot`: sorting them sorts by column.
-    used: Vec<u64>,
-    /// log2 of the table size.
-    bits: u32,
-}
-
-impl HashAccumulator {
-    const EMPTY: u32 = u32::MAX;
-
-    /// Prepares for at most `bound` distinct columns.
-    fn reset(&mut self, bound: usize) {
-        let want = (2 * bound.max(4)).next_power_of_two();
-        if self.keys.len() < want {
-            self.keys = vec![Self::EMPTY; want];
-            self.vals = vec![0.0; want];
-            self.bits = want.trailing_zeros();
-        }
-        self.used.clear();
-    }
-
-    #[inline]
-    fn add(&mut self, col: u32, v: f64) {
-        // Fibonacci hashing: the top bits of the product spread nearby columns apart.
-        let mask = self.keys.len() - 1;
-        let mut h = ((col as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - self.bits)) as usize;
-        loop {
-            let k = self.keys[h];
-            if k == col {
-                self.vals[h] += v;
-                return;
-            }
-            if k == Self::EMPTY {
-                self.keys[h] = col;
-                self.vals[h] = v;
-                self.used.push(((col as u64) << 32) | h as u64);
-                return;
-            }
-            h = (h + 1) & mask;
-        }
-    }
-
-    /// Appends the accumulated entries sorted by column, and empties the table.
-    fn drain_sorted(&mut self, out: &mut Vec<(u32, f64)>) {
-        // Columns are distinct, so an unstable sort gives a unique result.
-        self.used.sort_unstable();
-        for &e in &self.used {
-            let h = (e & 0xffff_ffff) as usize;
-            out.push(((e >> 32) as u32, self.vals[h]));
-            self.keys[h] = Self::EMPTY;
-        }
-        self.used.clear();
-    }
-}
-
-/// The truncated inverse `K = I - X` or `K = I - X + X^2` with `X = w L D^-1`.
-fn ssor_k(a: &CsrMatrix, d: &[f64], omega: f64, order: u8) -> Result<CsrMatrix, PcgError> {
-    let n = a.nrows();
-    if order == 1 {
-        // K = I - X in one pass.
-        return build_by_rows(n, n, |i, _, out| {
-            let (c, v) = a.row(i);
-            for (&j, &aij) in c.iter().zip(v) {
-                if (j as usize) < i {
-                    out.push((j, -(omega * aij / d[j as usize])));
-                }
-            }
-            out.push((i as u32, 1.0));
-        });
-    }
-    // X = w L D^-1: X_ij = w a_ij / d_j for j < i.
-    let x = build_by_rows(n, n, |i, _, out| {
-        let (c, v) = a.row(i);
-        for (&j, &aij) in c.iter().zip(v) {
-            if (j as usize) < i {
-                out.push((j, omega * aij / d[j as usize]));
-            }
-        }
-    })?;
-    // K = I - X + X^2; row i of X^2 is sum_k X_ik X[k, :], all columns below k < i.
-    build_by_rows(n, n, |i, acc, out| {
-        let (c, v) = x.row(i);
-        let bound = 1 + c.len() + c.iter().map(|&k| x.row_len(k as usize)).sum::<usize>();
-        acc.reset(bound);
-        for (&j, &xij) in c.iter().zip(v) {
-            acc.add(j, -xij);
-        }
-        for (&k, &xik) in c.iter().zip(v) {
-            let (ck, vk) = x.row(k as usize);
-            for (&j, &xkj) in ck.iter().zip(vk) {
-                acc.add(j, xik * xkj);
-            }
-        }
-        acc.add(i as u32, 1.0);
-        acc.drain_sorted(out);
-    })
-}
-
-/// `K^T diag(s) K`, given `kt = K^T`. Entry (i, j) is the sum over k of `(K_ki K_kj) s_k`, with k
-/// ascending; the same expression in the same order for (j, i) makes the result exactly
-/// symmetric.
-fn gram_product(kt: &CsrMatrix, k: &CsrMatrix, s: &[f64]) -> Result<CsrMatrix, PcgError> {
-    let n = k.ncols();
-    build_by_rows(n, n, |i, acc, out| {
-        let (ck, vk) = kt.row(i);
-        let bound = ck.iter().map(|&q| k.row_len(q as usize)).sum::<usize>();
-        acc.reset(bound);
-        for (&q, &kqi) in ck.iter().zip(vk) {
-            let sq = s[q as usize];
-            let (cj, vj) = k.row(q as usize);
-            for (&j, &kqj) in cj.iter().zip(vj) {
-                acc.add(j, (kqi * kqj) * sq);
-            }
-        }
-        acc.drain_sorted(out);
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -652,24 +500,6 @@ mod tests {
             form: SsorForm::Factored,
         };
         assert!(bad.validate().is_err());
-    }
-
-    #[test]
-    fn hash_accumulator_sums_in_order_and_sorts() {
-        let mut acc = HashAccumulator::default();
-        acc.reset(3);
-        for (c, v) in [(7, 1.0), (2, 2.0), (7, 3.0), (0, 4.0), (2, -2.0)] {
-            acc.add(c, v);
-        }
-        let mut out = vec![];
-        acc.drain_sorted(&mut out);
-        assert_eq!(out, vec![(0, 4.0), (2, 0.0), (7, 4.0)]);
-        // Reused: starts empty.
-        acc.reset(1);
-        acc.add(5, 1.0);
-        out.clear();
-        acc.drain_sorted(&mut out);
-        assert_eq!(out, vec![(5, 1.0)]);
     }
 }
 

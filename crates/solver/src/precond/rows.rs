@@ -1,0 +1,405 @@
+//! The row-parallel construction of SSOR-AI's sparse factors and product: each row is built
+//! with a hash accumulator that sums the terms of every entry in a fixed order, in chunks of
+//! rows whose size does not depend on the thread count; the same rows recompute the values on
+//! a kept pattern.
+use autopcg_sparse::CsrMatrix;
+use rayon::prelude::*;
+
+use crate::PcgError;
+
+fn sparse_err(e: autopcg_sparse::SparseError) -> PcgError {
+    PcgError::Backend(format!("building the preconditioner: {e}"))
+}
+
+/// Rows built per parallel task; fixed so that the result never depends on the thread count.
+const ROW_CHUNK: usize = 2048;
+
+/// Widest span of columns a row of the explicit product's pattern is found in with a stamp
+/// per column (wider rows use the hash accumulator): 1 MiB of stamps per chunk of rows.
+const PATTERN_WINDOW: usize = 1 << 18;
+
+/// Builds an `nrows x ncols` CSR matrix row by row in parallel: `row(i, acc, out)` appends the
+/// sorted entries of row `i` to `out`, using `acc` as scratch.
+fn build_by_rows<F>(nrows: usize, ncols: usize, row: F) -> Result<CsrMatrix, PcgError>
+where
+    F: Fn(usize, &mut HashAccumulator, &mut Vec<(u32, f64)>) + Sync,
+{
+    let chunks: Vec<(Vec<u32>, Vec<u32>, Vec<f64>)> = (0..nrows.div_ceil(ROW_CHUNK))
+        .into_par_iter()
+        .map(|c| {
+            let lo = c * ROW_CHUNK;
+            let hi = (lo + ROW_CHUNK).min(nrows);
+            let mut acc = HashAccumulator::default();
+            let mut out = Vec::new();
+            let mut lens = Vec::with_capacity(hi - lo);
+            let mut idx = Vec::new();
+            let mut val = Vec::new();
+            for i in lo..hi {
+                out.clear();
+                row(i, &mut acc, &mut out);
+                lens.push(out.len() as u32);
+                idx.extend(out.iter().map(|e| e.0));
+                val.extend(out.iter().map(|e| e.1));
+            }
+            (lens, idx, val)
+        })
+        .collect();
+    let mut indptr = Vec::with_capacity(nrows + 1);
+    indptr.push(0u32);
+    let mut total: u64 = 0;
+    for (lens, _, _) in &chunks {
+        for &l in lens {
+            total += l as u64;
+            if total >= u32::MAX as u64 {
+                return Err(PcgError::Backend(format!(
+                    "preconditioner has more than {} nonzeros, beyond 32-bit indices",
+                    u32::MAX - 1
+                )));
+            }
+            indptr.push(total as u32);
+        }
+    }
+    let nnz = total as usize;
+    let mut indices = vec![0u32; nnz];
+    let mut data = vec![0f64; nnz];
+    {
+        let mut parts = Vec::with_capacity(chunks.len());
+        let (mut ri, mut rd): (&mut [u32], &mut [f64]) = (&mut indices, &mut data);
+        for (_, ci, _) in &chunks {
+            let (hi, ti) = ri.split_at_mut(ci.len());
+            let (hd, td) = rd.split_at_mut(ci.len());
+            parts.push((hi, hd));
+            ri = ti;
+            rd = td;
+        }
+        parts
+            .into_par_iter()
+            .zip(chunks.par_iter())
+            .for_each(|((oi, od), (_, ci, cd))| {
+                oi.copy_from_slice(ci);
+                od.copy_from_slice(cd);
+            });
+    }
+    CsrMatrix::try_from_parts(nrows, ncols, indptr, indices, data).map_err(sparse_err)
+}
+
+/// A row accumulator: open addressing on column indices, summing the values of each column in
+/// the order they are added.
+#[derive(Default)]
+pub(super) struct HashAccumulator {
+    keys: Vec<u32>,
+    vals: Vec<f64>,
+    /// Occupied slots as `column << 32 | slot`: sorting them sorts by column.
+    used: Vec<u64>,
+    /// log2 of the table size.
+    bits: u32,
+    /// For patterns in a window of columns: `marks[c - first]` is `row + 1` once column `c`
+    /// is in row `row` (a stamp per row, so the window needs no clearing between rows).
+    marks: Vec<u32>,
+}
+
+impl HashAccumulator {
+    const EMPTY: u32 = u32::MAX;
+
+    /// Prepares for at most `bound` distinct columns.
+    fn reset(&mut self, bound: usize) {
+        let want = (2 * bound.max(4)).next_power_of_two();
+        if self.keys.len() < want {
+            self.keys = vec![Self::EMPTY; want];
+            self.vals = vec![0.0; want];
+            self.bits = want.trailing_zeros();
+        }
+        self.used.clear();
+    }
+
+    /// The slot of column `col`, taken for it when new (then `true`).
+    #[inline]
+    fn probe(&mut self, col: u32) -> (usize, bool) {
+        // Fibonacci hashing: the top bits of the product spread nearby columns apart.
+        let mask = self.keys.len() - 1;
+        let mut h = ((col as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - self.bits)) as usize;
+        loop {
+            let k = self.keys[h];
+            if k == col {
+                return (h, false);
+            }
+            if k == Self::EMPTY {
+                self.keys[h] = col;
+                self.used.push(((col as u64) << 32) | h as u64);
+                return (h, true);
+            }
+            h = (h + 1) & mask;
+        }
+    }
+
+    /// Adds `v` to column `col` (the first value of a column is taken as it is).
+    #[inline]
+    fn add(&mut self, col: u32, v: f64) {
+        match self.probe(col) {
+            (h, true) => self.vals[h] = v,
+            (h, false) => self.vals[h] += v,
+        }
+    }
+
+    /// Records column `col` (its value is left as it is: for patterns only).
+    #[inline]
+    fn insert(&mut self, col: u32) {
+        self.probe(col);
+    }
+
+    /// Appends the accumulated entries sorted by column, and empties the table.
+    fn drain_sorted(&mut self, out: &mut Vec<(u32, f64)>) {
+        // Columns are distinct, so an unstable sort gives a unique result.
+        self.used.sort_unstable();
+        for &e in &self.used {
+            let h = (e & 0xffff_ffff) as usize;
+            out.push(((e >> 32) as u32, self.vals[h]));
+            self.keys[h] = Self::EMPTY;
+        }
+        self.used.clear();
+    }
+}
+
+/// Builds an `nrows x ncols` matrix whose entries are all 1.0 on the pattern `row(i, acc,
+/// out)` gives (the columns it appends, values ignored).
+fn fill_pattern_only<F>(nrows: usize, ncols: usize, row: F) -> Result<CsrMatrix, PcgError>
+where
+    F: Fn(usize, &mut HashAccumulator, &mut Vec<(u32, f64)>) + Sync,
+{
+    build_by_rows(nrows, ncols, |i, acc, out| {
+        row(i, acc, out);
+        for e in out.iter_mut() {
+            e.1 = 1.0;
+        }
+    })
+}
+
+/// Recomputes the values of `m` in place, row by row in parallel: `row(i, acc, out)` appends
+/// the sorted entries of row `i`, which must have `m`'s pattern (the same rows
+/// [`build_by_rows`] built it from, for new values). The values are those a new build gives,
+/// bit for bit.
+pub(super) fn fill_by_rows<F>(m: &mut CsrMatrix, row: F) -> Result<(), PcgError>
+where
+    F: Fn(usize, &mut HashAccumulator, &mut Vec<(u32, f64)>) + Sync,
+{
+    let nrows = m.nrows();
+    let ptr = m.indptr();
+    let starts: Vec<usize> = (0..=nrows.div_ceil(ROW_CHUNK))
+        .map(|c| ptr[(c * ROW_CHUNK).min(nrows)] as usize)
+        .collect();
+    let mut parts = Vec::with_capacity(starts.len().saturating_sub(1));
+    let mut rest: &mut [f64] = m.data_mut();
+    for w in starts.windows(2) {
+        let (head, tail) = rest.split_at_mut(w[1] - w[0]);
+        parts.push(head);
+        rest = tail;
+    }
+    let changed = parts
+        .into_par_iter()
+        .enumerate()
+        .map(|(c, vals)| {
+            let mut acc = HashAccumulator::default();
+            let mut out = Vec::new();
+            let mut at = 0;
+            for i in c * ROW_CHUNK..((c + 1) * ROW_CHUNK).min(nrows) {
+                out.clear();
+                row(i, &mut acc, &mut out);
+                let Some(dst) = vals.get_mut(at..at + out.len()) else {
+                    return true;
+                };
+                for (d, e) in dst.iter_mut().zip(&out) {
+                    *d = e.1;
+                }
+                at += out.len();
+            }
+            at != vals.len()
+        })
+        .reduce(|| false, |a, b| a || b);
+    if changed {
+        return Err(PcgError::Backend(
+            "new preconditioner values do not fit the kept pattern (internal error)".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// `X = w L D^-1`: `X_ij = w a_ij / d_j` for `j < i`.
+fn ssor_x(a: &CsrMatrix, d: &[f64], omega: f64) -> Result<CsrMatrix, PcgError> {
+    let n = a.nrows();
+    build_by_rows(n, n, |i, _, out| {
+        let (c, v) = a.row(i);
+        for (&j, &aij) in c.iter().zip(v) {
+            if (j as usize) < i {
+                out.push((j, omega * aij / d[j as usize]));
+            }
+        }
+    })
+}
+
+/// The rows of `K = I - X` (`x` is `None`: read from `a`) or `K = I - X + X^2` (`x` is `X`).
+fn ssor_k_rows<'a>(
+    a: &'a CsrMatrix,
+    d: &'a [f64],
+    omega: f64,
+    x: Option<&'a CsrMatrix>,
+) -> impl Fn(usize, &mut HashAccumulator, &mut Vec<(u32, f64)>) + Sync + 'a {
+    move |i, acc, out| match x {
+        None => {
+            let (c, v) = a.row(i);
+            for (&j, &aij) in c.iter().zip(v) {
+                if (j as usize) < i {
+                    out.push((j, -(omega * aij / d[j as usize])));
+                }
+            }
+            out.push((i as u32, 1.0));
+        }
+        // Row i of X^2 is sum_k X_ik X[k, :], all columns below k < i.
+        Some(x) => {
+            let (c, v) = x.row(i);
+            let bound = 1 + c.len() + c.iter().map(|&k| x.row_len(k as usize)).sum::<usize>();
+            acc.reset(bound);
+            for (&j, &xij) in c.iter().zip(v) {
+                acc.add(j, -xij);
+            }
+            for (&k, &xik) in c.iter().zip(v) {
+                let (ck, vk) = x.row(k as usize);
+                for (&j, &xkj) in ck.iter().zip(vk) {
+                    acc.add(j, xik * xkj);
+                }
+            }
+            acc.add(i as u32, 1.0);
+            acc.drain_sorted(out);
+        }
+    }
+}
+
+/// The truncated inverse `K = I - X` or `K = I - X + X^2` with `X = w L D^-1`.
+pub(super) fn ssor_k(
+    a: &CsrMatrix,
+    d: &[f64],
+    omega: f64,
+    order: u8,
+) -> Result<CsrMatrix, PcgError> {
+    let n = a.nrows();
+    if order == 1 {
+        return build_by_rows(n, n, ssor_k_rows(a, d, omega, None));
+    }
+    let x = ssor_x(a, d, omega)?;
+    build_by_rows(n, n, ssor_k_rows(a, d, omega, Some(&x)))
+}
+
+/// Recomputes the values of `k` (built by [`ssor_k`] from a matrix of `a`'s pattern) for `a`.
+pub(super) fn ssor_k_values(
+    k: &mut CsrMatrix,
+    a: &CsrMatrix,
+    d: &[f64],
+    omega: f64,
+    order: u8,
+) -> Result<(), PcgError> {
+    if order == 1 {
+        return fill_by_rows(k, ssor_k_rows(a, d, omega, None));
+    }
+    let x = ssor_x(a, d, omega)?;
+    fill_by_rows(k, ssor_k_rows(a, d, omega, Some(&x)))
+}
+
+/// The rows of `K^T diag(s) K`, given `kt = K^T`. Entry (i, j) is the sum over k of
+/// `(K_ki K_kj) s_k`, with k ascending; the same expression in the same order for (j, i) makes
+/// the result exactly symmetric.
+pub(super) fn gram_rows<'a>(
+    kt: &'a CsrMatrix,
+    k: &'a CsrMatrix,
+    s: &'a [f64],
+) -> impl Fn(usize, &mut HashAccumulator, &mut Vec<(u32, f64)>) + Sync + 'a {
+    move |i, acc, out| {
+        let (ck, vk) = kt.row(i);
+        let bound = ck.iter().map(|&q| k.row_len(q as usize)).sum::<usize>();
+        acc.reset(bound);
+        for (&q, &kqi) in ck.iter().zip(vk) {
+            let sq = s[q as usize];
+            let (cj, vj) = k.row(q as usize);
+            for (&j, &kqj) in cj.iter().zip(vj) {
+                acc.add(j, (kqi * kqj) * sq);
+            }
+        }
+        acc.drain_sorted(out);
+    }
+}
+
+/// The pattern of `K^T diag(s) K` (values 1.0), given `kt = K^T`: row i is the union of the
+/// patterns of the rows q of K with `K_qi` stored.
+pub(super) fn gram_pattern(kt: &CsrMatrix, k: &CsrMatrix) -> Result<CsrMatrix, PcgError> {
+    let n = k.ncols();
+    fill_pattern_only(n, n, |i, acc, out| {
+        let ck = kt.row(i).0;
+        let rows = || ck.iter().map(|&q| k.row(q as usize).0);
+        // The columns of row i lie between the first and the last column of these rows.
+        let first = rows().filter_map(|c| c.first()).min();
+        let last = rows().filter_map(|c| c.last()).max();
+        let (Some(&first), Some(&last)) = (first, last) else {
+            return;
+        };
+        let width = (last - first) as usize + 1;
+        if width <= PATTERN_WINDOW {
+            // A stamp per column of the window: cheaper than hashing each column.
+            if acc.marks.len() < width {
+                acc.marks.resize(width, 0);
+            }
+            let stamp = i as u32 + 1;
+            acc.used.clear();
+            for c in rows() {
+                for &j in c {
+                    let m = &mut acc.marks[(j - first) as usize];
+                    if *m != stamp {
+                        *m = stamp;
+                        acc.used.push(u64::from(j));
+                    }
+                }
+            }
+            acc.used.sort_unstable();
+            out.extend(acc.used.iter().map(|&j| (j as u32, 1.0)));
+            acc.used.clear();
+            return;
+        }
+        acc.reset(rows().map(<[u32]>::len).sum());
+        for c in rows() {
+            for &j in c {
+                acc.insert(j);
+            }
+        }
+        acc.drain_sorted(out);
+    })
+}
+
+/// `K^T diag(s) K`, given `kt = K^T` (see [`gram_rows`]).
+pub(super) fn gram_product(
+    kt: &CsrMatrix,
+    k: &CsrMatrix,
+    s: &[f64],
+) -> Result<CsrMatrix, PcgError> {
+    let n = k.ncols();
+    build_by_rows(n, n, gram_rows(kt, k, s))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hash_accumulator_sums_in_order_and_sorts() {
+        let mut acc = HashAccumulator::default();
+        acc.reset(3);
+        for (c, v) in [(7, 1.0), (2, 2.0), (7, 3.0), (0, 4.0), (2, -2.0)] {
+            acc.add(c, v);
+        }
+        let mut out = vec![];
+        acc.drain_sorted(&mut out);
+        assert_eq!(out, vec![(0, 4.0), (2, 0.0), (7, 4.0)]);
+        // Reused: starts empty.
+        acc.reset(1);
+        acc.add(5, 1.0);
+        out.clear();
+        acc.drain_sorted(&mut out);
+        assert_eq!(out, vec![(5, 1.0)]);
+    }
+}
