@@ -7,8 +7,11 @@
 //!   GPU into the buffers the captured graphs already use), then the iterations run.
 //! - [`PreparedSolver::update_values`]: the plan is kept (formats, kernels, launches, SSOR-AI
 //!   form and omega, polling), and so is every sparsity pattern: only the preconditioner's
-//!   values are recomputed ([`ValueRefresh`]), and the matrices are converted and uploaded
-//!   again into a backend whose vectors, scalars, workspaces and loaded kernels stay.
+//!   values are recomputed ([`ValueRefresh`]). On a GPU only values cross the bus: a CSR
+//!   operand's values are overwritten in place, and an ELL, DIA or HYB operand is converted
+//!   again on the device from its CSR source, which the first update uploads whole and keeps
+//!   (device memory a caller pays only if it updates); the backend's vectors, scalars,
+//!   workspaces and loaded kernels stay, and its graphs are captured again at the next solve.
 //! - [`PreparedSolver::solve_many`]: one solve after another. A block variant (several
 //!   right-hand sides per SpMV) would read the matrix once for all of them; with the one or two
 //!   SpMVs of an iteration reading A and the preconditioner, and about ten vector passes per
@@ -383,7 +386,8 @@ impl<'a> PreparedSolver<'a> {
     /// `k`-th stored entry in the prepared matrix's CSR order (`matrix().indices()`), both
     /// triangles. The plan is kept; the preconditioner's values are recomputed on its kept
     /// patterns with the same form and omega (bit for bit what a new build from these values
-    /// gives), and the device operands are converted and uploaded again. The first call also
+    /// gives), and the device operands take the new values (see the module documentation:
+    /// values only, once the first update has kept the CSR sources). The first call also
     /// prepares the refresh (the position of each entry of K^T in K; for the explicit SSOR-AI
     /// form, K and K^T themselves), which its `precond_ms` includes.
     ///

@@ -250,6 +250,18 @@ impl DeviceCsr {
         })
     }
 
+    /// Overwrites the values with `vals` (new values of the same pattern, in its order): one
+    /// copy of the values, the row pointers and column indices stay.
+    pub fn upload_values(&mut self, dev: &GpuDevice, vals: &[f64]) -> Result<(), GpuError> {
+        if vals.iter().any(|v| !v.is_finite()) {
+            return Err(GpuError::InvalidInput {
+                what: "new CSR values".into(),
+                reason: "a value is not finite".into(),
+            });
+        }
+        dev.upload_into(vals, &mut self.vals)
+    }
+
     /// Makes the workspace [`SpmvKernel::CsrMerge`] needs (the tile boundaries of the merge
     /// path and the carry-out arrays, about 16 bytes per 224 rows plus entries), once: a second
     /// call does nothing. Queues a small kernel; call it before capturing a graph.

@@ -520,6 +520,116 @@ fn other_formats_and_kernels_match_the_cpu(dev: GpuDevice) {
     ));
 }
 
+/// New values of the same pattern on a live backend (`update_matrix`, as a prepared solver's
+/// `update_values` calls it), twice (the first refresh of a converted operand uploads its CSR
+/// source, the second only values), for A, K and M in every format and for each
+/// preconditioner: the solves match a backend built afresh for the same values.
+fn new_values_refresh_every_format_in_place(dev: GpuDevice) {
+    use autopcg_solver::PcgBackend;
+    let props = dev.props().clone();
+    let a1 = poisson2d(29, 23);
+    let n = a1.nrows() as u64;
+    let b = rhs(a1.nrows());
+    let p = params(1e-10, 5000, 6);
+    // Diagonal scaled by f: same pattern, same binade of the largest entry (no rescaling).
+    let with_diag = |f: f64| {
+        let mut a = a1.clone();
+        let (ptr, idx) = (a.indptr().to_vec(), a.indices().to_vec());
+        let v = a.data_mut();
+        for i in 0..ptr.len() - 1 {
+            for q in ptr[i] as usize..ptr[i + 1] as usize {
+                if idx[q] as usize == i {
+                    v[q] *= f;
+                }
+            }
+        }
+        a
+    };
+    let stride = |work: u64, t: u32| LaunchConfig::grid_stride(work, t, &props);
+    let methods = [
+        SpmvMethod::Csr {
+            kernel: SpmvKernel::CsrVector(4),
+            config: stride(4 * n, 128),
+        },
+        SpmvMethod::Csr {
+            kernel: SpmvKernel::CsrMerge,
+            config: stride(SpmvKernel::CsrMerge.work_items(n, 5 * n), 128),
+        },
+        SpmvMethod::Ell {
+            config: stride(n, 64),
+        },
+        SpmvMethod::Dia {
+            config: stride(n, 256),
+        },
+        SpmvMethod::Coo {
+            kernel: SpmvKernel::CooSegment,
+            config: stride(6 * n, 256),
+        },
+        SpmvMethod::Hyb {
+            split: Some(3),
+            ell_config: stride(n, 256),
+            coo_kernel: SpmvKernel::CooSegment,
+            coo_config: stride(2 * n, 256),
+        },
+    ];
+    let kinds = [
+        PrecondKind::Jacobi,
+        PrecondKind::ssor_ai().with_omega(1.0),
+        PrecondKind::ssor_ai()
+            .with_omega(1.0)
+            .with_form(SsorForm::Explicit),
+    ];
+    let spmv = |method: SpmvMethod| SpmvChoice {
+        method,
+        predicted_ms: None,
+    };
+    for method in methods {
+        for kind in kinds {
+            let choice = |pre: &Preconditioner| {
+                let mut c = autopcg_generator::fallback::gpu_choice(&a1, pre, &props);
+                c.a = spmv(method);
+                c.precond = match c.precond {
+                    PrecondChoice::Factored { scale, kt, .. } => PrecondChoice::Factored {
+                        k: spmv(method),
+                        scale,
+                        kt,
+                    },
+                    PrecondChoice::Explicit { .. } => PrecondChoice::Explicit { m: spmv(method) },
+                    other => other,
+                };
+                c
+            };
+            let pre1 = Preconditioner::build(&a1, &kind).unwrap();
+            let c = choice(&pre1);
+            let mut be = GpuBackend::new(&dev, &a1, &pre1, &b, None, &c).unwrap();
+            pcg(&mut be, &p, |_| ControlFlow::Continue(())).unwrap();
+            for f in [1.05, 1.1] {
+                let ak = with_diag(f);
+                let prek = Preconditioner::build(&ak, &kind).unwrap();
+                let tag = format!("{method:?} {kind} diag x {f}");
+                assert!(
+                    be.update_matrix(&ak, &prek).unwrap(),
+                    "{tag}: kept the backend"
+                );
+                assert!(be.set_problem(&b, None).unwrap(), "{tag}");
+                let info = pcg(&mut be, &p, |_| ControlFlow::Continue(()))
+                    .unwrap_or_else(|e| panic!("{tag}: {e}"));
+                let x = be.solution().unwrap();
+                let (fresh, _, xf) = run_gpu(&dev, &ak, &prek, &b, None, &p, &c);
+                let fresh = fresh.unwrap();
+                assert!(
+                    info.iterations.abs_diff(fresh.iterations) <= 1,
+                    "{tag}: {} iterations after the refresh, {} afresh",
+                    info.iterations,
+                    fresh.iterations
+                );
+                assert!(rel_residual(&ak, &x, &b) < 1.5e-10, "{tag}");
+                assert!(rel_diff(&x, &xf) < 1e-6, "{tag}");
+            }
+        }
+    }
+}
+
 /// A power-law matrix (very uneven rows), A's SpMV by the merge-path CSR kernel from CUDA
 /// graphs: the same iterations as the CPU solve, to within 2, and the residual reached.
 fn merge_path_spmv_solves_a_power_law_matrix(dev: GpuDevice) {
@@ -935,6 +1045,7 @@ autopcg_gpu::test_main! {
         zero_rhs_gives_zero_solution,
         one_by_one_system,
         other_formats_and_kernels_match_the_cpu,
+        new_values_refresh_every_format_in_place,
         merge_path_spmv_solves_a_power_law_matrix,
         history_grows_without_changing_the_records,
         profile_steps_leaves_the_solve_undisturbed,

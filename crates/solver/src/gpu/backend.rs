@@ -370,8 +370,10 @@ impl GpuBackend {
         self.choice.check(self.n, &pre, dev.props())?;
         // Nothing queued may still read the buffers and graphs replaced below.
         dev.synchronize()?;
-        self.a = DeviceOperator::upload(dev, &a, self.choice.a.method, &self.choice.padding, "A")?;
-        self.pre = DevicePrecond::upload(dev, &pre, &self.choice.precond, &self.choice.padding)?;
+        // Values only where the operand allows (see DeviceOperator::refresh); the graphs are
+        // captured again below, as a converted operand's buffers may be new.
+        self.a.refresh(dev, &a, &self.choice.padding, "A")?;
+        self.pre.refresh(dev, &pre, &self.choice.padding)?;
         self.a_norm = inf_norm(&a);
         self.a_max = a_max;
         self.graph_one = None;

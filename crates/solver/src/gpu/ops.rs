@@ -29,12 +29,46 @@ enum DeviceMatrix {
 pub(crate) struct DeviceOperator {
     mat: DeviceMatrix,
     method: SpmvMethod,
+    /// The CSR arrays an ELL, DIA or HYB operand was converted from, kept once its values have
+    /// been refreshed ([`DeviceOperator::refresh`]), so that later refreshes upload values only.
+    source: Option<DeviceCsr>,
 }
 
 fn conversion(operand: &str, format: &str, e: SparseError) -> PcgError {
     PcgError::InvalidParameter(format!(
         "the GPU plan stores {operand} as {format}, which it cannot be: {e}"
     ))
+}
+
+/// `csr` converted on the device to the format `method` runs (ELL, DIA or HYB).
+fn convert(
+    dev: &GpuDevice,
+    csr: &DeviceCsr,
+    method: SpmvMethod,
+    limits: &PaddingLimits,
+    operand: &str,
+) -> Result<DeviceMatrix, PcgError> {
+    let on_device = |format: &str, e: GpuError| match e {
+        GpuError::Sparse(e) => conversion(operand, format, e),
+        e => PcgError::from(e),
+    };
+    Ok(match method {
+        SpmvMethod::Ell { .. } => {
+            DeviceMatrix::Ell(csr_to_ell(dev, csr, limits).map_err(|e| on_device("ELL", e))?)
+        }
+        SpmvMethod::Dia { .. } => {
+            DeviceMatrix::Dia(csr_to_dia(dev, csr, limits).map_err(|e| on_device("DIA", e))?)
+        }
+        SpmvMethod::Hyb { split, .. } => {
+            DeviceMatrix::Hyb(csr_to_hyb(dev, csr, split, limits).map_err(|e| on_device("HYB", e))?)
+        }
+        other => {
+            return Err(PcgError::Backend(format!(
+                "{} is not converted on the device (internal error)",
+                other.kernel_name()
+            )))
+        }
+    })
 }
 
 impl DeviceOperator {
@@ -50,10 +84,6 @@ impl DeviceOperator {
         limits: &PaddingLimits,
         operand: &str,
     ) -> Result<DeviceOperator, PcgError> {
-        let on_device = |format: &str, e: GpuError| match e {
-            GpuError::Sparse(e) => conversion(operand, format, e),
-            e => PcgError::from(e),
-        };
         let mat = match method {
             SpmvMethod::Csr { kernel, .. } => {
                 let mut m = DeviceCsr::upload(dev, a)?;
@@ -61,25 +91,49 @@ impl DeviceOperator {
                 m.prepare_for(dev, kernel)?;
                 DeviceMatrix::Csr(m)
             }
-            SpmvMethod::Ell { .. } => {
-                let csr = DeviceCsr::upload(dev, a)?;
-                DeviceMatrix::Ell(csr_to_ell(dev, &csr, limits).map_err(|e| on_device("ELL", e))?)
-            }
-            SpmvMethod::Dia { .. } => {
-                let csr = DeviceCsr::upload(dev, a)?;
-                DeviceMatrix::Dia(csr_to_dia(dev, &csr, limits).map_err(|e| on_device("DIA", e))?)
-            }
             SpmvMethod::Coo { .. } => {
                 DeviceMatrix::Coo(DeviceCoo::upload(dev, &CooMatrix::from_csr(a))?)
             }
-            SpmvMethod::Hyb { split, .. } => {
-                let csr = DeviceCsr::upload(dev, a)?;
-                DeviceMatrix::Hyb(
-                    csr_to_hyb(dev, &csr, split, limits).map_err(|e| on_device("HYB", e))?,
-                )
-            }
+            _ => convert(dev, &DeviceCsr::upload(dev, a)?, method, limits, operand)?,
         };
-        Ok(DeviceOperator { mat, method })
+        Ok(DeviceOperator {
+            mat,
+            method,
+            source: None,
+        })
+    }
+
+    /// Takes new values of the same pattern (`a` has the pattern the operator was made from):
+    /// a CSR operand gets its values overwritten in place; an ELL, DIA or HYB operand is
+    /// converted again on the device from its CSR source, whose values alone cross the bus once
+    /// the source is kept (the first refresh uploads it whole: it costs device memory only for
+    /// a caller that refreshes); a COO operand is made again. Buffers of a converted operand
+    /// may be new: graphs that captured them must be captured again.
+    pub(crate) fn refresh(
+        &mut self,
+        dev: &GpuDevice,
+        a: &CsrMatrix,
+        limits: &PaddingLimits,
+        operand: &str,
+    ) -> Result<(), PcgError> {
+        match (&mut self.mat, self.method) {
+            (DeviceMatrix::Csr(m), _) if m.nnz() == a.nnz() && m.nrows() == a.nrows() => {
+                m.upload_values(dev, a.data())?;
+            }
+            (DeviceMatrix::Ell(_) | DeviceMatrix::Dia(_) | DeviceMatrix::Hyb(_), method) => {
+                let source = match self.source.take() {
+                    Some(mut s) if s.nnz() == a.nnz() && s.nrows() == a.nrows() => {
+                        s.upload_values(dev, a.data())?;
+                        s
+                    }
+                    _ => DeviceCsr::upload(dev, a)?,
+                };
+                self.mat = convert(dev, &source, method, limits, operand)?;
+                self.source = Some(source);
+            }
+            _ => *self = DeviceOperator::upload(dev, a, self.method, limits, operand)?,
+        }
+        Ok(())
     }
 
     /// Queues `y = B x`.
@@ -215,6 +269,47 @@ impl DevicePrecond {
                 )))
             }
         })
+    }
+
+    /// Takes the values of `pre`, a preconditioner of the same kind, form and patterns as the
+    /// one uploaded (see [`DeviceOperator::refresh`]).
+    pub(crate) fn refresh(
+        &mut self,
+        dev: &GpuDevice,
+        pre: &Preconditioner,
+        limits: &PaddingLimits,
+    ) -> Result<(), PcgError> {
+        match (self, pre) {
+            (DevicePrecond::None, Preconditioner::None) => {}
+            (DevicePrecond::Jacobi { inv_diag, .. }, Preconditioner::Jacobi { inv_diag: d }) => {
+                dev.upload_into(d, inv_diag)?;
+            }
+            (
+                DevicePrecond::Factored {
+                    k, inv_diag, kt, ..
+                },
+                Preconditioner::SsorFactored {
+                    k: hk,
+                    kt: hkt,
+                    inv_diag: d,
+                },
+            ) => {
+                k.refresh(dev, hk, limits, "K")?;
+                kt.refresh(dev, hkt, limits, "K^T")?;
+                dev.upload_into(d, inv_diag)?;
+            }
+            (DevicePrecond::Explicit { m }, Preconditioner::SsorExplicit { m: hm }) => {
+                m.refresh(dev, hm, limits, "M")?;
+            }
+            (_, p) => {
+                return Err(PcgError::InvalidParameter(format!(
+                    "new values for a {} preconditioner of another kind or form than the one \
+                     on the device",
+                    p.kind_name()
+                )))
+            }
+        }
+        Ok(())
     }
 
     /// Queues `u = M^-1 r`; `t` is scratch (the factored form's middle vector).
