@@ -5,7 +5,7 @@
 //!
 //! This crate is the facade simulation codes call: [`Solver`] resolves the device and the
 //! model ([`resolve_model`]), asks the generator for the plan
-//! ([`generator::plan`](autopcg_generator::plan)), runs it, and reports a [`Solution`]. It
+//! ([`generator::plan`]), runs it, and reports a [`Solution`]. It
 //! never decides what the generator chose. The building blocks are re-exported as
 //! [`sparse`], [`catalog`], [`solver`] and [`generator`], and with the `gpu` feature `gpu` and
 //! `model`.
