@@ -409,8 +409,6 @@ impl<'a> PreparedSolver<'a> {
             ))));
         }
         let t0 = Instant::now();
-        let mut a = self.a.clone().into_owned();
-        a.data_mut().copy_from_slice(values);
         let refresh = match &mut self.refresh {
             Some(r) => r,
             none => none.insert(ValueRefresh::new(
@@ -419,25 +417,34 @@ impl<'a> PreparedSolver<'a> {
                 &self.plan.preconditioner,
             )?),
         };
-        // Values only: every pattern is kept, and an error (a bad diagonal) changes nothing.
-        refresh.refresh(&a, &mut self.plan.preconditioner)?;
+        // The matrix takes the values in place (a borrowed one is copied the first time); the
+        // old values are kept until the preconditioner accepts the new ones, so that an error
+        // (a bad diagonal) changes nothing.
+        let old = self.a.data().to_vec();
+        self.a.to_mut().data_mut().copy_from_slice(values);
+        // Values only: every pattern is kept.
+        if let Err(e) = refresh.refresh(&self.a, &mut self.plan.preconditioner) {
+            self.a.to_mut().data_mut().copy_from_slice(&old);
+            return Err(e.into());
+        }
+        drop(old);
+        let a: &CsrMatrix = &self.a;
         let precond_ms = t0.elapsed().as_secs_f64() * 1e3;
         let t1 = Instant::now();
         match &mut self.exec {
             #[cfg(feature = "gpu")]
             Exec::Gpu { dev, backend } => {
-                if !backend.update_matrix(&a, &self.plan.preconditioner)? {
+                if !backend.update_matrix(a, &self.plan.preconditioner)? {
                     let mut fresh =
-                        new_gpu_backend(dev, &a, &self.plan, &vec![0.0; a.nrows()], None)?;
+                        new_gpu_backend(dev, a, &self.plan, &vec![0.0; a.nrows()], None)?;
                     fresh.reserve_iterations(self.params.max_iter)?;
                     **backend = fresh;
                 }
             }
             Exec::Cpu => {
-                CpuBackend::new(&a, &self.plan.preconditioner, &vec![0.0; a.nrows()], None)?;
+                CpuBackend::new(a, &self.plan.preconditioner, &vec![0.0; a.nrows()], None)?;
             }
         }
-        self.a = Cow::Owned(a);
         Ok(SetupTimes {
             precond_ms,
             backend_ms: t1.elapsed().as_secs_f64() * 1e3,

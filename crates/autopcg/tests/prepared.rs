@@ -2,7 +2,7 @@
 //! same pattern, and what is refused. (The same API runs on a GPU: crates/autopcg/tests/
 //! gpu_prepared.rs.)
 use autopcg::sparse::families;
-use autopcg::{Device, PrecondKind, Solver};
+use autopcg::{CsrMatrix, Device, PrecondKind, Solver};
 
 mod common;
 use common::{rhs, true_residual};
