@@ -8,6 +8,7 @@ use clap::{Args, Subcommand};
 use serde_json::json;
 
 use autopcg::sparse::mm::{self, ReadOptions, SymmetryPolicy};
+use autopcg::PrecondKind;
 
 mod prepared;
 pub(crate) use prepared::{bench_prepared, PreparedBenchArgs};
@@ -47,6 +48,29 @@ setup, checked by the iterations of a solve after it against a fresh solver of t
     Prepared(PreparedBenchArgs),
 }
 
+/// How SSOR-AI is set up, as for `solve`.
+#[derive(Args)]
+pub(crate) struct SsorArgs {
+    /// How SSOR-AI is applied (`auto`: as `solve` chooses it).
+    #[arg(long, value_enum, default_value_t = FormArg::Auto)]
+    ssor_form: FormArg,
+    /// SSOR relaxation factor: `auto` or a number in (0, 2), as for `solve`.
+    #[arg(long, default_value = "auto")]
+    omega: String,
+}
+
+impl SsorArgs {
+    /// The preconditioner `p` with this form and omega.
+    fn kind(&self, p: PrecondArg) -> Result<PrecondKind> {
+        Ok(precond_kind(p, self.ssor_form, parse_omega(&self.omega)?))
+    }
+
+    /// Whether the form is left to the plan.
+    fn form_auto(&self) -> bool {
+        self.ssor_form == FormArg::Auto
+    }
+}
+
 #[derive(Args)]
 pub(crate) struct PcgBenchArgs {
     /// Matrix Market file of an SPD matrix.
@@ -54,12 +78,8 @@ pub(crate) struct PcgBenchArgs {
     /// Preconditioner.
     #[arg(long, value_enum, default_value_t = PrecondArg::SsorAi)]
     precond: PrecondArg,
-    /// How SSOR-AI is applied (`auto`: as `solve` chooses it).
-    #[arg(long, value_enum, default_value_t = FormArg::Auto)]
-    ssor_form: FormArg,
-    /// SSOR relaxation factor: `auto` or a number in (0, 2), as for `solve`.
-    #[arg(long, default_value = "auto")]
-    omega: String,
+    #[command(flatten)]
+    ssor: SsorArgs,
     /// Performance model choosing the plan: `auto`, `none` or a file, as for `solve`.
     #[arg(long, default_value = "auto")]
     model: String,
@@ -191,7 +211,7 @@ pub(crate) fn bench_pcg(a: PcgBenchArgs) -> Result<()> {
         bail!("--iters must be at least 1");
     }
     let m = read_matrix(&a.matrix, a.assume_symmetric)?;
-    let kind = precond_kind(a.precond, a.ssor_form, parse_omega(&a.omega)?).resolved_for(&m);
+    let kind = a.ssor.kind(a.precond)?.resolved_for(&m);
     let dev = open_gpu(a.gpu)?;
     let choice: autopcg::ModelChoice = match a.model.parse() {
         Ok(c) => c,
@@ -204,7 +224,7 @@ pub(crate) fn bench_pcg(a: PcgBenchArgs) -> Result<()> {
     }
     let label = resolved.model.as_ref().map(|m| m.label());
     let mut req = PlanRequest::new(&m, kind, Target::Gpu(dev.props().clone()));
-    req.ssor_form_auto = a.ssor_form == FormArg::Auto;
+    req.ssor_form_auto = a.ssor.form_auto();
     req.model = match (&resolved.model, &label) {
         (Some(lm), Some(l)) => Some(ModelRef {
             file: &lm.file,

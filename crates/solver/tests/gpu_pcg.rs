@@ -398,21 +398,11 @@ fn one_by_one_system(dev: GpuDevice) {
 }
 
 /// Every storage format and several kernels and variants, for A and the SSOR-AI factors.
-fn other_formats_and_kernels_match_the_cpu(dev: GpuDevice) {
-    let props = dev.props().clone();
-    let a = poisson2d(33, 21);
-    let b = rhs(a.nrows());
-    let n = a.nrows() as u64;
-    let (_, cpu) = solve_cpu(
-        &a,
-        &b,
-        None,
-        &PrecondKind::ssor_ai(),
-        &params(1e-10, 5000, 1),
-    )
-    .unwrap();
-    let stride = |work: u64, t: u32| LaunchConfig::grid_stride(work, t, &props);
-    let methods = [
+/// A's SpMV in every format and several kernels, for a matrix of `n` rows (the merge-path
+/// kernel twice: the tests run every other method from CUDA graphs).
+fn forced_methods(props: &autopcg_gpu::DeviceProps, n: u64) -> [SpmvMethod; 9] {
+    let stride = |work: u64, t: u32| LaunchConfig::grid_stride(work, t, props);
+    [
         SpmvMethod::Csr {
             kernel: SpmvKernel::CsrVector(4),
             config: stride(4 * n, 128),
@@ -450,7 +440,24 @@ fn other_formats_and_kernels_match_the_cpu(dev: GpuDevice) {
             kernel: SpmvKernel::CsrMerge,
             config: LaunchConfig::new(512, 3),
         },
-    ];
+    ]
+}
+
+fn other_formats_and_kernels_match_the_cpu(dev: GpuDevice) {
+    let props = dev.props().clone();
+    let a = poisson2d(33, 21);
+    let b = rhs(a.nrows());
+    let n = a.nrows() as u64;
+    let (_, cpu) = solve_cpu(
+        &a,
+        &b,
+        None,
+        &PrecondKind::ssor_ai(),
+        &params(1e-10, 5000, 1),
+    )
+    .unwrap();
+    let stride = |work: u64, t: u32| LaunchConfig::grid_stride(work, t, &props);
+    let methods = forced_methods(&props, n);
     let variants = [
         (
             VectorVariant::Elem,
@@ -545,33 +552,7 @@ fn new_values_refresh_every_format_in_place(dev: GpuDevice) {
         }
         a
     };
-    let stride = |work: u64, t: u32| LaunchConfig::grid_stride(work, t, &props);
-    let methods = [
-        SpmvMethod::Csr {
-            kernel: SpmvKernel::CsrVector(4),
-            config: stride(4 * n, 128),
-        },
-        SpmvMethod::Csr {
-            kernel: SpmvKernel::CsrMerge,
-            config: stride(SpmvKernel::CsrMerge.work_items(n, 5 * n), 128),
-        },
-        SpmvMethod::Ell {
-            config: stride(n, 64),
-        },
-        SpmvMethod::Dia {
-            config: stride(n, 256),
-        },
-        SpmvMethod::Coo {
-            kernel: SpmvKernel::CooSegment,
-            config: stride(6 * n, 256),
-        },
-        SpmvMethod::Hyb {
-            split: Some(3),
-            ell_config: stride(n, 256),
-            coo_kernel: SpmvKernel::CooSegment,
-            coo_config: stride(2 * n, 256),
-        },
-    ];
+    let methods = forced_methods(&props, n);
     let kinds = [
         PrecondKind::Jacobi,
         PrecondKind::ssor_ai().with_omega(1.0),

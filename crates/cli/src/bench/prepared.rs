@@ -17,7 +17,7 @@ use serde::Serialize;
 
 use autopcg::{CsrMatrix, Device, PcgParams, Solution, SolveFailure, Solver};
 
-use crate::common::{parse_omega, precond_kind, read_matrix, FormArg, PrecondArg};
+use crate::common::{read_matrix, PrecondArg};
 
 #[derive(Args)]
 pub(crate) struct PreparedBenchArgs {
@@ -26,12 +26,8 @@ pub(crate) struct PreparedBenchArgs {
     /// Preconditioner.
     #[arg(long, value_enum, default_value_t = PrecondArg::Jacobi)]
     precond: PrecondArg,
-    /// How SSOR-AI is applied (`auto`: as `solve` chooses it).
-    #[arg(long, value_enum, default_value_t = FormArg::Auto)]
-    ssor_form: FormArg,
-    /// SSOR relaxation factor: `auto` or a number in (0, 2), as for `solve`.
-    #[arg(long, default_value = "auto")]
-    omega: String,
+    #[command(flatten)]
+    ssor: super::SsorArgs,
     /// Where to run: auto, cpu or gpu.
     #[arg(long, default_value = "auto")]
     device: Device,
@@ -102,14 +98,11 @@ struct Report {
     fresh_iterations: usize,
 }
 
+/// The median (the mean of the middle two of an even count).
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
-    let m = v.len() / 2;
-    if v.len() % 2 == 1 {
-        v[m]
-    } else {
-        0.5 * (v[m - 1] + v[m])
-    }
+    let (lo, hi) = ((v.len() - 1) / 2, v.len() / 2);
+    0.5 * (v[lo] + v[hi])
 }
 
 fn ms(t: Instant) -> f64 {
@@ -170,11 +163,11 @@ pub(crate) fn bench_prepared(a: PreparedBenchArgs) -> Result<()> {
     }
     let m = read_matrix(&a.matrix, a.assume_symmetric)?;
     let name = a.matrix.display().to_string();
-    let kind = precond_kind(a.precond, a.ssor_form, parse_omega(&a.omega)?);
+    let kind = a.ssor.kind(a.precond)?;
     let params = PcgParams::new().with_tol(1e-8)?.with_max_iter(a.max_iter)?;
     let builder = Solver::new(&m)
         .precond(kind)
-        .ssor_form_auto(a.ssor_form == FormArg::Auto)
+        .ssor_form_auto(a.ssor.form_auto())
         .params(params)
         .device(a.device);
     let reps = a.repeat as usize;
