@@ -12,7 +12,9 @@ pub fn bin() -> Command {
     } else if let Some(p) = std::env::var_os("AUTOPCG_BIN") {
         PathBuf::from(p)
     } else {
-        PathBuf::from("../../.gpu-bundle/bin/autopcg")
+        // Absolute, so that a test may run the binary from another working directory.
+        let rel = Path::new("../../.gpu-bundle/bin/autopcg");
+        std::env::current_dir().map_or_else(|_| rel.to_path_buf(), |d| d.join(rel))
     };
     Command::new(path)
 }
