@@ -21,6 +21,8 @@ use std::borrow::Cow;
 use std::ops::ControlFlow;
 use std::time::Instant;
 
+use rayon::prelude::*;
+
 #[cfg(feature = "gpu")]
 use autopcg_generator::saved::{SavedPlan, SavedPlanError};
 #[cfg(feature = "gpu")]
@@ -401,7 +403,7 @@ impl<'a> PreparedSolver<'a> {
                 self.a.nnz()
             ))));
         }
-        if let Some(k) = values.iter().position(|v| !v.is_finite()) {
+        if let Some(k) = values.par_iter().position_first(|v| !v.is_finite()) {
             return Err(Error::Pcg(PcgError::InvalidParameter(format!(
                 "new value {k} (row {}) is {}",
                 row_of(self.a.indptr(), k) + 1,
@@ -417,17 +419,25 @@ impl<'a> PreparedSolver<'a> {
                 &self.plan.preconditioner,
             )?),
         };
-        // The matrix takes the values in place (a borrowed one is copied the first time); the
-        // old values are kept until the preconditioner accepts the new ones, so that an error
-        // (a bad diagonal) changes nothing.
-        let old = self.a.data().to_vec();
-        self.a.to_mut().data_mut().copy_from_slice(values);
-        // Values only: every pattern is kept.
-        if let Err(e) = refresh.refresh(&self.a, &mut self.plan.preconditioner) {
-            self.a.to_mut().data_mut().copy_from_slice(&old);
-            return Err(e.into());
+        // Every diagonal entry positive (what every preconditioner and the backend require) is
+        // checked on the new values before anything changes; then the matrix takes them in
+        // place (a borrowed one is copied the first time).
+        if let Some((row, value)) = first_bad_diagonal_of(&self.a, values) {
+            return Err(Error::Pcg(PcgError::BadDiagonal {
+                row,
+                value,
+                precond: self.plan.precond_applied().to_string(),
+            }));
         }
-        drop(old);
+        self.a
+            .to_mut()
+            .data_mut()
+            .par_chunks_mut(1 << 16)
+            .zip(values.par_chunks(1 << 16))
+            .for_each(|(d, s)| d.copy_from_slice(s));
+        // Values only: every pattern is kept. With the diagonal checked, a refresh fails only
+        // on an internal error.
+        refresh.refresh(&self.a, &mut self.plan.preconditioner)?;
         let a: &CsrMatrix = &self.a;
         let precond_ms = t0.elapsed().as_secs_f64() * 1e3;
         let t1 = Instant::now();
@@ -508,6 +518,26 @@ fn prepare_times(
         backend_ms: backend_start.elapsed().as_secs_f64() * 1e3,
         rhs_ms: 0.0,
     }
+}
+
+/// The first row (1-based) whose diagonal entry in `values` (new values of `a`'s pattern) is not
+/// positive and finite, with that value (0 for a row without a stored diagonal entry).
+fn first_bad_diagonal_of(a: &CsrMatrix, values: &[f64]) -> Option<(usize, f64)> {
+    let (ptr, idx) = (a.indptr(), a.indices());
+    let diag = |i: usize| {
+        let (lo, hi) = (ptr[i] as usize, ptr[i + 1] as usize);
+        idx[lo..hi]
+            .binary_search(&(i as u32))
+            .map_or(0.0, |k| values[lo + k])
+    };
+    let i = (0..a.nrows().min(a.ncols()))
+        .into_par_iter()
+        .with_min_len(4096)
+        .position_first(|i| {
+            let d = diag(i);
+            !(d > 0.0 && d.is_finite())
+        })?;
+    Some((i + 1, diag(i)))
 }
 
 /// The row of stored entry `k`.
