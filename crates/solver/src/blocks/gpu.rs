@@ -62,7 +62,7 @@ use super::schedule::{copy_schedule, pack_indices, DeviceCopy};
 use super::{
     check_block_system, scaled_split, BlockPrecond, BlockProblem, BlockReport, BlockSolve,
 };
-use crate::backend::{GearScalars, IterRecord, PcgBackend};
+use crate::backend::{IterRecord, PcgBackend};
 use crate::gpu::ops::{preload_dot3, preload_vector, DeviceOperator, DevicePrecond};
 use crate::gpu::poll::{poll_records, PollState};
 use crate::gpu::GpuPlanChoice;
@@ -151,11 +151,8 @@ pub struct BlockGpuBackend {
     scalars: Vec<CgScalars>,
     threads: u32,
     traffic: BlockTraffic,
-    running: bool,
-    queued: u32,
-    polled: u32,
-    carried: Vec<[f64; 3]>,
-    host_scalars: Option<GearScalars>,
+    /// Whether the recurrence runs, what was queued and what was polled.
+    poll: PollState,
     scale: ScaleFactors,
     a_norm: f64,
 }
@@ -166,8 +163,8 @@ impl std::fmt::Debug for BlockGpuBackend {
             .field("n", &self.n)
             .field("blocks", &self.row_ranges)
             .field("lanes", &self.lanes.len())
-            .field("running", &self.running)
-            .field("queued", &self.queued)
+            .field("running", &self.poll.running)
+            .field("queued", &self.poll.queued)
             .finish()
     }
 }
@@ -310,11 +307,7 @@ impl BlockGpuBackend {
             scalars,
             threads,
             traffic: BlockTraffic::default(),
-            running: false,
-            queued: 0,
-            polled: 0,
-            carried: Vec::new(),
-            host_scalars: None,
+            poll: PollState::default(),
             scale,
             a_norm: inf_norm(a),
         };
@@ -370,10 +363,11 @@ impl BlockGpuBackend {
     }
 
     fn grow_history(&mut self, capacity: u32) -> Result<(), PcgError> {
-        let from = self.polled + self.carried.len() as u32;
-        if self.running && from < self.queued {
-            let (_, hist) = self.scalars[0].read_since(&self.lanes[0].dev, from, self.queued)?;
-            self.carried.extend(hist);
+        let from = self.poll.polled + self.poll.carried.len() as u32;
+        if self.poll.running && from < self.poll.queued {
+            let (_, hist) =
+                self.scalars[0].read_since(&self.lanes[0].dev, from, self.poll.queued)?;
+            self.poll.carried.extend(hist);
         }
         for (lane, sc) in self.lanes.iter().zip(&mut self.scalars) {
             let raw = sc.read_raw(&lane.dev)?;
@@ -627,16 +621,16 @@ impl PcgBackend for BlockGpuBackend {
             dev.fill_zeros(&mut blk.s)?;
         }
         self.spmv_dots(Some(0))?;
-        self.running = true;
-        self.queued = 1;
-        self.polled = 0;
-        self.carried.clear();
-        self.host_scalars = None;
+        self.poll.running = true;
+        self.poll.queued = 1;
+        self.poll.polled = 0;
+        self.poll.carried.clear();
+        self.poll.host_scalars = None;
         Ok(())
     }
 
     fn update_vectors(&mut self) -> Result<(), PcgError> {
-        if !self.running {
+        if !self.poll.running {
             return Ok(());
         }
         for blk in &mut self.blocks {
@@ -660,7 +654,7 @@ impl PcgBackend for BlockGpuBackend {
     }
 
     fn apply_preconditioner(&mut self) -> Result<(), PcgError> {
-        if !self.running {
+        if !self.poll.running {
             return Ok(());
         }
         for blk in &mut self.blocks {
@@ -671,14 +665,14 @@ impl PcgBackend for BlockGpuBackend {
     }
 
     fn spmv_reduce_advance(&mut self) -> Result<(), PcgError> {
-        if !self.running {
+        if !self.poll.running {
             return Ok(());
         }
         let cap = self.scalars[0].capacity();
-        if self.queued >= cap {
+        if self.poll.queued >= cap {
             let grown = cap
                 .checked_mul(2)
-                .filter(|&c| c > self.queued)
+                .filter(|&c| c > self.poll.queued)
                 .ok_or_else(|| {
                     PcgError::Backend(format!(
                         "the device history cannot grow beyond {cap} iterations"
@@ -687,22 +681,12 @@ impl PcgBackend for BlockGpuBackend {
             self.grow_history(grown)?;
         }
         self.spmv_dots(None)?;
-        self.queued += 1;
+        self.poll.queued += 1;
         Ok(())
     }
 
     fn poll(&mut self) -> Result<Vec<IterRecord>, PcgError> {
-        poll_records(
-            &self.lanes[0].dev,
-            &mut self.scalars[0],
-            self.queued,
-            PollState {
-                running: &mut self.running,
-                polled: &mut self.polled,
-                carried: &mut self.carried,
-                host_scalars: &mut self.host_scalars,
-            },
-        )
+        poll_records(&self.lanes[0].dev, &mut self.scalars[0], &mut self.poll)
     }
 
     fn true_residual_norm(&mut self) -> Result<f64, PcgError> {
@@ -734,10 +718,7 @@ impl PcgBackend for BlockGpuBackend {
         for blk in &mut self.blocks {
             self.lanes[blk.lane].dev.fill_zeros(&mut blk.x)?;
         }
-        self.running = false;
-        self.polled = self.queued;
-        self.carried.clear();
-        self.host_scalars = None;
+        self.poll.reset();
         Ok(())
     }
 }

@@ -49,7 +49,8 @@ use autopcg_gpu::{
 use autopcg_sparse::CsrMatrix;
 use serde::Serialize;
 
-use crate::backend::{GearScalars, IterRecord, PcgBackend};
+use crate::backend::{IterRecord, PcgBackend};
+use crate::gpu::poll::PollState;
 use crate::scaling::{first_bad_diagonal, inf_norm, max_abs, ScaleFactors};
 use crate::{pcg, PcgError, PcgInfo, PcgParams, Plan, Preconditioner, SolveFailure};
 
@@ -112,17 +113,8 @@ pub struct GpuBackend {
     graph_one: Option<GpuGraph>,
     /// `choice.graph_iters` iterations, captured on first use (when more than 1).
     graph_batch: Option<GpuGraph>,
-    /// Whether the recurrence runs (after `start`, until a halt is polled or the solution is
-    /// zeroed). While false, the steps do nothing.
-    running: bool,
-    /// Records queued since `start` (record 0 is the start), so the next iteration's index.
-    queued: u32,
-    /// First record not yet returned by `poll`.
-    polled: u32,
-    /// History entries from `polled` on, already downloaded (when the history grew).
-    carried: Vec<[f64; 3]>,
-    /// Scalars after the last record returned.
-    host_scalars: Option<GearScalars>,
+    /// Whether the recurrence runs, what was queued and what was polled.
+    poll: PollState,
     /// Whole iterations asked for but not yet launched (graph mode).
     pending_iters: u32,
     /// Steps of the current iteration asked for but not yet launched (graph mode).
@@ -142,9 +134,9 @@ impl std::fmt::Debug for GpuBackend {
             .field("device", &&self.dev)
             .field("n", &self.n)
             .field("choice", &self.choice)
-            .field("running", &self.running)
-            .field("queued", &self.queued)
-            .field("polled", &self.polled)
+            .field("running", &self.poll.running)
+            .field("queued", &self.poll.queued)
+            .field("polled", &self.poll.polled)
             .finish()
     }
 }
@@ -272,11 +264,7 @@ impl GpuBackend {
             choice: choice.clone(),
             graph_one: None,
             graph_batch: None,
-            running: false,
-            queued: 0,
-            polled: 0,
-            carried: Vec::new(),
-            host_scalars: None,
+            poll: PollState::default(),
             pending_iters: 0,
             stage: Stage::Idle,
             scale,
@@ -324,10 +312,7 @@ impl GpuBackend {
             Some(x0) => dev.upload_into(&self.scale.scale_solution(x0), &mut self.x)?,
             None => dev.fill_zeros(&mut self.x)?,
         }
-        self.running = false;
-        self.polled = self.queued;
-        self.carried.clear();
-        self.host_scalars = None;
+        self.poll.reset();
         Ok(true)
     }
 
@@ -378,10 +363,7 @@ impl GpuBackend {
         self.a_max = a_max;
         self.graph_one = None;
         self.graph_batch = None;
-        self.running = false;
-        self.polled = self.queued;
-        self.carried.clear();
-        self.host_scalars = None;
+        self.poll.reset();
         Ok(true)
     }
 
@@ -555,10 +537,10 @@ impl GpuBackend {
         self.flush()?;
         let handle = self.dev.clone();
         let dev = &handle;
-        let from = self.polled + self.carried.len() as u32;
-        if self.running && from < self.queued {
-            let (_, hist) = self.scalars.read_since(dev, from, self.queued)?;
-            self.carried.extend(hist);
+        let from = self.poll.polled + self.poll.carried.len() as u32;
+        if self.poll.running && from < self.poll.queued {
+            let (_, hist) = self.scalars.read_since(dev, from, self.poll.queued)?;
+            self.poll.carried.extend(hist);
         }
         let raw = self.scalars.read_raw(dev)?;
         let mut fresh = CgScalars::new(dev, capacity)?;
@@ -569,13 +551,13 @@ impl GpuBackend {
         Ok(())
     }
 
-    /// Makes sure record `self.queued` fits in the history.
+    /// Makes sure record `self.poll.queued` fits in the history.
     fn reserve_next(&mut self) -> Result<(), PcgError> {
-        if self.queued >= self.scalars.capacity() {
+        if self.poll.queued >= self.scalars.capacity() {
             let cap = self.scalars.capacity();
             let grown = cap
                 .checked_mul(2)
-                .filter(|&c| c > self.queued)
+                .filter(|&c| c > self.poll.queued)
                 .ok_or_else(|| {
                     PcgError::Backend(format!(
                         "the device history cannot grow beyond {cap} iterations"
@@ -694,7 +676,7 @@ impl GpuBackend {
             samples.push(ms / batch as f64);
         }
         // The loop above leaves the recurrence mid-run with the host counters of the start.
-        self.running = false;
+        self.poll.running = false;
         TimingStats::from_samples(&samples)
             .ok_or_else(|| PcgError::Backend("profiling: no sample was taken".into()))
     }
@@ -778,16 +760,16 @@ impl PcgBackend for GpuBackend {
             &mut self.scalars,
             0,
         )?;
-        self.running = true;
-        self.queued = 1;
-        self.polled = 0;
-        self.carried.clear();
-        self.host_scalars = None;
+        self.poll.running = true;
+        self.poll.queued = 1;
+        self.poll.polled = 0;
+        self.poll.carried.clear();
+        self.poll.host_scalars = None;
         Ok(())
     }
 
     fn update_vectors(&mut self) -> Result<(), PcgError> {
-        if !self.running {
+        if !self.poll.running {
             return Ok(());
         }
         if self.choice.use_graph {
@@ -801,7 +783,7 @@ impl PcgBackend for GpuBackend {
     }
 
     fn apply_preconditioner(&mut self) -> Result<(), PcgError> {
-        if !self.running {
+        if !self.poll.running {
             return Ok(());
         }
         if self.choice.use_graph && self.stage == Stage::Updated {
@@ -813,7 +795,7 @@ impl PcgBackend for GpuBackend {
     }
 
     fn spmv_reduce_advance(&mut self) -> Result<(), PcgError> {
-        if !self.running {
+        if !self.poll.running {
             return Ok(());
         }
         // Growing the history launches everything deferred, so the stage is Idle after it.
@@ -821,7 +803,7 @@ impl PcgBackend for GpuBackend {
         if self.choice.use_graph && self.stage == Stage::Preconditioned {
             self.stage = Stage::Idle;
             self.pending_iters += 1;
-            self.queued += 1;
+            self.poll.queued += 1;
             let k = self.choice.graph_iters;
             if k > 1 && self.pending_iters == k {
                 self.launch_graph_batch()?;
@@ -834,23 +816,13 @@ impl PcgBackend for GpuBackend {
         }
         self.flush()?;
         self.launch_spmv_dots()?;
-        self.queued += 1;
+        self.poll.queued += 1;
         Ok(())
     }
 
     fn poll(&mut self) -> Result<Vec<IterRecord>, PcgError> {
         self.flush()?;
-        super::poll::poll_records(
-            &self.dev,
-            &mut self.scalars,
-            self.queued,
-            super::poll::PollState {
-                running: &mut self.running,
-                polled: &mut self.polled,
-                carried: &mut self.carried,
-                host_scalars: &mut self.host_scalars,
-            },
-        )
+        super::poll::poll_records(&self.dev, &mut self.scalars, &mut self.poll)
     }
 
     fn true_residual_norm(&mut self) -> Result<f64, PcgError> {
@@ -890,10 +862,7 @@ impl PcgBackend for GpuBackend {
     fn zero_solution(&mut self) -> Result<(), PcgError> {
         self.flush()?;
         self.dev.fill_zeros(&mut self.x)?;
-        self.running = false;
-        self.polled = self.queued;
-        self.carried.clear();
-        self.host_scalars = None;
+        self.poll.reset();
         Ok(())
     }
 }

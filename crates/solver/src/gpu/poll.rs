@@ -16,16 +16,31 @@ pub(crate) fn halt_from_device(h: DeviceHalt) -> Halt {
     }
 }
 
-/// The host-side bookkeeping of a device recurrence, borrowed from its backend.
-pub(crate) struct PollState<'a> {
-    /// Whether the recurrence runs (cleared on a halt).
-    pub running: &'a mut bool,
+/// The host-side bookkeeping of a device recurrence, kept by its backend.
+#[derive(Debug, Default)]
+pub(crate) struct PollState {
+    /// Whether the recurrence runs (after `start`, until a halt is polled or the solution is
+    /// zeroed). While false, the steps do nothing.
+    pub running: bool,
+    /// Records queued since `start` (record 0 is the start), so the next iteration's index.
+    pub queued: u32,
     /// First record not yet returned (set to `queued` when done).
-    pub polled: &'a mut u32,
+    pub polled: u32,
     /// History entries from `polled` on, already downloaded (when the history grew).
-    pub carried: &'a mut Vec<[f64; 3]>,
+    pub carried: Vec<[f64; 3]>,
     /// Scalars after the last record returned.
-    pub host_scalars: &'a mut Option<GearScalars>,
+    pub host_scalars: Option<GearScalars>,
+}
+
+impl PollState {
+    /// Stops the recurrence and counts every queued record as seen (a new solution, a new
+    /// matrix, or a halt the driver has handled).
+    pub fn reset(&mut self) {
+        self.running = false;
+        self.polled = self.queued;
+        self.carried.clear();
+        self.host_scalars = None;
+    }
 }
 
 /// The records `polled..queued` of the recurrence whose state is `scalars` on `dev` (one
@@ -35,13 +50,12 @@ pub(crate) struct PollState<'a> {
 pub(crate) fn poll_records(
     dev: &GpuDevice,
     scalars: &mut CgScalars,
-    queued: u32,
-    st: PollState<'_>,
+    st: &mut PollState,
 ) -> Result<Vec<IterRecord>, PcgError> {
-    if !*st.running {
+    if !st.running {
         return Ok(Vec::new());
     }
-    let polled = *st.polled;
+    let (polled, queued) = (st.polled, st.queued);
     let from = polled + st.carried.len() as u32;
     let (snap, hist) = scalars.read_since(dev, from, queued)?;
     let entries: Vec<[f64; 3]> = st.carried.drain(..).chain(hist).collect();
@@ -60,15 +74,15 @@ pub(crate) fn poll_records(
                 outcome: Err(halt_from_device(h)),
             });
             // The device froze its vectors here; nothing after it is meaningful.
-            *st.running = false;
-            *st.host_scalars = None;
-            *st.polled = queued;
+            st.running = false;
+            st.host_scalars = None;
+            st.polled = queued;
             return Ok(records);
         }
         let outcome = if k == 0 {
             GearScalars::start(dots)
         } else {
-            match *st.host_scalars {
+            match st.host_scalars {
                 Some(s) => s.advance(dots),
                 None => {
                     return Err(PcgError::Backend(format!(
@@ -83,7 +97,7 @@ pub(crate) fn poll_records(
                  ({h:?}); dots {dots:?}"
             ))
         })?;
-        *st.host_scalars = Some(sc);
+        st.host_scalars = Some(sc);
         records.push(IterRecord {
             iteration: k as usize,
             dots,
@@ -112,8 +126,8 @@ pub(crate) fn poll_records(
             gamma: snap.gamma,
         };
         last.outcome = Ok(sc);
-        *st.host_scalars = Some(sc);
+        st.host_scalars = Some(sc);
     }
-    *st.polled = queued;
+    st.polled = queued;
     Ok(records)
 }
