@@ -25,12 +25,17 @@
 //!
 //! 1. Per block, on its lane: the fused update (`cg_update`, reading alpha and beta from the
 //!    lane's scalar buffer) and the preconditioner.
-//! 2. Halo exchange, pulled by the receiver: each lane waits until the other lanes have finished
-//!    reading its send buffers (their `pulled` events), packs its blocks' `u` entries
-//!    (`gather_f64`) and records `packed`; each lane then waits for the senders' `packed` and
-//!    copies the messages for its blocks into their halo buffers on its own stream, recording
-//!    `pulled`. The halo buffers are written and read on the receiver's stream only.
-//! 3. Per block: the local SpMV and the halo part added (`spmv_csr_scalar_add`).
+//! 2. Halo exchange, pulled by the receiver, overlapped with the local multiply: each lane
+//!    waits until the other lanes have finished reading its send buffers (their `pulled`
+//!    events), packs its blocks' `u` entries (`gather_f64`) and records `packed`, then queues
+//!    its blocks' local SpMV. With several lanes, each lane's *copier* (a second handle on the
+//!    same device: its own stream in the same context) waits for the senders' `packed` and
+//!    for the lane's own halo parts of the last multiply (`halo_read`), copies the messages
+//!    for its blocks into their halo buffers and records `pulled` and `halo_ready`; the copies
+//!    thus run while the local SpMV does. With one lane the copies follow the local SpMV on
+//!    its one stream.
+//! 3. Per block, once its lane's `halo_ready` is reached: the halo part added
+//!    (`spmv_csr_scalar_add`); the lane then records `halo_read`.
 //! 4. The dot all-reduce as an all-gather: each lane waits until the others have copied its
 //!    slots of the last iteration (their `gathered`), writes its blocks' three dots into its
 //!    slot array (`dot3_slot`, block `b` at `3 b..3 b + 3`) and records `dotted`; each lane then
@@ -90,6 +95,9 @@ pub struct BlockTraffic {
 /// The blocks sharing one device handle, and what they share.
 struct Lane {
     dev: GpuDevice,
+    /// A second handle on the same device (its own stream, same context) that pulls the halos
+    /// while `dev`'s stream runs the local multiply; only when there are several lanes.
+    copier: Option<GpuDevice>,
     /// Its blocks, in block order.
     blocks: Vec<usize>,
     /// The other lanes' blocks as runs of consecutive blocks: `(lane, blocks)`, whose slots
@@ -97,8 +105,13 @@ struct Lane {
     foreign_runs: Vec<(usize, Range<usize>)>,
     /// Its blocks' send buffers are packed.
     packed: GpuEvent,
-    /// Its copies out of the other lanes' send buffers are done.
+    /// Its copies out of the other lanes' send buffers are done (recorded on the copier).
     pulled: GpuEvent,
+    /// Its halo buffers are filled (recorded on the copier, waited for by `dev`).
+    halo_ready: GpuEvent,
+    /// Its halo parts have read the halo buffers (recorded on `dev`, waited for by the
+    /// copier before it overwrites them).
+    halo_read: GpuEvent,
     /// Its blocks' slots are written.
     dotted: GpuEvent,
     /// Its copies out of the other lanes' slot arrays are done.
@@ -176,6 +189,9 @@ impl Drop for BlockGpuBackend {
         // calls that queued the work).
         for lane in &self.lanes {
             let _ = lane.dev.synchronize();
+            if let Some(c) = &lane.copier {
+                let _ = c.synchronize();
+            }
         }
     }
 }
@@ -206,10 +222,13 @@ fn make_lanes(devices: &[GpuDevice]) -> Result<(Vec<usize>, Vec<Lane>), PcgError
                 lane_of.push(lanes.len());
                 lanes.push(Lane {
                     dev: dev.clone(),
+                    copier: None,
                     blocks: vec![b],
                     foreign_runs: Vec::new(),
                     packed: dev.new_event()?,
                     pulled: dev.new_event()?,
+                    halo_ready: dev.new_event()?,
+                    halo_read: dev.new_event()?,
                     dotted: dev.new_event()?,
                     gathered: dev.new_event()?,
                 });
@@ -223,8 +242,12 @@ fn make_lanes(devices: &[GpuDevice]) -> Result<(Vec<usize>, Vec<Lane>), PcgError
             _ => runs.push((l, b..b + 1)),
         }
     }
+    let several = lanes.len() > 1;
     for (l, lane) in lanes.iter_mut().enumerate() {
         lane.foreign_runs = runs.iter().filter(|(rl, _)| *rl != l).cloned().collect();
+        if several {
+            lane.copier = Some(GpuDevice::open(lane.dev.ordinal())?);
+        }
     }
     // Direct access between GPUs where the hardware has it. The peer copies work without it
     // (staged by the driver), so a refusal only costs speed and is not an error.
@@ -407,9 +430,9 @@ impl BlockGpuBackend {
         Ok(())
     }
 
-    /// Packs the carried vector of every block and delivers the halos (step 2 of the module
-    /// documentation).
-    fn exchange(&mut self, which: Carried) -> Result<(), PcgError> {
+    /// Packs the carried vector of every block into its send buffer (each lane waits until
+    /// the other lanes have pulled the previous contents) and records `packed`.
+    fn pack(&mut self, which: Carried) -> Result<(), PcgError> {
         for l in 0..self.lanes.len() {
             self.wait_for_others(l, |o| &o.pulled)?;
             let dev = &self.lanes[l].dev;
@@ -423,9 +446,25 @@ impl BlockGpuBackend {
             }
             self.record(l, |o| &o.packed)?;
         }
+        Ok(())
+    }
+
+    /// Pulls every lane's halo messages out of the senders' packed buffers. With several lanes
+    /// the copies run on the lane's copier stream, after the senders' `packed` and after the
+    /// lane's own halo parts have read the previous contents (`halo_read`), and end with
+    /// `pulled` and `halo_ready`; with one lane they are queued on its stream in order.
+    fn pull(&mut self) -> Result<(), PcgError> {
         for l in 0..self.lanes.len() {
-            self.wait_for_others(l, |o| &o.packed)?;
-            let dev = &self.lanes[l].dev;
+            let lane = &self.lanes[l];
+            let on = lane.copier.as_ref().unwrap_or(&lane.dev);
+            if lane.copier.is_some() {
+                for (j, other) in self.lanes.iter().enumerate() {
+                    if j != l {
+                        on.wait_for(&other.packed)?;
+                    }
+                }
+                on.wait_for(&lane.halo_read)?;
+            }
             for c in &self.copies {
                 if self.blocks[c.to].lane != l {
                     continue;
@@ -439,27 +478,50 @@ impl BlockGpuBackend {
                     .halos
                     .get_mut(c.to)
                     .ok_or_else(|| PcgError::Backend(format!("no halo buffer for {c:?}")))?;
-                dev.copy_range_from(src_dev, src, c.src.clone(), dst, c.dst_start)?;
+                on.copy_range_from(src_dev, src, c.src.clone(), dst, c.dst_start)?;
                 self.traffic.entries_moved += c.src.len() as u64;
             }
-            self.record(l, |o| &o.pulled)?;
+            if lane.copier.is_some() {
+                on.record(&lane.pulled)?;
+                on.record(&lane.halo_ready)?;
+            }
         }
         self.traffic.exchanges += 1;
         Ok(())
     }
 
-    /// `out = A v` per block, after the exchange of `v`.
+    /// `out = A v` per block (steps 2 and 3 of the module documentation): pack, then every
+    /// block's local part while the copier streams pull the halos, then the halo parts added
+    /// once the lane's halos have arrived.
     fn multiply(&mut self, which: Carried) -> Result<(), PcgError> {
-        self.exchange(which)?;
-        for (blk, h) in self.blocks.iter_mut().zip(&self.halos) {
+        self.pack(which)?;
+        for blk in self.blocks.iter_mut() {
             let dev = &self.lanes[blk.lane].dev;
             let (src, out) = match which {
                 Carried::U => (&blk.u, &mut blk.w),
                 Carried::X => (&blk.x, &mut blk.t),
             };
             blk.local.apply(dev, src, out)?;
+        }
+        self.pull()?;
+        for lane in &self.lanes {
+            if lane.copier.is_some() {
+                lane.dev.wait_for(&lane.halo_ready)?;
+            }
+        }
+        for (blk, h) in self.blocks.iter_mut().zip(&self.halos) {
+            let dev = &self.lanes[blk.lane].dev;
+            let out = match which {
+                Carried::U => &mut blk.w,
+                Carried::X => &mut blk.t,
+            };
             if let Some(hm) = &blk.halo {
                 spmv_csr_add(dev, hm, blk.halo_cfg, h, out)?;
+            }
+        }
+        for lane in &self.lanes {
+            if lane.copier.is_some() {
+                lane.dev.record(&lane.halo_read)?;
             }
         }
         Ok(())
