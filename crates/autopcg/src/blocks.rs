@@ -65,6 +65,8 @@ pub(crate) struct BlockSettings<'a> {
     pub check_every: Option<usize>,
     pub nblocks: Option<usize>,
     pub gpus: Option<GpuCount>,
+    pub model: crate::ModelChoice,
+    pub expected_iterations: f64,
 }
 
 /// GPUs the driver reports (0 when there is no usable driver, or no GPU support).
@@ -231,18 +233,28 @@ fn place_on_gpus(
     })
 }
 
-/// The sub-plan of every block of `partition` by the selection entry point
-/// ([`autopcg_generator::blocks::plan_blocks`]) for `target`.
+/// The blocks' rows and sub-plans by the selection entry point
+/// ([`autopcg_generator::blocks::plan_blocks_balanced`]) for `target`, with `model` where one
+/// is given: balanced by the model's predicted per-block time when it predicted every block.
 fn block_plans(
-    a: &CsrMatrix,
+    s: &BlockSettings,
     kind: PrecondKind,
-    partition: &RowPartition,
+    nblocks: usize,
     target: autopcg_generator::Target,
-) -> Result<autopcg_generator::blocks::BlockPlans, Error> {
-    let split = autopcg_sparse::blocks::BlockSplit::new(a, partition.clone())
-        .map_err(|e| Error::Pcg(PcgError::InvalidParameter(format!("block split: {e}"))))?;
-    let req = autopcg_generator::PlanRequest::new(a, kind, target);
-    autopcg_generator::blocks::plan_blocks(&req, &split).map_err(plan_error)
+    #[cfg(feature = "gpu")] model: Option<&crate::models::LoadedModel>,
+) -> Result<autopcg_generator::blocks::BalancedBlocks, Error> {
+    let mut req = autopcg_generator::PlanRequest::new(s.a, kind, target);
+    req.expected_iterations = s.expected_iterations;
+    #[cfg(feature = "gpu")]
+    let label = model.map(|m| m.label());
+    #[cfg(feature = "gpu")]
+    if let (Some(m), Some(l)) = (model, label.as_deref()) {
+        req.model = Some(autopcg_generator::ModelRef {
+            file: &m.file,
+            label: l,
+        });
+    }
+    autopcg_generator::blocks::plan_blocks_balanced(&req, nblocks).map_err(plan_error)
 }
 
 fn plan_error(e: autopcg_generator::PlanError) -> Error {
@@ -277,7 +289,6 @@ pub(crate) fn solve(
         .unwrap_or(autopcg_generator::CPU_CHECK_EVERY);
     params.check_every = Some(check_every);
     let tp = Instant::now();
-    let partition = RowPartition::by_default_costs(a, nblocks).map_err(Error::from)?;
     #[cfg(feature = "gpu")]
     let target = match &placed.devices {
         Some(d) => autopcg_generator::Target::Gpu(d[0].props().clone()),
@@ -289,16 +300,61 @@ pub(crate) fn solve(
     let target = autopcg_generator::Target::Cpu {
         threads: rayon::current_num_threads(),
     };
-    // Sub-plans are what --explain shows and, on a GPU, what each block runs; when one cannot be
-    // made the blocks run the fixed rule and the solve itself reports any error of the matrix
-    // (with global row numbers).
-    let plans = match block_plans(a, kind, &partition, target) {
-        Ok(p) => Some(p),
+    // The model of the GPU the blocks run on (GPUs of one kind). A named model file must load
+    // whatever the device, as for an unsplit solve, so that a mistyped path never passes.
+    #[cfg(feature = "gpu")]
+    let model = {
+        let name = placed.devices.as_ref().map(|d| d[0].props().name.clone());
+        let r = crate::models::resolve_model(&s.model, name.as_deref())?;
+        notes.extend(r.notes);
+        r.model.filter(|_| placed.devices.is_some())
+    };
+    #[cfg(not(feature = "gpu"))]
+    if let crate::ModelChoice::File(p) = &s.model {
+        return Err(Error::Unsupported(format!(
+            "model file {}: models choose GPU plans, and this build of autopcg has no GPU \
+             support (its `gpu` feature is off)",
+            p.display()
+        ))
+        .into());
+    }
+    // Sub-plans are what --explain shows and, on a GPU, what each block runs; when they cannot
+    // be made the blocks are split by rows and nonzeros and run the fixed rule, and the solve
+    // itself reports any error of the matrix (with global row numbers).
+    let planned = block_plans(
+        s,
+        kind,
+        nblocks,
+        target,
+        #[cfg(feature = "gpu")]
+        model.as_ref(),
+    );
+    let (partition, plans, balance) = match planned {
+        Ok(b) => {
+            let balance = autopcg_solver::blocks::BalanceReport {
+                by: b.balance.by.to_string(),
+                initial_us: b.balance.initial_us,
+                final_us: b.balance.final_us,
+                kept_because: b.balance.kept_because.clone(),
+            };
+            if b.balance.kept_because.is_none() {
+                notes.push(format!(
+                    "rows moved between blocks by the model's predicted time: slowest block \
+                     {:.1} -> {:.1} us per iteration",
+                    b.balance.initial_us, b.balance.final_us
+                ));
+            }
+            (b.partition, Some(b.plans), Some(balance))
+        }
         Err(e) => {
             notes.push(format!(
                 "no per-block plans ({e}): every block runs the fixed rule"
             ));
-            None
+            (
+                RowPartition::by_default_costs(a, nblocks).map_err(Error::from)?,
+                None,
+                None,
+            )
         }
     };
     let partition_ms = tp.elapsed().as_secs_f64() * 1e3;
@@ -339,6 +395,7 @@ pub(crate) fn solve(
             .iter()
             .flat_map(|p| p.blocks.iter().map(|b| b.steps()))
             .collect();
+        r.balance = balance;
     }
     let total_ms = t0.elapsed().as_secs_f64() * 1e3;
     let backend_ms = report.as_ref().map_or(0.0, |r| r.setup_ms);
@@ -426,14 +483,19 @@ fn gpu_block_steps(kind: &PrecondKind, nblocks: usize, gpus: usize) -> Plan {
         PrecondKind::SsorAi { .. } => "ssor-ai-block-local",
     };
     plan.push("precond", "-", pkernel, cfg.clone(), None);
+    let copies = if gpus > 1 {
+        "gather_f64 + peer copies on a second stream, overlapping the local SpMV"
+    } else {
+        "gather_f64 + device copies"
+    };
+    plan.push("halo", "packed", copies, cfg.clone(), None);
     plan.push(
-        "halo",
-        "packed",
-        "gather_f64 + device copies",
+        "spmv",
+        "local (sub-plan) + halo (csr)",
+        "per block",
         cfg.clone(),
         None,
     );
-    plan.push("spmv", "local + halo (csr)", "per block", cfg.clone(), None);
     plan.push("dots", "-", "dot3_slot + dot3_slots_advance", cfg, None);
     plan
 }

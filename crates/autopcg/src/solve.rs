@@ -262,6 +262,8 @@ impl<'a> Solver<'a> {
                 check_every: self.check_every,
                 nblocks: self.blocks,
                 gpus: self.gpus,
+                model: self.model.clone(),
+                expected_iterations: self.expected_iterations,
             };
             return crate::blocks::solve(&settings, b, x0, progress);
         }

@@ -466,6 +466,19 @@ fn print_partition(r: &autopcg::solver::blocks::BlockReport, explain: bool) {
             b.neighbours
         );
     }
+    if let Some(b) = &r.balance {
+        match &b.kept_because {
+            None => println!(
+                "rows balanced by {}: slowest block predicted {:.1} us per iteration (split by \
+                 rows and nonzeros: {:.1} us)",
+                b.by, b.final_us, b.initial_us
+            ),
+            Some(why) => println!(
+                "rows balanced by {} ({why}); slowest block predicted {:.1} us per iteration",
+                b.by, b.final_us
+            ),
+        }
+    }
     if let Some(c) = &r.gpu_count {
         println!(
             "GPU count: {} of {} found, by predicted time per iteration ({}):",

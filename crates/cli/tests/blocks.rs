@@ -160,6 +160,11 @@ fn explain_prints_one_sub_plan_per_block() {
     }
     assert!(!out.contains("block 3 sub-plan"), "{out}");
     assert_eq!(out.matches("spmv halo").count(), 3, "{out}");
+    // No model on the CPU: the rows stay split by rows and nonzeros, and the report says why.
+    assert!(
+        out.contains("rows balanced by rows and nonzeros (no model prediction for every block)"),
+        "{out}"
+    );
     let mut args = base.to_vec();
     args.push("--json");
     let j = json(&run(&args));
@@ -167,4 +172,5 @@ fn explain_prints_one_sub_plan_per_block() {
     assert_eq!(plans.len(), 3);
     // On the CPU no block names a GPU.
     assert!(j["partition"].get("devices").is_none());
+    assert_eq!(j["partition"]["balance"]["by"], "rows and nonzeros");
 }

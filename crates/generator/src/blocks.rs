@@ -52,6 +52,9 @@ pub struct BlockPlan {
     /// Predicted microseconds per iteration of the block's compute (model where it chose,
     /// else the bandwidth bound of [`roofline_block_us`]).
     pub predicted_us: f64,
+    /// Whether `predicted_us` is the model's (the local plan's iteration and the halo part's
+    /// multiply) rather than the bandwidth bound.
+    pub modelled: bool,
 }
 
 impl BlockPlan {
@@ -99,66 +102,205 @@ pub fn plan_blocks(req: &PlanRequest, split: &BlockSplit) -> Result<BlockPlans, 
         r.precond = kind;
         let local = plan(&r)?;
         let (halo, halo_us) = halo_step(req, blk);
-        let predicted_us = match (local.predicted_iteration_ms, halo_us) {
-            (Some(ms), Some(h)) => ms * 1e3 + h,
-            _ => roofline_block_us(blk, bw),
+        let (predicted_us, modelled) = match (local.predicted_iteration_ms, halo_us) {
+            (Some(ms), Some(h)) => (ms * 1e3 + h, true),
+            _ => (roofline_block_us(blk, bw), false),
         };
         blocks.push(BlockPlan {
             rows: blk.rows.clone(),
             local,
             halo,
             predicted_us,
+            modelled,
         });
     }
     Ok(BlockPlans { blocks })
 }
 
-/// The halo part's SpMV: the model's choice on a GPU with a model, CSR otherwise; with its
-/// predicted microseconds where the model gave them.
-fn halo_step(req: &PlanRequest, blk: &HaloBlock) -> (PlanStep, Option<f64>) {
-    #[cfg(feature = "model")]
-    if let (Some(m), Target::Gpu(props)) = (req.model, &req.target) {
-        if blk.halo.nnz() > 0 {
-            if let Ok((c, e)) = crate::select::select_spmv(
-                m.file,
-                "spmv halo",
-                &blk.halo,
-                props,
-                req.expected_iterations,
-            ) {
-                let ms = c.predicted_ms;
-                let option = e
-                    .options
-                    .first()
-                    .map(|o| o.name.clone())
-                    .unwrap_or_default();
-                return (
-                    PlanStep {
-                        step: "spmv halo".into(),
-                        format: c.method.format().to_string(),
-                        kernel: option,
-                        config: format!("{} halo nonzeros", blk.halo.nnz()),
-                        predicted_ms: ms,
-                    },
-                    ms.map(|v| v * 1e3),
-                );
-            }
+/// How the rows of a block split were balanced.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Balance {
+    /// "predicted time" when the rows were moved by the model's per-block predictions,
+    /// "rows and nonzeros" otherwise.
+    pub by: &'static str,
+    /// The slowest block's predicted microseconds per iteration on the split by rows and
+    /// nonzeros.
+    pub initial_us: f64,
+    /// The same on the split used (equal to `initial_us` when the rows were not moved).
+    pub final_us: f64,
+    /// Why the rows were not moved, when they were not.
+    pub kept_because: Option<String>,
+}
+
+/// A split into row blocks with one sub-plan per block.
+#[derive(Debug, Clone)]
+pub struct BalancedBlocks {
+    /// The rows of every block.
+    pub partition: RowPartition,
+    /// The sub-plans, in block order.
+    pub plans: BlockPlans,
+    /// How the rows were balanced.
+    pub balance: Balance,
+}
+
+fn slowest_us(p: &BlockPlans) -> f64 {
+    p.blocks.iter().map(|b| b.predicted_us).fold(0.0, f64::max)
+}
+
+/// `nblocks` row blocks of `req.matrix` with their sub-plans ([`plan_blocks`]), balanced by
+/// predicted time: the rows are first split by rows and nonzeros
+/// ([`default_row_costs`]); when the model predicted every block's iteration, the split is
+/// moved by [`rebalance`] towards the predicted times (fully and damped, see
+/// [`REBALANCE_DAMPING`]), every candidate is planned again, and the one whose slowest block
+/// is predicted fastest is kept when it beats the first split. Without a model (or on the CPU) the split by
+/// rows and nonzeros stands: the bandwidth bound is proportional to those costs already.
+pub fn plan_blocks_balanced(
+    req: &PlanRequest,
+    nblocks: usize,
+) -> Result<BalancedBlocks, PlanError> {
+    let invalid = |e: autopcg_sparse::SparseError| -> PlanError {
+        PcgError::InvalidParameter(e.to_string()).into()
+    };
+    let costs = default_row_costs(req.matrix);
+    let partition = RowPartition::balanced(&costs, nblocks).map_err(invalid)?;
+    let split = BlockSplit::new(req.matrix, partition.clone()).map_err(invalid)?;
+    let plans = plan_blocks(req, &split)?;
+    let initial_us = slowest_us(&plans);
+    let kept = |partition, plans, why: &str| BalancedBlocks {
+        partition,
+        plans,
+        balance: Balance {
+            by: "rows and nonzeros",
+            initial_us,
+            final_us: initial_us,
+            kept_because: Some(why.to_string()),
+        },
+    };
+    if nblocks < 2 {
+        return Ok(kept(partition, plans, "one block"));
+    }
+    if !plans.blocks.iter().all(|b| b.modelled) {
+        return Ok(kept(
+            partition,
+            plans,
+            "no model prediction for every block",
+        ));
+    }
+    // A block's time is not proportional to its cost (launches and tails are fixed, formats
+    // change with the rows): move the rows by the full ratio of predicted time to cost and by
+    // damped ratios, plan each candidate and keep the fastest slowest block.
+    let block_us: Vec<f64> = plans.blocks.iter().map(|b| b.predicted_us).collect();
+    let own = partition.block_costs(&costs);
+    let mut best: Option<(RowPartition, BlockPlans, f64)> = None;
+    let mut tried: Vec<RowPartition> = vec![partition.clone()];
+    for damping in REBALANCE_DAMPING {
+        let target: Vec<f64> = own
+            .iter()
+            .zip(&block_us)
+            .map(|(&c, &t)| c * (t / c).powf(damping))
+            .collect();
+        let moved = rebalance(&costs, &partition, &target)?;
+        if tried.contains(&moved) {
+            continue;
+        }
+        tried.push(moved.clone());
+        let moved_split = BlockSplit::new(req.matrix, moved.clone()).map_err(invalid)?;
+        let moved_plans = plan_blocks(req, &moved_split)?;
+        let us = slowest_us(&moved_plans);
+        if us < best.as_ref().map_or(initial_us, |b| b.2) {
+            best = Some((moved, moved_plans, us));
         }
     }
-    let on = match req.target {
-        Target::Cpu { .. } => "cpu_csr",
-        Target::Gpu(_) => "csr (default rule)",
+    match best {
+        Some((moved, moved_plans, final_us)) => Ok(BalancedBlocks {
+            partition: moved,
+            plans: moved_plans,
+            balance: Balance {
+                by: "predicted time",
+                initial_us,
+                final_us,
+                kept_because: None,
+            },
+        }),
+        None if tried.len() == 1 => Ok(kept(partition, plans, "the predictions asked for no move")),
+        None => Ok(kept(
+            partition,
+            plans,
+            "moving rows by the predictions did not shorten the slowest block",
+        )),
+    }
+}
+
+/// The exponents `d` of the candidate moves of [`plan_blocks_balanced`]: block `b`'s cost is
+/// scaled to `cost_b (time_b / cost_b)^d` before the rows are split again (`d = 1`: time taken
+/// as proportional to cost; smaller `d`: a smaller move).
+pub const REBALANCE_DAMPING: [f64; 3] = [1.0, 0.5, 0.25];
+
+/// Launch of the halo part's multiply on a GPU: [`HALO_THREADS`] threads per block, one
+/// thread per row of the block, grid-stride (as the solver launches `spmv_csr_scalar_add`).
+pub const HALO_THREADS: u32 = 256;
+
+/// The halo part's SpMV as the solver runs it: CSR, one thread per row, adding into the local
+/// part's product (the only multiply with an add epilogue). On a GPU with a model its time is
+/// the model's prediction for the CSR-scalar kernel at [`HALO_THREADS`] threads on the halo
+/// part (the least over its launches when that one was not profiled); a halo part without
+/// entries costs nothing; otherwise no prediction.
+fn halo_step(req: &PlanRequest, blk: &HaloBlock) -> (PlanStep, Option<f64>) {
+    let config = format!("{} halo nonzeros", blk.halo.nnz());
+    let (kernel, predicted) = match &req.target {
+        Target::Cpu { .. } => ("cpu_csr", None),
+        Target::Gpu(_props) => {
+            #[cfg(feature = "model")]
+            let predicted = if blk.halo.nnz() == 0 {
+                Some(0.0)
+            } else {
+                req.model
+                    .and_then(|m| csr_scalar_ms(m.file, &blk.halo, _props))
+            };
+            #[cfg(not(feature = "model"))]
+            let predicted = if blk.halo.nnz() == 0 { Some(0.0) } else { None };
+            ("spmv_csr_scalar_add", predicted)
+        }
     };
     (
         PlanStep {
             step: "spmv halo".into(),
             format: "csr".into(),
-            kernel: on.into(),
-            config: format!("{} halo nonzeros", blk.halo.nnz()),
-            predicted_ms: None,
+            kernel: kernel.into(),
+            config,
+            predicted_ms: predicted,
         },
-        None,
+        predicted.map(|ms| ms * 1e3),
     )
+}
+
+/// The model's predicted milliseconds of the CSR-scalar SpMV of `halo`: at [`HALO_THREADS`]
+/// threads per block when profiled, else its fastest launch.
+#[cfg(feature = "model")]
+fn csr_scalar_ms(
+    model: &autopcg_model::file::ModelFile,
+    halo: &autopcg_sparse::CsrMatrix,
+    props: &DeviceProps,
+) -> Option<f64> {
+    use autopcg_catalog::{SpmvKernel, SpmvMethod};
+    let w = autopcg_model::work::spmv_work(halo);
+    let scalar: Vec<(u32, f64)> = model
+        .spmv
+        .predict(&w)
+        .iter()
+        .filter_map(|p| match crate::select::method_of(p, &w, props)? {
+            SpmvMethod::Csr {
+                kernel: SpmvKernel::CsrScalar,
+                config,
+            } => Some((config.threads, p.predicted_ms)),
+            _ => None,
+        })
+        .collect();
+    scalar
+        .iter()
+        .find(|(t, _)| *t == HALO_THREADS)
+        .or_else(|| scalar.iter().min_by(|a, b| a.1.total_cmp(&b.1)))
+        .map(|(_, ms)| *ms)
 }
 
 /// The device's memory bandwidth (theoretical, from its clock and bus), or

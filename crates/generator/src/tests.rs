@@ -240,3 +240,52 @@ fn a_bad_diagonal_is_an_error_not_a_plan() {
     let e = plan(&PlanRequest::new(&a, PrecondKind::Jacobi, gpu())).unwrap_err();
     assert!(e.to_string().contains("diagonal"), "{e}");
 }
+
+/// A matrix whose halves cost the GPU differently per nonzero: a 27-point 3D stencil (DIA)
+/// then a 5-point 2D stencil (short rows, CSR), so that the split by rows and nonzeros is not
+/// the split by predicted time.
+fn uneven_halves() -> CsrMatrix {
+    let stencil = families::poisson3d_27pt(40, 40, 40).unwrap();
+    let flat = families::poisson2d_5pt(400, 400).unwrap();
+    families::block_diag(&[stencil, flat]).unwrap()
+}
+
+#[test]
+fn block_rows_move_by_the_models_predictions() {
+    use crate::blocks::plan_blocks_balanced;
+    let m = model();
+    let a = uneven_halves();
+    let b = plan_blocks_balanced(&with_model(&a, PrecondKind::Jacobi, &m), 2).unwrap();
+    // Every block was predicted by the model, the rows moved, and the slowest block got faster.
+    assert!(b.plans.blocks.iter().all(|p| p.modelled));
+    assert_eq!(b.balance.by, "predicted time", "{:?}", b.balance);
+    assert!(b.balance.final_us < b.balance.initial_us, "{:?}", b.balance);
+    let by_costs = autopcg_sparse::blocks::RowPartition::by_default_costs(&a, 2).unwrap();
+    assert_ne!(b.partition, by_costs);
+    // The plans are those of the split used.
+    for (k, p) in b.plans.blocks.iter().enumerate() {
+        assert_eq!(p.rows, b.partition.range(k));
+        let halo = p.steps().steps.last().cloned().unwrap();
+        assert_eq!(
+            (halo.format.as_str(), halo.kernel.as_str()),
+            ("csr", "spmv_csr_scalar_add")
+        );
+        assert!(halo.predicted_ms.is_some());
+    }
+}
+
+#[test]
+fn block_rows_stay_split_by_rows_and_nonzeros_without_a_model() {
+    use crate::blocks::plan_blocks_balanced;
+    let a = uneven_halves();
+    for target in [gpu(), Target::Cpu { threads: 2 }] {
+        let b =
+            plan_blocks_balanced(&PlanRequest::new(&a, PrecondKind::Jacobi, target), 2).unwrap();
+        assert_eq!(b.balance.by, "rows and nonzeros");
+        assert_eq!(b.balance.initial_us, b.balance.final_us);
+        assert!(b.balance.kept_because.is_some());
+        let by_costs = autopcg_sparse::blocks::RowPartition::by_default_costs(&a, 2).unwrap();
+        assert_eq!(b.partition, by_costs);
+        assert!(b.plans.blocks.iter().all(|p| !p.modelled));
+    }
+}

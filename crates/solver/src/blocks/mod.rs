@@ -132,6 +132,24 @@ pub struct BlockReport {
     /// when the blocks were planned one by one.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub block_plans: Vec<Plan>,
+    /// How the rows were balanced between the blocks, when the blocks were planned.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub balance: Option<BalanceReport>,
+}
+
+/// How the rows of a split were balanced (filled by the caller that planned the blocks).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BalanceReport {
+    /// "predicted time" or "rows and nonzeros".
+    pub by: String,
+    /// The slowest block's predicted microseconds per iteration on the split by rows and
+    /// nonzeros.
+    pub initial_us: f64,
+    /// The same on the split used.
+    pub final_us: f64,
+    /// Why the rows were not moved by the predictions, when they were not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kept_because: Option<String>,
 }
 
 /// The GPU count a solve chose and the predictions it chose from.
@@ -176,6 +194,7 @@ impl BlockReport {
             devices: Vec::new(),
             gpu_count: None,
             block_plans: Vec::new(),
+            balance: None,
         }
     }
 }
