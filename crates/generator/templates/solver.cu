@@ -195,6 +195,10 @@ struct ApgSolver {
            *s = nullptr, *t = nullptr;
     double *scalars = nullptr, *history = nullptr;
     uint32_t hist_cap = 0;
+    // A poll gathers the new history records and the scalars into `poll_stage` on the device
+    // and reads them back with one copy into the pinned `poll_host`: one transfer per poll.
+    double *poll_stage = nullptr, *poll_host = nullptr;
+    size_t poll_len = 0;
     double *dot3_partial = nullptr;
     uint32_t *dot3_counter = nullptr;
     double *dot_partial = nullptr, *dot_out = nullptr;
@@ -458,6 +462,39 @@ void start(ApgSolver &S) {
 // Slots of the scalar buffer (cg_scalars.cuh).
 constexpr int kIter = 5, kHalt = 6, kHaltIter = 8, kScalarsLen = 9;
 
+// Reads the scalars and the `count` history records from record `from` on: both are gathered
+// into the device staging buffer (grown when needed) and come back in one copy into pinned
+// host memory, as the library's poll does (two pageable reads cost a poll several
+// microseconds more, which small matrices pay every APG_CHECK_EVERY iterations).
+void poll_read(ApgSolver &S, uint64_t from, uint64_t count, double *sc, double *hist) {
+    const size_t h = 3 * (size_t)count;
+    const size_t need = h + kScalarsLen;
+    if (need > S.poll_len) {
+        size_t len = need < 3 * 64 + kScalarsLen ? 3 * 64 + kScalarsLen : need;
+        APG_CUDA(cudaStreamSynchronize(S.stream));
+        dfree(S.poll_stage);
+        if (S.poll_host) {
+            APG_CUDA(cudaFreeHost(S.poll_host));
+            S.poll_host = nullptr;
+        }
+        S.poll_len = 0;
+        S.poll_stage = dalloc<double>(len);
+        APG_CUDA(cudaMallocHost(reinterpret_cast<void **>(&S.poll_host), sizeof(double) * len));
+        S.poll_len = len;
+    }
+    if (h > 0) {
+        APG_CUDA(cudaMemcpyAsync(S.poll_stage, S.history + 3 * from, sizeof(double) * h,
+                                 cudaMemcpyDeviceToDevice, S.stream));
+    }
+    APG_CUDA(cudaMemcpyAsync(S.poll_stage + h, S.scalars, sizeof(double) * kScalarsLen,
+                             cudaMemcpyDeviceToDevice, S.stream));
+    APG_CUDA(cudaMemcpyAsync(S.poll_host, S.poll_stage, sizeof(double) * need,
+                             cudaMemcpyDeviceToHost, S.stream));
+    APG_CUDA(cudaStreamSynchronize(S.stream));
+    std::memcpy(hist, S.poll_host, sizeof(double) * h);
+    std::memcpy(sc, S.poll_host + h, sizeof(double) * kScalarsLen);
+}
+
 void fail(const std::string &msg) { g_last_error = msg; }
 
 } // namespace
@@ -497,8 +534,10 @@ extern "C" void autopcg_gen_destroy(autopcg_gen_solver *solver) {
     S->KT.release();
     S->M.release();
     double **vecs[] = {&S->inv_diag, &S->b, &S->x, &S->r, &S->u, &S->w, &S->p, &S->s, &S->t,
-                       &S->scalars, &S->history, &S->dot3_partial, &S->dot_partial, &S->dot_out};
+                       &S->scalars, &S->history, &S->dot3_partial, &S->dot_partial, &S->dot_out,
+                       &S->poll_stage};
     for (double **v : vecs) dfree(*v);
+    if (S->poll_host) cudaFreeHost(S->poll_host);
     dfree(S->dot3_counter);
     dfree(S->dot_counter);
     if (S->stream) cudaStreamDestroy(S->stream);
@@ -715,13 +754,7 @@ void solve_on_device(ApgSolver &S, const autopcg_gen_params &prm, autopcg_gen_in
         // Poll: the scalars and the history records since the last poll.
         const uint64_t count = queued - polled;
         hist.resize(3 * count);
-        APG_CUDA(cudaMemcpyAsync(sc, S.scalars, sizeof sc, cudaMemcpyDeviceToHost, S.stream));
-        if (count > 0) {
-            APG_CUDA(cudaMemcpyAsync(hist.data(), S.history + 3 * polled,
-                                     sizeof(double) * 3 * count, cudaMemcpyDeviceToHost,
-                                     S.stream));
-        }
-        APG_CUDA(cudaStreamSynchronize(S.stream));
+        poll_read(S, polled, count, sc, hist.data());
         launches_done("the iterations");
         const int halt = (int)sc[kHalt];
         const uint64_t halt_iter = (uint64_t)sc[kHaltIter];

@@ -407,6 +407,15 @@ cudaError_t cudaFree(void *p) {
     std::free(p);
     return cudaSuccess;
 }
+cudaError_t cudaMallocHost(void **p, size_t bytes) {
+    if (g_capture) die("cudaMallocHost during capture");
+    *p = std::calloc(1, bytes + 16);
+    return *p ? cudaSuccess : cudaErrorInvalidValue;
+}
+cudaError_t cudaFreeHost(void *p) {
+    std::free(p);
+    return cudaSuccess;
+}
 cudaError_t cudaMemset(void *p, int v, size_t bytes) {
     if (g_capture) die("cudaMemset during capture");
     std::memset(p, v, bytes);
