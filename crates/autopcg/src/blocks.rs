@@ -264,115 +264,161 @@ fn plan_error(e: autopcg_generator::PlanError) -> Error {
     }
 }
 
-/// One solve split into row blocks: `s.nblocks` of them, or one per GPU with `s.gpus`.
-pub(crate) fn solve(
-    s: &BlockSettings,
-    b: &[f64],
-    x0: Option<&[f64]>,
-    progress: impl FnMut(&IterRecord) -> ControlFlow<()>,
-) -> Result<Solution, SolveFailure> {
-    let a = s.a;
-    let mut notes = Vec::new();
-    let placed = place(s, &mut notes)?;
-    let nblocks = placed.nblocks;
-    let mut check_ms = 0.0;
-    if s.check_symmetry {
-        let tc = Instant::now();
-        a.check_symmetric(SYMMETRY_TOLERANCE).map_err(Error::from)?;
-        check_ms = tc.elapsed().as_secs_f64() * 1e3;
-    }
-    let kind = s.precond.resolved_for(a);
-    let mut params = s.params.clone();
-    let check_every = s
-        .check_every
-        .or(params.check_every)
-        .unwrap_or(autopcg_generator::CPU_CHECK_EVERY);
-    params.check_every = Some(check_every);
-    let tp = Instant::now();
+/// A solve split into row blocks, prepared once ([`BlockExec::prepare`]): the placement, the
+/// split and every block's sub-plan, and on GPUs the block backend, which later solves reuse
+/// (the right-hand side and initial guess are copied into it). On the CPU the blocks are built
+/// at every solve.
+pub(crate) struct BlockExec {
+    kind: PrecondKind,
+    params: PcgParams,
+    check_every: usize,
+    partition: RowPartition,
+    plans: Option<autopcg_generator::blocks::BlockPlans>,
+    balance: Option<autopcg_solver::blocks::BalanceReport>,
+    placed: Placement,
+    notes: Vec<String>,
+    /// What preparing cost.
+    setup: SetupTimes,
+    /// The split's report (made by the first backend built).
+    report: Option<BlockReport>,
     #[cfg(feature = "gpu")]
-    let target = match &placed.devices {
-        Some(d) => autopcg_generator::Target::Gpu(d[0].props().clone()),
-        None => autopcg_generator::Target::Cpu {
-            threads: rayon::current_num_threads(),
-        },
-    };
-    #[cfg(not(feature = "gpu"))]
-    let target = autopcg_generator::Target::Cpu {
-        threads: rayon::current_num_threads(),
-    };
-    // The model of the GPU the blocks run on (GPUs of one kind). A named model file must load
-    // whatever the device, as for an unsplit solve, so that a mistyped path never passes.
-    #[cfg(feature = "gpu")]
-    let model = {
-        let name = placed.devices.as_ref().map(|d| d[0].props().name.clone());
-        let r = crate::models::resolve_model(&s.model, name.as_deref())?;
-        notes.extend(r.notes);
-        r.model.filter(|_| placed.devices.is_some())
-    };
-    #[cfg(not(feature = "gpu"))]
-    if let crate::ModelChoice::File(p) = &s.model {
-        return Err(Error::Unsupported(format!(
-            "model file {}: models choose GPU plans, and this build of autopcg has no GPU \
-             support (its `gpu` feature is off)",
-            p.display()
-        ))
-        .into());
-    }
-    // Sub-plans are what --explain shows and, on a GPU, what each block runs; when they cannot
-    // be made the blocks are split by rows and nonzeros and run the fixed rule, and the solve
-    // itself reports any error of the matrix (with global row numbers).
-    let planned = block_plans(
-        s,
-        kind,
-        nblocks,
-        target,
+    backend: Option<Box<autopcg_solver::blocks::gpu::BlockGpuBackend>>,
+}
+
+impl BlockExec {
+    /// Places the blocks (`s.nblocks` of them, or one per GPU with `s.gpus`), checks the
+    /// matrix, splits and plans it, and on GPUs builds the block backend.
+    pub(crate) fn prepare(s: &BlockSettings) -> Result<BlockExec, SolveFailure> {
+        let a = s.a;
+        let mut notes = Vec::new();
+        let placed = place(s, &mut notes)?;
+        let nblocks = placed.nblocks;
+        let mut check_ms = 0.0;
+        if s.check_symmetry {
+            let tc = Instant::now();
+            a.check_symmetric(SYMMETRY_TOLERANCE).map_err(Error::from)?;
+            check_ms = tc.elapsed().as_secs_f64() * 1e3;
+        }
+        let kind = s.precond.resolved_for(a);
+        let mut params = s.params.clone();
+        let check_every = s
+            .check_every
+            .or(params.check_every)
+            .unwrap_or(autopcg_generator::CPU_CHECK_EVERY);
+        params.check_every = Some(check_every);
+        let tp = Instant::now();
         #[cfg(feature = "gpu")]
-        model.as_ref(),
-    );
-    let (partition, plans, balance) = match planned {
-        Ok(b) => {
-            let balance = autopcg_solver::blocks::BalanceReport {
-                by: b.balance.by.to_string(),
-                initial_us: b.balance.initial_us,
-                final_us: b.balance.final_us,
-                kept_because: b.balance.kept_because.clone(),
-            };
-            if b.balance.kept_because.is_none() {
-                notes.push(format!(
-                    "rows moved between blocks by the model's predicted time: slowest block \
-                     {:.1} -> {:.1} us per iteration",
-                    b.balance.initial_us, b.balance.final_us
-                ));
+        let target = match &placed.devices {
+            Some(d) => autopcg_generator::Target::Gpu(d[0].props().clone()),
+            None => autopcg_generator::Target::Cpu {
+                threads: rayon::current_num_threads(),
+            },
+        };
+        #[cfg(not(feature = "gpu"))]
+        let target = autopcg_generator::Target::Cpu {
+            threads: rayon::current_num_threads(),
+        };
+        // The model of the GPU the blocks run on (GPUs of one kind). A named model file must load
+        // whatever the device, as for an unsplit solve, so that a mistyped path never passes.
+        #[cfg(feature = "gpu")]
+        let model = {
+            let name = placed.devices.as_ref().map(|d| d[0].props().name.clone());
+            let r = crate::models::resolve_model(&s.model, name.as_deref())?;
+            notes.extend(r.notes);
+            r.model.filter(|_| placed.devices.is_some())
+        };
+        #[cfg(not(feature = "gpu"))]
+        if let crate::ModelChoice::File(p) = &s.model {
+            return Err(Error::Unsupported(format!(
+                "model file {}: models choose GPU plans, and this build of autopcg has no GPU \
+                 support (its `gpu` feature is off)",
+                p.display()
+            ))
+            .into());
+        }
+        // Sub-plans are what --explain shows and, on a GPU, what each block runs; when they cannot
+        // be made the blocks are split by rows and nonzeros and run the fixed rule, and the solve
+        // itself reports any error of the matrix (with global row numbers).
+        let planned = block_plans(
+            s,
+            kind,
+            nblocks,
+            target,
+            #[cfg(feature = "gpu")]
+            model.as_ref(),
+        );
+        let (partition, plans, balance) = match planned {
+            Ok(b) => {
+                let balance = autopcg_solver::blocks::BalanceReport {
+                    by: b.balance.by.to_string(),
+                    initial_us: b.balance.initial_us,
+                    final_us: b.balance.final_us,
+                    kept_because: b.balance.kept_because.clone(),
+                };
+                if b.balance.kept_because.is_none() {
+                    notes.push(format!(
+                        "rows moved between blocks by the model's predicted time: slowest block \
+                         {:.1} -> {:.1} us per iteration",
+                        b.balance.initial_us, b.balance.final_us
+                    ));
+                }
+                (b.partition, Some(b.plans), Some(balance))
             }
-            (b.partition, Some(b.plans), Some(balance))
+            Err(e) => {
+                notes.push(format!(
+                    "no per-block plans ({e}): every block runs the fixed rule"
+                ));
+                (
+                    RowPartition::by_default_costs(a, nblocks).map_err(Error::from)?,
+                    None,
+                    None,
+                )
+            }
+        };
+        let partition_ms = tp.elapsed().as_secs_f64() * 1e3;
+        #[cfg_attr(not(feature = "gpu"), allow(unused_mut))]
+        let mut exec = BlockExec {
+            kind,
+            params,
+            check_every,
+            partition,
+            plans,
+            balance,
+            placed,
+            notes,
+            setup: SetupTimes {
+                check_ms,
+                select_ms: partition_ms,
+                ..SetupTimes::default()
+            },
+            report: None,
+            #[cfg(feature = "gpu")]
+            backend: None,
+        };
+        #[cfg(feature = "gpu")]
+        if exec.placed.devices.is_some() {
+            let t = Instant::now();
+            exec.build_gpu(a, &vec![0.0; a.nrows()], None)?;
+            exec.setup.backend_ms = t.elapsed().as_secs_f64() * 1e3;
         }
-        Err(e) => {
-            notes.push(format!(
-                "no per-block plans ({e}): every block runs the fixed rule"
-            ));
-            (
-                RowPartition::by_default_costs(a, nblocks).map_err(Error::from)?,
-                None,
-                None,
-            )
-        }
-    };
-    let partition_ms = tp.elapsed().as_secs_f64() * 1e3;
-    let problem = BlockProblem::new(a, b, &kind, &params).with_x0(x0);
-    let mut report: Option<BlockReport> = None;
-    let t0 = Instant::now();
+        Ok(exec)
+    }
+
+    /// Builds the block backend for `a` with the right-hand side `b` and initial guess `x0` on
+    /// the placed GPUs, each block running its sub-plan's choice for its local part (the fixed
+    /// rule where the plan has none); the halo parts run the CSR scalar kernel.
     #[cfg(feature = "gpu")]
-    let on_gpu = placed.devices.is_some();
-    #[cfg(not(feature = "gpu"))]
-    let on_gpu = false;
-    #[cfg(feature = "gpu")]
-    let result = match &placed.devices {
-        // Every block runs its sub-plan's choice for its local part (the fixed rule where the
-        // plan has none); the halo parts use the CSR scalar kernel.
-        Some(devices) => autopcg_solver::blocks::gpu::solve_blocks_gpu(
+    fn build_gpu(&mut self, a: &CsrMatrix, b: &[f64], x0: Option<&[f64]>) -> Result<(), Error> {
+        let Some(devices) = self.placed.devices.as_ref() else {
+            return Ok(());
+        };
+        let problem = BlockProblem::new(a, b, &self.kind, &self.params).with_x0(x0);
+        let plans = &self.plans;
+        let mut report = None;
+        let backend = autopcg_solver::blocks::gpu::prepare_blocks_gpu(
             devices,
             &problem,
-            partition,
+            self.partition.clone(),
             |i, local, pre| {
                 plans
                     .as_ref()
@@ -383,81 +429,213 @@ pub(crate) fn solve(
                     })
             },
             &mut report,
-        ),
-        None => solve_blocks_cpu_with(&problem, partition, &mut report, progress),
-    };
-    #[cfg(not(feature = "gpu"))]
-    let result = solve_blocks_cpu_with(&problem, partition, &mut report, progress);
-    if let Some(r) = report.as_mut() {
-        r.devices = placed.ordinals.clone();
-        r.gpu_count = placed.gpu_count.clone();
-        r.block_plans = plans
+        )?;
+        self.backend = Some(Box::new(backend));
+        self.set_report(report);
+        Ok(())
+    }
+
+    /// Keeps the split's report, completed with where the blocks run and how they were planned.
+    fn set_report(&mut self, report: Option<BlockReport>) {
+        let Some(mut r) = report else { return };
+        r.devices = self.placed.ordinals.clone();
+        r.gpu_count = self.placed.gpu_count.clone();
+        r.block_plans = self
+            .plans
             .iter()
             .flat_map(|p| p.blocks.iter().map(|b| b.steps()))
             .collect();
-        r.balance = balance;
+        r.balance = self.balance.clone();
+        if self.report.is_none()
+            && matches!(self.kind, PrecondKind::SsorAi { .. })
+            && self.placed.nblocks > 1
+        {
+            self.notes.push(format!(
+                "SSOR-AI is built per block on its local part: {} couplings between blocks are \
+                 left out of the preconditioner",
+                r.precond_dropped_couplings
+            ));
+        }
+        self.report = Some(r);
     }
-    let total_ms = t0.elapsed().as_secs_f64() * 1e3;
-    let backend_ms = report.as_ref().map_or(0.0, |r| r.setup_ms);
-    let setup = SetupTimes {
-        check_ms,
-        select_ms: partition_ms,
-        backend_ms,
-        ..SetupTimes::default()
-    };
-    let threads = rayon::current_num_threads();
-    let gpus_used = placed.ordinals.iter().max().map_or(0, |m| m + 1);
-    let plan = if on_gpu {
-        gpu_block_steps(&kind, nblocks, gpus_used)
-    } else {
-        block_steps(&kind, nblocks, threads)
-    };
-    let precond_applied = match kind {
+
+    /// The preconditioner as applied.
+    pub(crate) fn kind(&self) -> PrecondKind {
+        self.kind
+    }
+
+    /// What preparing cost.
+    pub(crate) fn setup(&self) -> SetupTimes {
+        self.setup
+    }
+
+    /// Notes of the preparation.
+    pub(crate) fn notes(&self) -> &[String] {
+        &self.notes
+    }
+
+    /// The solver parameters of later solves (polling interval resolved).
+    pub(crate) fn params(&self) -> &PcgParams {
+        &self.params
+    }
+
+    /// Replaces the solver parameters of later solves (the polling interval is kept).
+    pub(crate) fn set_params(&mut self, mut params: PcgParams) -> Result<(), Error> {
+        params.check_every = Some(self.check_every);
+        #[cfg(feature = "gpu")]
+        if let Some(b) = self.backend.as_mut() {
+            b.reserve_iterations(params.max_iter)?;
+        }
+        self.params = params;
+        Ok(())
+    }
+
+    fn on_gpu(&self) -> bool {
+        #[cfg(feature = "gpu")]
+        return self.placed.devices.is_some();
+        #[cfg(not(feature = "gpu"))]
+        false
+    }
+
+    fn gpus_used(&self) -> usize {
+        self.placed.ordinals.iter().max().map_or(0, |m| m + 1)
+    }
+
+    /// Where the blocks run, in words.
+    pub(crate) fn device(&self) -> String {
+        let nblocks = self.placed.nblocks;
+        let gpus = self.gpus_used();
+        if gpus > 1 {
+            format!("gpus 0..{gpus} ({nblocks} row blocks, one per GPU)")
+        } else if self.on_gpu() {
+            format!("gpu 0 ({nblocks} row blocks on one GPU)")
+        } else {
+            format!(
+                "cpu ({} threads, {nblocks} row blocks)",
+                rayon::current_num_threads()
+            )
+        }
+    }
+
+    /// What an iteration runs, step by step.
+    pub(crate) fn plan(&self) -> Plan {
+        if self.on_gpu() {
+            gpu_block_steps(&self.kind, self.placed.nblocks, self.gpus_used())
+        } else {
+            block_steps(
+                &self.kind,
+                self.placed.nblocks,
+                rayon::current_num_threads(),
+            )
+        }
+    }
+
+    /// New values of the matrix `a` (same pattern, already checked by the caller): on GPUs the
+    /// block backend is built again from them (split, plans and placement kept); on the CPU
+    /// the blocks are built at the next solve anyway. Returns the time it took.
+    pub(crate) fn refresh(&mut self, a: &CsrMatrix) -> Result<SetupTimes, Error> {
+        let t = Instant::now();
+        #[cfg(feature = "gpu")]
+        if self.on_gpu() {
+            self.build_gpu(a, &vec![0.0; a.nrows()], None)?;
+        }
+        #[cfg(not(feature = "gpu"))]
+        let _ = a;
+        Ok(SetupTimes {
+            backend_ms: t.elapsed().as_secs_f64() * 1e3,
+            ..SetupTimes::default()
+        })
+    }
+
+    /// Solves `a x = b` from `x0` (zero when `None`) with the prepared blocks.
+    pub(crate) fn solve(
+        &mut self,
+        a: &CsrMatrix,
+        b: &[f64],
+        x0: Option<&[f64]>,
+        progress: impl FnMut(&IterRecord) -> ControlFlow<()>,
+    ) -> Result<Solution, SolveFailure> {
+        let t0 = Instant::now();
+        let mut setup = SetupTimes::default();
+        #[cfg(feature = "gpu")]
+        let result = if self.on_gpu() {
+            let fits = match self.backend.as_mut() {
+                Some(be) => be.set_problem(b, x0).map_err(Error::from)?,
+                None => false,
+            };
+            if !fits {
+                // A right-hand side of another magnitude: the system is scaled anew.
+                let tb = Instant::now();
+                self.build_gpu(a, b, x0)?;
+                setup.backend_ms = tb.elapsed().as_secs_f64() * 1e3;
+            }
+            setup.rhs_ms = t0.elapsed().as_secs_f64() * 1e3 - setup.backend_ms;
+            let be = self
+                .backend
+                .as_mut()
+                .ok_or_else(|| Error::Pcg(PcgError::Backend("no block backend".into())))?;
+            autopcg_solver::blocks::gpu::run_blocks_gpu(be, &self.params, progress)
+        } else {
+            self.solve_cpu(a, b, x0, progress, &mut setup)
+        };
+        #[cfg(not(feature = "gpu"))]
+        let result = self.solve_cpu(a, b, x0, progress, &mut setup);
+        let total_ms = t0.elapsed().as_secs_f64() * 1e3;
+        let solve_ms = (total_ms - setup.total_ms()).max(0.0);
+        let make = |x: Vec<f64>, info| Solution {
+            x,
+            info,
+            device: self.device(),
+            setup_ms: setup.total_ms(),
+            setup,
+            solve_ms,
+            plan: self.plan(),
+            notes: self.notes.clone(),
+            precond_applied: precond_applied(&self.kind).to_string(),
+            model: None,
+            explain: Vec::new(),
+            predicted_iteration_ms: None,
+            check_every: self.check_every,
+            blocks: self.report.clone(),
+        };
+        match result {
+            Ok(sol) => Ok(make(sol.x, sol.info)),
+            Err(f) => {
+                let partial = match (f.x, f.error.info()) {
+                    (Some(x), Some(info)) => Some(Box::new(make(x, info.clone()))),
+                    _ => None,
+                };
+                Err(SolveFailure {
+                    error: Error::Pcg(f.error),
+                    partial,
+                })
+            }
+        }
+    }
+
+    /// A CPU block solve: the blocks are built (their time is this solve's backend setup).
+    fn solve_cpu(
+        &mut self,
+        a: &CsrMatrix,
+        b: &[f64],
+        x0: Option<&[f64]>,
+        progress: impl FnMut(&IterRecord) -> ControlFlow<()>,
+        setup: &mut SetupTimes,
+    ) -> Result<autopcg_solver::blocks::BlockSolve, autopcg_solver::SolveFailure> {
+        let problem = BlockProblem::new(a, b, &self.kind, &self.params).with_x0(x0);
+        let mut report = None;
+        let result = solve_blocks_cpu_with(&problem, self.partition.clone(), &mut report, progress);
+        setup.backend_ms = report.as_ref().map_or(0.0, |r| r.setup_ms);
+        self.set_report(report);
+        result
+    }
+}
+
+fn precond_applied(kind: &PrecondKind) -> &'static str {
+    match kind {
         PrecondKind::None => "none",
         PrecondKind::Jacobi => "jacobi",
         PrecondKind::SsorAi { .. } => "ssor-ai-block-local",
-    };
-    if matches!(kind, PrecondKind::SsorAi { .. }) && nblocks > 1 {
-        let dropped = report.as_ref().map_or(0, |r| r.precond_dropped_couplings);
-        notes.push(format!(
-            "SSOR-AI is built per block on its local part: {dropped} couplings between blocks \
-             are left out of the preconditioner"
-        ));
-    }
-    let make = |x: Vec<f64>, info| Solution {
-        x,
-        info,
-        device: if gpus_used > 1 {
-            format!("gpus 0..{gpus_used} ({nblocks} row blocks, one per GPU)")
-        } else if on_gpu {
-            format!("gpu 0 ({nblocks} row blocks on one GPU)")
-        } else {
-            format!("cpu ({threads} threads, {nblocks} row blocks)")
-        },
-        setup_ms: setup.total_ms(),
-        setup,
-        solve_ms: (total_ms - backend_ms).max(0.0),
-        plan: plan.clone(),
-        notes: notes.clone(),
-        precond_applied: precond_applied.to_string(),
-        model: None,
-        explain: Vec::new(),
-        predicted_iteration_ms: None,
-        check_every,
-        blocks: report.clone(),
-    };
-    match result {
-        Ok(sol) => Ok(make(sol.x, sol.info)),
-        Err(f) => {
-            let partial = match (f.x, f.error.info()) {
-                (Some(x), Some(info)) => Some(Box::new(make(x, info.clone()))),
-                _ => None,
-            };
-            Err(SolveFailure {
-                error: Error::Pcg(f.error),
-                partial,
-            })
-        }
     }
 }
 

@@ -17,6 +17,10 @@
 //!   SpMVs of an iteration reading A and the preconditioner, and about ten vector passes per
 //!   right-hand side, the gain is the matrix traffic only (a third to a half of an iteration
 //!   for stencils), and it is not built.
+//! - Split into row blocks ([`crate::Solver::blocks`], [`crate::Solver::gpus`]): on GPUs the
+//!   block backend is built once and a solve copies the right-hand side and initial guess into
+//!   it; on the CPU the blocks are built at every solve; `update_values` builds the block
+//!   backend again from the new values (the split, sub-plans and placement are kept).
 use std::borrow::Cow;
 use std::ops::ControlFlow;
 use std::time::Instant;
@@ -61,6 +65,10 @@ pub(crate) struct Settings {
     pub(crate) expected_iterations: f64,
     pub(crate) check_every: Option<usize>,
     pub(crate) check_symmetry: bool,
+    /// Row blocks ([`crate::Solver::blocks`]).
+    pub(crate) nblocks: Option<usize>,
+    /// One row block per GPU ([`crate::Solver::gpus`]).
+    pub(crate) gpus: Option<crate::GpuCount>,
 }
 
 /// Where the prepared solve runs.
@@ -73,6 +81,8 @@ enum Exec {
         dev: GpuDevice,
         backend: Box<GpuBackend>,
     },
+    /// Row blocks (on the CPU, one GPU or one GPU per block): see [`crate::blocks`].
+    Blocks(Box<crate::blocks::BlockExec>),
 }
 
 /// A solve prepared for one matrix (and its sparsity pattern): see the module documentation.
@@ -105,6 +115,9 @@ impl std::fmt::Debug for PreparedSolver<'_> {
 
 impl<'a> PreparedSolver<'a> {
     pub(crate) fn prepare(a: Cow<'a, CsrMatrix>, s: &Settings) -> Result<Self, Error> {
+        if s.nblocks.is_some() || s.gpus.is_some() {
+            return Self::prepare_blocks(a, s);
+        }
         let check_ms = symmetry_check_ms(&a, s)?;
         let t0 = Instant::now();
         let mut notes = Vec::new();
@@ -239,6 +252,49 @@ impl<'a> PreparedSolver<'a> {
     }
 
     /// The prepared solver of `plan` running on `exec` (and the device in words).
+    /// A prepared solve split into row blocks ([`crate::blocks::BlockExec`]). Its plan holds
+    /// the steps of a block iteration; each block's preconditioner lives in the block backend.
+    fn prepare_blocks(a: Cow<'a, CsrMatrix>, s: &Settings) -> Result<Self, Error> {
+        let exec = crate::blocks::BlockExec::prepare(&crate::blocks::BlockSettings {
+            a: &a,
+            precond: s.precond,
+            params: &s.params,
+            device: s.device,
+            check_symmetry: s.check_symmetry,
+            check_every: s.check_every,
+            nblocks: s.nblocks,
+            gpus: s.gpus,
+            model: s.model.clone(),
+            expected_iterations: s.expected_iterations,
+        })
+        .map_err(|f| f.error)?;
+        let params = exec.params().clone();
+        let plan = SolvePlan {
+            preconditioner: autopcg_solver::Preconditioner::None,
+            kind: exec.kind(),
+            gpu: None,
+            check_every: params.check_every.unwrap_or(1),
+            steps: exec.plan(),
+            model: None,
+            explain: Vec::new(),
+            predicted_iteration_ms: None,
+            notes: Vec::new(),
+            precond_ms: 0.0,
+            select_ms: 0.0,
+        };
+        let device = exec.device();
+        let notes = exec.notes().to_vec();
+        let setup = exec.setup();
+        Ok(Self::assemble(
+            a,
+            plan,
+            params,
+            (Exec::Blocks(Box::new(exec)), device),
+            notes,
+            setup,
+        ))
+    }
+
     fn assemble(
         a: Cow<'a, CsrMatrix>,
         plan: SolvePlan,
@@ -308,15 +364,20 @@ impl<'a> PreparedSolver<'a> {
     /// `atol >= 0`; converged when `||b - A x|| <= max(rtol ||b||, atol)`).
     pub fn set_tolerances(&mut self, rtol: f64, atol: f64) -> Result<(), Error> {
         self.params = self.params.clone().with_tol(rtol)?.with_atol(atol)?;
+        if let Exec::Blocks(e) = &mut self.exec {
+            e.set_params(self.params.clone())?;
+        }
         Ok(())
     }
 
     /// Sets the iteration limit of later solves (at least 1).
     pub fn set_max_iter(&mut self, max_iter: usize) -> Result<(), Error> {
         self.params = self.params.clone().with_max_iter(max_iter)?;
-        #[cfg(feature = "gpu")]
-        if let Exec::Gpu { backend, .. } = &mut self.exec {
-            backend.reserve_iterations(max_iter)?;
+        match &mut self.exec {
+            #[cfg(feature = "gpu")]
+            Exec::Gpu { backend, .. } => backend.reserve_iterations(max_iter)?,
+            Exec::Blocks(e) => e.set_params(self.params.clone())?,
+            Exec::Cpu => {}
         }
         Ok(())
     }
@@ -344,6 +405,9 @@ impl<'a> PreparedSolver<'a> {
             )))
             .into());
         }
+        if let Exec::Blocks(e) = &mut self.exec {
+            return e.solve(&self.a, b, x0, progress);
+        }
         let t0 = Instant::now();
         let (result, x, rhs_ms, solve_ms) = match &mut self.exec {
             #[cfg(feature = "gpu")]
@@ -367,6 +431,7 @@ impl<'a> PreparedSolver<'a> {
                     timed_pcg(&mut backend, &self.params, progress, t0);
                 (result, Ok(backend.into_solution()), rhs_ms, solve_ms)
             }
+            Exec::Blocks(_) => unreachable!("block solves returned above"),
         };
         finish(
             result,
@@ -410,6 +475,22 @@ impl<'a> PreparedSolver<'a> {
                 values[k]
             ))));
         }
+        if let Exec::Blocks(e) = &mut self.exec {
+            let precond = match e.kind() {
+                PrecondKind::None => "none",
+                PrecondKind::Jacobi => "jacobi",
+                PrecondKind::SsorAi { .. } => "ssor-ai",
+            };
+            if let Some((row, value)) = first_bad_diagonal_of(&self.a, values) {
+                return Err(Error::Pcg(PcgError::BadDiagonal {
+                    row,
+                    value,
+                    precond: precond.to_string(),
+                }));
+            }
+            copy_values(self.a.to_mut(), values);
+            return e.refresh(&self.a);
+        }
         let t0 = Instant::now();
         let refresh = match &mut self.refresh {
             Some(r) => r,
@@ -429,12 +510,7 @@ impl<'a> PreparedSolver<'a> {
                 precond: self.plan.precond_applied().to_string(),
             }));
         }
-        self.a
-            .to_mut()
-            .data_mut()
-            .par_chunks_mut(1 << 16)
-            .zip(values.par_chunks(1 << 16))
-            .for_each(|(d, s)| d.copy_from_slice(s));
+        copy_values(self.a.to_mut(), values);
         // Values only: every pattern is kept. With the diagonal checked, a refresh fails only
         // on an internal error.
         refresh.refresh(&self.a, &mut self.plan.preconditioner)?;
@@ -454,6 +530,7 @@ impl<'a> PreparedSolver<'a> {
             Exec::Cpu => {
                 CpuBackend::new(a, &self.plan.preconditioner, &vec![0.0; a.nrows()], None)?;
             }
+            Exec::Blocks(_) => unreachable!("block solvers refreshed above"),
         }
         Ok(SetupTimes {
             precond_ms,
@@ -611,6 +688,14 @@ fn cpu_only(s: &Settings, notes: &mut Vec<String>) -> Result<(), Error> {
         )));
     }
     Ok(())
+}
+
+/// Writes `values` over the stored values of `a` (same length), in parallel.
+fn copy_values(a: &mut CsrMatrix, values: &[f64]) {
+    a.data_mut()
+        .par_chunks_mut(1 << 16)
+        .zip(values.par_chunks(1 << 16))
+        .for_each(|(d, s)| d.copy_from_slice(s));
 }
 
 /// Turns a driver result and the final iterate into a [`Solution`] or a [`SolveFailure`].

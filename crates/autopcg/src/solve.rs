@@ -234,6 +234,8 @@ impl<'a> Solver<'a> {
             expected_iterations: self.expected_iterations,
             check_every: self.check_every,
             check_symmetry: self.check_symmetry,
+            nblocks: self.blocks,
+            gpus: self.gpus,
         }
     }
 
@@ -252,21 +254,6 @@ impl<'a> Solver<'a> {
         x0: Option<&[f64]>,
         progress: impl FnMut(&IterRecord) -> ControlFlow<()>,
     ) -> Result<Solution, SolveFailure> {
-        if self.blocks.is_some() || self.gpus.is_some() {
-            let settings = crate::blocks::BlockSettings {
-                a: self.a,
-                precond: self.precond,
-                params: &self.params,
-                device: self.device,
-                check_symmetry: self.check_symmetry,
-                check_every: self.check_every,
-                nblocks: self.blocks,
-                gpus: self.gpus,
-                model: self.model.clone(),
-                expected_iterations: self.expected_iterations,
-            };
-            return crate::blocks::solve(&settings, b, x0, progress);
-        }
         solve_prepared(self.prepare()?, b, x0, progress)
     }
 }

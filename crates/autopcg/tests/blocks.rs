@@ -3,6 +3,8 @@
 use autopcg::sparse::families::poisson3d_7pt;
 use autopcg::{Device, Error, PrecondKind, Solver};
 
+mod common;
+
 #[test]
 fn blocks_solve_like_unsplit_and_report_the_split() {
     let a = poisson3d_7pt(12, 12, 12).unwrap();
@@ -81,4 +83,9 @@ fn gpus_refuses_blocks_the_cpu_and_missing_gpus() {
     assert!(matches!(e.error, Error::DeviceUnavailable(_)), "{e}");
     assert!(e.to_string().contains("--gpus 64 needs 64 GPUs but"), "{e}");
     assert!(e.to_string().contains("found"), "{e}");
+}
+
+#[test]
+fn prepared_blocks_solve_many_and_take_new_values_on_the_cpu() {
+    common::prepared_blocks_solve_many_and_take_new_values(Device::Cpu);
 }

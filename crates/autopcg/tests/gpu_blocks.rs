@@ -8,6 +8,12 @@ use autopcg::gpu::GpuDevice;
 use autopcg::sparse::families::poisson3d_7pt;
 use autopcg::{Device, GpuCount, PrecondKind, Solver};
 
+mod common;
+
+fn prepared_blocks_on_gpu_0(_dev: GpuDevice) {
+    common::prepared_blocks_solve_many_and_take_new_values(Device::Gpu);
+}
+
 fn gpus_auto_reports_its_choice_and_the_sub_plans(_dev: GpuDevice) {
     let found = GpuDevice::discover().unwrap().len();
     let a = poisson3d_7pt(24, 24, 24).unwrap();
@@ -73,5 +79,6 @@ autopcg_gpu::test_main! {
     gpu: [
         gpus_auto_reports_its_choice_and_the_sub_plans,
         one_gpu_per_block_iterates_like_the_blocks_on_gpu_0,
+        prepared_blocks_on_gpu_0,
     ],
 }

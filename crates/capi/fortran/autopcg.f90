@@ -65,6 +65,8 @@ module autopcg
     real(c_double) :: omega
     integer(c_int64_t) :: max_iter
     type(c_ptr) :: model
+    integer(c_int) :: blocks
+    integer(c_int) :: gpus
   end type autopcg_options
 
   ! What a solve did.

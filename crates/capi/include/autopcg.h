@@ -132,6 +132,14 @@ typedef struct {
   // NULL or "auto": the GPU's model file, found by the GPU's name; "none": the fixed rule;
   // else the path of a model file (default NULL).
   const char *model;
+  // Row blocks: 0 solves the matrix whole (default); N >= 1 splits it into N contiguous row
+  // blocks that exchange halos every iteration, on the CPU (`AUTOPCG_DEVICE_CPU` or
+  // `_AUTO`) or on GPU 0 (`AUTOPCG_DEVICE_GPU`). SSOR-AI is then built per block.
+  int blocks;
+  // GPUs, one row block on each: 0 (default) uses one GPU or the CPU as `device` says;
+  // N >= 1 uses GPUs 0..N (an error when fewer are present); -1 takes the count predicted
+  // fastest per iteration. Not with `blocks` nor with `AUTOPCG_DEVICE_CPU`.
+  int gpus;
 } autopcg_options;
 
 // What a solve did.

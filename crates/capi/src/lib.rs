@@ -100,6 +100,14 @@ pub struct AutopcgOptions {
     /// NULL or "auto": the GPU's model file, found by the GPU's name; "none": the fixed rule;
     /// else the path of a model file (default NULL).
     pub model: *const c_char,
+    /// Row blocks: 0 solves the matrix whole (default); N >= 1 splits it into N contiguous row
+    /// blocks that exchange halos every iteration, on the CPU (`AUTOPCG_DEVICE_CPU` or
+    /// `_AUTO`) or on GPU 0 (`AUTOPCG_DEVICE_GPU`). SSOR-AI is then built per block.
+    pub blocks: c_int,
+    /// GPUs, one row block on each: 0 (default) uses one GPU or the CPU as `device` says;
+    /// N >= 1 uses GPUs 0..N (an error when fewer are present); -1 takes the count predicted
+    /// fastest per iteration. Not with `blocks` nor with `AUTOPCG_DEVICE_CPU`.
+    pub gpus: c_int,
 }
 
 /// What a solve did.
@@ -194,6 +202,8 @@ fn defaults() -> AutopcgOptions {
         omega: 0.0,
         max_iter: 10_000,
         model: std::ptr::null(),
+        blocks: 0,
+        gpus: 0,
     }
 }
 
@@ -300,6 +310,25 @@ fn create<P: autopcg::CsrIndex, I: autopcg::CsrIndex>(
         }
     };
     let (precond, device, model) = solver_settings(&o)?;
+    let blocks = match o.blocks {
+        0 => None,
+        b if b > 0 => Some(b as usize),
+        b => {
+            return Err(Failure::bad_input(format!(
+                "options.blocks = {b}: expected 0 (no split) or a number of row blocks >= 1"
+            )))
+        }
+    };
+    let gpus = match o.gpus {
+        0 => None,
+        -1 => Some(autopcg::GpuCount::Auto),
+        g if g > 0 => Some(autopcg::GpuCount::Count(g as usize)),
+        g => {
+            return Err(Failure::bad_input(format!(
+                "options.gpus = {g}: expected 0 (no split), a number of GPUs >= 1 or -1 (auto)"
+            )))
+        }
+    };
     let max_iter = usize::try_from(o.max_iter).unwrap_or(0);
     let params = PcgParams::new()
         .with_tol(o.rtol)
@@ -308,15 +337,20 @@ fn create<P: autopcg::CsrIndex, I: autopcg::CsrIndex>(
         .map_err(|e| Failure::bad_input(format!("options: {e}")))?;
     let (a, map) =
         autopcg::CsrMatrix::from_csr_arrays_mapped(n, n, indptr, indices, values, base, triangle)?;
-    let inner = Solver::new(&a)
+    let mut solver = Solver::new(&a)
         .precond(precond)
         .params(params)
         .device(device)
         .model(model)
         .ssor_form_auto(true)
-        .check_symmetry(triangle.is_none() && o.check_symmetry != 0)
-        .prepare()?
-        .into_owned();
+        .check_symmetry(triangle.is_none() && o.check_symmetry != 0);
+    if let Some(n) = blocks {
+        solver = solver.blocks(n);
+    }
+    if let Some(g) = gpus {
+        solver = solver.gpus(g);
+    }
+    let inner = solver.prepare()?.into_owned();
     let device = CString::new(inner.device()).unwrap_or_default();
     let precond = CString::new(precond_name(&inner)).unwrap_or_default();
     Ok(Box::new(AutopcgSolver {

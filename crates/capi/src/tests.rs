@@ -661,3 +661,79 @@ fn fortran_module_matches_the_header() {
     assert_eq!(bound, fns);
     assert_eq!(params, consts);
 }
+
+/// Creates a handle for the 2D Poisson matrix of `poisson(m, 0)` with `o`.
+fn create_poisson(m: usize, o: &AutopcgOptions) -> (c_int, *mut AutopcgSolver) {
+    let (p, c, v) = poisson(m, 0);
+    let mut h: *mut AutopcgSolver = ptr::null_mut();
+    let n = (p.len() - 1) as i64;
+    let st = unsafe { autopcg_create_i64(n, p.as_ptr(), c.as_ptr(), v.as_ptr(), 0, o, &mut h) };
+    (st, h)
+}
+
+#[test]
+fn row_blocks_through_the_options_solve_and_take_new_values() {
+    let mut o = cpu_options();
+    o.precond = AUTOPCG_PRECOND_JACOBI;
+    o.blocks = 3;
+    let (st, h) = create_poisson(12, &o);
+    assert_eq!(st, AUTOPCG_OK, "{}", last_error());
+    let dev = unsafe { CStr::from_ptr(autopcg_device(h)) }.to_string_lossy();
+    assert!(dev.contains("3 row blocks"), "{dev}");
+    let (p, c, v) = poisson(12, 0);
+    let n = p.len() - 1;
+    let b: Vec<f64> = (0..n).map(|i| 1.0 + (i % 5) as f64).collect();
+    let mut x = vec![0.0; n];
+    let mut info = AutopcgInfo::NONE;
+    let st = unsafe { autopcg_solve(h, b.as_ptr(), x.as_mut_ptr(), ptr::null(), &mut info) };
+    assert_eq!(st, AUTOPCG_OK, "{}", last_error());
+    assert!(residual(&p, &c, &v, 0, &x, &b) <= 1e-8);
+    // The same iterations as the unsplit Jacobi solve (the same operator, split).
+    let mut whole = cpu_options();
+    whole.precond = AUTOPCG_PRECOND_JACOBI;
+    let (st, hw) = create_poisson(12, &whole);
+    assert_eq!(st, AUTOPCG_OK);
+    let mut iw = AutopcgInfo::NONE;
+    let mut xw = vec![0.0; n];
+    unsafe { autopcg_solve(hw, b.as_ptr(), xw.as_mut_ptr(), ptr::null(), &mut iw) };
+    assert!(
+        info.iterations.abs_diff(iw.iterations) <= 1,
+        "{info:?} {iw:?}"
+    );
+    // New values: A + I.
+    let v2: Vec<f64> = v.iter().map(|&a| if a == 4.0 { 5.0 } else { a }).collect();
+    assert_eq!(unsafe { autopcg_update_values(h, v2.as_ptr()) }, AUTOPCG_OK);
+    let st = unsafe { autopcg_solve(h, b.as_ptr(), x.as_mut_ptr(), ptr::null(), ptr::null_mut()) };
+    assert_eq!(st, AUTOPCG_OK);
+    assert!(residual(&p, &c, &v2, 0, &x, &b) <= 1e-8);
+    unsafe {
+        autopcg_destroy(h);
+        autopcg_destroy(hw);
+    }
+}
+
+#[test]
+fn bad_block_and_gpu_options_are_refused_with_a_message() {
+    for (blocks, gpus, device, needle) in [
+        (-2, 0, AUTOPCG_DEVICE_CPU, "options.blocks = -2"),
+        (0, -3, AUTOPCG_DEVICE_AUTO, "options.gpus = -3"),
+        (2, 2, AUTOPCG_DEVICE_AUTO, "cannot both be given"),
+        (0, 2, AUTOPCG_DEVICE_CPU, "cannot be combined with the CPU"),
+        (
+            1000,
+            0,
+            AUTOPCG_DEVICE_CPU,
+            "cannot split 144 rows into 1000",
+        ),
+    ] {
+        let mut o = cpu_options();
+        o.blocks = blocks;
+        o.gpus = gpus;
+        o.device = device;
+        let (st, h) = create_poisson(12, &o);
+        assert_ne!(st, AUTOPCG_OK, "{blocks} {gpus}");
+        assert!(h.is_null());
+        let e = last_error();
+        assert!(e.contains(needle), "{blocks} {gpus}: {e}");
+    }
+}

@@ -20,3 +20,52 @@ pub fn true_residual(a: &CsrMatrix, x: &[f64], b: &[f64]) -> f64 {
         .sqrt();
     r / b.iter().map(|v| v * v).sum::<f64>().sqrt()
 }
+
+/// A prepared solver split into row blocks on `device` (3 blocks of a 3D Poisson, Jacobi):
+/// three right-hand sides, each solved like a one-shot block solve with the true residual below
+/// the tolerance, the later ones with no backend setup where the backend is kept (GPU); then
+/// new values (the matrix times 2) and a solve of the new system.
+#[allow(dead_code)]
+pub fn prepared_blocks_solve_many_and_take_new_values(device: autopcg::Device) {
+    use autopcg::sparse::families::poisson3d_7pt;
+    use autopcg::{PrecondKind, Solver};
+    let a = poisson3d_7pt(14, 14, 14).unwrap();
+    let solver = Solver::new(&a)
+        .device(device)
+        .precond(PrecondKind::Jacobi)
+        .blocks(3);
+    let mut p = solver.prepare().unwrap();
+    assert_eq!(p.n(), a.nrows());
+    assert!(p.device().contains("3 row blocks"), "{}", p.device());
+    for seed in 0..3 {
+        let b = rhs(&a, seed);
+        let s = p.solve(&b).unwrap();
+        assert!(s.info.converged, "{:?}", s.info);
+        assert!(true_residual(&a, &s.x, &b) <= 1e-8);
+        let once = solver.solve(&b).unwrap();
+        assert_eq!(s.info.iterations, once.info.iterations, "seed {seed}");
+        assert_eq!(s.blocks.as_ref().unwrap().nblocks, 3);
+        if device == autopcg::Device::Gpu {
+            // The backend built by prepare serves every right-hand side.
+            assert_eq!(s.setup.backend_ms, 0.0, "{:?}", s.setup);
+        }
+    }
+    let doubled: Vec<f64> = a.data().iter().map(|v| 2.0 * v).collect();
+    p.update_values(&doubled).unwrap();
+    let mut a2 = a.clone();
+    a2.data_mut().copy_from_slice(&doubled);
+    let b = rhs(&a2, 7);
+    let s = p.solve(&b).unwrap();
+    assert!(true_residual(&a2, &s.x, &b) <= 1e-8);
+    // A bad diagonal is refused and changes nothing.
+    let mut bad = doubled.clone();
+    let d = a.indptr()[0] as usize
+        + a.row(0)
+            .0
+            .iter()
+            .position(|&c| c == 0)
+            .expect("a diagonal entry");
+    bad[d] = -1.0;
+    assert!(p.update_values(&bad).is_err());
+    assert!(true_residual(&a2, &p.solve(&b).unwrap().x, &b) <= 1e-8);
+}

@@ -168,6 +168,9 @@ pub struct BlockGpuBackend {
     poll: PollState,
     scale: ScaleFactors,
     a_norm: f64,
+    /// Largest |a_ij| of the unscaled matrix (NaN when the backend was built without it, and
+    /// [`BlockGpuBackend::set_problem`] then always asks for a new backend).
+    a_max: f64,
 }
 
 impl std::fmt::Debug for BlockGpuBackend {
@@ -333,6 +336,7 @@ impl BlockGpuBackend {
             poll: PollState::default(),
             scale,
             a_norm: inf_norm(a),
+            a_max: f64::NAN,
         };
         backend.preload()?;
         Ok(backend)
@@ -356,6 +360,38 @@ impl BlockGpuBackend {
             )?;
         }
         Ok(())
+    }
+
+    /// Puts a new right-hand side `b` and initial guess `x0` (zero when `None`) of the
+    /// original system in place (scaled as the backend's system is, per block), for the next
+    /// solve. Returns `Ok(false)` without changing anything when `b` needs other scale factors
+    /// than the backend was built with (the caller builds a new backend, as for
+    /// [`crate::gpu::GpuBackend::set_problem`]).
+    pub fn set_problem(&mut self, b: &[f64], x0: Option<&[f64]>) -> Result<bool, PcgError> {
+        if b.len() != self.n || x0.is_some_and(|x| x.len() != self.n) {
+            return Err(PcgError::Dimension(format!(
+                "right-hand side of length {} and initial guess of length {:?} for a matrix of \
+                 {} rows",
+                b.len(),
+                x0.map(<[f64]>::len),
+                self.n
+            )));
+        }
+        if ScaleFactors::from_maxima(self.a_max, crate::scaling::max_abs(b)) != self.scale {
+            return Ok(false);
+        }
+        let sb = self.scale.scale_rhs(b);
+        let sx0 = x0.map(|x| self.scale.scale_solution(x));
+        for (blk, rows) in self.blocks.iter_mut().zip(&self.row_ranges) {
+            let dev = &self.lanes[blk.lane].dev;
+            dev.upload_into(&sb[rows.clone()], &mut blk.b)?;
+            match &sx0 {
+                Some(x) => dev.upload_into(&x[rows.clone()], &mut blk.x)?,
+                None => dev.fill_zeros(&mut blk.x)?,
+            }
+        }
+        self.poll.reset();
+        Ok(true)
     }
 
     /// What the communication moved so far.
@@ -785,19 +821,21 @@ impl PcgBackend for BlockGpuBackend {
     }
 }
 
-/// Solves the problem `p` with its matrix split into the row blocks of `partition`, block `i`
-/// on `devices[i]` (one handle per block; clones of one handle put blocks on one stream, see
-/// the module documentation), preconditioned per block like [`super::solve_blocks_cpu`]
-/// ([`BlockPrecond`], built on the scaled blocks); `choose(b, local, pre)` gives block `b`'s
-/// plan for its (scaled) local part and preconditioner. `report` receives the split's
-/// [`BlockReport`] as soon as it is built.
-pub fn solve_blocks_gpu(
+/// Builds the block backend of the problem `p` with its matrix split into the row blocks of
+/// `partition`, block `i` on `devices[i]` (one handle per block; clones of one handle put
+/// blocks on one stream, see the module documentation), preconditioned per block like
+/// [`super::solve_blocks_cpu`] ([`BlockPrecond`], built on the scaled blocks); `choose(b,
+/// local, pre)` gives block `b`'s plan for its (scaled) local part and preconditioner.
+/// `report` receives the split's [`BlockReport`] as soon as it is built, and its `setup_ms`
+/// once the backend is ready (room made for `p.params.max_iter` iterations). Solve with
+/// [`crate::pcg()`]; later right-hand sides go in with [`BlockGpuBackend::set_problem`].
+pub fn prepare_blocks_gpu(
     devices: &[GpuDevice],
     p: &BlockProblem<'_>,
     partition: RowPartition,
     mut choose: impl FnMut(usize, &CsrMatrix, &Preconditioner) -> GpuPlanChoice,
     report: &mut Option<BlockReport>,
-) -> Result<BlockSolve, SolveFailure> {
+) -> Result<BlockGpuBackend, PcgError> {
     let (a, b, x0, kind, params) = (p.a, p.b, p.x0, p.kind, p.params);
     let t0 = std::time::Instant::now();
     if devices.len() != partition.nblocks() {
@@ -805,8 +843,7 @@ pub fn solve_blocks_gpu(
             "{} row blocks need one device handle each, got {}",
             partition.nblocks(),
             devices.len()
-        ))
-        .into());
+        )));
     }
     let (factors, scaled, split) = scaled_split(a, b, partition)?;
     let pre = BlockPrecond::build(&scaled, &split, kind)?;
@@ -830,11 +867,22 @@ pub fn solve_blocks_gpu(
         sx0.as_deref(),
         factors,
     )?;
+    backend.a_max = crate::scaling::max_abs(a.data());
     backend.reserve_iterations(params.max_iter)?;
     if let Some(r) = report.as_mut() {
         r.setup_ms = t0.elapsed().as_secs_f64() * 1e3;
     }
-    match pcg(&mut backend, params, |_| ControlFlow::Continue(())) {
+    Ok(backend)
+}
+
+/// Runs PCG on a prepared block backend and returns the solution of the original system (or
+/// the failure with the last iterate where there is one).
+pub fn run_blocks_gpu(
+    backend: &mut BlockGpuBackend,
+    params: &crate::PcgParams,
+    progress: impl FnMut(&IterRecord) -> ControlFlow<()>,
+) -> Result<BlockSolve, SolveFailure> {
+    match pcg(backend, params, progress) {
         Ok(info) => Ok(BlockSolve {
             x: backend.x()?,
             info,
@@ -847,4 +895,16 @@ pub fn solve_blocks_gpu(
         }
         Err(error) => Err(SolveFailure { error, x: None }),
     }
+}
+
+/// Solves the problem `p` once: [`prepare_blocks_gpu`] then [`run_blocks_gpu`].
+pub fn solve_blocks_gpu(
+    devices: &[GpuDevice],
+    p: &BlockProblem<'_>,
+    partition: RowPartition,
+    choose: impl FnMut(usize, &CsrMatrix, &Preconditioner) -> GpuPlanChoice,
+    report: &mut Option<BlockReport>,
+) -> Result<BlockSolve, SolveFailure> {
+    let mut backend = prepare_blocks_gpu(devices, p, partition, choose, report)?;
+    run_blocks_gpu(&mut backend, p.params, |_| ControlFlow::Continue(()))
 }
