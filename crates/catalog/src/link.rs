@@ -5,7 +5,7 @@ use serde::Serialize;
 /// Bandwidth and latencies of the link between the GPUs of one host.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct LinkProps {
-    /// What the figures describe ("nvlink-4 (default)", "measured"...).
+    /// What the figures describe ("nvlink-4 (default figures)", [`LinkProps::MEASURED`]...).
     pub name: &'static str,
     /// Point-to-point bandwidth one GPU sustains to one peer, GB/s.
     pub bandwidth_gbs: f64,
@@ -35,6 +35,23 @@ impl LinkProps {
         allreduce_latency_us: 40.0,
     };
 
+    /// The name of figures `autopcg tune` measured on the host.
+    pub const MEASURED: &'static str = "measured by tune";
+
+    /// Figures measured on the host (named [`LinkProps::MEASURED`]).
+    pub const fn measured(
+        bandwidth_gbs: f64,
+        message_latency_us: f64,
+        allreduce_latency_us: f64,
+    ) -> LinkProps {
+        LinkProps {
+            name: LinkProps::MEASURED,
+            bandwidth_gbs,
+            message_latency_us,
+            allreduce_latency_us,
+        }
+    }
+
     /// Time to move `bytes` in `messages` messages, microseconds (the messages of one GPU are
     /// sent one after the other).
     pub fn transfer_us(&self, bytes: f64, messages: usize) -> f64 {
@@ -52,5 +69,8 @@ mod tests {
         let t = LinkProps::NVLINK4.transfer_us(3e6, 2);
         assert!((t - 30.0).abs() < 1e-9, "{t}");
         assert_eq!(LinkProps::PCIE5.transfer_us(0.0, 0), 0.0);
+        let m = LinkProps::measured(100.0, 5.0, 12.0);
+        assert_eq!(m.name, LinkProps::MEASURED);
+        assert!((m.transfer_us(1e6, 1) - 15.0).abs() < 1e-9);
     }
 }

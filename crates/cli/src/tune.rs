@@ -8,11 +8,13 @@ use anyhow::{anyhow, Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
+use autopcg::gpu::GpuDevice;
 use autopcg_model::profile::Profile;
+use autopcg_model::MeasuredLink;
 use autopcg_profiler::run::ASSUMED_BANDWIDTH;
 use autopcg_profiler::{
-    kernel_table, open_profile, run_sweep, GpuMeasurer, Measurer, Observer, Progress, StageReport,
-    Sweep, SweepOptions,
+    kernel_table, link_summary, measure_link, open_profile, peer_ordinal, run_sweep, GpuMeasurer,
+    LinkOptions, Measurer, Observer, Progress, StageReport, Sweep, SweepOptions,
 };
 
 #[derive(Args)]
@@ -42,17 +44,23 @@ pub(crate) struct TuneArgs {
     refit: Option<PathBuf>,
 }
 
-/// Fits the performance models from the profile at `profile_path` and writes the model file to
-/// `model_path`; returns a one-line summary of the fit.
-pub(crate) fn fit_and_write_model(profile_path: &Path, model_path: &Path) -> Result<String> {
+/// Fits the performance models from the profile at `profile_path` and writes the model file,
+/// with the measured `link` between the host's GPUs if any, to `model_path`; returns a
+/// one-line summary of the fit.
+pub(crate) fn fit_and_write_model(
+    profile_path: &Path,
+    model_path: &Path,
+    link: Option<MeasuredLink>,
+) -> Result<String> {
     let profile = Profile::read(profile_path)?;
     let name = profile_path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     let t = std::time::Instant::now();
-    let model = autopcg_model::ModelFile::fit(&profile, &name)
+    let mut model = autopcg_model::ModelFile::fit(&profile, &name)
         .with_context(|| format!("fitting the models from {}", profile_path.display()))?;
+    model.link = link;
     model.save(model_path)?;
     let q = &model.quality;
     let pct = |x: Option<f64>| x.map_or_else(|| "-".to_string(), |v| format!("{:.1}%", 100.0 * v));
@@ -232,6 +240,38 @@ impl Observer for Display {
     }
 }
 
+/// The link between the tuned GPU `dev` and the lowest other GPU, when the driver reports
+/// several: a progress line on stderr and the result on stdout. `None` with one GPU (a line
+/// says so), or when the measurement failed (a note says why): the model then has no link and
+/// `--gpus auto` uses the default figures.
+fn measure_host_link(dev: &GpuDevice) -> Option<MeasuredLink> {
+    let not_measured = |why: String| {
+        eprintln!("link: not measured ({why}); --gpus auto will use the default figures");
+        None
+    };
+    let count = match GpuDevice::discover() {
+        Ok(d) => d.len(),
+        Err(e) => return not_measured(format!("listing the GPUs failed: {e}")),
+    };
+    let Some(peer) = peer_ordinal(dev.ordinal(), count) else {
+        return not_measured("one GPU".into());
+    };
+    eprintln!(
+        "link: measuring GPU {} <- GPU {peer} ({count} GPUs): peer copies and the dot all-gather",
+        dev.ordinal()
+    );
+    let measured = GpuDevice::open(peer)
+        .map_err(autopcg_profiler::ProfilerError::from)
+        .and_then(|p| measure_link(dev, &p, count, &LinkOptions::default()));
+    match measured {
+        Ok(l) => {
+            println!("{}", link_summary(&l));
+            Some(l)
+        }
+        Err(e) => not_measured(format!("the measurement failed: {e}")),
+    }
+}
+
 pub(crate) fn tune(a: TuneArgs) -> Result<()> {
     if let Some(profile) = &a.refit {
         let p = Profile::read(profile)?;
@@ -244,7 +284,8 @@ pub(crate) fn tune(a: TuneArgs) -> Result<()> {
         };
         autopcg::sparse::io::check_output(&model_path, [profile])?;
         create_parent(&model_path)?;
-        let summary = fit_and_write_model(profile, &model_path)?;
+        // Nothing is measured: the model has no link (`--gpus auto` uses the default figures).
+        let summary = fit_and_write_model(profile, &model_path, None)?;
         println!("{summary}");
         println!("model written to {}", model_path.display());
         return Ok(());
@@ -348,7 +389,8 @@ pub(crate) fn tune(a: TuneArgs) -> Result<()> {
         gib(spec.total_mem)
     );
     println!("profile written to {}", profile_path.display());
-    let summary = fit_and_write_model(&profile_path, &model_path)?;
+    let link = measure_host_link(&dev);
+    let summary = fit_and_write_model(&profile_path, &model_path, link)?;
     println!("{summary}");
     println!("model written to {}", model_path.display());
     Ok(())

@@ -8,6 +8,8 @@
 //!   nonzeros.
 //! - [`choose_gpu_count`]: the predicted time per iteration on 1..N GPUs (slowest block's
 //!   compute, its halo over the link, one all-reduce) and the count that minimises it.
+//! - [`link_for`]: the link figures for a device's model: those `tune` measured on the host,
+//!   else [`DEFAULT_LINK`].
 use std::ops::Range;
 
 use autopcg_catalog::{DeviceProps, LinkProps};
@@ -32,13 +34,25 @@ pub const BYTES_PER_COST_UNIT: f64 = 20.0;
 /// Memory bandwidth assumed when the device does not report its clock and bus, GB/s.
 pub const DEFAULT_BANDWIDTH_GBS: f64 = 3000.0;
 
-/// The link figures `--gpus auto` predicts with: [`LinkProps::NVLINK4`], the defaults for the
-/// NVLink 4 of H100 / H200 SXM boards. They are not measured: 300 GB/s per direction between
+/// The link figures `--gpus auto` predicts with when the model holds no measured link (see
+/// [`link_for`]): [`LinkProps::NVLINK4`], the defaults for the NVLink 4 of H100 / H200 SXM
+/// boards. They are not measured: 300 GB/s per direction between
 /// two GPUs (below the 450 GB/s nominal peak of NVLink 4 per direction, for halo-sized
 /// messages), 10 us per message and 20 us per all-reduce of a few doubles (launch and
 /// synchronisation costs of that order within one host). On PCIe-connected GPUs they favour
 /// too many GPUs; [`LinkProps::PCIE5`] holds the PCIe 5 defaults.
 pub const DEFAULT_LINK: LinkProps = LinkProps::NVLINK4;
+
+/// The link figures to predict with for a device whose model is `model`: the link `tune`
+/// measured between the host's GPUs when the model holds one (named [`LinkProps::MEASURED`]),
+/// else [`DEFAULT_LINK`] (no model, a model of a one-GPU host, or one written before the link
+/// was measured).
+#[cfg(feature = "model")]
+pub fn link_for(model: Option<&autopcg_model::file::ModelFile>) -> LinkProps {
+    model
+        .and_then(|m| m.link.as_ref())
+        .map_or(DEFAULT_LINK, |l| l.props())
+}
 
 /// The plan of one block.
 #[derive(Debug, Clone)]
@@ -478,6 +492,36 @@ mod tests {
             assert!((o.predicted_us - o.compute_us - o.halo_us - o.allreduce_us).abs() < 1e-9);
         }
         assert!(fast.options[1].compute_us < fast.options[0].compute_us);
+    }
+
+    #[cfg(feature = "model")]
+    #[test]
+    fn the_link_is_the_measured_one_when_the_model_holds_it() {
+        let path =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../models/nvidia-h200.json");
+        let mut m = autopcg_model::file::ModelFile::load(path).unwrap();
+        // No model, or a model without a measured link: the defaults.
+        assert_eq!(link_for(None), DEFAULT_LINK);
+        assert_eq!(m.link, None);
+        assert_eq!(link_for(Some(&m)), DEFAULT_LINK);
+        m.link = Some(autopcg_model::MeasuredLink {
+            gpus: 2,
+            between: [0, 1],
+            peer_access: false,
+            bandwidth_gbs: 25.0,
+            message_latency_us: 18.0,
+            allreduce_latency_us: 45.0,
+            sizes: vec![8, 1 << 20],
+            times_us: vec![18.0, 60.0],
+        });
+        let l = link_for(Some(&m));
+        assert_eq!(l, LinkProps::measured(25.0, 18.0, 45.0));
+        assert_eq!(l.name, LinkProps::MEASURED);
+        // The measured figures reach the GPU count: a slow link keeps a small matrix on one.
+        let a = poisson3d_7pt(16, 16, 16).unwrap();
+        let c = choose_gpu_count(&a, 4, &l, |b| roofline_block_us(b, h100_bw())).unwrap();
+        assert_eq!(c.link, l);
+        assert_eq!(c.options[1].allreduce_us, 45.0);
     }
 
     #[test]

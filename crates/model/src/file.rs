@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::classifier::{ClassifierOptions, SpmvClassifier};
+use crate::link::MeasuredLink;
 use crate::profile::Profile;
 use crate::spmv::{SpmvFitOptions, SpmvModel, StoredLimits};
 use crate::vecdot::{evaluate, DotModels, TreeEvalReport, VectorModels};
@@ -73,6 +74,10 @@ pub struct ModelFile {
     pub quality: FitQuality,
     /// Notes of the fit (parts left out and why).
     pub notes: Vec<String>,
+    /// The link between the host's GPUs, when `tune` found several and measured it; absent
+    /// from files written before it was measured and from files of one-GPU hosts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link: Option<MeasuredLink>,
 }
 
 #[derive(Deserialize)]
@@ -150,6 +155,7 @@ impl ModelFile {
             classifier,
             quality,
             notes,
+            link: None,
         })
     }
 
@@ -194,6 +200,9 @@ impl ModelFile {
         }
         if let Some(c) = &self.classifier {
             c.validate().map_err(|e| e.to_string())?;
+        }
+        if let Some(l) = &self.link {
+            l.validate()?;
         }
         Ok(())
     }
@@ -422,6 +431,33 @@ mod tests {
 
         let e = ModelFile::load("does/not/exist.json").unwrap_err();
         assert!(matches!(e, ModelError::Io { .. }), "{e}");
+    }
+
+    #[test]
+    fn the_measured_link_is_optional_round_trips_and_is_validated() {
+        let p = full_profile();
+        let mut m = ModelFile::fit(&p, "synthetic.profile.jsonl").unwrap();
+        // Without a link the file has no such field, as files written before it.
+        let plain = serde_json::to_string_pretty(&m).unwrap();
+        assert!(!plain.contains("\"link\""));
+        let path = Path::new("models/x.json");
+        assert_eq!(ModelFile::parse(&plain, path).unwrap().link, None);
+        m.link = Some(MeasuredLink {
+            gpus: 4,
+            between: [0, 1],
+            peer_access: true,
+            bandwidth_gbs: 200.0,
+            message_latency_us: 3.0,
+            allreduce_latency_us: 11.0,
+            sizes: vec![8, 65536],
+            times_us: vec![3.0, 3.3],
+        });
+        let text = serde_json::to_string_pretty(&m).unwrap();
+        assert_eq!(ModelFile::parse(&text, path).unwrap(), m);
+        let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        v["link"]["bandwidth_gbs"] = serde_json::json!(0.0);
+        let e = ModelFile::parse(&v.to_string(), path).unwrap_err();
+        assert!(matches!(e, ModelError::Invalid { .. }), "{e}");
     }
 
     #[test]

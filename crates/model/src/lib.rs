@@ -10,6 +10,7 @@
 //! - [`vecdot`]: the vector-update and dot-product models: per operation or family, lines per
 //!   launch configuration and domain, their decision trees, and the held-out evaluation.
 //! - [`file`](mod@file): model files: everything fitted for one GPU, saved and loaded with validation.
+//! - [`link`]: the link between the GPUs of a host as `tune` measured it.
 //! - [`store`]: where model files live and how the one for a device is found.
 //! - [`spmv`]: the SpMV performance model: a time model per candidate (format, kernel, launch
 //!   configuration), conversion costs, and the selection by predicted time.
@@ -29,6 +30,7 @@ pub mod domains;
 pub mod error;
 pub mod file;
 pub mod linear;
+pub mod link;
 pub mod nnls;
 pub mod profile;
 pub mod spmv;
@@ -44,6 +46,7 @@ pub use classifier::{ClassifierOptions, SpmvClassifier};
 pub use error::ModelError;
 pub use file::{ModelFile, MODEL_SCHEMA};
 pub use linear::{fit_line, FitStats, Line, LineFit};
+pub use link::MeasuredLink;
 pub use spmv::{SpmvCandidate, SpmvFitOptions, SpmvModel, SpmvPrediction};
 pub use spmv_eval::{evaluate as evaluate_spmv, evaluate_against, FallbackRule, SpmvEvalReport};
 pub use tree::{domain_leaves, DecisionTree, Leaf};

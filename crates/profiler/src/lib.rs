@@ -9,6 +9,8 @@
 //! - [`matrices`]: the benchmark matrices (fit, evaluation and quick sets).
 //! - [`measure`]: the [`Measurer`] trait the sweep is written against.
 //! - [`gpu`](mod@gpu): [`GpuMeasurer`], the measurement source on a CUDA device.
+//! - [`link`]: the link between two GPUs of a host (peer copies and the dot all-gather),
+//!   measured by `tune` when the host has several.
 //! - [`run`]: running a sweep into a profile, resumably ([`tune`], [`run_eval_set`],
 //!   [`run_sweep`]), with progress reports.
 //! - [`testing`]: [`testing::FakeMeasurer`], a deterministic source for tests without a GPU.
@@ -16,6 +18,7 @@
 
 pub mod error;
 pub mod gpu;
+pub mod link;
 pub mod matrices;
 pub mod measure;
 mod occupancy;
@@ -25,6 +28,7 @@ pub mod testing;
 
 pub use error::ProfilerError;
 pub use gpu::GpuMeasurer;
+pub use link::{fit_link, link_summary, measure_link, peer_ordinal, LinkFit, LinkOptions};
 pub use matrices::{eval_matrices, fit_matrices, quick_matrices, MatrixSpec};
 pub use measure::{MatrixBench, Measurer};
 pub use occupancy::KernelResources;
