@@ -26,8 +26,9 @@ pub enum GpuCount {
     Count(usize),
     /// The count, up to the GPUs present, with the least predicted time per iteration
     /// ([`autopcg_generator::blocks::choose_gpu_count`]: the slowest block's bandwidth-bound
-    /// compute on GPU 0's bandwidth, its halo over the link and one all-reduce, with the
-    /// default link figures [`autopcg_generator::blocks::DEFAULT_LINK`], not measured ones).
+    /// compute on GPU 0's bandwidth, its halo over the link and one all-reduce, with the link
+    /// figures of the device's model when tune measured them there
+    /// ([`autopcg_generator::blocks::link_for`]), else [`autopcg_generator::blocks::DEFAULT_LINK`]).
     Auto,
 }
 
@@ -131,7 +132,7 @@ fn place(s: &BlockSettings, notes: &mut Vec<String>) -> Result<Placement, SolveF
             .into());
         }
         #[cfg(feature = "gpu")]
-        return place_on_gpus(a, g, found, notes);
+        return place_on_gpus(a, g, found, &s.model, notes);
     }
     #[cfg(feature = "gpu")]
     {
@@ -185,6 +186,7 @@ fn place_on_gpus(
     a: &CsrMatrix,
     g: GpuCount,
     found: usize,
+    model: &crate::ModelChoice,
     notes: &mut Vec<String>,
 ) -> Result<Placement, SolveFailure> {
     use autopcg_generator::blocks::{bandwidth_gbs, choose_gpu_count, roofline_block_us};
@@ -193,7 +195,11 @@ fn place_on_gpus(
     let (n, gpu_count) = match g {
         GpuCount::Count(n) => (n, None),
         GpuCount::Auto => {
-            let link = autopcg_generator::blocks::DEFAULT_LINK;
+            // The link tune measured on this host when the device's model holds it, else the
+            // default figures.
+            let resolved = crate::models::resolve_model(model, Some(first.props().name.as_str()))?;
+            let link =
+                autopcg_generator::blocks::link_for(resolved.model.as_ref().map(|m| &m.file));
             let bw = bandwidth_gbs(first.props());
             let c = choose_gpu_count(a, found, &link, |b| roofline_block_us(b, bw))
                 .map_err(plan_error)?;
