@@ -590,8 +590,7 @@ fn gpu_exec(
 }
 
 /// A new GPU backend of `plan` with room for `params.max_iter` iterations, and where its time
-/// went: the construction's parts, and the history's allocation as an upload (it waits for the
-/// device when it grows, so its time is complete).
+/// went: the construction's parts, and the history's allocation and copy as an upload.
 #[cfg(feature = "gpu")]
 fn reserved_gpu_backend(
     dev: &GpuDevice,
@@ -603,6 +602,9 @@ fn reserved_gpu_backend(
     let mut parts = backend.setup_times();
     let t = Instant::now();
     backend.reserve_iterations(params.max_iter)?;
+    // The grown history's copy may still be under way: wait for it (a few microseconds when
+    // nothing is queued), so that it is counted here.
+    dev.synchronize().map_err(PcgError::from)?;
     parts.upload_ms += t.elapsed().as_secs_f64() * 1e3;
     Ok((backend, parts))
 }
