@@ -35,6 +35,7 @@ use autopcg_generator::{PlanRequest, SolvePlan, Target};
 #[cfg(feature = "gpu")]
 use autopcg_gpu::GpuDevice;
 use autopcg_solver::cpu::CpuBackend;
+use autopcg_solver::gpu::BackendTimes;
 #[cfg(feature = "gpu")]
 use autopcg_solver::gpu::GpuBackend;
 use autopcg_solver::{
@@ -185,7 +186,7 @@ impl<'a> PreparedSolver<'a> {
         };
         #[cfg(not(feature = "gpu"))]
         let on_gpu = None;
-        let (exec, device) = match on_gpu {
+        let (exec, device, parts) = match on_gpu {
             Some(e) => e,
             None => {
                 // Checks what a solve would check (sizes, the diagonal) now, not at the first
@@ -194,11 +195,12 @@ impl<'a> PreparedSolver<'a> {
                 (
                     Exec::Cpu,
                     format!("cpu ({} threads)", rayon::current_num_threads()),
+                    BackendTimes::default(),
                 )
             }
         };
         let select_ms = plan.select_ms;
-        let setup = prepare_times(check_ms, device_ms, &plan, select_ms, t1);
+        let setup = prepare_times(check_ms, device_ms, &plan, select_ms, t1, parts);
         Ok(Self::assemble(
             a,
             plan,
@@ -246,9 +248,16 @@ impl<'a> PreparedSolver<'a> {
         let mut params = s.params.clone();
         params.check_every = Some(plan.check_every);
         let t2 = Instant::now();
-        let exec = gpu_exec(dev, &a, &plan, &params)?;
-        let setup = prepare_times(check_ms, device_ms, &plan, select_ms, t2);
-        Ok(Self::assemble(a, plan, params, exec, notes, setup))
+        let (exec, device, parts) = gpu_exec(dev, &a, &plan, &params)?;
+        let setup = prepare_times(check_ms, device_ms, &plan, select_ms, t2, parts);
+        Ok(Self::assemble(
+            a,
+            plan,
+            params,
+            (exec, device),
+            notes,
+            setup,
+        ))
     }
 
     /// The prepared solver of `plan` running on `exec` (and the device in words).
@@ -517,26 +526,29 @@ impl<'a> PreparedSolver<'a> {
         let a: &CsrMatrix = &self.a;
         let precond_ms = t0.elapsed().as_secs_f64() * 1e3;
         let t1 = Instant::now();
-        match &mut self.exec {
+        let parts = match &mut self.exec {
             #[cfg(feature = "gpu")]
             Exec::Gpu { dev, backend } => {
-                if !backend.update_matrix(a, &self.plan.preconditioner)? {
-                    let mut fresh =
-                        new_gpu_backend(dev, a, &self.plan, &vec![0.0; a.nrows()], None)?;
-                    fresh.reserve_iterations(self.params.max_iter)?;
+                if backend.update_matrix(a, &self.plan.preconditioner)? {
+                    backend.setup_times()
+                } else {
+                    let (fresh, parts) = reserved_gpu_backend(dev, a, &self.plan, &self.params)?;
                     **backend = fresh;
+                    parts
                 }
             }
             Exec::Cpu => {
                 CpuBackend::new(a, &self.plan.preconditioner, &vec![0.0; a.nrows()], None)?;
+                BackendTimes::default()
             }
             Exec::Blocks(_) => unreachable!("block solvers refreshed above"),
-        }
+        };
         Ok(SetupTimes {
             precond_ms,
             backend_ms: t1.elapsed().as_secs_f64() * 1e3,
             ..SetupTimes::default()
-        })
+        }
+        .with_backend_parts(parts))
     }
 
     /// The same prepared solver owning its matrix, free of the caller's borrow.
@@ -579,13 +591,15 @@ fn symmetry_check_ms(a: &CsrMatrix, s: &Settings) -> Result<f64, Error> {
     Ok(tc.elapsed().as_secs_f64() * 1e3)
 }
 
-/// What preparing cost: the backend from `backend_start` until now.
+/// What preparing cost: the backend from `backend_start` until now, of which `parts` went to
+/// uploads, conversions and kernel loading.
 fn prepare_times(
     check_ms: f64,
     device_ms: f64,
     plan: &SolvePlan,
     select_ms: f64,
     backend_start: Instant,
+    parts: BackendTimes,
 ) -> SetupTimes {
     SetupTimes {
         check_ms,
@@ -594,7 +608,9 @@ fn prepare_times(
         select_ms,
         backend_ms: backend_start.elapsed().as_secs_f64() * 1e3,
         rhs_ms: 0.0,
+        ..SetupTimes::default()
     }
+    .with_backend_parts(parts)
 }
 
 /// The first row (1-based) whose diagonal entry in `values` (new values of `a`'s pattern) is not
@@ -635,19 +651,39 @@ fn saved_error(e: SavedPlanError) -> Error {
 }
 
 /// The GPU backend of `plan` on `dev` (uploaded with a zero right-hand side; each solve puts
-/// its own in place), with room for `params.max_iter` iterations, and the device in words.
+/// its own in place), with room for `params.max_iter` iterations, the device in words, and
+/// where the backend's time went.
 #[cfg(feature = "gpu")]
 fn gpu_exec(
     dev: GpuDevice,
     a: &CsrMatrix,
     plan: &SolvePlan,
     params: &PcgParams,
-) -> Result<(Exec, String), Error> {
-    let backend = new_gpu_backend(&dev, a, plan, &vec![0.0; a.nrows()], None)?;
+) -> Result<(Exec, String, BackendTimes), Error> {
+    let (backend, parts) = reserved_gpu_backend(&dev, a, plan, params)?;
     let device = format!("gpu {} ({})", dev.ordinal(), dev.props().name);
-    let mut backend = Box::new(backend);
+    let backend = Box::new(backend);
+    Ok((Exec::Gpu { dev, backend }, device, parts))
+}
+
+/// A new GPU backend of `plan` with room for `params.max_iter` iterations, and where its time
+/// went: the construction's parts, and the history's allocation and copy as an upload.
+#[cfg(feature = "gpu")]
+fn reserved_gpu_backend(
+    dev: &GpuDevice,
+    a: &CsrMatrix,
+    plan: &SolvePlan,
+    params: &PcgParams,
+) -> Result<(GpuBackend, BackendTimes), Error> {
+    let mut backend = new_gpu_backend(dev, a, plan, &vec![0.0; a.nrows()], None)?;
+    let mut parts = backend.setup_times();
+    let t = Instant::now();
     backend.reserve_iterations(params.max_iter)?;
-    Ok((Exec::Gpu { dev, backend }, device))
+    // The grown history's copy may still be under way: wait for it (a few microseconds when
+    // nothing is queued), so that it is counted here.
+    dev.synchronize().map_err(PcgError::from)?;
+    parts.upload_ms += t.elapsed().as_secs_f64() * 1e3;
+    Ok((backend, parts))
 }
 
 #[cfg(feature = "gpu")]

@@ -26,15 +26,25 @@ pub struct SetupTimes {
     pub precond_ms: f64,
     /// Choosing the plan.
     pub select_ms: f64,
-    /// Conversions, uploads, allocation and kernel loading of the backend.
+    /// Conversions, uploads, allocation and kernel loading of the backend, and the host work
+    /// around them (scaling, checks): `upload_ms`, `convert_ms` and `load_ms` are parts of it.
     pub backend_ms: f64,
+    /// Part of `backend_ms`: host-to-device copies of the operands and vectors, device
+    /// allocations and the fills that initialise them (0 on the CPU).
+    pub upload_ms: f64,
+    /// Part of `backend_ms`: format conversions of the operands (ELL, DIA and HYB built on the
+    /// device from the uploaded CSR arrays, COO on the host; 0 on the CPU).
+    pub convert_ms: f64,
+    /// Part of `backend_ms`: compiling (or reading from the kernel cache) and loading the
+    /// kernel modules the plan runs (0 on the CPU).
+    pub load_ms: f64,
     /// Putting this solve's right-hand side and initial guess in place (the only setup a
     /// solve on a prepared solver pays).
     pub rhs_ms: f64,
 }
 
 impl SetupTimes {
-    /// The total.
+    /// The total (`upload_ms`, `convert_ms` and `load_ms` are counted in `backend_ms`).
     pub fn total_ms(&self) -> f64 {
         self.check_ms
             + self.device_ms
@@ -42,6 +52,14 @@ impl SetupTimes {
             + self.select_ms
             + self.backend_ms
             + self.rhs_ms
+    }
+
+    /// The times with the backend's parts (uploads, conversions, kernel loading) set.
+    pub(crate) fn with_backend_parts(mut self, parts: autopcg_solver::gpu::BackendTimes) -> Self {
+        self.upload_ms = parts.upload_ms;
+        self.convert_ms = parts.convert_ms;
+        self.load_ms = parts.load_ms;
+        self
     }
 }
 
@@ -272,6 +290,9 @@ pub(crate) fn solve_prepared(
         s.setup.precond_ms += prep.precond_ms;
         s.setup.select_ms += prep.select_ms;
         s.setup.backend_ms += prep.backend_ms;
+        s.setup.upload_ms += prep.upload_ms;
+        s.setup.convert_ms += prep.convert_ms;
+        s.setup.load_ms += prep.load_ms;
         s.setup_ms = s.setup.total_ms();
     };
     match p.solve_with(b, x0, progress) {

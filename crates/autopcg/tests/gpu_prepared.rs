@@ -92,6 +92,63 @@ fn prepared_solves_many_right_hand_sides_and_new_values(_dev: GpuDevice) {
     }
 }
 
+/// The backend's parts (uploads, conversions, kernel loading) are each non-negative and
+/// together within the backend's time, at preparing, after new values, and in a one-shot
+/// solve's setup; an operand stored in a padded format has a conversion time.
+fn setup_parts_add_up_within_the_backend_time(_dev: GpuDevice) {
+    let within = |t: &autopcg::SetupTimes, what: &str| {
+        for (name, v) in [
+            ("upload", t.upload_ms),
+            ("convert", t.convert_ms),
+            ("load", t.load_ms),
+        ] {
+            assert!(v >= 0.0 && v.is_finite(), "{what}: {name}_ms = {v}");
+        }
+        let parts = t.upload_ms + t.convert_ms + t.load_ms;
+        assert!(
+            parts <= t.backend_ms + 1e-6,
+            "{what}: parts {parts} ms > backend {} ms",
+            t.backend_ms
+        );
+    };
+    let a = families::poisson3d_7pt(32, 32, 32).unwrap();
+    for kind in [
+        PrecondKind::Jacobi,
+        PrecondKind::ssor_ai(),
+        PrecondKind::ssor_ai().with_form(SsorForm::Explicit),
+    ] {
+        let solver = || {
+            Solver::new(&a)
+                .device(Device::Gpu)
+                .model(ModelChoice::Off)
+                .precond(kind)
+        };
+        let mut p = solver().prepare().unwrap();
+        let what = format!("{kind} prepared");
+        within(&p.setup(), &what);
+        assert!(p.setup().upload_ms > 0.0, "{what}: something was uploaded");
+        let padded = p
+            .plan()
+            .steps
+            .iter()
+            .any(|s| matches!(s.format.as_str(), "ell" | "dia" | "hyb"));
+        if padded {
+            assert!(p.setup().convert_ms > 0.0, "{what}: {:?}", p.plan());
+        }
+        // A + I: the same scale factors, so the backend takes the values in place.
+        let mut values = a.data().to_vec();
+        for i in 0..a.nrows() {
+            let k = a.indptr()[i] as usize + a.row(i).0.partition_point(|&j| (j as usize) < i);
+            values[k] += 1.0;
+        }
+        let u = p.update_values(&values).unwrap();
+        within(&u, &format!("{kind} new values"));
+        assert_eq!(u.load_ms, 0.0, "{kind}: new values in place load no kernel");
+        let once = solver().solve(&rhs(&a, 1)).unwrap();
+        within(&once.setup, &format!("{kind} one-shot"));
+    }
+}
+
 /// Per-solve overhead beyond the iterations at n = 1e4 (the target: at most 0.5 ms):
 /// printed, and asserted only to be finite (timings are benchmarks, not tests).
 fn per_solve_overhead_is_reported(_dev: GpuDevice) {
@@ -209,6 +266,7 @@ autopcg_gpu::test_main! {
     gpu: [
         a_saved_plan_prepares_once_and_solves_many,
         prepared_solves_many_right_hand_sides_and_new_values,
+        setup_parts_add_up_within_the_backend_time,
         per_solve_overhead_is_reported,
     ],
 }

@@ -164,3 +164,27 @@ fn new_values_solve_as_a_solver_prepared_for_them() {
         assert_eq!(got.precond_applied, fresh.precond_applied, "{kind}");
     }
 }
+
+#[test]
+fn the_setup_json_carries_the_backend_parts_zero_on_the_cpu() {
+    let a = families::poisson2d_5pt(20, 20).unwrap();
+    let b = rhs(&a, 1);
+    let s = Solver::new(&a)
+        .device(Device::Cpu)
+        .precond(PrecondKind::ssor_ai())
+        .solve(&b)
+        .unwrap();
+    // The command line's JSON writes the setup times as they serialise here.
+    let json = serde_json::to_value(s.setup).unwrap();
+    let obj = json.as_object().unwrap();
+    for key in ["backend_ms", "upload_ms", "convert_ms", "load_ms"] {
+        assert!(obj.get(key).is_some_and(|v| v.is_f64()), "{key} in {json}");
+    }
+    for key in ["upload_ms", "convert_ms", "load_ms"] {
+        assert_eq!(obj[key].as_f64(), Some(0.0), "{key} on the CPU");
+    }
+    // The parts are inside backend_ms, not added to the total again.
+    let t = &s.setup;
+    let sum = t.check_ms + t.device_ms + t.precond_ms + t.select_ms + t.backend_ms + t.rhs_ms;
+    assert_eq!(t.total_ms(), sum);
+}

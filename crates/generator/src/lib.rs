@@ -11,8 +11,9 @@
 //! - [`select`]: model-driven choices per step (SpMV by least amortised predicted time, the
 //!   update and the reduction from their Alg. 3-1 trees), and the one amortisation formula
 //!   ([`select::amortised_ms`]).
-//! - [`ssor`]: SSOR-AI's application form (factored or explicit) and the bound on the explicit
-//!   product's size that is checked before it is formed.
+//! - [`ssor`]: SSOR-AI's application form (factored or explicit), judged on the explicit
+//!   product's counted structure without forming it, and the bound on the product's size that
+//!   is checked before it is counted.
 //! - [`explain`]: how each step was chosen, with its runners-up.
 //! - `saved` (feature `model`): a GPU plan as a schema-versioned file (`saved::SavedPlan`,
 //!   with the matrix `saved::Fingerprint`), and back to a [`SolvePlan`] without choosing again.
@@ -54,9 +55,9 @@ pub mod ssor;
 
 pub use explain::{StepExplain, StepOption, RUNNERS_UP};
 #[cfg(feature = "model")]
-pub use select::{select_dot3, select_spmv, select_update};
+pub use select::{select_dot3, select_spmv, select_spmv_counted, select_update, SpmvCounts};
 #[cfg(feature = "model")]
-pub use ssor::{choose_ssor_form, SsorFormChoice};
+pub use ssor::{choose_ssor_form, explicit_counts, SsorFormChoice};
 
 /// Iterations a conversion is amortised over when a solve does not say how many it expects.
 /// A guess of the order of the iteration counts of the benchmark families with SSOR-AI at a
@@ -187,8 +188,9 @@ pub struct SolvePlan {
     pub predicted_iteration_ms: Option<f64>,
     /// One-line notes (fallbacks taken and why).
     pub notes: Vec<String>,
-    /// Milliseconds spent building the preconditioner (with the explicit product's pattern
-    /// when a model compared the forms, and its values when the explicit form was chosen).
+    /// Milliseconds spent building the preconditioner (with the count of the explicit
+    /// product's structure when a model compared the forms, and the product itself when the
+    /// explicit form was chosen).
     pub precond_ms: f64,
     /// Milliseconds spent choosing.
     pub select_ms: f64,
@@ -281,8 +283,8 @@ struct Modelled {
     notes: Vec<String>,
     model_used: Option<String>,
     predicted: Option<f64>,
-    /// Milliseconds spent on the explicit SSOR-AI product: its pattern to compare the forms,
-    /// and its values when the explicit form is chosen.
+    /// Milliseconds spent on the explicit SSOR-AI product: counting its structure to compare
+    /// the forms, and forming it when the explicit form is chosen.
     spent_building: f64,
 }
 
@@ -311,31 +313,32 @@ fn modelled(
                 bound / a.nnz().max(1) as f64
             ));
         } else {
-            // The model reads the product's structure only, so its symbolic pattern stands in
-            // for it (the same statistics while K's values are finite); the values are
-            // computed only when the explicit form wins.
+            // The model reads the product's structure only: while K's values are finite it is
+            // counted by a symbolic pass that stores nothing of it, and the product is formed
+            // only when the explicit form wins. Otherwise it is formed first, and counted.
             let tb = Instant::now();
-            let candidate = if pre.values_finite() {
-                pre.explicit_pattern()?.map(|p| (p, false))
+            let (counts, formed) = if pre.values_finite() {
+                (ssor::explicit_counts(pre), None)
             } else {
                 match pre.to_explicit()? {
-                    Some(Preconditioner::SsorExplicit { m }) => Some((m, true)),
-                    _ => None,
+                    Some(Preconditioner::SsorExplicit { m }) => {
+                        (Some(select::SpmvCounts::of(&m)), Some(m))
+                    }
+                    _ => (None, None),
                 }
             };
             out.spent_building = tb.elapsed().as_secs_f64() * 1e3;
-            if let Some((mm, numeric)) = candidate {
-                match choose_ssor_form(m.file, k, kt, &mm, props, req.expected_iterations) {
+            if let Some(counts) = counts {
+                match choose_ssor_form(m.file, k, kt, &counts, props, req.expected_iterations) {
                     Ok(f) => {
                         out.explain.push(f.explain.clone());
                         let explicit = f.form == SsorForm::Explicit;
                         form_choice = Some(f);
                         if explicit {
                             let tv = Instant::now();
-                            let expl = if numeric {
-                                Some(Preconditioner::SsorExplicit { m: mm })
-                            } else {
-                                pre.explicit_on(mm)?
+                            let expl = match formed {
+                                Some(m) => Some(Preconditioner::SsorExplicit { m }),
+                                None => pre.to_explicit()?,
                             };
                             out.spent_building += tv.elapsed().as_secs_f64() * 1e3;
                             let Some(expl) = expl else {

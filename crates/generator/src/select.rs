@@ -17,6 +17,7 @@ use autopcg_model::file::ModelFile;
 use autopcg_model::spmv::SpmvPrediction;
 use autopcg_model::work::{spmv_work, SpmvWork};
 use autopcg_solver::gpu::{Dot3Choice, SpmvChoice, UpdateChoice};
+use autopcg_sparse::features::{features, MatrixFeatures};
 use autopcg_sparse::CsrMatrix;
 
 use crate::explain::{StepExplain, StepOption, RUNNERS_UP};
@@ -45,6 +46,25 @@ pub fn method_of(p: &SpmvPrediction, w: &SpmvWork, props: &DeviceProps) -> Optio
     p.candidate.method_for(w.shape(), props)
 }
 
+/// What the SpMV choice reads of an operand: its work counts (the SpMV model's terms) and its
+/// structural features (the classifier's inputs). Nothing else of the matrix is read, so an
+/// operand that is never formed can be judged from counts alone.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SpmvCounts {
+    /// The work counts ([`spmv_work`]).
+    pub work: SpmvWork,
+    /// The structural features ([`autopcg_sparse::features::features`]).
+    pub features: MatrixFeatures,
+}
+
+impl SpmvCounts {
+    /// The counts of a stored matrix.
+    pub fn of(b: &CsrMatrix) -> Self {
+        let (work, features) = rayon::join(|| spmv_work(b), || features(b));
+        SpmvCounts { work, features }
+    }
+}
+
 /// Chooses the SpMV of operand `b` (named `step` in the explanation).
 pub fn select_spmv(
     model: &ModelFile,
@@ -53,15 +73,53 @@ pub fn select_spmv(
     props: &DeviceProps,
     expected_iterations: f64,
 ) -> Result<(SpmvChoice, StepExplain), SelectError> {
-    let w = spmv_work(b);
+    select_spmv_from(
+        model,
+        step,
+        &spmv_work(b),
+        || features(b),
+        props,
+        expected_iterations,
+    )
+}
+
+/// Chooses the SpMV of an operand known by its counts only (the same choice as
+/// [`select_spmv`] on a matrix with these counts).
+pub fn select_spmv_counted(
+    model: &ModelFile,
+    step: &str,
+    counts: &SpmvCounts,
+    props: &DeviceProps,
+    expected_iterations: f64,
+) -> Result<(SpmvChoice, StepExplain), SelectError> {
+    select_spmv_from(
+        model,
+        step,
+        &counts.work,
+        || counts.features.clone(),
+        props,
+        expected_iterations,
+    )
+}
+
+/// The SpMV choice from the work counts `w`; `features` is called only when the model has a
+/// classifier to consult.
+fn select_spmv_from(
+    model: &ModelFile,
+    step: &str,
+    w: &SpmvWork,
+    features: impl FnOnce() -> MatrixFeatures,
+    props: &DeviceProps,
+    expected_iterations: f64,
+) -> Result<(SpmvChoice, StepExplain), SelectError> {
     let iters = expected_iterations.max(1.0);
     let mut scored: Vec<(f64, SpmvPrediction, SpmvMethod)> = model
         .spmv
-        .predict(&w)
+        .predict(w)
         .into_iter()
         .filter(|p| !p.candidate.is_cusparse())
         .filter_map(|p| {
-            let m = method_of(&p, &w, props)?;
+            let m = method_of(&p, w, props)?;
             m.check(step, props).ok()?;
             let csr = m.format() == autopcg_catalog::Format::Csr;
             let score = amortised_ms(p.predicted_ms, p.conversion_ms, csr, iters)?;
@@ -89,10 +147,10 @@ pub fn select_spmv(
         "least predicted SpMV time plus conversion / {iters:.0} iterations, over {} candidates that apply",
         scored.len()
     );
-    let classifier = model.classifier.as_ref().and_then(|c| {
-        let f = autopcg_sparse::features::features(b);
-        c.predict(&f, &w)
-    });
+    let classifier = model
+        .classifier
+        .as_ref()
+        .and_then(|c| c.predict(&features(), w));
     Ok((
         SpmvChoice {
             method,

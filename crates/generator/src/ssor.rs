@@ -13,9 +13,15 @@ use autopcg_sparse::CsrMatrix;
 #[cfg(feature = "model")]
 use crate::explain::{StepExplain, StepOption};
 #[cfg(feature = "model")]
-use crate::select::select_spmv;
+use crate::select::{select_spmv, select_spmv_counted, SpmvCounts};
 #[cfg(feature = "model")]
 use crate::SelectError;
+#[cfg(feature = "model")]
+use autopcg_model::work::{spmv_work_counted, WorkTally};
+#[cfg(feature = "model")]
+use autopcg_solver::Preconditioner;
+#[cfg(feature = "model")]
+use autopcg_sparse::features::{FeatureCounter, RowTally};
 
 /// The explicit form is not considered when the bound on its nonzeros exceeds this many times
 /// nnz(A) (and [`EXPLICIT_BOUND_MIN`]): past a few times nnz(A) it reads more than the
@@ -69,22 +75,52 @@ pub fn faster_form(factored_ms: f64, explicit_ms: f64) -> SsorForm {
     }
 }
 
+/// The counts the SpMV choice reads of the explicit product `M = K^T diag(s) K` of a factored
+/// SSOR-AI preconditioner, found by one parallel symbolic pass over K and K^T that counts each
+/// row of M and drops it: M's columns and values are never stored. `None` for any other
+/// preconditioner.
+///
+/// They are the counts of the product itself whenever K's values are finite
+/// ([`Preconditioner::values_finite`]): the product then stores exactly the entries of its
+/// symbolic pattern, is exactly symmetric, and has a positive diagonal (each `M_ii` holds the
+/// term `s_i > 0` and the others are squares times positive scales), so the features are
+/// counted with symmetry stated and every stored value taken as positive.
+#[cfg(feature = "model")]
+pub fn explicit_counts(pre: &Preconditioner) -> Option<SpmvCounts> {
+    let n = pre.dim()?;
+    let counter = FeatureCounter::new(n, n);
+    let (rows, work) = pre.fold_explicit_rows(
+        <(RowTally, WorkTally)>::default,
+        |(rows, work), i, cols| {
+            counter.add_row(rows, i, cols);
+            work.add_row(i, cols);
+        },
+        |(r1, w1), (r2, w2)| (r1.merge(r2), w1.merge(w2)),
+    )?;
+    let (features, hist) = counter.finish(rows, true);
+    Some(SpmvCounts {
+        work: spmv_work_counted(&features, &hist, &work),
+        features,
+    })
+}
+
 /// Picks SSOR-AI's application form by predicted time per application: SpMV(K) + SpMV(K^T)
-/// for the factored form against SpMV(M) for the explicit one. The factored form also runs a
-/// diagonal scaling (one vector pass), which is not profiled and not counted: the comparison
-/// favours the factored form by that pass.
+/// for the factored form against SpMV(M) for the explicit one, M known by its counts
+/// ([`explicit_counts`], or [`SpmvCounts::of`] the formed product). The factored form also
+/// runs a diagonal scaling (one vector pass), which is not profiled and not counted: the
+/// comparison favours the factored form by that pass.
 #[cfg(feature = "model")]
 pub fn choose_ssor_form(
     model: &ModelFile,
     k: &CsrMatrix,
     kt: &CsrMatrix,
-    m: &CsrMatrix,
+    m: &SpmvCounts,
     props: &DeviceProps,
     expected_iterations: f64,
 ) -> Result<SsorFormChoice, SelectError> {
     let k = select_spmv(model, "spmv K", k, props, expected_iterations)?;
     let kt = select_spmv(model, "spmv K^T", kt, props, expected_iterations)?;
-    let m = select_spmv(model, "spmv M", m, props, expected_iterations)?;
+    let m = select_spmv_counted(model, "spmv M", m, props, expected_iterations)?;
     let fact =
         k.0.predicted_ms.unwrap_or(f64::INFINITY) + kt.0.predicted_ms.unwrap_or(f64::INFINITY);
     let expl = m.0.predicted_ms.unwrap_or(f64::INFINITY);

@@ -82,8 +82,70 @@ fn the_model_chooses_the_explicit_form_where_it_predicts_it_faster() {
     assert_eq!(plan(&r).unwrap().precond_applied(), "ssor-ai-factored");
 }
 
+/// An SPD arrow matrix: row 0 couples to most rows, every seventh row to none, so the
+/// explicit product has one row longer than any local histogram table, rows of two entries
+/// and rows of one.
+fn arrow(n: usize) -> CsrMatrix {
+    let (mut r, mut c, mut v) = (vec![0u32], vec![0u32], vec![n as f64 + 1.0]);
+    for i in 1..n as u32 {
+        r.push(i);
+        c.push(i);
+        v.push(2.0);
+        if i % 7 != 0 {
+            r.extend([i, 0]);
+            c.extend([0, i]);
+            v.extend([-1.0, -1.0]);
+        }
+    }
+    CsrMatrix::from_triplets(n, n, &r, &c, &v).unwrap()
+}
+
+/// Matrices whose explicit SSOR-AI products differ in shape: stencils, random, irregular, and
+/// a single row.
+fn count_cases() -> Vec<(&'static str, CsrMatrix)> {
+    vec![
+        (
+            "poisson3d 7pt",
+            families::poisson3d_7pt(21, 19, 17).unwrap(),
+        ),
+        ("poisson2d 5pt", families::poisson2d_5pt(70, 53).unwrap()),
+        (
+            "random spd",
+            families::random_powerlaw_spd(5000, 8.0, 1.4, 5).unwrap(),
+        ),
+        ("arrow", arrow(3000)),
+        (
+            "n = 1",
+            CsrMatrix::from_triplets(1, 1, &[0], &[0], &[2.0]).unwrap(),
+        ),
+    ]
+}
+
 #[test]
-fn the_form_compared_on_the_symbolic_pattern_is_the_one_compared_on_the_product() {
+fn the_counted_explicit_structure_is_the_formed_patterns() {
+    for (name, a) in count_cases() {
+        for kind in [PrecondKind::ssor_ai(), PrecondKind::ssor_ai2()] {
+            let pre = Preconditioner::build(&a, &kind.resolved_for(&a)).unwrap();
+            let pattern = pre.explicit_pattern().unwrap().unwrap();
+            let counted = explicit_counts(&pre).expect("factored SSOR-AI");
+            let want = SpmvCounts::of(&pattern);
+            assert_eq!(counted.features, want.features, "{name} {kind}");
+            // The work counts are equal but for the row-length deviation, summed in floating
+            // point by the stored matrix's count.
+            let (mut w, v) = (counted.work.clone(), &want.work);
+            assert!(
+                (w.row_len_std - v.row_len_std).abs() <= 1e-12 * v.row_len_std,
+                "{name} {kind}"
+            );
+            w.row_len_std = v.row_len_std;
+            assert_eq!(&w, v, "{name} {kind}");
+        }
+    }
+    assert_eq!(explicit_counts(&Preconditioner::None), None);
+}
+
+#[test]
+fn the_form_compared_on_the_counts_is_the_one_compared_on_the_product() {
     let m = model();
     let props = DeviceProps::hopper_like();
     let mut forms = Vec::new();
@@ -98,20 +160,40 @@ fn the_form_compared_on_the_symbolic_pattern_is_the_one_compared_on_the_product(
             let Preconditioner::SsorFactored { k, kt, .. } = &pre else {
                 panic!("factored");
             };
-            let pattern = pre.explicit_pattern().unwrap().unwrap();
             let Some(Preconditioner::SsorExplicit { m: product }) = pre.to_explicit().unwrap()
             else {
                 panic!("explicit");
             };
-            let on_pattern = choose_ssor_form(&m, k, kt, &pattern, &props, 500.0).unwrap();
-            let on_product = choose_ssor_form(&m, k, kt, &product, &props, 500.0).unwrap();
-            assert_eq!(on_pattern.form, on_product.form);
-            assert_eq!(on_pattern.m.0, on_product.m.0);
-            assert_eq!(
-                format!("{:?}", on_pattern.explain),
-                format!("{:?}", on_product.explain)
-            );
-            forms.push(on_pattern.form);
+            let counted = explicit_counts(&pre).unwrap();
+            let on_counts = choose_ssor_form(&m, k, kt, &counted, &props, 500.0).unwrap();
+            let formed = SpmvCounts::of(&product);
+            let on_product = choose_ssor_form(&m, k, kt, &formed, &props, 500.0).unwrap();
+            assert_eq!(on_counts.form, on_product.form);
+            assert_eq!(on_counts.m.0.method, on_product.m.0.method);
+            for (x, y) in [
+                (&on_counts.explain, &on_product.explain),
+                (&on_counts.m.1, &on_product.m.1),
+            ] {
+                assert_eq!(x.why, y.why);
+                assert_eq!(x.classifier, y.classifier);
+                assert_eq!(x.options.len(), y.options.len());
+                for (o, p) in x.options.iter().zip(&y.options) {
+                    assert_eq!(o.name, p.name);
+                    assert!((o.score_ms - p.score_ms).abs() <= 1e-9 * p.score_ms);
+                }
+            }
+            // The plan decides as the comparison on the formed product does, where the bound
+            // on the product's size lets it compare.
+            let mut r = with_model(&a, kind, &m);
+            r.ssor_form_auto = true;
+            let p = plan(&r).unwrap();
+            let compared = ssor::explicit_within_bound(ssor::explicit_nnz_bound(k), a.nnz());
+            let want = match on_product.form {
+                SsorForm::Explicit if compared => "ssor-ai-explicit",
+                _ => "ssor-ai-factored",
+            };
+            assert_eq!(p.precond_applied(), want);
+            forms.push(on_counts.form);
         }
     }
     // Both forms occur, so the comparison is not of one constant answer.

@@ -1,5 +1,6 @@
 //! Work counts of every SpMV kernel on a matrix: the quantities the SpMV performance model is
 //! linear in. Computed on the host in time linear in the nonzeros.
+use autopcg_sparse::features::MatrixFeatures;
 use autopcg_sparse::{dia::count_diagonals, hyb::one_third_split, CsrMatrix};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -155,10 +156,169 @@ pub fn spmv_work(a: &CsrMatrix) -> SpmvWork {
     }
 }
 
+/// The work counts that need a row's columns or its neighbours ([`SpmvWork::x_lines`], the
+/// column distances, [`SpmvWork::scalar_warp_slots`]), counted from rows given one at a time,
+/// for a matrix a symbolic pass finds row by row and never stores. The rest comes from the
+/// matrix's counted features and row-length histogram ([`spmv_work_counted`]).
+///
+/// A tally's rows must come in ascending order; two tallies are merged with the one of the
+/// lower rows first ([`WorkTally::merge`]).
+#[derive(Debug, Clone, Default)]
+pub struct WorkTally {
+    x_lines: u64,
+    /// Sum of `|i - j|` over the entries, exact.
+    dist: u128,
+    /// The first and the last warp (32 consecutive rows) seen, each with its longest row:
+    /// open, since the neighbouring tallies may hold more of their rows.
+    first: Option<(usize, u64)>,
+    last: Option<(usize, u64)>,
+    /// Thread slots of the warps between them, which are complete.
+    inner_slots: u64,
+}
+
+impl WorkTally {
+    /// Counts row `i` with stored columns `cols` (ascending).
+    #[inline]
+    pub fn add_row(&mut self, i: usize, cols: &[u32]) {
+        let per_line = (X_LINE_BYTES / 8) as u32;
+        let mut last = u32::MAX;
+        // A row's distances fit in 64 bits (at most 2^32 entries below 2^32 each).
+        let mut dist = 0u64;
+        for &j in cols {
+            let line = j / per_line;
+            if line != last {
+                self.x_lines += 1;
+                last = line;
+            }
+            dist += (j as u64).abs_diff(i as u64);
+        }
+        self.dist += u128::from(dist);
+        self.add_warp(i / 32, cols.len() as u64);
+    }
+
+    /// Takes a row (or a whole warp's longest row) of warp `w` into the warp bookkeeping.
+    fn add_warp(&mut self, w: usize, len: u64) {
+        match (&mut self.first, &mut self.last) {
+            (None, _) => self.first = Some((w, len)),
+            (Some((fw, fl)), None) if *fw == w => *fl = (*fl).max(len),
+            (Some(_), None) => self.last = Some((w, len)),
+            (Some(_), Some((lw, ll))) if *lw == w => *ll = (*ll).max(len),
+            (Some(_), Some((_, ll))) => {
+                self.inner_slots += 32 * *ll;
+                self.last = Some((w, len));
+            }
+        }
+    }
+
+    /// The counts of this tally's rows followed by `next`'s (rows above all of this one's).
+    pub fn merge(mut self, next: WorkTally) -> WorkTally {
+        self.x_lines += next.x_lines;
+        self.dist += next.dist;
+        if let Some((w, l)) = next.first {
+            self.add_warp(w, l);
+        }
+        if let Some((w, l)) = next.last {
+            // The warps of `next` past its first one close every open warp of `self`.
+            self.add_warp(w, l);
+            self.inner_slots += next.inner_slots;
+        }
+        self
+    }
+
+    /// Thread slots of every warp seen.
+    fn warp_slots(&self) -> u64 {
+        let open = |e: Option<(usize, u64)>| e.map_or(0, |(_, l)| 32 * l);
+        self.inner_slots + open(self.first) + open(self.last)
+    }
+}
+
+/// The work counts of a matrix that is never stored: from its counted features and
+/// row-length histogram ([`autopcg_sparse::features::FeatureCounter`]) and the tally of its
+/// rows. Equal to [`spmv_work`] of the matrix, except `row_len_std`, which is the features'
+/// exact value where [`spmv_work`] sums in floating point (they agree to rounding).
+pub fn spmv_work_counted(f: &MatrixFeatures, hist: &[u64], t: &WorkTally) -> SpmvWork {
+    let n = f.n as u64;
+    let h = f.hyb_split as u64;
+    let mut steps = [0u64; 5];
+    let mut hyb_coo = 0u64;
+    for (l, &c) in hist.iter().enumerate() {
+        let l = l as u64;
+        for (k, lanes) in VECTOR_LANES.iter().enumerate() {
+            steps[k] += c * l.div_ceil(u64::from(*lanes));
+        }
+        hyb_coo += c * l.saturating_sub(h);
+    }
+    let row_len_max = f.row_len_max as u64;
+    let ndiag = f.ndiag as u64;
+    SpmvWork {
+        n,
+        ncols: f.ncols as u64,
+        nnz: f.nnz as u64,
+        row_len_max,
+        row_len_std: f.row_len_std,
+        empty_rows: f.empty_rows as u64,
+        scalar_warp_slots: t.warp_slots(),
+        vector_steps: steps,
+        ell_width: row_len_max,
+        ell_slots: n * row_len_max,
+        ndiag,
+        dia_slots: n * ndiag,
+        hyb_split: h,
+        hyb_ell_slots: n * h,
+        hyb_coo_nnz: hyb_coo,
+        x_lines: t.x_lines,
+        mean_col_distance: if f.nnz > 0 {
+            t.dist as f64 / f.nnz as f64
+        } else {
+            0.0
+        },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use autopcg_sparse::families::poisson2d_5pt;
+
+    #[test]
+    fn counted_work_equals_the_stored_matrix_work() {
+        use autopcg_sparse::features::{FeatureCounter, RowTally};
+        let (r, c): (Vec<u32>, Vec<u32>) = [(0, 0), (0, 90), (33, 2), (33, 70), (70, 69)]
+            .into_iter()
+            .chain((0..40).map(|j| (64, 3 * j)))
+            .unzip();
+        let v = vec![1.0; r.len()];
+        for a in [
+            poisson2d_5pt(13, 11).unwrap(),
+            autopcg_sparse::families::random_powerlaw_spd(700, 5.0, 1.4, 3).unwrap(),
+            CsrMatrix::from_triplets(100, 130, &r, &c, &v).unwrap(),
+            CsrMatrix::from_triplets(1, 1, &[0], &[0], &[1.0]).unwrap(),
+        ] {
+            let want = spmv_work(&a);
+            let fc = FeatureCounter::new(a.nrows(), a.ncols());
+            // Uneven ranges of rows, merged in order.
+            let cuts = [0, 1, 37, 64, 65, 300, a.nrows()];
+            let mut tallies = Vec::new();
+            for w in cuts.windows(2) {
+                let (lo, hi) = (w[0].min(a.nrows()), w[1].min(a.nrows()));
+                let (mut ft, mut wt) = (RowTally::default(), WorkTally::default());
+                for i in lo..hi {
+                    fc.add_row(&mut ft, i, a.row(i).0);
+                    wt.add_row(i, a.row(i).0);
+                }
+                tallies.push((ft, wt));
+            }
+            let (ft, wt) = tallies
+                .into_iter()
+                .reduce(|(f1, w1), (f2, w2)| (f1.merge(f2), w1.merge(w2)))
+                .unwrap();
+            let (f, hist) = fc.finish(ft, true);
+            let mut got = spmv_work_counted(&f, &hist, &wt);
+            assert!((got.row_len_std - want.row_len_std).abs() <= 1e-12 * want.row_len_std);
+            got.row_len_std = want.row_len_std;
+            assert_eq!(got, want);
+        }
+    }
 
     #[test]
     fn work_counts_of_a_small_stencil() {

@@ -55,6 +55,12 @@ impl DiagonalSet {
         }
     }
 
+    /// The set whose bitmap is `words` (bit `b` for offset `b - (nrows - 1)`, as [`Self::of`]
+    /// builds it).
+    pub(crate) fn from_words(words: Vec<u64>, nrows: usize) -> Self {
+        DiagonalSet { words, nrows }
+    }
+
     /// Number of diagonals.
     pub(crate) fn count(&self) -> usize {
         self.words

@@ -2,6 +2,8 @@
 //! read (row-length distribution, diagonals, padding each format would need, bandwidth,
 //! symmetry). Computed in parallel in time linear in the nonzeros (plus a symmetry check that
 //! looks each mirror entry up by binary search), without allocating any padded format.
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
@@ -90,6 +92,12 @@ pub fn row_length_histogram(a: &CsrMatrix) -> Vec<u64> {
                 (h1, l1)
             },
         );
+    histogram_from(local, long)
+}
+
+/// The histogram from the counts of the short rows (`local[l]` rows of length `l`) and the
+/// lengths of the long rows, listed one per row.
+fn histogram_from(local: Vec<u64>, long: Vec<usize>) -> Vec<u64> {
     let max_short = local.iter().rposition(|&c| c != 0);
     let max_long = long.iter().copied().max();
     let len = match (max_short, max_long) {
@@ -122,7 +130,7 @@ pub(crate) fn one_third_from_histogram(hist: &[u64], nrows: usize) -> usize {
 
 /// Computes every feature of `a` (see [`MatrixFeatures`]).
 pub fn features(a: &CsrMatrix) -> MatrixFeatures {
-    let (n, m, nnz) = (a.nrows(), a.ncols(), a.nnz());
+    let (n, m) = (a.nrows(), a.ncols());
     let ((hist, (set, symmetric)), diag_positive) = rayon::join(
         || {
             rayon::join(
@@ -142,7 +150,20 @@ pub fn features(a: &CsrMatrix) -> MatrixFeatures {
                 .all(|i| a.get(i, i) > 0.0)
         },
     );
+    from_parts(n, m, &hist, &set, symmetric, diag_positive)
+}
 
+/// Every feature from the row-length histogram, the set of diagonals and the two flags: the
+/// one place the derived features are computed, for a stored matrix ([`features`]) and for a
+/// counted one ([`FeatureCounter`]) alike.
+fn from_parts(
+    n: usize,
+    m: usize,
+    hist: &[u64],
+    set: &DiagonalSet,
+    symmetric: bool,
+    diag_positive: bool,
+) -> MatrixFeatures {
     // Row-length moments from the histogram, in exact integer arithmetic.
     let (mut sum, mut sumsq) = (0u128, 0u128);
     for (l, &c) in hist.iter().enumerate() {
@@ -157,11 +178,12 @@ pub fn features(a: &CsrMatrix) -> MatrixFeatures {
         let var_n2 = nn * sumsq - sum * sum;
         (sum as f64 / n as f64, (var_n2 as f64).sqrt() / n as f64)
     };
+    let nnz = sum as usize;
     let row_len_max = hist.len().saturating_sub(1);
     let row_len_min = hist.iter().position(|&c| c != 0).unwrap_or(0);
     let empty_rows = hist.first().copied().unwrap_or(0) as usize;
 
-    let hyb_split = one_third_from_histogram(&hist, n);
+    let hyb_split = one_third_from_histogram(hist, n);
     let past: u128 = hist
         .iter()
         .enumerate()
@@ -200,6 +222,129 @@ pub fn features(a: &CsrMatrix) -> MatrixFeatures {
     }
 }
 
+/// Counts the features of a matrix that is never stored, from its rows as a symbolic pass
+/// finds them (sorted, distinct column indices per row), so that the pass can drop each row
+/// once it is counted. The result equals [`features`] of the matrix whose rows were given,
+/// with every stored value taken as positive (a pattern with unit values, or a matrix known to
+/// have a positive diagonal wherever it stores one).
+///
+/// Every row must be given exactly once, to any [`RowTally`] of this counter, from any
+/// thread, in any order; the tallies are then merged ([`RowTally::merge`]) and passed to
+/// [`FeatureCounter::finish`]. Symmetry cannot be seen one row at a time: the caller states it.
+pub struct FeatureCounter {
+    nrows: usize,
+    ncols: usize,
+    /// The diagonals seen so far, as the bitmap of [`DiagonalSet`], shared by all tallies.
+    diagonals: Vec<AtomicU64>,
+}
+
+/// The counts of the rows given to a [`FeatureCounter`] through this tally.
+#[derive(Debug, Clone, Default)]
+pub struct RowTally {
+    /// `short[l]`: rows of length `l < HIST_LOCAL` (only as long as the longest such row).
+    short: Vec<u64>,
+    /// Lengths of the longer rows, one per row.
+    long: Vec<usize>,
+    /// Rows counted.
+    rows: usize,
+    /// Rows `i` that store their diagonal entry `(i, i)`.
+    diag_stored: usize,
+}
+
+impl RowTally {
+    /// The counts of both tallies' rows together.
+    pub fn merge(mut self, other: RowTally) -> RowTally {
+        if self.short.len() < other.short.len() {
+            self.short.resize(other.short.len(), 0);
+        }
+        self.short
+            .iter_mut()
+            .zip(&other.short)
+            .for_each(|(a, b)| *a += b);
+        self.long.extend(other.long);
+        self.rows += other.rows;
+        self.diag_stored += other.diag_stored;
+        self
+    }
+}
+
+impl FeatureCounter {
+    /// A counter for an `nrows x ncols` matrix.
+    pub fn new(nrows: usize, ncols: usize) -> Self {
+        let nbits = if nrows == 0 || ncols == 0 {
+            0
+        } else {
+            nrows + ncols - 1
+        };
+        FeatureCounter {
+            nrows,
+            ncols,
+            diagonals: (0..nbits.div_ceil(64)).map(|_| AtomicU64::new(0)).collect(),
+        }
+    }
+
+    /// Counts row `i`, whose stored columns are `cols` (ascending, distinct, below `ncols`),
+    /// into `tally`.
+    #[inline]
+    pub fn add_row(&self, tally: &mut RowTally, i: usize, cols: &[u32]) {
+        debug_assert!(i < self.nrows);
+        debug_assert!(cols.windows(2).all(|w| w[0] < w[1]));
+        debug_assert!(cols.last().is_none_or(|&j| (j as usize) < self.ncols));
+        let l = cols.len();
+        if l < HIST_LOCAL {
+            if tally.short.len() <= l {
+                tally.short.resize(l + 1, 0);
+            }
+            tally.short[l] += 1;
+        } else {
+            tally.long.push(l);
+        }
+        tally.rows += 1;
+        if i < self.ncols && cols.binary_search(&(i as u32)).is_ok() {
+            tally.diag_stored += 1;
+        }
+        let shift = self.nrows - 1 - i;
+        for &j in cols {
+            let bit = j as usize + shift;
+            let w = &self.diagonals[bit >> 6];
+            let mask = 1u64 << (bit & 63);
+            // Test before setting, as `DiagonalSet::of` does: most diagonals are seen again
+            // and again, and a load keeps the cache line shared.
+            if w.load(Ordering::Relaxed) & mask == 0 {
+                w.fetch_or(mask, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// The features of the counted matrix, with `symmetric` as the caller knows it, and its
+    /// row-length histogram (as [`row_length_histogram`] gives it).
+    ///
+    /// Panics unless `tally` counted as many rows as the matrix has (a programming error).
+    pub fn finish(self, tally: RowTally, symmetric: bool) -> (MatrixFeatures, Vec<u64>) {
+        assert_eq!(
+            tally.rows, self.nrows,
+            "feature counter: every row must be counted once"
+        );
+        let hist = histogram_from(tally.short, tally.long);
+        let words = self
+            .diagonals
+            .into_iter()
+            .map(AtomicU64::into_inner)
+            .collect();
+        let set = DiagonalSet::from_words(words, self.nrows);
+        let diag_positive = tally.diag_stored == self.nrows.min(self.ncols);
+        let f = from_parts(
+            self.nrows,
+            self.ncols,
+            &hist,
+            &set,
+            symmetric,
+            diag_positive,
+        );
+        (f, hist)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -233,6 +378,76 @@ mod tests {
         assert_eq!(h.len(), n + 1);
         assert_eq!((h[0], h[1], h[n]), (1, 1, 1));
         assert_eq!(h.iter().sum::<u64>(), 3);
+    }
+
+    /// The features counted from `a`'s rows, given backwards into three tallies.
+    fn counted(a: &CsrMatrix, symmetric: bool) -> (MatrixFeatures, Vec<u64>) {
+        let c = FeatureCounter::new(a.nrows(), a.ncols());
+        let mut t = [
+            RowTally::default(),
+            RowTally::default(),
+            RowTally::default(),
+        ];
+        for i in (0..a.nrows()).rev() {
+            c.add_row(&mut t[i % 3], i, a.row(i).0);
+        }
+        let [t0, t1, t2] = t;
+        c.finish(t2.merge(t0).merge(t1), symmetric)
+    }
+
+    /// `a`'s pattern with every stored value 1.0.
+    fn unit(a: &CsrMatrix) -> CsrMatrix {
+        let v = vec![1.0; a.nnz()];
+        CsrMatrix::try_from_parts(
+            a.nrows(),
+            a.ncols(),
+            a.indptr().to_vec(),
+            a.indices().to_vec(),
+            v,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn counted_features_equal_the_stored_matrix_features() {
+        let mut cases = vec![
+            crate::families::poisson2d_5pt(9, 7).unwrap(),
+            crate::families::poisson3d_7pt(5, 4, 3).unwrap(),
+            crate::families::random_powerlaw_spd(500, 6.0, 1.4, 7).unwrap(),
+            CsrMatrix::from_triplets(0, 0, &[], &[], &[]).unwrap(),
+            CsrMatrix::from_triplets(1, 1, &[0], &[0], &[3.0]).unwrap(),
+            CsrMatrix::from_triplets(4, 4, &[], &[], &[]).unwrap(),
+        ];
+        // Irregular: empty rows, a missing diagonal, rectangular, and one row longer than the
+        // local histogram.
+        let (mut r, mut c) = (vec![0u32, 0, 3, 3, 5], vec![0u32, 4, 1, 3, 2]);
+        let n = HIST_LOCAL + 40;
+        for j in 0..n as u32 {
+            r.push(6);
+            c.push(j);
+        }
+        let v = vec![2.0; r.len()];
+        cases.push(CsrMatrix::from_triplets(8, n, &r, &c, &v).unwrap());
+        cases.push(CsrMatrix::from_triplets(3, 2, &[0, 2], &[1, 0], &[1.0, 1.0]).unwrap());
+        for a in cases {
+            let a = unit(&a);
+            let want = features(&a);
+            let (got, hist) = counted(&a, want.symmetric);
+            assert_eq!(got, want, "{} x {}", a.nrows(), a.ncols());
+            assert_eq!(hist, row_length_histogram(&a));
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "every row")]
+    fn a_row_left_out_is_caught() {
+        let a = crate::families::poisson2d_5pt(3, 3).unwrap();
+        let c = FeatureCounter::new(a.nrows(), a.ncols());
+        let mut t = RowTally::default();
+        for i in 1..a.nrows() {
+            c.add_row(&mut t, i, a.row(i).0);
+        }
+        c.finish(t, true);
     }
 
     #[test]

@@ -54,8 +54,11 @@ use crate::gpu::poll::PollState;
 use crate::scaling::{first_bad_diagonal, inf_norm, max_abs, ScaleFactors};
 use crate::{pcg, PcgError, PcgInfo, PcgParams, Plan, Preconditioner, SolveFailure};
 
-use super::ops::{preload_dot3, preload_vector, DeviceOperator, DevicePrecond};
-use super::{GpuPlanChoice, MAX_GRAPH_ITERS};
+use super::ops::{
+    load_part, preload_dot3, preload_method, preload_precond_choice, preload_vector, upload_part,
+    DeviceOperator, DevicePrecond, Stopwatch,
+};
+use super::{BackendTimes, GpuPlanChoice, MAX_GRAPH_ITERS};
 
 /// Iterations the device history holds before it first grows.
 pub const INITIAL_HISTORY: u32 = 1024;
@@ -126,6 +129,8 @@ pub struct GpuBackend {
     /// `max |a_ij|` of the caller's (unscaled) matrix: with a right-hand side's, it gives the
     /// scale factors of a new problem without reading A again.
     a_max: f64,
+    /// Where the construction's time went, or the last [`GpuBackend::update_matrix`]'s.
+    times: BackendTimes,
 }
 
 impl std::fmt::Debug for GpuBackend {
@@ -195,6 +200,21 @@ fn dimension_checks(
     Ok(n)
 }
 
+/// Compiles (or finds) and loads every kernel the plan `choice` launches, with the auxiliary
+/// kernels `aux` and the conversion kernels of the operands built on the device.
+fn preload(dev: &GpuDevice, choice: &GpuPlanChoice, aux: &AuxKernels) -> Result<(), GpuError> {
+    preload_method(dev, choice.a.method)?;
+    preload_precond_choice(dev, &choice.precond)?;
+    preload_vector(dev, choice.update_op().kernel(choice.update.variant))?;
+    preload_vector(dev, VectorKernel::Xpay(aux.xpay.0))?;
+    preload_dot3(dev, choice.dot3.kernel, choice.dot3.config.threads)?;
+    dev.kernel(
+        &autopcg_gpu::ModuleSpec::dot(aux.dot.1.threads),
+        &aux.dot.0.to_string(),
+    )?;
+    Ok(())
+}
+
 impl GpuBackend {
     /// Uploads A (in the format `choice` names), the preconditioner's arrays, b and x0 (zero
     /// when `None`) to `dev`, allocates the work vectors, the scalar buffer and the history, and
@@ -238,29 +258,55 @@ impl GpuBackend {
                 DotKernel::LastBlock.default_config(n as u64, props),
             ),
         };
-        let a_dev = DeviceOperator::upload(dev, &a, choice.a.method, &choice.padding, "A")?;
-        let pre_dev = DevicePrecond::upload(dev, &pre, &choice.precond, &choice.padding)?;
+        let mut times = BackendTimes::default();
+        // Every kernel the plan runs (and the conversion kernels an operand needs) is loaded
+        // before anything is uploaded, so that compiling and loading is timed apart from the
+        // copies and the conversions.
+        let mut sw = Stopwatch::new(Some(&mut times));
+        preload(dev, choice, &aux)?;
+        sw.lap(dev, load_part)?;
+        let limits = &choice.padding;
+        let a_dev =
+            DeviceOperator::upload_timed(dev, &a, choice.a.method, limits, "A", sw.times())?;
+        let pre_dev = DevicePrecond::upload_timed(dev, &pre, &choice.precond, limits, sw.times())?;
+        // The operands' phases were timed by their own uploads: the vectors' phase starts now.
+        sw.restart();
         let x = match &x0 {
             Some(x0) => dev.upload(x0)?,
             None => dev.alloc_zeros(n)?,
         };
-        let backend = GpuBackend {
+        let b = dev.upload(&b)?;
+        let (r, u, w) = (
+            dev.alloc_zeros(n)?,
+            dev.alloc_zeros(n)?,
+            dev.alloc_zeros(n)?,
+        );
+        let (p, s, t) = (
+            dev.alloc_zeros(n)?,
+            dev.alloc_zeros(n)?,
+            dev.alloc_zeros(n)?,
+        );
+        let scalars = CgScalars::new(dev, INITIAL_HISTORY)?;
+        let ws3 = Dot3Workspace::new(dev, choice.dot3.config.blocks)?;
+        let ws = DotWorkspace::new(dev, aux.dot.1.blocks)?;
+        sw.lap(dev, upload_part)?;
+        Ok(GpuBackend {
             dev: dev.clone(),
             n,
             aux,
             a: a_dev,
             pre: pre_dev,
-            b: dev.upload(&b)?,
+            b,
             x,
-            r: dev.alloc_zeros(n)?,
-            u: dev.alloc_zeros(n)?,
-            w: dev.alloc_zeros(n)?,
-            p: dev.alloc_zeros(n)?,
-            s: dev.alloc_zeros(n)?,
-            t: dev.alloc_zeros(n)?,
-            scalars: CgScalars::new(dev, INITIAL_HISTORY)?,
-            ws3: Dot3Workspace::new(dev, choice.dot3.config.blocks)?,
-            ws: DotWorkspace::new(dev, aux.dot.1.blocks)?,
+            r,
+            u,
+            w,
+            p,
+            s,
+            t,
+            scalars,
+            ws3,
+            ws,
             choice: choice.clone(),
             graph_one: None,
             graph_batch: None,
@@ -270,9 +316,15 @@ impl GpuBackend {
             scale,
             a_norm,
             a_max,
-        };
-        backend.preload()?;
-        Ok(backend)
+            times,
+        })
+    }
+
+    /// Where the time of the construction went (uploads, conversions, kernel loading), or
+    /// that of the last [`GpuBackend::update_matrix`] that changed the values (its uploads and
+    /// conversions; it loads nothing).
+    pub fn setup_times(&self) -> BackendTimes {
+        self.times
     }
 
     /// The device.
@@ -357,8 +409,11 @@ impl GpuBackend {
         dev.synchronize()?;
         // Values only where the operand allows (see DeviceOperator::refresh); the graphs are
         // captured again below, as a converted operand's buffers may be new.
-        self.a.refresh(dev, &a, &self.choice.padding, "A")?;
-        self.pre.refresh(dev, &pre, &self.choice.padding)?;
+        let mut times = BackendTimes::default();
+        let padding = &self.choice.padding;
+        self.a.refresh(dev, &a, padding, "A", Some(&mut times))?;
+        self.pre.refresh(dev, &pre, padding, Some(&mut times))?;
+        self.times = times;
         self.a_norm = inf_norm(&a);
         self.a_max = a_max;
         self.graph_one = None;
@@ -387,28 +442,6 @@ impl GpuBackend {
         if want > self.scalars.capacity() {
             self.grow_history(want)?;
         }
-        Ok(())
-    }
-
-    fn preload(&self) -> Result<(), GpuError> {
-        let handle = self.dev.clone();
-        let dev = &handle;
-        self.a.preload(dev)?;
-        self.pre.preload(dev)?;
-        preload_vector(
-            dev,
-            self.choice.update_op().kernel(self.choice.update.variant),
-        )?;
-        preload_vector(dev, VectorKernel::Xpay(self.aux.xpay.0))?;
-        preload_dot3(
-            dev,
-            self.choice.dot3.kernel,
-            self.choice.dot3.config.threads,
-        )?;
-        dev.kernel(
-            &autopcg_gpu::ModuleSpec::dot(self.aux.dot.1.threads),
-            &self.aux.dot.0.to_string(),
-        )?;
         Ok(())
     }
 

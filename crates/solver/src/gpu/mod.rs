@@ -11,6 +11,30 @@ pub use choice::{
     UpdateChoice, MAX_GRAPH_ITERS,
 };
 
+/// Where the time of putting a GPU backend on the device went, in milliseconds: the parts of
+/// its construction (or of a value update) that the device does. Each phase ends with a
+/// synchronisation of the stream, so that asynchronous work is counted in the phase that
+/// queued it. Host work around them (scaling, checks) belongs to none. All zero on the CPU.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct BackendTimes {
+    /// Host-to-device copies of the operands and vectors, device allocations and the fills
+    /// that initialise them.
+    pub upload_ms: f64,
+    /// Format conversions: ELL, DIA and HYB built on the device from the uploaded CSR arrays
+    /// (COO, built on the host, is counted here too).
+    pub convert_ms: f64,
+    /// Compiling (or reading from the on-disk cache) and loading the kernel modules the plan
+    /// runs, the conversion kernels included.
+    pub load_ms: f64,
+}
+
+impl BackendTimes {
+    /// The sum of the parts.
+    pub fn total_ms(&self) -> f64 {
+        self.upload_ms + self.convert_ms + self.load_ms
+    }
+}
+
 #[cfg(feature = "gpu")]
 mod backend;
 #[cfg(feature = "gpu")]

@@ -1,6 +1,8 @@
 //! The operands of the GPU backend on the device: a sparse matrix in the format its
 //! [`SpmvMethod`] names, and the preconditioner's arrays.
-use autopcg_gpu::kernels::convert::{csr_to_dia, csr_to_ell, csr_to_hyb};
+use std::time::Instant;
+
+use autopcg_gpu::kernels::convert::{csr_to_dia, csr_to_ell, csr_to_hyb, ConvertKernel};
 use autopcg_gpu::kernels::dot::Dot3Kernel;
 use autopcg_gpu::kernels::precond::{diag_scale, jacobi_apply, PrecondKernel};
 use autopcg_gpu::kernels::spmv::{spmv_coo, spmv_csr, spmv_dia, spmv_ell, spmv_hyb, SpmvKernel};
@@ -12,7 +14,67 @@ use autopcg_gpu::{
 use autopcg_sparse::{CooMatrix, CsrMatrix, PaddingLimits, SparseError};
 
 use super::choice::{ElementwiseChoice, PrecondChoice, SpmvMethod};
+use super::BackendTimes;
 use crate::{PcgError, Preconditioner};
+
+/// Times the phases of putting operands on the device, when `times` is given (otherwise it only
+/// keeps time, and synchronises nothing). Device work is asynchronous: each phase ends with a
+/// synchronisation of the stream (a few microseconds), so that the copies and kernels it
+/// queued are counted in it and not in the phase after it.
+pub(crate) struct Stopwatch<'t> {
+    times: Option<&'t mut BackendTimes>,
+    start: Instant,
+}
+
+impl<'t> Stopwatch<'t> {
+    /// Starts the first phase now.
+    pub(crate) fn new(times: Option<&'t mut BackendTimes>) -> Self {
+        Stopwatch {
+            times,
+            start: Instant::now(),
+        }
+    }
+
+    /// The times being kept, for a nested upload to add to.
+    pub(crate) fn times(&mut self) -> Option<&mut BackendTimes> {
+        self.times.as_deref_mut()
+    }
+
+    /// Ends the phase since the last lap (waiting for its device work) and adds its time to
+    /// `part`; the next phase starts now.
+    pub(crate) fn lap(
+        &mut self,
+        dev: &GpuDevice,
+        part: fn(&mut BackendTimes) -> &mut f64,
+    ) -> Result<(), GpuError> {
+        if let Some(t) = self.times.as_deref_mut() {
+            dev.synchronize()?;
+            *part(t) += self.start.elapsed().as_secs_f64() * 1e3;
+        }
+        self.start = Instant::now();
+        Ok(())
+    }
+
+    /// Restarts the phase now, leaving out what happened since the last lap.
+    pub(crate) fn restart(&mut self) {
+        self.start = Instant::now();
+    }
+}
+
+/// [`BackendTimes::upload_ms`].
+pub(crate) fn upload_part(t: &mut BackendTimes) -> &mut f64 {
+    &mut t.upload_ms
+}
+
+/// [`BackendTimes::convert_ms`].
+pub(crate) fn convert_part(t: &mut BackendTimes) -> &mut f64 {
+    &mut t.convert_ms
+}
+
+/// [`BackendTimes::load_ms`].
+pub(crate) fn load_part(t: &mut BackendTimes) -> &mut f64 {
+    &mut t.load_ms
+}
 
 /// A matrix in one device format.
 #[derive(Debug)]
@@ -84,17 +146,43 @@ impl DeviceOperator {
         limits: &PaddingLimits,
         operand: &str,
     ) -> Result<DeviceOperator, PcgError> {
+        Self::upload_timed(dev, a, method, limits, operand, None)
+    }
+
+    /// [`DeviceOperator::upload`], adding the time of its copies and allocations (the
+    /// merge-path workspace's small kernel included) and of its conversion to `times` when
+    /// given (see [`Stopwatch`]).
+    pub(crate) fn upload_timed(
+        dev: &GpuDevice,
+        a: &CsrMatrix,
+        method: SpmvMethod,
+        limits: &PaddingLimits,
+        operand: &str,
+        times: Option<&mut BackendTimes>,
+    ) -> Result<DeviceOperator, PcgError> {
+        let mut sw = Stopwatch::new(times);
         let mat = match method {
             SpmvMethod::Csr { kernel, .. } => {
                 let mut m = DeviceCsr::upload(dev, a)?;
                 // The merge-path kernel's workspace, made once here, before any graph capture.
                 m.prepare_for(dev, kernel)?;
+                sw.lap(dev, upload_part)?;
                 DeviceMatrix::Csr(m)
             }
             SpmvMethod::Coo { .. } => {
-                DeviceMatrix::Coo(DeviceCoo::upload(dev, &CooMatrix::from_csr(a))?)
+                let coo = CooMatrix::from_csr(a);
+                sw.lap(dev, convert_part)?;
+                let m = DeviceCoo::upload(dev, &coo)?;
+                sw.lap(dev, upload_part)?;
+                DeviceMatrix::Coo(m)
             }
-            _ => convert(dev, &DeviceCsr::upload(dev, a)?, method, limits, operand)?,
+            _ => {
+                let csr = DeviceCsr::upload(dev, a)?;
+                sw.lap(dev, upload_part)?;
+                let m = convert(dev, &csr, method, limits, operand)?;
+                sw.lap(dev, convert_part)?;
+                m
+            }
         };
         Ok(DeviceOperator {
             mat,
@@ -109,16 +197,21 @@ impl DeviceOperator {
     /// the source is kept (the first refresh uploads it whole: it costs device memory only for
     /// a caller that refreshes); a COO operand is made again. Buffers of a converted operand
     /// may be new: graphs that captured them must be captured again.
+    /// The time of the copies and of the conversion is added to `times` when given (see
+    /// [`Stopwatch`]).
     pub(crate) fn refresh(
         &mut self,
         dev: &GpuDevice,
         a: &CsrMatrix,
         limits: &PaddingLimits,
         operand: &str,
+        times: Option<&mut BackendTimes>,
     ) -> Result<(), PcgError> {
+        let mut sw = Stopwatch::new(times);
         match (&mut self.mat, self.method) {
             (DeviceMatrix::Csr(m), _) if m.nnz() == a.nnz() && m.nrows() == a.nrows() => {
                 m.upload_values(dev, a.data())?;
+                sw.lap(dev, upload_part)?;
             }
             (DeviceMatrix::Ell(_) | DeviceMatrix::Dia(_) | DeviceMatrix::Hyb(_), method) => {
                 let source = match self.source.take() {
@@ -128,10 +221,15 @@ impl DeviceOperator {
                     }
                     _ => DeviceCsr::upload(dev, a)?,
                 };
+                sw.lap(dev, upload_part)?;
                 self.mat = convert(dev, &source, method, limits, operand)?;
+                sw.lap(dev, convert_part)?;
                 self.source = Some(source);
             }
-            _ => *self = DeviceOperator::upload(dev, a, self.method, limits, operand)?,
+            _ => {
+                *self =
+                    DeviceOperator::upload_timed(dev, a, self.method, limits, operand, sw.times())?
+            }
         }
         Ok(())
     }
@@ -174,6 +272,43 @@ impl DeviceOperator {
             preload_spmv(dev, k)?;
         }
         Ok(())
+    }
+}
+
+/// Compiles (or finds) and loads every kernel an operand run by `method` launches and, for a
+/// format built on the device (ELL, DIA, HYB), the conversion kernels, before the operand is
+/// uploaded.
+pub(crate) fn preload_method(dev: &GpuDevice, method: SpmvMethod) -> Result<(), GpuError> {
+    for (k, _) in method.launches() {
+        preload_spmv(dev, k)?;
+    }
+    if matches!(
+        method,
+        SpmvMethod::Ell { .. } | SpmvMethod::Dia { .. } | SpmvMethod::Hyb { .. }
+    ) {
+        let spec = ModuleSpec::plain(KernelSource::Convert);
+        for k in ConvertKernel::ALL {
+            dev.kernel(&spec, &k.to_string())?;
+        }
+    }
+    Ok(())
+}
+
+/// [`preload_method`] for every operand of the preconditioner `choice` runs, and its
+/// element-wise kernels: what [`DevicePrecond::preload`] loads, before anything is uploaded.
+pub(crate) fn preload_precond_choice(
+    dev: &GpuDevice,
+    choice: &PrecondChoice,
+) -> Result<(), GpuError> {
+    match choice {
+        PrecondChoice::None => Ok(()),
+        PrecondChoice::Jacobi(how) => preload_precond(dev, PrecondKernel::Jacobi(how.loads)),
+        PrecondChoice::Factored { k, scale, kt } => {
+            preload_method(dev, k.method)?;
+            preload_precond(dev, PrecondKernel::DiagScale(scale.loads))?;
+            preload_method(dev, kt.method)
+        }
+        PrecondChoice::Explicit { m } => preload_method(dev, m.method),
     }
 }
 
@@ -235,11 +370,29 @@ impl DevicePrecond {
         choice: &PrecondChoice,
         limits: &PaddingLimits,
     ) -> Result<DevicePrecond, PcgError> {
+        Self::upload_timed(dev, pre, choice, limits, None)
+    }
+
+    /// [`DevicePrecond::upload`], adding the time of its copies and conversions to `times`
+    /// when given (see [`Stopwatch`]).
+    pub(crate) fn upload_timed(
+        dev: &GpuDevice,
+        pre: &Preconditioner,
+        choice: &PrecondChoice,
+        limits: &PaddingLimits,
+        mut times: Option<&mut BackendTimes>,
+    ) -> Result<DevicePrecond, PcgError> {
+        let vector = |v: &[f64], times: Option<&mut BackendTimes>| {
+            let mut sw = Stopwatch::new(times);
+            let d = dev.upload(v)?;
+            sw.lap(dev, upload_part)?;
+            Ok::<_, PcgError>(d)
+        };
         Ok(match (pre, choice) {
             (Preconditioner::None, PrecondChoice::None) => DevicePrecond::None,
             (Preconditioner::Jacobi { inv_diag }, PrecondChoice::Jacobi(how)) => {
                 DevicePrecond::Jacobi {
-                    inv_diag: dev.upload(inv_diag)?,
+                    inv_diag: vector(inv_diag, times)?,
                     how: *how,
                 }
             }
@@ -250,15 +403,22 @@ impl DevicePrecond {
                     scale,
                     kt: ktc,
                 },
-            ) => DevicePrecond::Factored {
-                k: Box::new(DeviceOperator::upload(dev, k, kc.method, limits, "K")?),
-                inv_diag: dev.upload(inv_diag)?,
-                scale: *scale,
-                kt: Box::new(DeviceOperator::upload(dev, kt, ktc.method, limits, "K^T")?),
-            },
+            ) => {
+                let op = |m: &CsrMatrix, method, name, times: Option<&mut BackendTimes>| {
+                    DeviceOperator::upload_timed(dev, m, method, limits, name, times).map(Box::new)
+                };
+                DevicePrecond::Factored {
+                    k: op(k, kc.method, "K", times.as_deref_mut())?,
+                    inv_diag: vector(inv_diag, times.as_deref_mut())?,
+                    scale: *scale,
+                    kt: op(kt, ktc.method, "K^T", times)?,
+                }
+            }
             (Preconditioner::SsorExplicit { m }, PrecondChoice::Explicit { m: mc }) => {
                 DevicePrecond::Explicit {
-                    m: Box::new(DeviceOperator::upload(dev, m, mc.method, limits, "M")?),
+                    m: Box::new(DeviceOperator::upload_timed(
+                        dev, m, mc.method, limits, "M", times,
+                    )?),
                 }
             }
             (p, c) => {
@@ -273,16 +433,23 @@ impl DevicePrecond {
 
     /// Takes the values of `pre`, a preconditioner of the same kind, form and patterns as the
     /// one uploaded (see [`DeviceOperator::refresh`]).
+    /// The time of the copies and conversions is added to `times` when given.
     pub(crate) fn refresh(
         &mut self,
         dev: &GpuDevice,
         pre: &Preconditioner,
         limits: &PaddingLimits,
+        mut times: Option<&mut BackendTimes>,
     ) -> Result<(), PcgError> {
+        let vector = |d: &[f64], to: &mut DeviceVec<f64>, times: Option<&mut BackendTimes>| {
+            let mut sw = Stopwatch::new(times);
+            dev.upload_into(d, to)?;
+            sw.lap(dev, upload_part)
+        };
         match (self, pre) {
             (DevicePrecond::None, Preconditioner::None) => {}
             (DevicePrecond::Jacobi { inv_diag, .. }, Preconditioner::Jacobi { inv_diag: d }) => {
-                dev.upload_into(d, inv_diag)?;
+                vector(d, inv_diag, times)?;
             }
             (
                 DevicePrecond::Factored {
@@ -294,12 +461,12 @@ impl DevicePrecond {
                     inv_diag: d,
                 },
             ) => {
-                k.refresh(dev, hk, limits, "K")?;
-                kt.refresh(dev, hkt, limits, "K^T")?;
-                dev.upload_into(d, inv_diag)?;
+                k.refresh(dev, hk, limits, "K", times.as_deref_mut())?;
+                kt.refresh(dev, hkt, limits, "K^T", times.as_deref_mut())?;
+                vector(d, inv_diag, times)?;
             }
             (DevicePrecond::Explicit { m }, Preconditioner::SsorExplicit { m: hm }) => {
-                m.refresh(dev, hm, limits, "M")?;
+                m.refresh(dev, hm, limits, "M", times)?;
             }
             (_, p) => {
                 return Err(PcgError::InvalidParameter(format!(

@@ -48,7 +48,7 @@ mod refresh;
 mod rows;
 
 pub use refresh::ValueRefresh;
-use rows::{fill_by_rows, gram_pattern, gram_product, gram_rows, ssor_k};
+use rows::{fill_by_rows, gram_pattern, gram_pattern_fold, gram_product, gram_rows, ssor_k};
 
 /// How the SSOR-AI preconditioner is applied.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
@@ -343,6 +343,28 @@ impl Preconditioner {
         }
     }
 
+    /// Visits the rows of the explicit form's pattern (the rows
+    /// [`Preconditioner::explicit_pattern`] stores) without storing them, so that statistics of
+    /// the explicit form need no more memory than one row's scratch per thread. Rows are found
+    /// in parallel in chunks of consecutive rows: `row(state, i, cols)` gets row `i`'s sorted
+    /// columns, in ascending `i` within one state (each state starts from `init()`), and
+    /// `merge(lower, upper)` joins the states of consecutive row ranges. Every row is visited
+    /// once. `None` for any preconditioner other than factored SSOR-AI.
+    pub fn fold_explicit_rows<T, I, F, M>(&self, init: I, row: F, merge: M) -> Option<T>
+    where
+        T: Send,
+        I: Fn() -> T + Sync + Send,
+        F: Fn(&mut T, usize, &[u32]) + Sync + Send,
+        M: Fn(T, T) -> T + Sync + Send,
+    {
+        match self {
+            Preconditioner::SsorFactored { k, kt, .. } => {
+                Some(gram_pattern_fold(kt, k, init, row, merge))
+            }
+            _ => None,
+        }
+    }
+
     /// The explicit form of a factored SSOR-AI preconditioner with its values computed on
     /// `pattern`, the matrix [`Preconditioner::explicit_pattern`] returned (numeric pass only);
     /// `None` for any other preconditioner. Bitwise the product [`Preconditioner::to_explicit`]
@@ -516,6 +538,33 @@ mod auto_omega_tests {
         assert_eq!(fact.to_explicit().unwrap(), Some(expl.clone()));
         assert_eq!(expl.to_explicit().unwrap(), None);
         assert_eq!(Preconditioner::None.to_explicit().unwrap(), None);
+    }
+
+    #[test]
+    fn the_folded_rows_are_the_pattern_rows() {
+        let a = autopcg_sparse::families::poisson3d_7pt(17, 16, 15).unwrap();
+        for kind in [PrecondKind::ssor_ai(), PrecondKind::ssor_ai2()] {
+            let pre = Preconditioner::build(&a, &kind).unwrap();
+            let pattern = pre.explicit_pattern().unwrap().unwrap();
+            let rows = pre
+                .fold_explicit_rows(
+                    Vec::<(usize, Vec<u32>)>::new,
+                    |s, i, cols| s.push((i, cols.to_vec())),
+                    |mut lo, hi| {
+                        lo.extend(hi);
+                        lo
+                    },
+                )
+                .unwrap();
+            // Every row once, merged in row order.
+            assert_eq!(rows.len(), a.nrows());
+            for (i, (r, cols)) in rows.iter().enumerate() {
+                assert_eq!(*r, i);
+                assert_eq!(cols.as_slice(), pattern.row(i).0);
+            }
+        }
+        let none = Preconditioner::None.fold_explicit_rows(|| 0, |_, _, _| {}, |a, b| a + b);
+        assert_eq!(none, None);
     }
 
     #[test]

@@ -96,6 +96,8 @@ pub(super) struct HashAccumulator {
     /// For patterns in a window of columns: `marks[c - first]` is `row + 1` once column `c`
     /// is in row `row` (a stamp per row, so the window needs no clearing between rows).
     marks: Vec<u32>,
+    /// Scratch for one row's columns.
+    cols: Vec<u32>,
 }
 
 impl HashAccumulator {
@@ -145,6 +147,16 @@ impl HashAccumulator {
     #[inline]
     fn insert(&mut self, col: u32) {
         self.probe(col);
+    }
+
+    /// Appends the accumulated columns, sorted, and empties the table (for patterns only).
+    fn drain_sorted_columns(&mut self, out: &mut Vec<u32>) {
+        self.used.sort_unstable();
+        for &e in &self.used {
+            out.push((e >> 32) as u32);
+            self.keys[(e & 0xffff_ffff) as usize] = Self::EMPTY;
+        }
+        self.used.clear();
     }
 
     /// Appends the accumulated entries sorted by column, and empties the table.
@@ -326,49 +338,100 @@ pub(super) fn gram_rows<'a>(
     }
 }
 
-/// The pattern of `K^T diag(s) K` (values 1.0), given `kt = K^T`: row i is the union of the
-/// patterns of the rows q of K with `K_qi` stored.
+/// Appends to `cols` the sorted columns of row `i` of the pattern of `K^T diag(s) K`, given
+/// `kt = K^T`: the union of the patterns of the rows q of K with `K_qi` stored.
+fn gram_pattern_row(
+    kt: &CsrMatrix,
+    k: &CsrMatrix,
+    i: usize,
+    acc: &mut HashAccumulator,
+    cols: &mut Vec<u32>,
+) {
+    let ck = kt.row(i).0;
+    let rows = || ck.iter().map(|&q| k.row(q as usize).0);
+    // The columns of row i lie between the first and the last column of these rows.
+    let first = rows().filter_map(|c| c.first()).min();
+    let last = rows().filter_map(|c| c.last()).max();
+    let (Some(&first), Some(&last)) = (first, last) else {
+        return;
+    };
+    let width = (last - first) as usize + 1;
+    if width <= PATTERN_WINDOW {
+        // A stamp per column of the window: cheaper than hashing each column.
+        if acc.marks.len() < width {
+            acc.marks.resize(width, 0);
+        }
+        let stamp = i as u32 + 1;
+        acc.used.clear();
+        for c in rows() {
+            for &j in c {
+                let m = &mut acc.marks[(j - first) as usize];
+                if *m != stamp {
+                    *m = stamp;
+                    acc.used.push(u64::from(j));
+                }
+            }
+        }
+        acc.used.sort_unstable();
+        cols.extend(acc.used.iter().map(|&j| j as u32));
+        acc.used.clear();
+        return;
+    }
+    acc.reset(rows().map(<[u32]>::len).sum());
+    for c in rows() {
+        for &j in c {
+            acc.insert(j);
+        }
+    }
+    acc.drain_sorted_columns(cols);
+}
+
+/// The pattern of `K^T diag(s) K` (values 1.0), given `kt = K^T` (rows by
+/// [`gram_pattern_row`]).
 pub(super) fn gram_pattern(kt: &CsrMatrix, k: &CsrMatrix) -> Result<CsrMatrix, PcgError> {
     let n = k.ncols();
     fill_pattern_only(n, n, |i, acc, out| {
-        let ck = kt.row(i).0;
-        let rows = || ck.iter().map(|&q| k.row(q as usize).0);
-        // The columns of row i lie between the first and the last column of these rows.
-        let first = rows().filter_map(|c| c.first()).min();
-        let last = rows().filter_map(|c| c.last()).max();
-        let (Some(&first), Some(&last)) = (first, last) else {
-            return;
-        };
-        let width = (last - first) as usize + 1;
-        if width <= PATTERN_WINDOW {
-            // A stamp per column of the window: cheaper than hashing each column.
-            if acc.marks.len() < width {
-                acc.marks.resize(width, 0);
-            }
-            let stamp = i as u32 + 1;
-            acc.used.clear();
-            for c in rows() {
-                for &j in c {
-                    let m = &mut acc.marks[(j - first) as usize];
-                    if *m != stamp {
-                        *m = stamp;
-                        acc.used.push(u64::from(j));
-                    }
-                }
-            }
-            acc.used.sort_unstable();
-            out.extend(acc.used.iter().map(|&j| (j as u32, 1.0)));
-            acc.used.clear();
-            return;
-        }
-        acc.reset(rows().map(<[u32]>::len).sum());
-        for c in rows() {
-            for &j in c {
-                acc.insert(j);
-            }
-        }
-        acc.drain_sorted(out);
+        let mut cols = std::mem::take(&mut acc.cols);
+        cols.clear();
+        gram_pattern_row(kt, k, i, acc, &mut cols);
+        out.extend(cols.iter().map(|&j| (j, 1.0)));
+        acc.cols = cols;
     })
+}
+
+/// Folds the rows of the pattern of `K^T diag(s) K` (the rows [`gram_pattern`] stores) without
+/// keeping them: chunks of [`ROW_CHUNK`] consecutive rows run in parallel, each row's sorted
+/// columns go to `row(state, i, cols)` in ascending order of `i` within a state, and the
+/// states of consecutive row ranges are merged by `merge(lower, upper)`.
+pub(super) fn gram_pattern_fold<T, I, F, M>(
+    kt: &CsrMatrix,
+    k: &CsrMatrix,
+    init: I,
+    row: F,
+    merge: M,
+) -> T
+where
+    T: Send,
+    I: Fn() -> T + Sync + Send,
+    F: Fn(&mut T, usize, &[u32]) + Sync + Send,
+    M: Fn(T, T) -> T + Sync + Send,
+{
+    let n = k.ncols();
+    (0..n.div_ceil(ROW_CHUNK))
+        .into_par_iter()
+        .fold(
+            || (init(), HashAccumulator::default(), Vec::new()),
+            |(mut state, mut acc, mut cols), c| {
+                for i in c * ROW_CHUNK..((c + 1) * ROW_CHUNK).min(n) {
+                    cols.clear();
+                    gram_pattern_row(kt, k, i, &mut acc, &mut cols);
+                    row(&mut state, i, &cols);
+                }
+                (state, acc, cols)
+            },
+        )
+        .map(|(state, _, _)| state)
+        .reduce(&init, &merge)
 }
 
 /// `K^T diag(s) K`, given `kt = K^T` (see [`gram_rows`]).
