@@ -88,6 +88,9 @@ module autopcg
     real(c_double) :: backend_ms
     real(c_double) :: total_ms
     real(c_double) :: update_ms
+    real(c_double) :: upload_ms
+    real(c_double) :: convert_ms
+    real(c_double) :: load_ms
   end type autopcg_setup
 
   public :: autopcg_options_init, autopcg_create, autopcg_create_i32, autopcg_create_i64

@@ -158,6 +158,13 @@ pub struct AutopcgSetup {
     pub total_ms: f64,
     /// The last `autopcg_update_values` (preconditioner and uploads; 0 before any).
     pub update_ms: f64,
+    /// Of `backend_ms`: host-to-device copies and allocations (0 on the CPU and for row
+    /// blocks, whose backend is not timed in parts).
+    pub upload_ms: f64,
+    /// Of `backend_ms`: format conversions on the device.
+    pub convert_ms: f64,
+    /// Of `backend_ms`: compiling and loading kernels.
+    pub load_ms: f64,
 }
 
 /// A prepared solver: see the crate documentation. Opaque to C.
@@ -840,6 +847,9 @@ pub unsafe extern "C" fn autopcg_get_setup(
                 backend_ms: t.backend_ms,
                 total_ms: t.total_ms(),
                 update_ms: h.update_ms,
+                upload_ms: t.upload_ms,
+                convert_ms: t.convert_ms,
+                load_ms: t.load_ms,
             }
         })
     }

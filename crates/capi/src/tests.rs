@@ -558,11 +558,20 @@ fn setup_times_and_getters() {
         backend_ms: -1.0,
         total_ms: -1.0,
         update_ms: -1.0,
+        upload_ms: -1.0,
+        convert_ms: -1.0,
+        load_ms: -1.0,
     };
     assert_eq!(unsafe { autopcg_get_setup(h, &mut t) }, AUTOPCG_OK);
     let parts = t.check_ms + t.device_ms + t.precond_ms + t.select_ms + t.backend_ms;
     assert!(
         t.check_ms >= 0.0 && t.precond_ms >= 0.0 && t.update_ms == 0.0,
+        "{t:?}"
+    );
+    // On the CPU the backend has no uploads, conversions or kernels.
+    assert_eq!(
+        (t.upload_ms, t.convert_ms, t.load_ms),
+        (0.0, 0.0, 0.0),
         "{t:?}"
     );
     assert!((t.total_ms - parts).abs() <= 1e-9, "{t:?}");
