@@ -205,6 +205,20 @@ pub trait PcgBackend {
     fn zero_solution(&mut self) -> Result<(), PcgError>;
 }
 
+/// Checks a right-hand side `b` and an initial guess `x0` against a system of `n` rows (what a
+/// backend's `set_problem` checks before anything moves).
+pub(crate) fn check_problem_len(n: usize, b: &[f64], x0: Option<&[f64]>) -> Result<(), PcgError> {
+    if b.len() != n || x0.is_some_and(|x| x.len() != n) {
+        return Err(PcgError::Dimension(format!(
+            "right-hand side of length {} and initial guess of length {:?} for a matrix of {n} \
+             rows",
+            b.len(),
+            x0.map(<[f64]>::len),
+        )));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

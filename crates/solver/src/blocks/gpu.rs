@@ -368,15 +368,7 @@ impl BlockGpuBackend {
     /// than the backend was built with (the caller builds a new backend, as for
     /// [`crate::gpu::GpuBackend::set_problem`]).
     pub fn set_problem(&mut self, b: &[f64], x0: Option<&[f64]>) -> Result<bool, PcgError> {
-        if b.len() != self.n || x0.is_some_and(|x| x.len() != self.n) {
-            return Err(PcgError::Dimension(format!(
-                "right-hand side of length {} and initial guess of length {:?} for a matrix of \
-                 {} rows",
-                b.len(),
-                x0.map(<[f64]>::len),
-                self.n
-            )));
-        }
+        crate::backend::check_problem_len(self.n, b, x0)?;
         if ScaleFactors::from_maxima(self.a_max, crate::scaling::max_abs(b)) != self.scale {
             return Ok(false);
         }

@@ -344,15 +344,7 @@ impl GpuBackend {
     /// when `b` needs other power-of-two factors than the uploaded system was scaled by (a
     /// right-hand side of a very different magnitude): the caller then builds a new backend.
     pub fn set_problem(&mut self, b: &[f64], x0: Option<&[f64]>) -> Result<bool, PcgError> {
-        if b.len() != self.n || x0.is_some_and(|x| x.len() != self.n) {
-            return Err(PcgError::Dimension(format!(
-                "right-hand side of length {} and initial guess of length {:?} for a matrix of \
-                 {} rows",
-                b.len(),
-                x0.map(<[f64]>::len),
-                self.n
-            )));
-        }
+        crate::backend::check_problem_len(self.n, b, x0)?;
         if ScaleFactors::from_maxima(self.a_max, max_abs(b)) != self.scale {
             return Ok(false);
         }
