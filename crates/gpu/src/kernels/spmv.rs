@@ -3,7 +3,7 @@
 
 use cudarc::driver::PushKernelArg;
 
-use super::{check_len, Launch};
+use super::{check_len, Launch, PushGroups};
 use crate::formats::{DeviceCoo, DeviceCsr, DeviceDia, DeviceEll, DeviceHyb, Format};
 use crate::sources::KernelSource;
 use crate::{DeviceVec, GpuDevice, GpuError, LaunchConfig, DEFAULT_THREADS};
@@ -163,12 +163,7 @@ pub fn spmv_csr(
     // warps for the vector kernels (checked).
     unsafe {
         l.run(|b| {
-            b.arg(&nrows)
-                .arg(&a.indptr.buf)
-                .arg(&a.indices.buf)
-                .arg(&a.vals.buf)
-                .arg(&x.buf)
-                .arg(&mut y.buf);
+            b.arg(&nrows).csr(a).arg(&x.buf).arg(&mut y.buf);
         })
     }
 }
@@ -220,9 +215,7 @@ fn spmv_csr_merge(
         main.run(|b| {
             b.arg(&nrows)
                 .arg(&nnz)
-                .arg(&a.indptr.buf)
-                .arg(&a.indices.buf)
-                .arg(&a.vals.buf)
+                .csr(a)
                 .arg(&x.buf)
                 .arg(&mut y.buf)
                 .arg(&ws.tile_rows.buf)
