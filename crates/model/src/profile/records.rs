@@ -113,14 +113,23 @@ pub struct VectorRecord {
     pub op: VectorOp,
     /// Its thread mapping (`elem`, `elem_v2`, `grid`, `grid_v2`), as the kernel says.
     pub variant: VectorVariant,
+    /// The launch and its timing (on disk, its fields stand in the record itself).
+    #[serde(flatten)]
+    pub sample: LaunchSample,
+}
+
+/// One timed launch configuration at one vector length: what vector-update and dot-product
+/// records share.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LaunchSample {
     /// Vector length.
     pub n: u64,
     /// Threads per block.
     pub threads: u32,
-    /// Blocks.
+    /// Blocks (of the first stage, for reductions).
     pub blocks: u32,
-    /// For grid-stride variants, `i` in `blocks = NB_nt * i`; `None` when the block count
-    /// covers the vector one item per thread.
+    /// For grid-stride launches, `i` in `blocks = NB_nt * i`; `None` when the block count
+    /// covers the vector one item per thread (or is fixed by n).
     pub nb_multiple: Option<u32>,
     /// Elements one thread handles where the block count covers the vector (1 or 2), as the
     /// profiler launched it; `None` for grid-stride records, and in profiles written before
@@ -131,7 +140,7 @@ pub struct VectorRecord {
     /// A size held out of the fit, measured only to evaluate the decision trees.
     #[serde(default)]
     pub held_out: bool,
-    /// The timing.
+    /// The timing (of the whole reduction, every stage, for dot records).
     pub timing: Timing,
 }
 
@@ -159,23 +168,9 @@ pub struct DotRecord {
     /// The reduction (named by its first stage's entry point, e.g. `dot_vec2` or
     /// `dot3_last_block`).
     pub kernel: Reduction,
-    /// Vector length.
-    pub n: u64,
-    /// Threads per block.
-    pub threads: u32,
-    /// Blocks of the first stage.
-    pub blocks: u32,
-    /// `i` in `blocks = NB_nt * i`; `None` for rungs whose block count is fixed by n.
-    pub nb_multiple: Option<u32>,
-    /// Elements one thread of a fixed-coverage rung handles: as
-    /// [`VectorRecord::elems_per_thread`].
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub elems_per_thread: Option<u32>,
-    /// Held out of the fit (as [`VectorRecord::held_out`]).
-    #[serde(default)]
-    pub held_out: bool,
-    /// The timing of the whole reduction (every stage, result left on the device).
-    pub timing: Timing,
+    /// The launch and its timing (on disk, its fields stand in the record itself).
+    #[serde(flatten)]
+    pub sample: LaunchSample,
 }
 
 /// Which use a benchmark matrix is for.
@@ -327,11 +322,11 @@ impl Record {
             Record::Occupancy(o) => Some(format!("occupancy/{}/{}", o.kernel, o.threads)),
             Record::Vector(v) => Some(format!(
                 "vector/{}/{}/{}/{}",
-                v.kernel, v.n, v.threads, v.blocks
+                v.kernel, v.sample.n, v.sample.threads, v.sample.blocks
             )),
             Record::Dot(d) => Some(format!(
                 "dot/{}/{}/{}/{}",
-                d.kernel, d.n, d.threads, d.blocks
+                d.kernel, d.sample.n, d.sample.threads, d.sample.blocks
             )),
             Record::Matrix(m) => Some(format!("matrix/{}", m.id)),
             Record::Spmv(s) => Some(format!(
