@@ -570,7 +570,7 @@ mod tests {
     use crate::profile::{Header, MatrixRecord, SpmvRecord, Status, Timing, PROFILE_SCHEMA};
     use crate::spmv::geomean;
     use crate::spmv_synth::{self, Rng};
-    use autopcg_catalog::{GridPolicy, SpmvImpl, SpmvKernel};
+    use autopcg_catalog::{GridPolicy, SpmvImpl, SpmvKernel, SpmvLaunch};
     use autopcg_sparse::families::{Family, FamilyParams, Recipe};
 
     fn cand(kernel: SpmvKernel) -> SpmvCandidate {
@@ -632,12 +632,14 @@ mod tests {
     fn rec(matrix: &str, c: &SpmvCandidate, t: f64) -> SpmvRecord {
         SpmvRecord {
             matrix: matrix.into(),
-            format: c.format,
-            kernel: c.kernel,
-            threads: c.threads,
-            blocks: Some(1),
-            coo_blocks: None,
-            grid: c.grid,
+            launch: SpmvLaunch {
+                format: c.format,
+                kernel: c.kernel,
+                threads: c.threads,
+                blocks: Some(1),
+                coo_blocks: None,
+                grid: c.grid,
+            },
             status: Status::Ok,
             timing: Some(Timing {
                 median_ms: t,

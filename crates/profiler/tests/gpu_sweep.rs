@@ -58,7 +58,7 @@ fn a_tiny_sweep_runs_on_the_gpu_and_resumes(dev: GpuDevice) {
             .all(|s| !matches!(s.status, Status::Failed(_))),
         "a SpMV kernel failed its check"
     );
-    assert!(p.spmv.iter().any(|s| s.kernel.is_cusparse()));
+    assert!(p.spmv.iter().any(|s| s.launch.kernel.is_cusparse()));
     // Every timing is a valid measurement, checked above (no comparison of times: at the tiny
     // sizes of this sweep, launch latency hides the length, and timings are benchmarks, not
     // tests).

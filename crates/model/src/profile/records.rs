@@ -1,7 +1,7 @@
 //! The records of a profile, one JSON object per line, tagged by `record`.
 use autopcg_catalog::{
-    occupancy, DeviceProps, Format, GridPolicy, KernelId, Occupancy, Reduction, SpmvCandidate,
-    SpmvImpl, VectorKernel, VectorOp, VectorVariant,
+    occupancy, DeviceProps, Format, KernelId, Occupancy, Reduction, SpmvCandidate, SpmvLaunch,
+    VectorKernel, VectorOp, VectorVariant,
 };
 use autopcg_sparse::families::Recipe;
 use autopcg_sparse::features::MatrixFeatures;
@@ -215,18 +215,9 @@ pub enum Status {
 pub struct SpmvRecord {
     /// [`MatrixRecord::id`].
     pub matrix: String,
-    /// The format read.
-    pub format: Format,
-    /// The kernel (HYB's two, `+`-joined on disk), or a cuSPARSE algorithm.
-    pub kernel: SpmvImpl,
-    /// Threads per block (`None` for cuSPARSE and whole-format skips).
-    pub threads: Option<u32>,
-    /// Blocks (of the ELL launch for HYB).
-    pub blocks: Option<u32>,
-    /// Blocks of HYB's COO launch.
-    pub coo_blocks: Option<u32>,
-    /// Grid policy (`None` for cuSPARSE and whole-format skips).
-    pub grid: Option<GridPolicy>,
+    /// What ran, with which launch configuration.
+    #[serde(flatten)]
+    pub launch: SpmvLaunch,
     /// Outcome.
     pub status: Status,
     /// Timing when measured.
@@ -237,12 +228,7 @@ impl SpmvRecord {
     /// The candidate this record measures, without the matrix (its name is
     /// `format/kernel/t<threads>/<grid>`, [`SpmvCandidate::name`]).
     pub fn candidate(&self) -> SpmvCandidate {
-        SpmvCandidate {
-            format: self.format,
-            kernel: self.kernel,
-            threads: self.threads,
-            grid: self.grid,
-        }
+        self.launch.candidate()
     }
 }
 
@@ -333,8 +319,8 @@ impl Record {
                 "spmv/{}/{}/{}/{}",
                 s.matrix,
                 s.candidate().name(),
-                opt(s.blocks),
-                opt(s.coo_blocks)
+                opt(s.launch.blocks),
+                opt(s.launch.coo_blocks)
             )),
             Record::Conversion(c) => Some(format!("conversion/{}/{}", c.matrix, c.format)),
         }
