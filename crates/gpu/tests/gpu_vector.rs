@@ -134,9 +134,9 @@ fn cg_update_cpu(
     }
 }
 
-/// Runs [`cg_update`] with variant, configuration and scalars `run`, the given u and w, on
-/// device copies of the starting p, s, x and r (`start`), and checks the updated p, s, x and r
-/// against the CPU's (`want`) within 1e-15 of `scale`; a failure names `what` and the vector.
+/// Runs [`cg_update`] with the given variant, configuration and scalars, u and w, on device
+/// copies of the starting p, s, x and r (`start`), and checks the updated p, s, x and r against
+/// the CPU's (`want`) within 1e-15 of `scale`; a failure names `what` and the vector.
 #[allow(clippy::too_many_arguments)]
 fn check_cg_update(
     dev: &GpuDevice,
