@@ -100,11 +100,14 @@ pub(crate) struct HostRecurrence {
 }
 
 impl HostRecurrence {
-    /// Starts over at iteration 0 with the dots of the initial residual, dropping any record
-    /// not yet polled.
-    pub(crate) fn restart(&mut self, dots: Dots) {
+    /// Starts over at iteration 0, dropping any record not yet polled.
+    pub(crate) fn restart(&mut self) {
         self.iteration = 0;
         self.pending.clear();
+    }
+
+    /// Records the dots of the initial residual, the start of the recurrence.
+    pub(crate) fn record_start(&mut self, dots: Dots) {
         self.record(dots, GearScalars::start(dots));
     }
 
@@ -331,8 +334,9 @@ impl PcgBackend for CpuBackend<'_> {
             .apply(&self.cg.r, &mut self.cg.u, &mut self.work);
         self.cg.p.fill(0.0);
         self.cg.s.fill(0.0);
+        self.rec.restart();
         let dots = self.spmv_dots();
-        self.rec.restart(dots);
+        self.rec.record_start(dots);
         Ok(())
     }
 

@@ -246,8 +246,9 @@ impl<T: Transport<Vector = Vec<f64>, Partial = [f64; 3]>> PcgBackend for BlockCp
                 v.cg.p.fill(0.0);
                 v.cg.s.fill(0.0);
             });
+        self.rec.restart();
         let dots = self.spmv_dots()?;
-        self.rec.restart(dots);
+        self.rec.record_start(dots);
         Ok(())
     }
 
