@@ -45,4 +45,4 @@ pub use kernels::{
 pub use launch::{GridPolicy, LaunchConfig, DEFAULT_THREADS};
 pub use link::LinkProps;
 pub use occupancy::{occupancy, Limiter, Occupancy};
-pub use spmv::{SpmvCandidate, SpmvImpl, SpmvMethod, SpmvShape};
+pub use spmv::{SpmvCandidate, SpmvImpl, SpmvLaunch, SpmvMethod, SpmvShape};

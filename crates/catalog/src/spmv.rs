@@ -190,6 +190,52 @@ impl SpmvCandidate {
     }
 }
 
+/// One SpMV launch as a record keeps it: the candidate (format, kernel or cuSPARSE algorithm,
+/// threads per block, grid policy) with the block counts it gave on one matrix. The
+/// benchmark's and the profile's SpMV records share it, flattened: on disk its fields stand in
+/// the record itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SpmvLaunch {
+    /// The format read.
+    pub format: Format,
+    /// What ran: a kernel of the pool, HYB's ELL kernel and COO kernel, or a cuSPARSE
+    /// algorithm. Serialises as the entry point (`spmv_csr_vector_4`), the pair
+    /// (`spmv_ell+spmv_coo_segment`) or the algorithm (`cusparse_spmv_csr_alg2`).
+    pub kernel: SpmvImpl,
+    /// Threads per block; `None` for cuSPARSE and for records of a whole skipped format.
+    pub threads: Option<u32>,
+    /// Blocks (of the ELL launch, for HYB); `None` where `threads` is.
+    pub blocks: Option<u32>,
+    /// Blocks of HYB's COO launch.
+    pub coo_blocks: Option<u32>,
+    /// The grid policy that gave `blocks`; `None` where `threads` is.
+    pub grid: Option<GridPolicy>,
+}
+
+impl SpmvLaunch {
+    /// `kernel` reading `format`, not configured yet: no threads, blocks or grid policy.
+    pub fn unconfigured(format: Format, kernel: SpmvImpl) -> SpmvLaunch {
+        SpmvLaunch {
+            format,
+            kernel,
+            threads: None,
+            blocks: None,
+            coo_blocks: None,
+            grid: None,
+        }
+    }
+
+    /// The candidate launched (the launch without its block counts).
+    pub fn candidate(&self) -> SpmvCandidate {
+        SpmvCandidate {
+            format: self.format,
+            kernel: self.kernel,
+            threads: self.threads,
+            grid: self.grid,
+        }
+    }
+}
+
 impl fmt::Display for SpmvCandidate {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.name())

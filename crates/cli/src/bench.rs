@@ -8,14 +8,11 @@ use clap::{Args, Subcommand};
 use serde_json::json;
 
 use autopcg::sparse::mm::{self, ReadOptions, SymmetryPolicy};
-use autopcg::PrecondKind;
 
 mod prepared;
 pub(crate) use prepared::{bench_prepared, PreparedBenchArgs};
 
-use crate::common::{
-    init_threads, open_gpu, parse_omega, precond_kind, read_matrix, FormArg, PrecondArg,
-};
+use crate::common::{init_threads, open_gpu, read_matrix, PrecondArg, SsorArgs};
 
 #[derive(Subcommand)]
 pub(crate) enum BenchCmd {
@@ -46,29 +43,6 @@ its iterations), and update_values (new diagonal values, same pattern) against a
 setup, checked by the iterations of a solve after it against a fresh solver of the same values."
     )]
     Prepared(PreparedBenchArgs),
-}
-
-/// How SSOR-AI is set up, as for `solve`.
-#[derive(Args)]
-pub(crate) struct SsorArgs {
-    /// How SSOR-AI is applied (`auto`: as `solve` chooses it).
-    #[arg(long, value_enum, default_value_t = FormArg::Auto)]
-    ssor_form: FormArg,
-    /// SSOR relaxation factor: `auto` or a number in (0, 2), as for `solve`.
-    #[arg(long, default_value = "auto")]
-    omega: String,
-}
-
-impl SsorArgs {
-    /// The preconditioner `p` with this form and omega.
-    fn kind(&self, p: PrecondArg) -> Result<PrecondKind> {
-        Ok(precond_kind(p, self.ssor_form, parse_omega(&self.omega)?))
-    }
-
-    /// Whether the form is left to the plan.
-    fn form_auto(&self) -> bool {
-        self.ssor_form == FormArg::Auto
-    }
 }
 
 #[derive(Args)]

@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use anyhow::{anyhow, bail, Context, Result};
-use clap::ValueEnum;
+use clap::{Args, ValueEnum};
 
 use autopcg::sparse::mm::{self, ReadChecks, ReadOptions, SymmetryPolicy};
 use autopcg::{CsrMatrix, PrecondKind, SsorForm};
@@ -29,6 +29,61 @@ pub(crate) enum FormArg {
     Factored,
     /// One SpMV with the explicit product K^T D^-1 K.
     Explicit,
+}
+
+/// The options `solve` and `generate` share beside their own: how a file that is not
+/// symmetric is read, the CPU threads, and JSON output.
+#[derive(Args)]
+pub(crate) struct RunArgs {
+    /// Use the lower triangle of a `general` file that is not symmetric, mirrored.
+    #[arg(long)]
+    pub(crate) assume_symmetric: bool,
+    /// CPU threads (default: all cores).
+    #[arg(long)]
+    pub(crate) threads: Option<usize>,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+/// How SSOR-AI is set up: the arguments every subcommand that takes `--precond` shares.
+#[derive(Args)]
+pub(crate) struct SsorArgs {
+    /// SSOR relaxation factor: a number in (0, 2), or `auto` = min(1, 1/||D^-1/2 L D^-1/2||_inf),
+    /// which keeps the truncated Neumann series a useful inverse on strongly coupled matrices
+    /// and is 1 on stencil matrices.
+    #[arg(long, default_value = "auto")]
+    omega: String,
+    /// How SSOR-AI is applied (`auto`: the model picks by predicted time when one chooses the
+    /// GPU plan; factored otherwise).
+    #[arg(long, value_enum, default_value_t = FormArg::Auto)]
+    ssor_form: FormArg,
+}
+
+impl SsorArgs {
+    /// The preconditioner `p` with this form and omega (still automatic where `--omega
+    /// auto`); an error for an omega that is neither `auto` nor in (0, 2).
+    pub(crate) fn kind(&self, p: PrecondArg) -> Result<PrecondKind> {
+        Ok(precond_kind(p, self.ssor_form, parse_omega(&self.omega)?))
+    }
+
+    /// Whether the SSOR-AI form is left to the plan (`--ssor-form auto`).
+    pub(crate) fn form_auto(&self) -> bool {
+        self.ssor_form == FormArg::Auto
+    }
+}
+
+/// One step of a printed plan: the step's name (padded to `step_width`), format, kernel and
+/// launch configuration, then the predicted time when there is one.
+pub(crate) fn plan_step_line(
+    step_width: usize,
+    [step, format, kernel, config]: [&String; 4],
+    predicted_ms: Option<f64>,
+) -> String {
+    let p = predicted_ms
+        .map(|p| format!("  predicted {p:.4} ms"))
+        .unwrap_or_default();
+    format!("  {step:<step_width$} {format:<8} {kernel:<28} {config}{p}")
 }
 
 /// Starts the thread pool with `threads` workers. More threads than the machine has logical
@@ -80,7 +135,7 @@ pub(crate) fn norm2(v: &[f64]) -> f64 {
 }
 
 /// The preconditioner of the arguments; `omega` `None` leaves it automatic ([`autopcg::solver::auto_omega`]).
-pub(crate) fn precond_kind(p: PrecondArg, form: FormArg, omega: Option<f64>) -> PrecondKind {
+fn precond_kind(p: PrecondArg, form: FormArg, omega: Option<f64>) -> PrecondKind {
     match p {
         PrecondArg::None => PrecondKind::None,
         PrecondArg::Jacobi => PrecondKind::Jacobi,
@@ -96,7 +151,7 @@ pub(crate) fn precond_kind(p: PrecondArg, form: FormArg, omega: Option<f64>) -> 
 }
 
 /// `--omega`: `auto` (None) or a number in (0, 2).
-pub(crate) fn parse_omega(text: &str) -> Result<Option<f64>> {
+fn parse_omega(text: &str) -> Result<Option<f64>> {
     if text.eq_ignore_ascii_case("auto") {
         return Ok(None);
     }

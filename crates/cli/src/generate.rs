@@ -16,7 +16,7 @@ use autopcg::generator::{model_device_props, plan, ModelRef, PlanError, PlanRequ
 use autopcg::model::ModelFile;
 use autopcg::{resolve_model, ModelChoice};
 
-use crate::common::{init_threads, parse_omega, precond_kind, read_matrix, FormArg, PrecondArg};
+use crate::common::{init_threads, plan_step_line, read_matrix, PrecondArg, RunArgs, SsorArgs};
 use crate::Fail;
 
 #[derive(Args)]
@@ -34,27 +34,16 @@ pub(crate) struct GenerateArgs {
     /// Preconditioner.
     #[arg(long, value_enum, default_value_t = PrecondArg::SsorAi)]
     precond: PrecondArg,
-    /// SSOR relaxation factor: a number in (0, 2), or `auto` (as `solve`).
-    #[arg(long, default_value = "auto")]
-    omega: String,
-    /// How SSOR-AI is applied (`auto`: the model picks by predicted time).
-    #[arg(long, value_enum, default_value_t = FormArg::Auto)]
-    ssor_form: FormArg,
+    #[command(flatten)]
+    ssor: SsorArgs,
     /// GPUs to plan for (only 1: plans of several row blocks are not generated yet).
     #[arg(long, default_value_t = 1)]
     gpus: usize,
     /// Poll (synchronise, check convergence) every this many iterations (default: 16).
     #[arg(long)]
     check_every: Option<usize>,
-    /// Use the lower triangle of a `general` file that is not symmetric, mirrored.
-    #[arg(long)]
-    assume_symmetric: bool,
-    /// CPU threads (default: all cores).
-    #[arg(long)]
-    threads: Option<usize>,
-    /// Print one JSON object instead of text.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    run: RunArgs,
 }
 
 /// What `generate --json` prints.
@@ -74,7 +63,7 @@ struct GenerateReport<'a> {
 }
 
 pub(crate) fn generate(a: GenerateArgs) -> Result<u8, Fail> {
-    init_threads(a.threads)?;
+    init_threads(a.run.threads)?;
     if a.gpus != 1 {
         return Err(anyhow!(
             "--gpus {}: plans for several GPUs (row blocks) are not generated yet; use --gpus 1",
@@ -85,10 +74,9 @@ pub(crate) fn generate(a: GenerateArgs) -> Result<u8, Fail> {
     if a.check_every == Some(0) {
         return Err(anyhow!("--check-every must be at least 1").into());
     }
-    let omega_arg = parse_omega(&a.omega)?;
-    let m = read_matrix(&a.matrix, a.assume_symmetric)?;
     // An automatic omega is resolved for the matrix by the plan and recorded in plan.json.
-    let kind = precond_kind(a.precond, a.ssor_form, omega_arg);
+    let kind = a.ssor.kind(a.precond)?;
+    let m = read_matrix(&a.matrix, a.run.assume_symmetric)?;
 
     // The target GPU and the model that chooses for it.
     let mut notes = Vec::new();
@@ -124,7 +112,7 @@ pub(crate) fn generate(a: GenerateArgs) -> Result<u8, Fail> {
     };
 
     let mut req = PlanRequest::new(&m, kind, Target::Gpu(props.clone()));
-    req.ssor_form_auto = a.ssor_form == FormArg::Auto;
+    req.ssor_form_auto = a.ssor.form_auto();
     req.check_every = a.check_every;
     req.model = match (&model, &label) {
         (Some(f), Some(l)) => Some(ModelRef { file: f, label: l }),
@@ -148,7 +136,7 @@ pub(crate) fn generate(a: GenerateArgs) -> Result<u8, Fail> {
 
     let out = a.out.display().to_string();
     let build = format!("cmake -S {out} -B {out}/build && cmake --build {out}/build -j");
-    if a.json {
+    if a.run.json {
         let report = GenerateReport {
             out: out.clone(),
             files: files.iter().map(|f| f.path.as_str()).collect(),
@@ -187,14 +175,8 @@ pub(crate) fn generate(a: GenerateArgs) -> Result<u8, Fail> {
             .unwrap_or_default()
     );
     for s in &saved.block().steps {
-        let p = s
-            .predicted_ms
-            .map(|p| format!("  predicted {p:.4} ms"))
-            .unwrap_or_default();
-        println!(
-            "  {:<16} {:<8} {:<28} {}{p}",
-            s.step, s.format, s.kernel, s.config
-        );
+        let fields = [&s.step, &s.format, &s.kernel, &s.config];
+        println!("{}", plan_step_line(16, fields, s.predicted_ms));
     }
     println!(
         "wrote {} files to {out} (plan: {out}/plan.json)",

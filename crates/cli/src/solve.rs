@@ -15,7 +15,7 @@ use autopcg::sparse::mm;
 use autopcg::{Device, Error, ModelChoice, PcgError, PcgParams, PrecondKind, SetupTimes, Solver};
 
 use crate::common::{
-    init_threads, norm2, parse_omega, precond_kind, read_matrix, FormArg, PrecondArg,
+    init_threads, norm2, plan_step_line, read_matrix, PrecondArg, RunArgs, SsorArgs,
 };
 use crate::Fail;
 
@@ -41,14 +41,8 @@ pub(crate) struct SolveArgs {
     /// Preconditioner.
     #[arg(long, value_enum, default_value_t = PrecondArg::SsorAi)]
     precond: PrecondArg,
-    /// SSOR relaxation factor: a number in (0, 2), or `auto` = min(1, 1/||D^-1/2 L D^-1/2||_inf),
-    /// which keeps the truncated Neumann series a useful inverse on strongly coupled matrices
-    /// and is 1 on stencil matrices.
-    #[arg(long, default_value = "auto")]
-    omega: String,
-    /// How SSOR-AI is applied.
-    #[arg(long, value_enum, default_value_t = FormArg::Auto)]
-    ssor_form: FormArg,
+    #[command(flatten)]
+    ssor: SsorArgs,
     /// Where to run: auto (a GPU when usable, else the CPU), cpu or gpu.
     #[arg(long, default_value = "auto")]
     device: Device,
@@ -79,15 +73,8 @@ pub(crate) struct SolveArgs {
     /// and why the choice won.
     #[arg(long)]
     explain: bool,
-    /// Use the lower triangle of a `general` file that is not symmetric, mirrored.
-    #[arg(long)]
-    assume_symmetric: bool,
-    /// CPU threads (default: all cores).
-    #[arg(long)]
-    threads: Option<usize>,
-    /// Print one JSON object instead of text.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    run: RunArgs,
     /// Include the residual history in the JSON output (`residual_history_norm` says which
     /// norm it holds).
     #[arg(long)]
@@ -161,15 +148,15 @@ pub(crate) fn solve(a: SolveArgs) -> Result<u8, Fail> {
         inputs.extend(a.x0.as_deref());
         autopcg::sparse::io::check_output(out, inputs)?;
     }
-    init_threads(a.threads)?;
-    let omega_arg = parse_omega(&a.omega)?;
+    init_threads(a.run.threads)?;
+    let asked = a.ssor.kind(a.precond)?;
     let model: ModelChoice = match a.model.parse() {
         Ok(m) => m,
         Err(e) => match e {},
     };
 
     let t_read = Instant::now();
-    let m = read_matrix(&a.matrix, a.assume_symmetric)?;
+    let m = read_matrix(&a.matrix, a.run.assume_symmetric)?;
     let n = m.nrows();
     let saved = match &a.plan {
         Some(p) => Some(SavedPlan::load(p)?),
@@ -179,7 +166,7 @@ pub(crate) fn solve(a: SolveArgs) -> Result<u8, Fail> {
     let (kind, precond_text) = match &saved {
         Some(s) => (s.precond.kind()?, s.precond.kind.clone()),
         None => {
-            let kind = precond_kind(a.precond, a.ssor_form, omega_arg).resolved_for(&m);
+            let kind = asked.resolved_for(&m);
             (kind, kind.to_string())
         }
     };
@@ -226,7 +213,7 @@ pub(crate) fn solve(a: SolveArgs) -> Result<u8, Fail> {
     let read_ms = t_read.elapsed().as_secs_f64() * 1e3;
 
     // Progress on a terminal for long solves: a line refreshed at most twice a second.
-    let interactive = !a.json && std::io::stderr().is_terminal();
+    let interactive = !a.run.json && std::io::stderr().is_terminal();
     let bnorm = norm2(&b).max(f64::MIN_POSITIVE);
     let mut last = Instant::now();
     let mut shown = false;
@@ -277,7 +264,7 @@ pub(crate) fn solve(a: SolveArgs) -> Result<u8, Fail> {
         .params(params)
         .device(a.device)
         .model(model)
-        .ssor_form_auto(a.ssor_form == FormArg::Auto);
+        .ssor_form_auto(a.ssor.form_auto());
     let outcome = match (&saved, &a.plan) {
         (Some(s), Some(p)) => solver.solve_saved_plan(
             s,
@@ -297,7 +284,7 @@ pub(crate) fn solve(a: SolveArgs) -> Result<u8, Fail> {
         Err(f) => match (f.partial, f.error) {
             (Some(p), e) => (*p, 1u8, Some(e)),
             (None, Error::Pcg(e @ (PcgError::NotSpd { .. } | PcgError::Breakdown { .. }))) => {
-                if a.json {
+                if a.run.json {
                     let j = serde_json::json!({
                         "matrix": a.matrix.display().to_string(),
                         "n": n,
@@ -353,7 +340,7 @@ pub(crate) fn solve(a: SolveArgs) -> Result<u8, Fail> {
         0.0
     };
     let is_ssor = matches!(kind, PrecondKind::SsorAi { .. });
-    if a.json {
+    if a.run.json {
         let report = SolveReport {
             matrix: a.matrix.display().to_string(),
             n,
@@ -516,14 +503,8 @@ fn print_plan(sol: &autopcg::Solution, explain: bool) {
         .unwrap_or_default();
     println!("plan ({}{predicted}):", sol.plan.source);
     for s in &sol.plan.steps {
-        let p = s
-            .predicted_ms
-            .map(|p| format!("  predicted {p:.4} ms"))
-            .unwrap_or_default();
-        println!(
-            "  {:<8} {:<8} {:<28} {}{p}",
-            s.step, s.format, s.kernel, s.config
-        );
+        let fields = [&s.step, &s.format, &s.kernel, &s.config];
+        println!("{}", plan_step_line(8, fields, s.predicted_ms));
     }
     if explain {
         if sol.explain.is_empty() {

@@ -9,6 +9,7 @@ use common::{run, stderr};
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
+use autopcg::generator::emit;
 use autopcg_gpu::GpuDevice;
 
 autopcg_gpu::test_main! {
@@ -68,17 +69,20 @@ fn generate_writes_the_plan_and_the_solver_without_a_gpu() {
         .iter()
         .map(|f| f.as_str().unwrap())
         .collect();
+    // The files filled from the plan, the kernels it launches, and every file filled from a
+    // template alone (the solver, the host build, main, the C header, the Fortran module).
+    let templated = emit::VERSION_TEMPLATES.map(|t| t.0);
     for f in [
         "plan.json",
         "CMakeLists.txt",
         "README.md",
-        "include/autopcg_generated.h",
-        "src/solver.cu",
-        "src/main.cpp",
         "src/plan.h",
         "kernels/dot.cu",
         "kernels/vector.cu",
-    ] {
+    ]
+    .into_iter()
+    .chain(templated)
+    {
         assert!(files.contains(&f), "{f} not written: {files:?}");
         assert!(out.join(f).is_file(), "{f} missing on disk");
     }

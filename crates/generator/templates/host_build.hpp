@@ -157,15 +157,22 @@ inline void push_row_end(Csr &m) {
     m.indptr.push_back((uint32_t)m.indices.size());
 }
 
+// An empty n x n matrix whose rows are appended with push_row_end: indptr holds the leading 0
+// and has room for the n row ends.
+inline Csr square_csr(uint32_t n) {
+    Csr m;
+    m.nrows = n;
+    m.ncols = n;
+    m.indptr.reserve((size_t)n + 1);
+    m.indptr.push_back(0);
+    return m;
+}
+
 // K = I - X (order 1) or K = I - X + X^2 (order 2), X = omega L D^-1 (L the strict lower
 // triangle of a).
 inline Csr ssor_k(const Csr &a, const std::vector<double> &d, double omega, int order) {
     const uint32_t n = a.nrows;
-    Csr k;
-    k.nrows = n;
-    k.ncols = n;
-    k.indptr.reserve((size_t)n + 1);
-    k.indptr.push_back(0);
+    Csr k = square_csr(n);
     if (order == 1) {
         for (uint32_t i = 0; i < n; ++i) {
             for (uint32_t q = a.indptr[i]; q < a.indptr[i + 1]; ++q) {
@@ -182,11 +189,7 @@ inline Csr ssor_k(const Csr &a, const std::vector<double> &d, double omega, int 
         return k;
     }
     // X_ij = omega a_ij / d_j for j < i.
-    Csr x;
-    x.nrows = n;
-    x.ncols = n;
-    x.indptr.reserve((size_t)n + 1);
-    x.indptr.push_back(0);
+    Csr x = square_csr(n);
     for (uint32_t i = 0; i < n; ++i) {
         for (uint32_t q = a.indptr[i]; q < a.indptr[i + 1]; ++q) {
             const uint32_t j = a.indices[q];
@@ -217,11 +220,7 @@ inline Csr ssor_k(const Csr &a, const std::vector<double> &d, double omega, int 
 // K^T diag(s) K given kt = K^T: entry (i, j) sums (K_qi K_qj) s_q over q ascending.
 inline Csr gram_product(const Csr &kt, const Csr &k, const std::vector<double> &s) {
     const uint32_t n = k.ncols;
-    Csr m;
-    m.nrows = n;
-    m.ncols = n;
-    m.indptr.reserve((size_t)n + 1);
-    m.indptr.push_back(0);
+    Csr m = square_csr(n);
     RowAccumulator acc(n);
     for (uint32_t i = 0; i < n; ++i) {
         for (uint32_t p = kt.indptr[i]; p < kt.indptr[i + 1]; ++p) {

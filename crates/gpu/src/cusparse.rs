@@ -117,6 +117,29 @@ impl fmt::Debug for CusparseSpmv<'_> {
 const ONE: f64 = 1.0;
 const ZERO: f64 = 0.0;
 
+/// `csys::$f(handle, NON_TRANSPOSE, &ONE, mat, x, &ZERO, y, CUDA_R_64F, raw(alg), $last)`: a
+/// call of one of the SpMV steps (`cusparseSpMV_bufferSize`, `cusparseSpMV_preprocess`,
+/// `cusparseSpMV`) for `y = A x` in f64. The three take the same leading arguments and differ
+/// in the type of the last one (the size out-pointer or the work buffer), so a macro, not a
+/// function, spells the shared arguments once. Expands to the unsafe call itself: the caller
+/// wraps it in `unsafe` with the safety argument.
+macro_rules! spmv_call {
+    ($f:ident, ($handle:expr, $mat:expr, $vx:expr, $vy:expr), $alg:expr, $last:expr) => {
+        csys::$f(
+            $handle,
+            csys::cusparseOperation_t::CUSPARSE_OPERATION_NON_TRANSPOSE,
+            &ONE as *const f64 as *const c_void,
+            $mat as csys::cusparseConstSpMatDescr_t,
+            $vx as csys::cusparseConstDnVecDescr_t,
+            &ZERO as *const f64 as *const c_void,
+            $vy,
+            csys::cudaDataType::CUDA_R_64F,
+            raw($alg),
+            $last,
+        )
+    };
+}
+
 impl<'a> CusparseSpmv<'a> {
     /// Creates the handle (on `dev`'s stream) and descriptors, allocates the work buffer and
     /// runs `cusparseSpMV_preprocess`. Fails with [`GpuError::LibraryMissing`] when cuSPARSE
@@ -222,17 +245,11 @@ impl<'a> CusparseSpmv<'a> {
         // SAFETY: live handle and descriptors; alpha and beta are host scalars (the default
         // pointer mode); bytes is a valid out-pointer.
         check("cusparseSpMV_bufferSize", alg, unsafe {
-            csys::cusparseSpMV_bufferSize(
-                self.handle,
-                csys::cusparseOperation_t::CUSPARSE_OPERATION_NON_TRANSPOSE,
-                &ONE as *const f64 as *const c_void,
-                self.mat as csys::cusparseConstSpMatDescr_t,
-                self.vec_x as csys::cusparseConstDnVecDescr_t,
-                &ZERO as *const f64 as *const c_void,
-                self.vec_y,
-                csys::cudaDataType::CUDA_R_64F,
-                raw(alg),
-                &mut bytes,
+            spmv_call!(
+                cusparseSpMV_bufferSize,
+                (self.handle, self.mat, self.vec_x, self.vec_y),
+                alg,
+                &mut bytes
             )
         })?;
         self.buffer_bytes = bytes;
@@ -247,17 +264,11 @@ impl<'a> CusparseSpmv<'a> {
         // SAFETY: as for the buffer size; `buf` is null or a device buffer of the size cuSPARSE
         // asked for, kept alive (and unchanged) as long as the descriptors.
         check("cusparseSpMV_preprocess", alg, unsafe {
-            csys::cusparseSpMV_preprocess(
-                self.handle,
-                csys::cusparseOperation_t::CUSPARSE_OPERATION_NON_TRANSPOSE,
-                &ONE as *const f64 as *const c_void,
-                self.mat as csys::cusparseConstSpMatDescr_t,
-                self.vec_x as csys::cusparseConstDnVecDescr_t,
-                &ZERO as *const f64 as *const c_void,
-                self.vec_y,
-                csys::cudaDataType::CUDA_R_64F,
-                raw(alg),
-                buf,
+            spmv_call!(
+                cusparseSpMV_preprocess,
+                (self.handle, self.mat, self.vec_x, self.vec_y),
+                alg,
+                buf
             )
         })?;
         self.preprocessed = true;
@@ -324,18 +335,7 @@ impl<'a> CusparseSpmv<'a> {
             // matching sizes; the work buffer is the one preprocessed; alpha and beta are host
             // scalars; y and x are distinct allocations (a & and a &mut borrow).
             check("cusparseSpMV", alg, unsafe {
-                csys::cusparseSpMV(
-                    handle,
-                    csys::cusparseOperation_t::CUSPARSE_OPERATION_NON_TRANSPOSE,
-                    &ONE as *const f64 as *const c_void,
-                    mat as csys::cusparseConstSpMatDescr_t,
-                    vx as csys::cusparseConstDnVecDescr_t,
-                    &ZERO as *const f64 as *const c_void,
-                    vy,
-                    csys::cudaDataType::CUDA_R_64F,
-                    raw(alg),
-                    buf,
-                )
+                spmv_call!(cusparseSpMV, (handle, mat, vx, vy), alg, buf)
             })
         })
     }

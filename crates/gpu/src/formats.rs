@@ -216,8 +216,8 @@ pub fn validate_coo(
 /// ([`DeviceCsr::prepare_merge`]).
 #[derive(Debug)]
 pub struct DeviceCsr {
-    nrows: usize,
-    ncols: usize,
+    /// (nrows, ncols).
+    shape: (usize, usize),
     pub(crate) indptr: DeviceVec<u32>,
     pub(crate) indices: DeviceVec<u32>,
     pub(crate) vals: DeviceVec<f64>,
@@ -241,8 +241,7 @@ impl DeviceCsr {
     ) -> Result<DeviceCsr, GpuError> {
         validate_csr(nrows, ncols, indptr, indices, vals)?;
         Ok(DeviceCsr {
-            nrows,
-            ncols,
+            shape: (nrows, ncols),
             indptr: dev.upload(indptr)?,
             indices: dev.upload(indices)?,
             vals: dev.upload(vals)?,
@@ -297,11 +296,15 @@ impl DeviceCsr {
 
     /// Rows.
     pub fn nrows(&self) -> usize {
-        self.nrows
+        self.shape.0
     }
     /// Columns.
     pub fn ncols(&self) -> usize {
-        self.ncols
+        self.shape.1
+    }
+    /// Rows and columns.
+    pub fn shape(&self) -> (usize, usize) {
+        self.shape
     }
     /// Stored entries.
     pub fn nnz(&self) -> usize {
@@ -322,8 +325,8 @@ impl DeviceCsr {
 /// Column-major ELLPACK on the device.
 #[derive(Debug)]
 pub struct DeviceEll {
-    nrows: usize,
-    ncols: usize,
+    /// (nrows, ncols).
+    shape: (usize, usize),
     width: usize,
     pub(crate) cols: DeviceVec<u32>,
     pub(crate) vals: DeviceVec<f64>,
@@ -346,8 +349,7 @@ impl DeviceEll {
     ) -> Result<DeviceEll, GpuError> {
         validate_ell(nrows, ncols, width, cols, vals)?;
         Ok(DeviceEll {
-            nrows,
-            ncols,
+            shape: (nrows, ncols),
             width,
             cols: dev.upload(cols)?,
             vals: dev.upload(vals)?,
@@ -364,8 +366,7 @@ impl DeviceEll {
         vals: DeviceVec<f64>,
     ) -> DeviceEll {
         DeviceEll {
-            nrows,
-            ncols,
+            shape: (nrows, ncols),
             width,
             cols,
             vals,
@@ -379,11 +380,15 @@ impl DeviceEll {
 
     /// Rows.
     pub fn nrows(&self) -> usize {
-        self.nrows
+        self.shape.0
     }
     /// Columns.
     pub fn ncols(&self) -> usize {
-        self.ncols
+        self.shape.1
+    }
+    /// Rows and columns.
+    pub fn shape(&self) -> (usize, usize) {
+        self.shape
     }
     /// Slots per row.
     pub fn width(&self) -> usize {
@@ -398,8 +403,8 @@ impl DeviceEll {
 /// Diagonal storage on the device.
 #[derive(Debug)]
 pub struct DeviceDia {
-    nrows: usize,
-    ncols: usize,
+    /// (nrows, ncols).
+    shape: (usize, usize),
     pub(crate) offsets: DeviceVec<i32>,
     pub(crate) data: DeviceVec<f64>,
 }
@@ -420,8 +425,7 @@ impl DeviceDia {
     ) -> Result<DeviceDia, GpuError> {
         validate_dia(nrows, ncols, offsets, data)?;
         Ok(DeviceDia {
-            nrows,
-            ncols,
+            shape: (nrows, ncols),
             offsets: dev.upload(offsets)?,
             data: dev.upload(data)?,
         })
@@ -435,8 +439,7 @@ impl DeviceDia {
         data: DeviceVec<f64>,
     ) -> DeviceDia {
         DeviceDia {
-            nrows,
-            ncols,
+            shape: (nrows, ncols),
             offsets,
             data,
         }
@@ -449,11 +452,15 @@ impl DeviceDia {
 
     /// Rows.
     pub fn nrows(&self) -> usize {
-        self.nrows
+        self.shape.0
     }
     /// Columns.
     pub fn ncols(&self) -> usize {
-        self.ncols
+        self.shape.1
+    }
+    /// Rows and columns.
+    pub fn shape(&self) -> (usize, usize) {
+        self.shape
     }
     /// Stored diagonals.
     pub fn ndiag(&self) -> usize {
@@ -468,8 +475,8 @@ impl DeviceDia {
 /// Row-sorted COO on the device.
 #[derive(Debug)]
 pub struct DeviceCoo {
-    nrows: usize,
-    ncols: usize,
+    /// (nrows, ncols).
+    shape: (usize, usize),
     pub(crate) rows: DeviceVec<u32>,
     pub(crate) cols: DeviceVec<u32>,
     pub(crate) vals: DeviceVec<f64>,
@@ -492,8 +499,7 @@ impl DeviceCoo {
     ) -> Result<DeviceCoo, GpuError> {
         validate_coo(nrows, ncols, rows, cols, vals)?;
         Ok(DeviceCoo {
-            nrows,
-            ncols,
+            shape: (nrows, ncols),
             rows: dev.upload(rows)?,
             cols: dev.upload(cols)?,
             vals: dev.upload(vals)?,
@@ -509,8 +515,7 @@ impl DeviceCoo {
         vals: DeviceVec<f64>,
     ) -> DeviceCoo {
         DeviceCoo {
-            nrows,
-            ncols,
+            shape: (nrows, ncols),
             rows,
             cols,
             vals,
@@ -528,11 +533,15 @@ impl DeviceCoo {
 
     /// Rows.
     pub fn nrows(&self) -> usize {
-        self.nrows
+        self.shape.0
     }
     /// Columns.
     pub fn ncols(&self) -> usize {
-        self.ncols
+        self.shape.1
+    }
+    /// Rows and columns.
+    pub fn shape(&self) -> (usize, usize) {
+        self.shape
     }
     /// Stored entries.
     pub fn nnz(&self) -> usize {
@@ -564,13 +573,11 @@ impl DeviceHyb {
 
     /// Joins two uploaded parts, which must have the same shape.
     pub fn from_parts(ell: DeviceEll, coo: DeviceCoo) -> Result<DeviceHyb, GpuError> {
-        if (ell.nrows, ell.ncols) != (coo.nrows, coo.ncols) {
+        if ell.shape != coo.shape {
+            let ((r, c), (cr, cc)) = (ell.shape, coo.shape);
             return Err(invalid(
                 "HYB matrix",
-                format!(
-                    "ELL part is {}x{} but COO part is {}x{}",
-                    ell.nrows, ell.ncols, coo.nrows, coo.ncols
-                ),
+                format!("ELL part is {r}x{c} but COO part is {cr}x{cc}"),
             ));
         }
         Ok(DeviceHyb { ell, coo })
@@ -578,11 +585,15 @@ impl DeviceHyb {
 
     /// Rows.
     pub fn nrows(&self) -> usize {
-        self.ell.nrows
+        self.ell.nrows()
     }
     /// Columns.
     pub fn ncols(&self) -> usize {
-        self.ell.ncols
+        self.ell.ncols()
+    }
+    /// Rows and columns.
+    pub fn shape(&self) -> (usize, usize) {
+        self.ell.shape
     }
     /// Bytes of device memory the arrays occupy.
     pub fn device_bytes(&self) -> usize {

@@ -71,9 +71,9 @@ fn bench_measures_every_format_and_marks_the_fastest(dev: GpuDevice) {
         assert!(
             !matches!(r.status, RecordStatus::Failed(_)),
             "{} {} {:?} failed: {:?}",
-            r.format,
-            r.kernel,
-            r.threads,
+            r.launch.format,
+            r.launch.kernel,
+            r.launch.threads,
             r.status
         );
         if r.status.is_ok() {
@@ -93,7 +93,9 @@ fn bench_measures_every_format_and_marks_the_fastest(dev: GpuDevice) {
         Format::Hyb,
     ] {
         assert!(
-            b.records.iter().any(|r| r.format == f && r.status.is_ok()),
+            b.records
+                .iter()
+                .any(|r| r.launch.format == f && r.status.is_ok()),
             "no timed {f} record"
         );
     }
@@ -101,13 +103,13 @@ fn bench_measures_every_format_and_marks_the_fastest(dev: GpuDevice) {
     let csr_ours = b
         .records
         .iter()
-        .filter(|r| r.format == Format::Csr && !r.is_cusparse())
+        .filter(|r| r.launch.format == Format::Csr && !r.is_cusparse())
         .count();
     assert_eq!(csr_ours, 7 * opts.threads.len());
     assert!(
         b.records
             .iter()
-            .any(|r| r.kernel == SpmvImpl::Kernel(SpmvKernel::CsrMerge) && r.status.is_ok()),
+            .any(|r| r.launch.kernel == SpmvImpl::Kernel(SpmvKernel::CsrMerge) && r.status.is_ok()),
         "no timed merge-path record"
     );
     // The padded formats were also built on the device, and timed.
@@ -125,7 +127,7 @@ fn bench_measures_every_format_and_marks_the_fastest(dev: GpuDevice) {
             assert!(
                 b.records
                     .iter()
-                    .any(|r| r.kernel == SpmvImpl::Cusparse(alg)),
+                    .any(|r| r.launch.kernel == SpmvImpl::Cusparse(alg)),
                 "no record for {alg}"
             );
         }
@@ -159,7 +161,7 @@ fn bench_skips_refused_formats(dev: GpuDevice) {
     };
     let b = bench_spmv(&dev, &a, &opts).unwrap();
     for f in [Format::Ell, Format::Dia] {
-        let recs: Vec<_> = b.records.iter().filter(|r| r.format == f).collect();
+        let recs: Vec<_> = b.records.iter().filter(|r| r.launch.format == f).collect();
         assert!(!recs.is_empty(), "no {f} record");
         for r in recs {
             match &r.status {
@@ -181,7 +183,7 @@ fn bench_skips_refused_formats(dev: GpuDevice) {
     assert!(b
         .records
         .iter()
-        .any(|r| r.format == Format::Csr && r.status.is_ok()));
+        .any(|r| r.launch.format == Format::Csr && r.status.is_ok()));
 }
 
 fn triad_bandwidth_is_plausible(dev: GpuDevice) {

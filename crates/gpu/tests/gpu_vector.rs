@@ -134,6 +134,41 @@ fn cg_update_cpu(
     }
 }
 
+/// Runs [`cg_update`] with the given variant, configuration and scalars, u and w, on device
+/// copies of the starting p, s, x and r (`start`), and checks the updated p, s, x and r against
+/// the CPU's (`want`) within 1e-15 of `scale`; a failure names `what` and the vector.
+#[allow(clippy::too_many_arguments)]
+fn check_cg_update(
+    dev: &GpuDevice,
+    (v, cfg, sc): (VectorVariant, LaunchConfig, &CgScalars),
+    u: UpdateU<'_>,
+    w: &DeviceVec<f64>,
+    start: [&[f64]; 4],
+    want: [&[f64]; 4],
+    scale: &[f64],
+    what: &str,
+) {
+    let [mut dp, mut ds, mut dx, mut dr] = start.map(|h| dev.upload(h).unwrap());
+    let vecs = CgVectors {
+        u,
+        w,
+        p: &mut dp,
+        s: &mut ds,
+        x: &mut dx,
+        r: &mut dr,
+    };
+    cg_update(dev, v, cfg, sc, vecs).unwrap();
+    for (name, got, want) in [
+        ("p", dp, want[0]),
+        ("s", ds, want[1]),
+        ("x", dx, want[2]),
+        ("r", dr, want[3]),
+    ] {
+        let got = dev.download(&got).unwrap();
+        assert_close(&got, want, scale, 1e-15, &format!("{what}: {name}"));
+    }
+}
+
 fn cg_update_matches_cpu(dev: GpuDevice) {
     let mut rg = rng(12);
     let mut sc = CgScalars::new(&dev, 4).unwrap();
@@ -163,25 +198,16 @@ fn cg_update_matches_cpu(dev: GpuDevice) {
             let dw = dev.upload(w).unwrap();
             for v in VectorVariant::ALL {
                 for cfg in configs(&dev, v, n) {
-                    let mut dp = dev.upload(&p0).unwrap();
-                    let mut ds = dev.upload(&s0).unwrap();
-                    let mut dx = dev.upload(&h[4]).unwrap();
-                    let mut dr = dev.upload(&h[5]).unwrap();
-                    let vecs = CgVectors {
-                        u: UpdateU::Separate(&du),
-                        w: &dw,
-                        p: &mut dp,
-                        s: &mut ds,
-                        x: &mut dx,
-                        r: &mut dr,
-                    };
-                    cg_update(&dev, v, cfg, &sc, vecs).unwrap();
-                    let what =
-                        |name: &str| format!("cg_update {v:?} n={n} cfg={cfg} beta={beta}: {name}");
-                    assert_close(&dev.download(&dp).unwrap(), &p, &scale, 1e-15, &what("p"));
-                    assert_close(&dev.download(&ds).unwrap(), &s, &scale, 1e-15, &what("s"));
-                    assert_close(&dev.download(&dx).unwrap(), &x, &scale, 1e-15, &what("x"));
-                    assert_close(&dev.download(&dr).unwrap(), &r, &scale, 1e-15, &what("r"));
+                    check_cg_update(
+                        &dev,
+                        (v, cfg, &sc),
+                        UpdateU::Separate(&du),
+                        &dw,
+                        [&p0, &s0, &h[4], &h[5]],
+                        [&p, &s, &x, &r],
+                        &scale,
+                        &format!("cg_update {v:?} n={n} cfg={cfg} beta={beta}"),
+                    );
                 }
             }
         }
@@ -213,10 +239,6 @@ fn cg_update_fused_forms_match_cpu(dev: GpuDevice) {
                     let (mut p, mut s, mut x, mut r) =
                         (h[2].clone(), h[3].clone(), h[4].clone(), h[5].clone());
                     cg_update_cpu(alpha, beta, &u0, &h[1], &mut p, &mut s, &mut x, &mut r);
-                    let mut dp = dev.upload(&h[2]).unwrap();
-                    let mut ds = dev.upload(&h[3]).unwrap();
-                    let mut dx = dev.upload(&h[4]).unwrap();
-                    let mut dr = dev.upload(&h[5]).unwrap();
                     let mut du = dev.upload(&u0).unwrap();
                     let u = if jacobi {
                         UpdateU::Jacobi {
@@ -226,22 +248,17 @@ fn cg_update_fused_forms_match_cpu(dev: GpuDevice) {
                     } else {
                         UpdateU::IsR
                     };
-                    let vecs = CgVectors {
+                    let what = format!("cg_update (jacobi fused: {jacobi}) {v:?} n={n} cfg={cfg}");
+                    check_cg_update(
+                        &dev,
+                        (v, cfg, &sc),
                         u,
-                        w: &dw,
-                        p: &mut dp,
-                        s: &mut ds,
-                        x: &mut dx,
-                        r: &mut dr,
-                    };
-                    cg_update(&dev, v, cfg, &sc, vecs).unwrap();
-                    let what = |name: &str| {
-                        format!("cg_update (jacobi fused: {jacobi}) {v:?} n={n} cfg={cfg}: {name}")
-                    };
-                    assert_close(&dev.download(&dp).unwrap(), &p, &scale, 1e-15, &what("p"));
-                    assert_close(&dev.download(&ds).unwrap(), &s, &scale, 1e-15, &what("s"));
-                    assert_close(&dev.download(&dx).unwrap(), &x, &scale, 1e-15, &what("x"));
-                    assert_close(&dev.download(&dr).unwrap(), &r, &scale, 1e-15, &what("r"));
+                        &dw,
+                        [&h[2], &h[3], &h[4], &h[5]],
+                        [&p, &s, &x, &r],
+                        &scale,
+                        &what,
+                    );
                     let u_want: Vec<f64> = if jacobi {
                         (0..n).map(|i| d[i] * r[i]).collect()
                     } else {
@@ -252,7 +269,7 @@ fn cg_update_fused_forms_match_cpu(dev: GpuDevice) {
                         &u_want,
                         &scale,
                         1e-15,
-                        &what("u"),
+                        &format!("{what}: u"),
                     );
                 }
             }

@@ -130,6 +130,21 @@ impl TreeNode {
         node
     }
 
+    /// Every node of the tree, parents before children and left before right (the order a
+    /// recursive walk visits them).
+    fn nodes(&self) -> Vec<&TreeNode> {
+        let mut out = Vec::new();
+        let mut stack = vec![self];
+        while let Some(n) = stack.pop() {
+            out.push(n);
+            if let TreeNode::Split { left, right, .. } = n {
+                stack.push(right);
+                stack.push(left);
+            }
+        }
+        out
+    }
+
     /// Depth of the tree (a leaf has depth 0).
     pub fn depth(&self) -> usize {
         match self {
@@ -453,29 +468,22 @@ impl SpmvClassifier {
                 FEATURE_NAMES.len()
             )));
         }
-        fn check(n: &TreeNode, labels: usize, features: usize) -> Result<(), String> {
-            match n {
+        for node in self.root.nodes() {
+            match node {
                 TreeNode::Leaf { ranked, .. } => {
-                    if ranked.is_empty() || ranked.iter().any(|&i| i >= labels) {
-                        return Err("a leaf with no or an unknown candidate".into());
+                    if ranked.is_empty() || ranked.iter().any(|&i| i >= self.labels.len()) {
+                        return Err(bad("a leaf with no or an unknown candidate".into()));
                     }
-                    Ok(())
                 }
                 TreeNode::Split {
-                    feature,
-                    threshold,
-                    left,
-                    right,
+                    feature, threshold, ..
                 } => {
-                    if *feature >= features || threshold.is_nan() {
-                        return Err(format!("a split on feature {feature} at {threshold}"));
+                    if *feature >= FEATURE_NAMES.len() || threshold.is_nan() {
+                        return Err(bad(format!("a split on feature {feature} at {threshold}")));
                     }
-                    check(left, labels, features)?;
-                    check(right, labels, features)
                 }
             }
         }
-        check(&self.root, self.labels.len(), FEATURE_NAMES.len()).map_err(bad)?;
         if self.fallback.iter().any(|&i| i >= self.labels.len()) {
             return Err(bad("a fallback index out of range".into()));
         }
@@ -562,7 +570,7 @@ mod tests {
     use crate::profile::{Header, MatrixRecord, SpmvRecord, Status, Timing, PROFILE_SCHEMA};
     use crate::spmv::geomean;
     use crate::spmv_synth::{self, Rng};
-    use autopcg_catalog::{GridPolicy, SpmvImpl, SpmvKernel};
+    use autopcg_catalog::{GridPolicy, SpmvImpl, SpmvKernel, SpmvLaunch};
     use autopcg_sparse::families::{Family, FamilyParams, Recipe};
 
     fn cand(kernel: SpmvKernel) -> SpmvCandidate {
@@ -624,12 +632,14 @@ mod tests {
     fn rec(matrix: &str, c: &SpmvCandidate, t: f64) -> SpmvRecord {
         SpmvRecord {
             matrix: matrix.into(),
-            format: c.format,
-            kernel: c.kernel,
-            threads: c.threads,
-            blocks: Some(1),
-            coo_blocks: None,
-            grid: c.grid,
+            launch: SpmvLaunch {
+                format: c.format,
+                kernel: c.kernel,
+                threads: c.threads,
+                blocks: Some(1),
+                coo_blocks: None,
+                grid: c.grid,
+            },
             status: Status::Ok,
             timing: Some(Timing {
                 median_ms: t,

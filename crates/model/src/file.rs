@@ -304,7 +304,7 @@ fn median(v: &mut Vec<f64>) -> Option<f64> {
 mod tests {
     use super::*;
     use crate::domains::{domains, held_out_sizes, sample_sizes};
-    use crate::profile::{DotRecord, Timing, VectorRecord};
+    use crate::profile::{DotRecord, LaunchSample, Timing, VectorRecord};
     use autopcg_catalog::{Dot3Kernel, KernelId, Reduction, VectorKernel, VectorOp, VectorVariant};
 
     fn timing(ms: f64) -> Timing {
@@ -335,13 +335,15 @@ mod tests {
                         kernel: VectorKernel::CgUpdate(variant),
                         op: VectorOp::CgUpdate,
                         variant,
-                        n,
-                        threads,
-                        blocks,
-                        nb_multiple: nb,
-                        elems_per_thread: None,
-                        held_out,
-                        timing: timing(ms),
+                        sample: LaunchSample {
+                            n,
+                            threads,
+                            blocks,
+                            nb_multiple: nb,
+                            elems_per_thread: None,
+                            held_out,
+                            timing: timing(ms),
+                        },
                     });
                 }
                 for (kernel, ms) in [
@@ -350,13 +352,15 @@ mod tests {
                 ] {
                     p.dot.push(DotRecord {
                         kernel: Reduction::Dot3(kernel),
-                        n,
-                        threads: 256,
-                        blocks: 528,
-                        nb_multiple: Some(2),
-                        elems_per_thread: None,
-                        held_out,
-                        timing: timing(ms),
+                        sample: LaunchSample {
+                            n,
+                            threads: 256,
+                            blocks: 528,
+                            nb_multiple: Some(2),
+                            elems_per_thread: None,
+                            held_out,
+                            timing: timing(ms),
+                        },
                     });
                 }
             }

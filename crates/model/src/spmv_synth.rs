@@ -12,7 +12,7 @@ use crate::profile::{
 use crate::spmv::{term_value, KernelKind, SpmvCandidate, Term};
 use crate::work::{spmv_work, SpmvWork};
 use autopcg_catalog::{
-    CusparseAlg, DeviceProps, Format, GridPolicy, SpmvImpl, SpmvKernel, DEFAULT_THREADS,
+    CusparseAlg, DeviceProps, Format, GridPolicy, SpmvImpl, SpmvKernel, SpmvLaunch, DEFAULT_THREADS,
 };
 
 /// A small device: 2 SMs (one wave of 256-thread blocks is 16 blocks, so matrices above 4096
@@ -304,12 +304,14 @@ pub(crate) fn profile_with(
                 }
                 let mut r = SpmvRecord {
                     matrix: m.id.clone(),
-                    format: c.format,
-                    kernel: c.kernel,
-                    threads: c.threads,
-                    blocks: Some(blocks as u32),
-                    coo_blocks: None,
-                    grid: c.grid,
+                    launch: SpmvLaunch {
+                        format: c.format,
+                        kernel: c.kernel,
+                        threads: c.threads,
+                        blocks: Some(blocks as u32),
+                        coo_blocks: None,
+                        grid: c.grid,
+                    },
                     status: Status::Ok,
                     timing: None,
                 };
@@ -318,7 +320,7 @@ pub(crate) fn profile_with(
                     r.timing = Some(timing(ms));
                 } else {
                     r.status = Status::Skipped("padding over the fill limit".into());
-                    r.blocks = None;
+                    r.launch.blocks = None;
                 }
                 p.spmv.push(r);
             }
@@ -330,12 +332,14 @@ pub(crate) fn profile_with(
             for (alg, f) in [(CusparseAlg::CsrAlg1, 0.9), (CusparseAlg::CsrAlg2, 1.1)] {
                 p.spmv.push(SpmvRecord {
                     matrix: m.id.clone(),
-                    format: Format::Csr,
-                    kernel: SpmvImpl::Cusparse(alg),
-                    threads: None,
-                    blocks: None,
-                    coo_blocks: None,
-                    grid: None,
+                    launch: SpmvLaunch {
+                        format: Format::Csr,
+                        kernel: SpmvImpl::Cusparse(alg),
+                        threads: None,
+                        blocks: None,
+                        coo_blocks: None,
+                        grid: None,
+                    },
                     status: Status::Ok,
                     timing: Some(timing(scalar * f)),
                 });

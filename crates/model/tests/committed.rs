@@ -45,12 +45,18 @@ fn committed_profiles_load_and_their_records_agree_with_the_catalogue() {
                 let e = k.elements_per_thread().unwrap();
                 LaunchConfig::per_item(n.div_ceil(u64::from(e)), threads).blocks == blocks
             };
-            for v in p.vector.iter().filter(|v| v.nb_multiple.is_none()) {
-                assert!(covers(v.kernel_id(), v.n, v.threads, v.blocks), "{v:?}");
+            for v in p.vector.iter().filter(|v| v.sample.nb_multiple.is_none()) {
+                assert!(
+                    covers(v.kernel_id(), v.sample.n, v.sample.threads, v.sample.blocks),
+                    "{v:?}"
+                );
             }
-            for d in p.dot.iter().filter(|d| d.nb_multiple.is_none()) {
+            for d in p.dot.iter().filter(|d| d.sample.nb_multiple.is_none()) {
                 let k = KernelId::Reduction(d.kernel);
-                assert!(covers(k, d.n, d.threads, d.blocks), "{d:?}");
+                assert!(
+                    covers(k, d.sample.n, d.sample.threads, d.sample.blocks),
+                    "{d:?}"
+                );
             }
         }
     }

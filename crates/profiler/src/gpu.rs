@@ -329,12 +329,7 @@ impl Measurer for GpuMeasurer<'_> {
             .into_iter()
             .map(|r| SpmvRecord {
                 matrix: id.to_string(),
-                format: r.format,
-                kernel: r.kernel,
-                threads: r.threads,
-                blocks: r.blocks,
-                coo_blocks: r.coo_blocks,
-                grid: r.grid,
+                launch: r.launch,
                 timing: match (r.median_ms, r.min_ms, r.max_ms, r.reps) {
                     (Some(median_ms), Some(min_ms), Some(max_ms), Some(reps)) => Some(Timing {
                         median_ms,

@@ -3,7 +3,7 @@
 //! are fixed figures, device memory is a counter, and a failure can be injected after a given
 //! number of measurements (an interrupted tune).
 use autopcg_catalog::{
-    CusparseAlg, DeviceProps, Format, GridPolicy, Reduction, SpmvImpl, SpmvKernel,
+    CusparseAlg, DeviceProps, Format, GridPolicy, Reduction, SpmvImpl, SpmvKernel, SpmvLaunch,
 };
 use autopcg_gpu::kernels::vector::VectorKernel;
 use autopcg_gpu::SpmvBenchOptions;
@@ -214,16 +214,18 @@ impl Measurer for FakeMeasurer {
             let blocks = t.map(|t| (a.nrows() as u64).div_ceil(u64::from(t)).max(1) as u32);
             SpmvRecord {
                 matrix: id.to_string(),
-                format: kernel.format(),
-                kernel,
-                threads: t,
-                blocks: if g == Some(GridPolicy::Wave) {
-                    blocks.map(|b| b.min(132 * 8))
-                } else {
-                    blocks
+                launch: SpmvLaunch {
+                    format: kernel.format(),
+                    kernel,
+                    threads: t,
+                    blocks: if g == Some(GridPolicy::Wave) {
+                        blocks.map(|b| b.min(132 * 8))
+                    } else {
+                        blocks
+                    },
+                    coo_blocks: None,
+                    grid: g,
                 },
-                coo_blocks: None,
-                grid: g,
                 status: Status::Ok,
                 timing: Some(FakeMeasurer::formula(bytes, t.unwrap_or(256), k)),
             }
@@ -235,7 +237,7 @@ impl Measurer for FakeMeasurer {
                     let r = rec(SpmvImpl::Kernel(kernel), Some(t), Some(g), k as u32);
                     // The benchmark leaves out a policy that repeats a configuration.
                     if !spmv.iter().any(|o: &SpmvRecord| {
-                        o.candidate() == r.candidate() && o.blocks == r.blocks
+                        o.candidate() == r.candidate() && o.launch.blocks == r.launch.blocks
                     }) {
                         spmv.push(r);
                     }

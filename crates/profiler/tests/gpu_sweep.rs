@@ -43,11 +43,11 @@ fn a_tiny_sweep_runs_on_the_gpu_and_resumes(dev: GpuDevice) {
     assert!(p
         .vector
         .iter()
-        .all(|v| v.timing.is_valid() && v.timing.median_ms > 0.0));
+        .all(|v| v.sample.timing.is_valid() && v.sample.timing.median_ms > 0.0));
     assert!(p
         .dot
         .iter()
-        .all(|d| d.timing.is_valid() && d.timing.median_ms > 0.0));
+        .all(|d| d.sample.timing.is_valid() && d.sample.timing.median_ms > 0.0));
     assert_eq!(p.matrices.len(), 2);
     let ok: Vec<_> = p.spmv.iter().filter(|s| s.status == Status::Ok).collect();
     assert!(!ok.is_empty());
@@ -58,7 +58,7 @@ fn a_tiny_sweep_runs_on_the_gpu_and_resumes(dev: GpuDevice) {
             .all(|s| !matches!(s.status, Status::Failed(_))),
         "a SpMV kernel failed its check"
     );
-    assert!(p.spmv.iter().any(|s| s.kernel.is_cusparse()));
+    assert!(p.spmv.iter().any(|s| s.launch.kernel.is_cusparse()));
     // Every timing is a valid measurement, checked above (no comparison of times: at the tiny
     // sizes of this sweep, launch latency hides the length, and timings are benchmarks, not
     // tests).

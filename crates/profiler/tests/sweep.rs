@@ -75,7 +75,11 @@ fn a_sweep_writes_every_planned_record_once() {
     assert_unique(&keys(&path));
 
     // Lengths: 4 fitted and 2 held out per domain.
-    let lengths: HashSet<(u64, bool)> = p.vector.iter().map(|v| (v.n, v.held_out)).collect();
+    let lengths: HashSet<(u64, bool)> = p
+        .vector
+        .iter()
+        .map(|v| (v.sample.n, v.sample.held_out))
+        .collect();
     assert_eq!(lengths.len(), 12);
     assert_eq!(lengths.iter().filter(|(_, h)| *h).count(), 4);
     assert!(lengths.contains(&(200_000, false)));
@@ -87,15 +91,15 @@ fn a_sweep_writes_every_planned_record_once() {
         .map(|o| ((o.kernel, o.threads), o.nb_nt))
         .collect();
     for v in &p.vector {
-        assert!(v.timing.is_valid());
-        match v.nb_multiple {
+        assert!(v.sample.timing.is_valid());
+        match v.sample.nb_multiple {
             Some(i) => {
-                assert_eq!(v.blocks, nb[&(v.kernel_id(), v.threads)] * i);
-                assert_eq!(v.elems_per_thread, None);
+                assert_eq!(v.sample.blocks, nb[&(v.kernel_id(), v.sample.threads)] * i);
+                assert_eq!(v.sample.elems_per_thread, None);
             }
             None => {
                 // The records say how many elements a thread handles.
-                let per = v.elems_per_thread.unwrap();
+                let per = v.sample.elems_per_thread.unwrap();
                 assert_eq!(
                     per,
                     if v.variant == VectorVariant::ElemV2 {
@@ -105,22 +109,25 @@ fn a_sweep_writes_every_planned_record_once() {
                     }
                 );
                 assert_eq!(
-                    u64::from(v.blocks),
-                    v.n.div_ceil(u64::from(per)).div_ceil(u64::from(v.threads))
+                    u64::from(v.sample.blocks),
+                    v.sample
+                        .n
+                        .div_ceil(u64::from(per))
+                        .div_ceil(u64::from(v.sample.threads))
                 );
             }
         }
         v.check().unwrap();
     }
-    let mult: HashSet<u32> = p.dot.iter().filter_map(|d| d.nb_multiple).collect();
+    let mult: HashSet<u32> = p.dot.iter().filter_map(|d| d.sample.nb_multiple).collect();
     assert_eq!(mult, (1..=20).collect());
-    for d in p.dot.iter().filter(|d| d.nb_multiple.is_some()) {
+    for d in p.dot.iter().filter(|d| d.sample.nb_multiple.is_some()) {
         assert_eq!(
-            d.blocks,
-            nb[&(KernelId::Reduction(d.kernel), d.threads)] * d.nb_multiple.unwrap()
+            d.sample.blocks,
+            nb[&(KernelId::Reduction(d.kernel), d.sample.threads)] * d.sample.nb_multiple.unwrap()
         );
     }
-    let dot_threads: HashSet<u32> = p.dot.iter().map(|d| d.threads).collect();
+    let dot_threads: HashSet<u32> = p.dot.iter().map(|d| d.sample.threads).collect();
     assert_eq!(dot_threads, [64, 128, 256, 512, 1024].into());
     // Every SpMV record belongs to a matrix record written after it.
     let ids: HashSet<&str> = p.matrices.iter().map(|m| m.id.as_str()).collect();

@@ -31,19 +31,122 @@ pub struct CpuBackend<'a> {
     scale: ScaleFactors,
     /// ||A||_inf of the scaled matrix, computed on first use.
     a_norm: Option<f64>,
-    /// The iterate of the scaled system.
-    x: Vec<f64>,
-    r: Vec<f64>,
-    u: Vec<f64>,
-    w: Vec<f64>,
-    p: Vec<f64>,
-    s: Vec<f64>,
+    /// The recurrence's vectors; x is the iterate of the scaled system.
+    cg: HostVectors,
     work: Vec<f64>,
+    rec: HostRecurrence,
+}
+
+/// The vectors of the recurrence on the host, all of one length: the iterate x, the residual
+/// r, u = M^-1 r, w = A u, the search direction p and s = A p. Both CPU backends keep them
+/// alike (the block backend one set per block).
+#[derive(Debug)]
+pub(crate) struct HostVectors {
+    pub(crate) x: Vec<f64>,
+    pub(crate) r: Vec<f64>,
+    pub(crate) u: Vec<f64>,
+    pub(crate) w: Vec<f64>,
+    pub(crate) p: Vec<f64>,
+    pub(crate) s: Vec<f64>,
+}
+
+impl HostVectors {
+    /// The iterate `x` and zero vectors of its length.
+    pub(crate) fn new(x: Vec<f64>) -> HostVectors {
+        let n = x.len();
+        HostVectors {
+            x,
+            r: vec![0.0; n],
+            u: vec![0.0; n],
+            w: vec![0.0; n],
+            p: vec![0.0; n],
+            s: vec![0.0; n],
+        }
+    }
+
+    /// `p = u + beta p; s = w + beta s; x += alpha p; r -= alpha s`, element by element in
+    /// parallel over chunks of [`CHUNK`] rows (no reduction, so the result does not depend on
+    /// the split).
+    pub(crate) fn update(&mut self, alpha: f64, beta: f64) {
+        self.p
+            .par_chunks_mut(CHUNK)
+            .zip(self.s.par_chunks_mut(CHUNK))
+            .zip(self.x.par_chunks_mut(CHUNK))
+            .zip(self.r.par_chunks_mut(CHUNK))
+            .zip(self.u.par_chunks(CHUNK))
+            .zip(self.w.par_chunks(CHUNK))
+            .for_each(|(((((p, s), x), r), u), w)| {
+                for k in 0..p.len() {
+                    let pk = u[k] + beta * p[k];
+                    let sk = w[k] + beta * s[k];
+                    p[k] = pk;
+                    s[k] = sk;
+                    x[k] += alpha * pk;
+                    r[k] -= alpha * sk;
+                }
+            });
+    }
+}
+
+/// The recurrence of a host backend: the scalars for the next update, the iteration the next
+/// record belongs to, and the records not yet polled. Both CPU backends keep it alike.
+#[derive(Debug, Default)]
+pub(crate) struct HostRecurrence {
     /// Scalars for the next update; `None` before `start` or after a halt.
     scalars: Option<GearScalars>,
     /// Iterations since the last `start`.
     iteration: usize,
     pending: Vec<IterRecord>,
+}
+
+impl HostRecurrence {
+    /// Starts over at iteration 0, dropping any record not yet polled.
+    pub(crate) fn restart(&mut self) {
+        self.iteration = 0;
+        self.pending.clear();
+    }
+
+    /// Records the dots of the initial residual, the start of the recurrence.
+    pub(crate) fn record_start(&mut self, dots: Dots) {
+        self.record(dots, GearScalars::start(dots));
+    }
+
+    /// Scalars for the next update; `None` before the start, or frozen after a halt, when the
+    /// steps change nothing.
+    pub(crate) fn scalars(&self) -> Option<GearScalars> {
+        self.scalars
+    }
+
+    /// Alpha and beta of the next update of x, r, p and s; `None` when the scalars are.
+    pub(crate) fn update_coefficients(&self) -> Option<(f64, f64)> {
+        self.scalars.map(|sc| (sc.alpha, sc.beta))
+    }
+
+    /// Counts the update of one iteration.
+    pub(crate) fn next_iteration(&mut self) {
+        self.iteration += 1;
+    }
+
+    /// Records this iteration's dots and what the recurrence made of them.
+    pub(crate) fn record(&mut self, dots: Dots, outcome: Result<GearScalars, Halt>) {
+        self.scalars = outcome.ok();
+        self.pending.push(IterRecord {
+            iteration: self.iteration,
+            dots,
+            outcome,
+        });
+    }
+
+    /// The records since the last poll.
+    pub(crate) fn poll(&mut self) -> Vec<IterRecord> {
+        std::mem::take(&mut self.pending)
+    }
+
+    /// Stops the recurrence (the solution was reset) and drops the records not yet polled.
+    pub(crate) fn stop(&mut self) {
+        self.scalars = None;
+        self.pending.clear();
+    }
 }
 
 impl<'a> CpuBackend<'a> {
@@ -123,16 +226,9 @@ impl<'a> CpuBackend<'a> {
             b,
             scale,
             a_norm: None,
-            x: x0.map_or_else(|| vec![0.0; n], Cow::into_owned),
-            r: vec![0.0; n],
-            u: vec![0.0; n],
-            w: vec![0.0; n],
-            p: vec![0.0; n],
-            s: vec![0.0; n],
+            cg: HostVectors::new(x0.map_or_else(|| vec![0.0; n], Cow::into_owned)),
             work,
-            scalars: None,
-            iteration: 0,
-            pending: Vec::new(),
+            rec: HostRecurrence::default(),
         })
     }
 
@@ -140,9 +236,9 @@ impl<'a> CpuBackend<'a> {
     /// scaled).
     pub fn x(&self) -> Cow<'_, [f64]> {
         if self.scale.solution_exp() == 0 {
-            return Cow::Borrowed(&self.x);
+            return Cow::Borrowed(&self.cg.x);
         }
-        let mut x = self.x.clone();
+        let mut x = self.cg.x.clone();
         self.scale.unscale_solution(&mut x);
         Cow::Owned(x)
     }
@@ -155,7 +251,7 @@ impl<'a> CpuBackend<'a> {
 
     /// Consumes the backend, returning the current iterate (of the original system).
     pub fn into_solution(self) -> Vec<f64> {
-        let mut x = self.x;
+        let mut x = self.cg.x;
         self.scale.unscale_solution(&mut x);
         x
     }
@@ -163,8 +259,9 @@ impl<'a> CpuBackend<'a> {
     /// `w = A u` and the three dots, in one pass.
     fn spmv_dots(&mut self) -> Dots {
         let (ptr, idx, val) = (self.a.indptr(), self.a.indices(), self.a.data());
-        let (u, r) = (&self.u, &self.r);
+        let (u, r) = (&self.cg.u, &self.cg.r);
         let partial: Vec<[f64; 3]> = self
+            .cg
             .w
             .par_chunks_mut(CHUNK)
             .enumerate()
@@ -198,15 +295,6 @@ impl<'a> CpuBackend<'a> {
             rr: t[2],
         }
     }
-
-    fn record(&mut self, dots: Dots, outcome: Result<GearScalars, Halt>) {
-        self.scalars = outcome.ok();
-        self.pending.push(IterRecord {
-            iteration: self.iteration,
-            dots,
-            outcome,
-        });
-    }
 }
 
 /// Deterministic chunked sum of `f(i)` over `0..n`.
@@ -226,7 +314,7 @@ fn chunked_sum(n: usize, f: impl Fn(usize) -> f64 + Sync) -> f64 {
 
 impl PcgBackend for CpuBackend<'_> {
     fn n(&self) -> usize {
-        self.x.len()
+        self.cg.x.len()
     }
 
     fn rhs_norm(&mut self) -> Result<f64, PcgError> {
@@ -235,72 +323,57 @@ impl PcgBackend for CpuBackend<'_> {
     }
 
     fn start(&mut self) -> Result<(), PcgError> {
-        self.a.spmv(&self.x, &mut self.r);
-        self.r
+        self.a.spmv(&self.cg.x, &mut self.cg.r);
+        self.cg
+            .r
             .par_iter_mut()
             .with_min_len(CHUNK)
             .zip(self.b[..].par_iter())
             .for_each(|(ri, bi)| *ri = bi - *ri);
-        self.precond.apply(&self.r, &mut self.u, &mut self.work);
-        self.p.fill(0.0);
-        self.s.fill(0.0);
-        self.iteration = 0;
-        self.pending.clear();
+        self.precond
+            .apply(&self.cg.r, &mut self.cg.u, &mut self.work);
+        self.cg.p.fill(0.0);
+        self.cg.s.fill(0.0);
+        self.rec.restart();
         let dots = self.spmv_dots();
-        self.record(dots, GearScalars::start(dots));
+        self.rec.record_start(dots);
         Ok(())
     }
 
     fn update_vectors(&mut self) -> Result<(), PcgError> {
-        let Some(sc) = self.scalars else {
+        let Some((alpha, beta)) = self.rec.update_coefficients() else {
             // Before start, or frozen after a halt: nothing changes.
             return Ok(());
         };
-        let (alpha, beta) = (sc.alpha, sc.beta);
-        self.p
-            .par_chunks_mut(CHUNK)
-            .zip(self.s.par_chunks_mut(CHUNK))
-            .zip(self.x.par_chunks_mut(CHUNK))
-            .zip(self.r.par_chunks_mut(CHUNK))
-            .zip(self.u.par_chunks(CHUNK))
-            .zip(self.w.par_chunks(CHUNK))
-            .for_each(|(((((p, s), x), r), u), w)| {
-                for k in 0..p.len() {
-                    let pk = u[k] + beta * p[k];
-                    let sk = w[k] + beta * s[k];
-                    p[k] = pk;
-                    s[k] = sk;
-                    x[k] += alpha * pk;
-                    r[k] -= alpha * sk;
-                }
-            });
-        self.iteration += 1;
+        self.cg.update(alpha, beta);
+        self.rec.next_iteration();
         Ok(())
     }
 
     fn apply_preconditioner(&mut self) -> Result<(), PcgError> {
-        if self.scalars.is_some() {
-            self.precond.apply(&self.r, &mut self.u, &mut self.work);
+        if self.rec.scalars().is_some() {
+            self.precond
+                .apply(&self.cg.r, &mut self.cg.u, &mut self.work);
         }
         Ok(())
     }
 
     fn spmv_reduce_advance(&mut self) -> Result<(), PcgError> {
-        let Some(sc) = self.scalars else {
+        let Some(sc) = self.rec.scalars() else {
             return Ok(());
         };
         let dots = self.spmv_dots();
-        self.record(dots, sc.advance(dots));
+        self.rec.record(dots, sc.advance(dots));
         Ok(())
     }
 
     fn poll(&mut self) -> Result<Vec<IterRecord>, PcgError> {
-        Ok(std::mem::take(&mut self.pending))
+        Ok(self.rec.poll())
     }
 
     fn true_residual_norm(&mut self) -> Result<f64, PcgError> {
         let (ptr, idx, val) = (self.a.indptr(), self.a.indices(), self.a.data());
-        let (x, b) = (&self.x, &self.b[..]);
+        let (x, b) = (&self.cg.x, &self.b[..]);
         Ok(chunked_sum(x.len(), |i| {
             let mut ax = 0.0;
             for q in ptr[i] as usize..ptr[i + 1] as usize {
@@ -317,7 +390,7 @@ impl PcgBackend for CpuBackend<'_> {
     }
 
     fn solution_norm(&mut self) -> Result<f64, PcgError> {
-        let x = &self.x;
+        let x = &self.cg.x;
         Ok(chunked_sum(x.len(), |i| x[i] * x[i]).sqrt())
     }
 
@@ -330,9 +403,8 @@ impl PcgBackend for CpuBackend<'_> {
     }
 
     fn zero_solution(&mut self) -> Result<(), PcgError> {
-        self.x.fill(0.0);
-        self.scalars = None;
-        self.pending.clear();
+        self.cg.x.fill(0.0);
+        self.rec.stop();
         Ok(())
     }
 }

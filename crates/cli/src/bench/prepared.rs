@@ -17,7 +17,7 @@ use serde::Serialize;
 
 use autopcg::{CsrMatrix, Device, PcgParams, Solution, SolveFailure, Solver};
 
-use crate::common::{read_matrix, PrecondArg};
+use crate::common::{read_matrix, PrecondArg, SsorArgs};
 
 #[derive(Args)]
 pub(crate) struct PreparedBenchArgs {
@@ -27,7 +27,7 @@ pub(crate) struct PreparedBenchArgs {
     #[arg(long, value_enum, default_value_t = PrecondArg::Jacobi)]
     precond: PrecondArg,
     #[command(flatten)]
-    ssor: super::SsorArgs,
+    ssor: SsorArgs,
     /// Where to run: auto, cpu or gpu.
     #[arg(long, default_value = "auto")]
     device: Device,

@@ -141,6 +141,42 @@ fn steps_table(plan: &SavedPlan) -> String {
     t
 }
 
+/// The files every solver holds that are filled from a template with nothing but the
+/// generator's version, in the order [`emit`] writes them: the path in the output folder, the
+/// template's name and text, and the kind of file.
+pub const VERSION_TEMPLATES: [(&str, &str, &str, FileKind); 5] = [
+    (
+        "src/solver.cu",
+        "solver.cu",
+        template::SOLVER_CU,
+        FileKind::Cuda,
+    ),
+    (
+        "src/host_build.hpp",
+        "host_build.hpp",
+        template::HOST_BUILD_HPP,
+        FileKind::Cxx,
+    ),
+    (
+        "src/main.cpp",
+        "main.cpp",
+        template::MAIN_CPP,
+        FileKind::Cxx,
+    ),
+    (
+        "include/autopcg_generated.h",
+        "autopcg_generated.h",
+        template::C_HEADER,
+        FileKind::CHeader,
+    ),
+    (
+        "fortran/autopcg_generated.f90",
+        "autopcg_generated.f90",
+        template::FORTRAN_MODULE,
+        FileKind::Fortran,
+    ),
+];
+
 /// Every file of the solver of `plan`, `plan.json` first.
 pub fn emit(plan: &SavedPlan) -> Result<Vec<EmittedFile>, EmitError> {
     plan.validate()?;
@@ -186,31 +222,13 @@ pub fn emit(plan: &SavedPlan) -> Result<Vec<EmittedFile>, EmitError> {
         kind: FileKind::Cuda,
     });
     let version = [("VERSION", plan.generated_by.clone())];
-    files.push(EmittedFile {
-        path: "src/solver.cu".into(),
-        text: template::fill("solver.cu", template::SOLVER_CU, &version)?,
-        kind: FileKind::Cuda,
-    });
-    files.push(EmittedFile {
-        path: "src/host_build.hpp".into(),
-        text: template::fill("host_build.hpp", template::HOST_BUILD_HPP, &version)?,
-        kind: FileKind::Cxx,
-    });
-    files.push(EmittedFile {
-        path: "src/main.cpp".into(),
-        text: template::fill("main.cpp", template::MAIN_CPP, &version)?,
-        kind: FileKind::Cxx,
-    });
-    files.push(EmittedFile {
-        path: "include/autopcg_generated.h".into(),
-        text: template::fill("autopcg_generated.h", template::C_HEADER, &version)?,
-        kind: FileKind::CHeader,
-    });
-    files.push(EmittedFile {
-        path: "fortran/autopcg_generated.f90".into(),
-        text: template::fill("autopcg_generated.f90", template::FORTRAN_MODULE, &version)?,
-        kind: FileKind::Fortran,
-    });
+    for (path, name, text, kind) in VERSION_TEMPLATES {
+        files.push(EmittedFile {
+            path: path.into(),
+            text: template::fill(name, text, &version)?,
+            kind,
+        });
+    }
     files.push(EmittedFile {
         path: "CMakeLists.txt".into(),
         text: template::fill(

@@ -2,7 +2,7 @@
 //! per candidate, one [`ConversionRecord`] per format, the [`TriadResult`], all gathered in
 //! [`SpmvBench`]. The profiler and `autopcg bench spmv --json` read these; their JSON is a
 //! contract.
-use autopcg_catalog::SpmvImpl;
+use autopcg_catalog::{SpmvImpl, SpmvLaunch};
 use autopcg_sparse::features::MatrixFeatures;
 use autopcg_sparse::PaddingLimits;
 
@@ -125,20 +125,9 @@ impl RecordStatus {
 /// One candidate: a kernel (or cuSPARSE algorithm) in a format with a launch configuration.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct SpmvRecord {
-    /// The format the kernel reads.
-    pub format: Format,
-    /// What ran: a kernel of the pool, HYB's ELL kernel and COO kernel, or a cuSPARSE
-    /// algorithm. Serialises as the entry point (`spmv_csr_vector_4`), the pair
-    /// (`spmv_ell+spmv_coo_segment`) or the algorithm (`cusparse_spmv_csr_alg2`).
-    pub kernel: SpmvImpl,
-    /// Threads per block; `None` for cuSPARSE and for records of a whole skipped format.
-    pub threads: Option<u32>,
-    /// Blocks (of the ELL launch, for HYB); `None` where `threads` is.
-    pub blocks: Option<u32>,
-    /// Blocks of HYB's COO launch.
-    pub coo_blocks: Option<u32>,
-    /// The grid policy that gave `blocks`.
-    pub grid: Option<GridPolicy>,
+    /// What ran, with which launch configuration.
+    #[serde(flatten)]
+    pub launch: SpmvLaunch,
     /// Outcome.
     pub status: RecordStatus,
     /// Median milliseconds per SpMV.
@@ -165,12 +154,7 @@ impl SpmvRecord {
     /// timing).
     pub(crate) fn new(format: Format, kernel: SpmvImpl, bytes_format: u64) -> Self {
         SpmvRecord {
-            format,
-            kernel,
-            threads: None,
-            blocks: None,
-            coo_blocks: None,
-            grid: None,
+            launch: SpmvLaunch::unconfigured(format, kernel),
             status: RecordStatus::Ok,
             median_ms: None,
             min_ms: None,
@@ -185,13 +169,13 @@ impl SpmvRecord {
 
     /// True for a cuSPARSE record.
     pub fn is_cusparse(&self) -> bool {
-        self.kernel.is_cusparse()
+        self.launch.kernel.is_cusparse()
     }
 
     pub(crate) fn with_config(mut self, cfg: LaunchConfig, grid: GridPolicy) -> Self {
-        self.threads = Some(cfg.threads);
-        self.blocks = Some(cfg.blocks);
-        self.grid = Some(grid);
+        self.launch.threads = Some(cfg.threads);
+        self.launch.blocks = Some(cfg.blocks);
+        self.launch.grid = Some(grid);
         self
     }
 

@@ -84,20 +84,23 @@ impl DeviceSide for DryRun {
     }
 
     fn measure(&mut self, m: &Format, rec: SpmvRecord, run: &Run) -> Result<SpmvRecord, GpuError> {
-        assert_eq!(rec.format, *m, "{rec:?} measured on {m}");
+        assert_eq!(rec.launch.format, *m, "{rec:?} measured on {m}");
         match run {
             Run::Own(method) => {
                 assert_eq!(method.format(), *m);
-                assert_eq!(method.implementation(), rec.kernel);
+                assert_eq!(method.implementation(), rec.launch.kernel);
                 let launches = method.launches();
-                assert_eq!(Some(launches[0].1.threads), rec.threads);
-                assert_eq!(Some(launches[0].1.blocks), rec.blocks);
-                assert_eq!(launches.get(1).map(|l| l.1.blocks), rec.coo_blocks);
+                assert_eq!(Some(launches[0].1.threads), rec.launch.threads);
+                assert_eq!(Some(launches[0].1.blocks), rec.launch.blocks);
+                assert_eq!(launches.get(1).map(|l| l.1.blocks), rec.launch.coo_blocks);
                 method.check("A", &self.props).unwrap();
             }
             Run::Cusparse(alg) => {
-                assert_eq!(SpmvImpl::Cusparse(*alg), rec.kernel);
-                assert_eq!((rec.threads, rec.blocks, rec.grid), (None, None, None));
+                assert_eq!(SpmvImpl::Cusparse(*alg), rec.launch.kernel);
+                assert_eq!(
+                    (rec.launch.threads, rec.launch.blocks, rec.launch.grid),
+                    (None, None, None)
+                );
             }
         }
         self.log.push(format!("measure {}", line(&rec)));
@@ -111,11 +114,14 @@ impl DeviceSide for DryRun {
 /// bytes of the format's traffic.
 fn line(r: &SpmvRecord) -> String {
     let o = |v: Option<u32>| v.map_or_else(|| "-".to_string(), |v| v.to_string());
-    let mut blocks = o(r.blocks);
-    if let Some(c) = r.coo_blocks {
+    let mut blocks = o(r.launch.blocks);
+    if let Some(c) = r.launch.coo_blocks {
         let _ = write!(blocks, "+{c}");
     }
-    let grid = r.grid.map_or_else(|| "-".to_string(), |g| g.to_string());
+    let grid = r
+        .launch
+        .grid
+        .map_or_else(|| "-".to_string(), |g| g.to_string());
     let status = match &r.status {
         RecordStatus::Ok => "ok".to_string(),
         RecordStatus::Skipped(w) => format!("skipped: {w}"),
@@ -123,9 +129,9 @@ fn line(r: &SpmvRecord) -> String {
     };
     format!(
         "{} {} t{} b{blocks} {grid} {} | {status}",
-        r.format,
-        r.kernel,
-        o(r.threads),
+        r.launch.format,
+        r.launch.kernel,
+        o(r.launch.threads),
         r.bytes_format
     )
 }
@@ -340,10 +346,10 @@ fn a_failed_csr_upload_fails_every_csr_candidate() {
     let csr: Vec<&SpmvRecord> = s
         .records
         .iter()
-        .filter(|r| r.format == Format::Csr)
+        .filter(|r| r.launch.format == Format::Csr)
         .collect();
     assert_eq!(csr.len(), 10);
-    assert!(csr.iter().all(|r| r.threads.is_none()
+    assert!(csr.iter().all(|r| r.launch.threads.is_none()
         && matches!(&r.status, RecordStatus::Failed(w) if w.starts_with("upload: "))));
     assert_eq!(csr.iter().filter(|r| r.is_cusparse()).count(), 3);
     assert!(!side.log.iter().any(|l| l == "convert on device"));
@@ -358,7 +364,7 @@ fn a_failed_csr_upload_fails_every_csr_candidate() {
     assert!(s
         .records
         .iter()
-        .any(|r| r.format == Format::Ell && r.median_ms.is_some()));
+        .any(|r| r.launch.format == Format::Ell && r.median_ms.is_some()));
 }
 
 /// The launches the benchmark measures are those a plan of the same candidate makes
@@ -388,7 +394,10 @@ fn measured_launches_are_the_candidates_methods() {
                 let Some(Run::Own(method)) = c.run else {
                     continue;
                 };
-                let (t, g) = (c.record.threads.unwrap(), c.record.grid.unwrap());
+                let (t, g) = (
+                    c.record.launch.threads.unwrap(),
+                    c.record.launch.grid.unwrap(),
+                );
                 let cand = SpmvCandidate::own(imp, t, g);
                 assert_eq!(cand.method_for(shape, &props), Some(method), "{cand}");
             }

@@ -27,10 +27,10 @@ fn opt_u(v: Option<u32>) -> String {
 /// The format, kernel, threads and blocks of `r` as the tables print them.
 fn launch_columns(r: &SpmvRecord) -> [String; 4] {
     [
-        r.format.to_string(),
-        r.kernel.to_string(),
-        opt_u(r.threads),
-        opt_u(r.blocks),
+        r.launch.format.to_string(),
+        r.launch.kernel.to_string(),
+        opt_u(r.launch.threads),
+        opt_u(r.launch.blocks),
     ]
 }
 
@@ -52,7 +52,7 @@ impl SpmvBench {
         let mut out: Vec<&SpmvRecord> = Vec::new();
         for r in self.records.iter().filter(|r| r.status.is_ok()) {
             let Some(t) = r.median_ms else { continue };
-            match out.iter_mut().find(|o| o.format == r.format) {
+            match out.iter_mut().find(|o| o.launch.format == r.launch.format) {
                 None => out.push(r),
                 Some(o) => {
                     if o.median_ms.is_some_and(|b| t < b) {
@@ -61,7 +61,7 @@ impl SpmvBench {
                 }
             }
         }
-        out.sort_by_key(|r| r.format);
+        out.sort_by_key(|r| r.launch.format);
         out
     }
 
@@ -130,7 +130,10 @@ impl SpmvBench {
             "%triad"
         );
         for (i, r) in self.records.iter().enumerate() {
-            let grid = r.grid.map_or_else(|| "-".to_string(), |g| g.to_string());
+            let grid = r
+                .launch
+                .grid
+                .map_or_else(|| "-".to_string(), |g| g.to_string());
             let [format, kernel, threads, blocks] = launch_columns(r);
             let head = format!("{format:<6} {kernel:<28} {threads:>7} {blocks:>8} {grid:<5}");
             match &r.status {
@@ -261,9 +264,9 @@ mod tests {
         r.max_ms = ms;
         r.gbps = ms.map(|t| 1000.0 / (t * 1e-3) / 1e9);
         if ms.is_some() {
-            r.threads = Some(256);
-            r.blocks = Some(4);
-            r.grid = Some(GridPolicy::Wave);
+            r.launch.threads = Some(256);
+            r.launch.blocks = Some(4);
+            r.launch.grid = Some(GridPolicy::Wave);
         }
         r
     }
@@ -363,20 +366,20 @@ mod tests {
         assert!(t.contains("GPU conversion FAILED: out of memory"), "{t}");
         let per = bench.fastest_per_format();
         assert_eq!(per.len(), 2);
-        assert_eq!(per[0].kernel.to_string(), "spmv_csr_vector_4");
-        assert_eq!(per[1].kernel.to_string(), "spmv_coo_segment");
+        assert_eq!(per[0].launch.kernel.to_string(), "spmv_csr_vector_4");
+        assert_eq!(per[1].launch.kernel.to_string(), "spmv_coo_segment");
         assert_eq!(
-            bench.fastest().unwrap().kernel.to_string(),
+            bench.fastest().unwrap().launch.kernel.to_string(),
             "spmv_csr_vector_4"
         );
         // The kernel column is 28 wide whatever the kernel's name.
         for r in &bench.records {
-            let name = r.kernel.to_string();
+            let name = r.launch.kernel.to_string();
             let line = t
                 .lines()
                 .find(|l| l.get(7..35).is_some_and(|k| k.trim_end() == name))
                 .unwrap_or_else(|| panic!("no aligned line for {name}:\n{t}"));
-            assert_eq!(&line[..7], format!("{:<6} ", r.format.to_string()));
+            assert_eq!(&line[..7], format!("{:<6} ", r.launch.format.to_string()));
         }
         let json = serde_json::to_value(&bench).unwrap();
         assert_eq!(json["records"][2]["status"]["kind"], "skipped");

@@ -149,8 +149,8 @@ pub(crate) fn plan_implementation(
         .map(|(t, g, cfg)| match cfg {
             Err(reason) => {
                 let mut r = record().with_status(RecordStatus::Skipped(reason));
-                r.threads = Some(t);
-                r.grid = Some(g);
+                r.launch.threads = Some(t);
+                r.launch.grid = Some(g);
                 Candidate {
                     record: r,
                     run: None,
@@ -161,7 +161,7 @@ pub(crate) fn plan_implementation(
                 let method = match imp {
                     SpmvImpl::Hyb(ck) => {
                         let coo_config = g.config(ck.work_items(n, shape.hyb_coo_nnz), t, props);
-                        r.coo_blocks = Some(coo_config.blocks);
+                        r.launch.coo_blocks = Some(coo_config.blocks);
                         SpmvMethod::Hyb {
                             split: None,
                             ell_config: config,

@@ -4,7 +4,7 @@
 //! scalar recurrence (`dot3_slot`, `dot3_slots_advance[_next]` in `dot.cu`).
 use cudarc::driver::PushKernelArg;
 
-use super::{check_len, Launch};
+use super::{check_len, Launch, PushGroups};
 use crate::kernels::dot::Dot3Workspace;
 use crate::sources::{KernelSource, ModuleSpec, DOT_BLOCK_SIZES};
 use crate::{CgScalars, DeviceCsr, DeviceVec, GpuDevice, GpuError, LaunchConfig};
@@ -102,12 +102,7 @@ pub fn spmv_csr_add(
     // (indices < ncols = len(x)), y holds nrows (checked) and is distinct from x.
     unsafe {
         l.run(|b| {
-            b.arg(&nrows)
-                .arg(&a.indptr.buf)
-                .arg(&a.indices.buf)
-                .arg(&a.vals.buf)
-                .arg(&x.buf)
-                .arg(&mut y.buf);
+            b.arg(&nrows).csr(a).arg(&x.buf).arg(&mut y.buf);
         })
     }
 }
@@ -154,11 +149,7 @@ pub fn dot3_slot(
     unsafe {
         l.run(|b| {
             b.arg(&n)
-                .arg(&r.buf)
-                .arg(&u.buf)
-                .arg(&w.buf)
-                .arg(&mut ws.partial.buf)
-                .arg(&mut ws.counter.buf)
+                .dot3_inputs([r, u, w], ws)
                 .arg(&mut slots.buf)
                 .arg(&slot);
         })
@@ -208,12 +199,7 @@ pub fn dot3_slots_advance(
         l.run(|b| {
             b.arg(&m)
                 .arg(&slots.buf)
-                .arg(&mut scalars.scalars.buf)
-                .arg(&mut scalars.history.buf)
-                .arg(&cap);
-            if let Some(it) = &iteration {
-                b.arg(it);
-            }
+                .recurrence(scalars, &cap, iteration.as_ref());
         })
     }
 }

@@ -13,7 +13,7 @@
 use autopcg_sparse::{PaddingLimits, SparseError};
 use cudarc::driver::PushKernelArg;
 
-use super::{check_len, Launch};
+use super::{check_len, Launch, PushGroups};
 use crate::sources::KernelSource;
 use crate::{
     DeviceCoo, DeviceCsr, DeviceDia, DeviceEll, DeviceHyb, DeviceVec, GpuDevice, GpuError,
@@ -347,9 +347,7 @@ fn fill_ell(
         l.run(|b| {
             b.arg(&nrows)
                 .arg(&width)
-                .arg(&a.indptr.buf)
-                .arg(&a.indices.buf)
-                .arg(&a.vals.buf)
+                .csr(a)
                 .arg(&mut cols.buf)
                 .arg(&mut vals.buf);
         })
@@ -514,12 +512,7 @@ pub fn csr_to_dia(
         // ndiag * nrows = len(data).
         unsafe {
             l.run(|b| {
-                b.arg(&nrows)
-                    .arg(&a.indptr.buf)
-                    .arg(&a.indices.buf)
-                    .arg(&a.vals.buf)
-                    .arg(&rank.buf)
-                    .arg(&mut data.buf);
+                b.arg(&nrows).csr(a).arg(&rank.buf).arg(&mut data.buf);
             })
         }?;
     }
@@ -607,9 +600,7 @@ pub fn csr_to_hyb(
                 b.arg(&nrows)
                     .arg(&cnnz)
                     .arg(&width)
-                    .arg(&a.indptr.buf)
-                    .arg(&a.indices.buf)
-                    .arg(&a.vals.buf)
+                    .csr(a)
                     .arg(&coo_ptr.buf)
                     .arg(&mut crows.buf)
                     .arg(&mut ccols.buf)

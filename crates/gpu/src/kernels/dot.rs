@@ -8,7 +8,7 @@ use std::fmt;
 
 use cudarc::driver::PushKernelArg;
 
-use super::{check_covers, check_len, Launch};
+use super::{check_covers, check_len, Launch, PushGroups};
 use crate::sources::{ModuleSpec, DOT_BLOCK_SIZES};
 use crate::{CgScalars, DeviceVec, GpuDevice, GpuError, LaunchConfig};
 
@@ -254,18 +254,11 @@ fn dot3(
             // only below it); the counter is zero between launches.
             unsafe {
                 main.run(|b| {
-                    b.arg(&n)
-                        .arg(&r.buf)
-                        .arg(&u.buf)
-                        .arg(&w.buf)
-                        .arg(&mut ws.partial.buf)
-                        .arg(&mut ws.counter.buf)
-                        .arg(&mut scalars.scalars.buf)
-                        .arg(&mut scalars.history.buf)
-                        .arg(&cap);
-                    if let Some(iteration) = &iteration {
-                        b.arg(iteration);
-                    }
+                    b.arg(&n).dot3_inputs([r, u, w], ws).recurrence(
+                        scalars,
+                        &cap,
+                        iteration.as_ref(),
+                    );
                 })
             }
         }
@@ -294,12 +287,7 @@ fn dot3(
                 fin.run(|b| {
                     b.arg(&m)
                         .arg(&ws.partial.buf)
-                        .arg(&mut scalars.scalars.buf)
-                        .arg(&mut scalars.history.buf)
-                        .arg(&cap);
-                    if let Some(iteration) = &iteration {
-                        b.arg(iteration);
-                    }
+                        .recurrence(scalars, &cap, iteration.as_ref());
                 })
             }
         }

@@ -6,11 +6,12 @@
 //! without launching when there is no work, and does not wait for the kernel to finish.
 use std::fmt::Display;
 
-use cudarc::driver::LaunchArgs;
+use cudarc::driver::{LaunchArgs, PushKernelArg};
 
 use crate::device::Kernel;
+use crate::kernels::dot::Dot3Workspace;
 use crate::sources::{KernelSource, ModuleSpec};
-use crate::{GpuDevice, GpuError, LaunchConfig};
+use crate::{CgScalars, DeviceCsr, DeviceVec, GpuDevice, GpuError, LaunchConfig};
 
 pub mod blocks;
 pub mod convert;
@@ -123,5 +124,63 @@ impl<'d> Launch<'d> {
                 e,
             )
         })
+    }
+}
+
+/// Pushing the groups of arguments several kernels take alike onto a launch, each in the
+/// order of the CUDA sources.
+pub(crate) trait PushGroups<'a> {
+    /// Pushes the row pointers, column indices and values of `a` (`const u32 *indptr,
+    /// const u32 *indices, const double *vals`), as every kernel that reads a CSR matrix
+    /// takes them.
+    fn csr(&mut self, a: &'a DeviceCsr) -> &mut Self;
+
+    /// Pushes the three vectors of the fused dots and the workspace of the last-block
+    /// reduction (`const double *r, const double *u, const double *w, double *partial,
+    /// u32 *counter`).
+    fn dot3_inputs(&mut self, ruw: [&'a DeviceVec<f64>; 3], ws: &'a mut Dot3Workspace)
+        -> &mut Self;
+
+    /// Pushes what the recurrence step after the three dots writes: the scalar buffer, its
+    /// history and the history capacity, then the iteration when one is given (`double
+    /// *scalars, double *history, u32 history_cap[, u32 iteration]`).
+    fn recurrence(
+        &mut self,
+        scalars: &'a mut CgScalars,
+        cap: &'a u32,
+        iteration: Option<&'a u32>,
+    ) -> &mut Self;
+}
+
+impl<'a> PushGroups<'a> for LaunchArgs<'a> {
+    fn csr(&mut self, a: &'a DeviceCsr) -> &mut Self {
+        self.arg(&a.indptr.buf).arg(&a.indices.buf).arg(&a.vals.buf)
+    }
+
+    fn dot3_inputs(
+        &mut self,
+        [r, u, w]: [&'a DeviceVec<f64>; 3],
+        ws: &'a mut Dot3Workspace,
+    ) -> &mut Self {
+        self.arg(&r.buf)
+            .arg(&u.buf)
+            .arg(&w.buf)
+            .arg(&mut ws.partial.buf)
+            .arg(&mut ws.counter.buf)
+    }
+
+    fn recurrence(
+        &mut self,
+        scalars: &'a mut CgScalars,
+        cap: &'a u32,
+        iteration: Option<&'a u32>,
+    ) -> &mut Self {
+        self.arg(&mut scalars.scalars.buf)
+            .arg(&mut scalars.history.buf)
+            .arg(cap);
+        if let Some(it) = iteration {
+            self.arg(it);
+        }
+        self
     }
 }

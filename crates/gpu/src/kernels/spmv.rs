@@ -3,7 +3,7 @@
 
 use cudarc::driver::PushKernelArg;
 
-use super::{check_len, Launch};
+use super::{check_len, Launch, PushGroups};
 use crate::formats::{DeviceCoo, DeviceCsr, DeviceDia, DeviceEll, DeviceHyb, Format};
 use crate::sources::KernelSource;
 use crate::{DeviceVec, GpuDevice, GpuError, LaunchConfig, DEFAULT_THREADS};
@@ -30,10 +30,10 @@ fn check(
     Ok(kernel.check_launch(cfg, dev.props())?)
 }
 
+/// Fails unless x holds ncols and y nrows elements of a matrix of shape `(nrows, ncols)`.
 fn check_xy(
     kernel: SpmvKernel,
-    nrows: usize,
-    ncols: usize,
+    (nrows, ncols): (usize, usize),
     x: &DeviceVec<f64>,
     y: &DeviceVec<f64>,
 ) -> Result<(), GpuError> {
@@ -50,13 +50,13 @@ fn prepare<'d>(
     kernel: SpmvKernel,
     cfg: LaunchConfig,
     format: Format,
-    (nrows, ncols): (usize, usize),
+    shape: (usize, usize),
     x: &DeviceVec<f64>,
     y: &DeviceVec<f64>,
     items: usize,
 ) -> Result<Option<Launch<'d>>, GpuError> {
     check(kernel, dev, cfg, format)?;
-    check_xy(kernel, nrows, ncols, x, y)?;
+    check_xy(kernel, shape, x, y)?;
     if items == 0 {
         return Ok(None);
     }
@@ -149,11 +149,10 @@ pub fn spmv_csr(
 ) -> Result<(), GpuError> {
     if kernel == SpmvKernel::CsrMerge {
         check(kernel, dev, cfg, Format::Csr)?;
-        check_xy(kernel, a.nrows(), a.ncols(), x, y)?;
+        check_xy(kernel, a.shape(), x, y)?;
         return spmv_csr_merge(dev, a, cfg, x, y);
     }
-    let shape = (a.nrows(), a.ncols());
-    let Some(l) = prepare(dev, kernel, cfg, Format::Csr, shape, x, y, a.nrows())? else {
+    let Some(l) = prepare(dev, kernel, cfg, Format::Csr, a.shape(), x, y, a.nrows())? else {
         return Ok(());
     };
     let nrows = a.nrows() as u32;
@@ -163,12 +162,7 @@ pub fn spmv_csr(
     // warps for the vector kernels (checked).
     unsafe {
         l.run(|b| {
-            b.arg(&nrows)
-                .arg(&a.indptr.buf)
-                .arg(&a.indices.buf)
-                .arg(&a.vals.buf)
-                .arg(&x.buf)
-                .arg(&mut y.buf);
+            b.arg(&nrows).csr(a).arg(&x.buf).arg(&mut y.buf);
         })
     }
 }
@@ -220,9 +214,7 @@ fn spmv_csr_merge(
         main.run(|b| {
             b.arg(&nrows)
                 .arg(&nnz)
-                .arg(&a.indptr.buf)
-                .arg(&a.indices.buf)
-                .arg(&a.vals.buf)
+                .csr(a)
                 .arg(&x.buf)
                 .arg(&mut y.buf)
                 .arg(&ws.tile_rows.buf)
@@ -257,9 +249,8 @@ pub fn spmv_ell(
     x: &DeviceVec<f64>,
     y: &mut DeviceVec<f64>,
 ) -> Result<(), GpuError> {
-    let shape = (a.nrows(), a.ncols());
     let kernel = SpmvKernel::Ell;
-    let Some(l) = prepare(dev, kernel, cfg, Format::Ell, shape, x, y, a.nrows())? else {
+    let Some(l) = prepare(dev, kernel, cfg, Format::Ell, a.shape(), x, y, a.nrows())? else {
         return Ok(());
     };
     let (nrows, width) = (a.nrows() as u32, a.width() as u32);
@@ -286,9 +277,8 @@ pub fn spmv_dia(
     x: &DeviceVec<f64>,
     y: &mut DeviceVec<f64>,
 ) -> Result<(), GpuError> {
-    let shape = (a.nrows(), a.ncols());
     let kernel = SpmvKernel::Dia;
-    let Some(l) = prepare(dev, kernel, cfg, Format::Dia, shape, x, y, a.nrows())? else {
+    let Some(l) = prepare(dev, kernel, cfg, Format::Dia, a.shape(), x, y, a.nrows())? else {
         return Ok(());
     };
     let (nrows, ncols, ndiag) = (a.nrows() as u32, a.ncols() as u32, a.ndiag() as u32);
@@ -317,8 +307,7 @@ pub fn spmv_coo_accumulate(
     x: &DeviceVec<f64>,
     y: &mut DeviceVec<f64>,
 ) -> Result<(), GpuError> {
-    let shape = (a.nrows(), a.ncols());
-    let Some(l) = prepare(dev, kernel, cfg, Format::Coo, shape, x, y, a.nnz())? else {
+    let Some(l) = prepare(dev, kernel, cfg, Format::Coo, a.shape(), x, y, a.nnz())? else {
         return Ok(());
     };
     let nnz = a.nnz() as u32;
@@ -347,7 +336,7 @@ pub fn spmv_coo(
     y: &mut DeviceVec<f64>,
 ) -> Result<(), GpuError> {
     check(kernel, dev, cfg, Format::Coo)?;
-    check_xy(kernel, a.nrows(), a.ncols(), x, y)?;
+    check_xy(kernel, a.shape(), x, y)?;
     dev.fill_zeros(y)?;
     spmv_coo_accumulate(dev, a, kernel, cfg, x, y)
 }

@@ -24,52 +24,45 @@ fn prepare(
     Launch::plain(dev, KernelSource::Vector, &kernel, cfg).map(Some)
 }
 
-/// `y = y + a x` with kernel `axpy_<variant>`.
-pub fn axpy(
-    dev: &GpuDevice,
-    variant: VectorVariant,
-    cfg: LaunchConfig,
-    a: f64,
-    x: &DeviceVec<f64>,
-    y: &mut DeviceVec<f64>,
-) -> Result<(), GpuError> {
-    scaled_add(dev, VectorKernel::Axpy(variant), cfg, a, x, y)
-}
-
-/// `y = x + a y` with kernel `xpay_<variant>`.
-pub fn xpay(
-    dev: &GpuDevice,
-    variant: VectorVariant,
-    cfg: LaunchConfig,
-    a: f64,
-    x: &DeviceVec<f64>,
-    y: &mut DeviceVec<f64>,
-) -> Result<(), GpuError> {
-    scaled_add(dev, VectorKernel::Xpay(variant), cfg, a, x, y)
-}
-
-/// [`axpy`] or [`xpay`]: the two kernels take the same arguments.
-fn scaled_add(
-    dev: &GpuDevice,
-    kernel: VectorKernel,
-    cfg: LaunchConfig,
-    a: f64,
-    x: &DeviceVec<f64>,
-    y: &mut DeviceVec<f64>,
-) -> Result<(), GpuError> {
-    check_len(&kernel, "x", x.len(), y.len())?;
-    let n = y.len() as u64;
-    let Some(l) = prepare(dev, kernel, cfg, y.len())? else {
-        return Ok(());
+/// Defines the public wrapper `$name` of the kernels `$kernel(variant)`: [`axpy`] and [`xpay`]
+/// take the same arguments (`u64 n, double a, const double *x, double *y` in vector.cu) and
+/// differ only in the kernel, so one body serves both.
+macro_rules! scaled_add {
+    ($(#[$doc:meta])* $name:ident => $kernel:ident) => {
+        $(#[$doc])*
+        pub fn $name(
+            dev: &GpuDevice,
+            variant: VectorVariant,
+            cfg: LaunchConfig,
+            a: f64,
+            x: &DeviceVec<f64>,
+            y: &mut DeviceVec<f64>,
+        ) -> Result<(), GpuError> {
+            let kernel = VectorKernel::$kernel(variant);
+            check_len(&kernel, "x", x.len(), y.len())?;
+            let n = y.len() as u64;
+            let Some(l) = prepare(dev, kernel, cfg, y.len())? else {
+                return Ok(());
+            };
+            // SAFETY: matches `axpy_*` / `xpay_*(u64 n, double a, const double *x, double *y)`
+            // in vector.cu; x and y hold n elements (checked above) and are distinct buffers.
+            unsafe {
+                l.run(|b| {
+                    b.arg(&n).arg(&a).arg(&x.buf).arg(&mut y.buf);
+                })
+            }
+        }
     };
-    // SAFETY: matches `axpy_*` / `xpay_*(u64 n, double a, const double *x, double *y)` in
-    // vector.cu; x and y hold n elements (checked above) and are distinct buffers.
-    unsafe {
-        l.run(|b| {
-            b.arg(&n).arg(&a).arg(&x.buf).arg(&mut y.buf);
-        })
-    }
 }
+
+scaled_add!(
+    /// `y = y + a x` with kernel `axpy_<variant>`.
+    axpy => Axpy
+);
+scaled_add!(
+    /// `y = x + a y` with kernel `xpay_<variant>`.
+    xpay => Xpay
+);
 
 /// Where the fused update finds u = M^-1 r.
 #[derive(Debug)]

@@ -23,8 +23,8 @@ use std::path::Path;
 use autopcg_catalog::DeviceProps;
 
 pub use records::{
-    ConversionRecord, DotRecord, Header, MatrixRecord, MatrixSet, OccupancyRecord, Record,
-    SessionRecord, SpmvRecord, StageRecord, Status, Timing, VectorRecord,
+    ConversionRecord, DotRecord, Header, LaunchSample, MatrixRecord, MatrixSet, OccupancyRecord,
+    Record, SessionRecord, SpmvRecord, StageRecord, Status, Timing, VectorRecord,
 };
 pub use stability::{medians_by_key, stability, StabilityReport};
 pub use writer::ProfileWriter;

@@ -1,7 +1,7 @@
 //! The records of a profile, one JSON object per line, tagged by `record`.
 use autopcg_catalog::{
-    occupancy, DeviceProps, Format, GridPolicy, KernelId, Occupancy, Reduction, SpmvCandidate,
-    SpmvImpl, VectorKernel, VectorOp, VectorVariant,
+    occupancy, DeviceProps, Format, KernelId, Occupancy, Reduction, SpmvCandidate, SpmvLaunch,
+    VectorKernel, VectorOp, VectorVariant,
 };
 use autopcg_sparse::families::Recipe;
 use autopcg_sparse::features::MatrixFeatures;
@@ -113,14 +113,23 @@ pub struct VectorRecord {
     pub op: VectorOp,
     /// Its thread mapping (`elem`, `elem_v2`, `grid`, `grid_v2`), as the kernel says.
     pub variant: VectorVariant,
+    /// The launch and its timing (on disk, its fields stand in the record itself).
+    #[serde(flatten)]
+    pub sample: LaunchSample,
+}
+
+/// One timed launch configuration at one vector length: what vector-update and dot-product
+/// records share.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LaunchSample {
     /// Vector length.
     pub n: u64,
     /// Threads per block.
     pub threads: u32,
-    /// Blocks.
+    /// Blocks (of the first stage, for reductions).
     pub blocks: u32,
-    /// For grid-stride variants, `i` in `blocks = NB_nt * i`; `None` when the block count
-    /// covers the vector one item per thread.
+    /// For grid-stride launches, `i` in `blocks = NB_nt * i`; `None` when the block count
+    /// covers the vector one item per thread (or is fixed by n).
     pub nb_multiple: Option<u32>,
     /// Elements one thread handles where the block count covers the vector (1 or 2), as the
     /// profiler launched it; `None` for grid-stride records, and in profiles written before
@@ -131,7 +140,7 @@ pub struct VectorRecord {
     /// A size held out of the fit, measured only to evaluate the decision trees.
     #[serde(default)]
     pub held_out: bool,
-    /// The timing.
+    /// The timing (of the whole reduction, every stage, for dot records).
     pub timing: Timing,
 }
 
@@ -159,23 +168,9 @@ pub struct DotRecord {
     /// The reduction (named by its first stage's entry point, e.g. `dot_vec2` or
     /// `dot3_last_block`).
     pub kernel: Reduction,
-    /// Vector length.
-    pub n: u64,
-    /// Threads per block.
-    pub threads: u32,
-    /// Blocks of the first stage.
-    pub blocks: u32,
-    /// `i` in `blocks = NB_nt * i`; `None` for rungs whose block count is fixed by n.
-    pub nb_multiple: Option<u32>,
-    /// Elements one thread of a fixed-coverage rung handles: as
-    /// [`VectorRecord::elems_per_thread`].
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub elems_per_thread: Option<u32>,
-    /// Held out of the fit (as [`VectorRecord::held_out`]).
-    #[serde(default)]
-    pub held_out: bool,
-    /// The timing of the whole reduction (every stage, result left on the device).
-    pub timing: Timing,
+    /// The launch and its timing (on disk, its fields stand in the record itself).
+    #[serde(flatten)]
+    pub sample: LaunchSample,
 }
 
 /// Which use a benchmark matrix is for.
@@ -220,18 +215,9 @@ pub enum Status {
 pub struct SpmvRecord {
     /// [`MatrixRecord::id`].
     pub matrix: String,
-    /// The format read.
-    pub format: Format,
-    /// The kernel (HYB's two, `+`-joined on disk), or a cuSPARSE algorithm.
-    pub kernel: SpmvImpl,
-    /// Threads per block (`None` for cuSPARSE and whole-format skips).
-    pub threads: Option<u32>,
-    /// Blocks (of the ELL launch for HYB).
-    pub blocks: Option<u32>,
-    /// Blocks of HYB's COO launch.
-    pub coo_blocks: Option<u32>,
-    /// Grid policy (`None` for cuSPARSE and whole-format skips).
-    pub grid: Option<GridPolicy>,
+    /// What ran, with which launch configuration.
+    #[serde(flatten)]
+    pub launch: SpmvLaunch,
     /// Outcome.
     pub status: Status,
     /// Timing when measured.
@@ -242,12 +228,7 @@ impl SpmvRecord {
     /// The candidate this record measures, without the matrix (its name is
     /// `format/kernel/t<threads>/<grid>`, [`SpmvCandidate::name`]).
     pub fn candidate(&self) -> SpmvCandidate {
-        SpmvCandidate {
-            format: self.format,
-            kernel: self.kernel,
-            threads: self.threads,
-            grid: self.grid,
-        }
+        self.launch.candidate()
     }
 }
 
@@ -327,19 +308,19 @@ impl Record {
             Record::Occupancy(o) => Some(format!("occupancy/{}/{}", o.kernel, o.threads)),
             Record::Vector(v) => Some(format!(
                 "vector/{}/{}/{}/{}",
-                v.kernel, v.n, v.threads, v.blocks
+                v.kernel, v.sample.n, v.sample.threads, v.sample.blocks
             )),
             Record::Dot(d) => Some(format!(
                 "dot/{}/{}/{}/{}",
-                d.kernel, d.n, d.threads, d.blocks
+                d.kernel, d.sample.n, d.sample.threads, d.sample.blocks
             )),
             Record::Matrix(m) => Some(format!("matrix/{}", m.id)),
             Record::Spmv(s) => Some(format!(
                 "spmv/{}/{}/{}/{}",
                 s.matrix,
                 s.candidate().name(),
-                opt(s.blocks),
-                opt(s.coo_blocks)
+                opt(s.launch.blocks),
+                opt(s.launch.coo_blocks)
             )),
             Record::Conversion(c) => Some(format!("conversion/{}/{}", c.matrix, c.format)),
         }

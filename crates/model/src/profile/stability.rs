@@ -39,12 +39,12 @@ pub fn medians_by_key(p: &Profile) -> std::collections::BTreeMap<String, f64> {
     let mut m = std::collections::BTreeMap::new();
     for v in &p.vector {
         if let Some(k) = Record::Vector(v.clone()).key() {
-            m.insert(k, v.timing.median_ms);
+            m.insert(k, v.sample.timing.median_ms);
         }
     }
     for d in &p.dot {
         if let Some(k) = Record::Dot(d.clone()).key() {
-            m.insert(k, d.timing.median_ms);
+            m.insert(k, d.sample.timing.median_ms);
         }
     }
     for s in &p.spmv {

@@ -32,17 +32,19 @@ fn vec_rec(n: u64) -> Record {
         kernel: VectorKernel::CgUpdate(VectorVariant::GridV2),
         op: VectorOp::CgUpdate,
         variant: VectorVariant::GridV2,
-        n,
-        threads: 256,
-        blocks: 264,
-        nb_multiple: Some(1),
-        elems_per_thread: None,
-        held_out: false,
-        timing: Timing {
-            median_ms: 0.01,
-            min_ms: 0.009,
-            max_ms: 0.02,
-            reps: 10,
+        sample: LaunchSample {
+            n,
+            threads: 256,
+            blocks: 264,
+            nb_multiple: Some(1),
+            elems_per_thread: None,
+            held_out: false,
+            timing: Timing {
+                median_ms: 0.01,
+                min_ms: 0.009,
+                max_ms: 0.02,
+                reps: 10,
+            },
         },
     })
 }
@@ -69,7 +71,7 @@ fn write_resume_and_read_back() {
     let p = Profile::read(&path).unwrap();
     assert_eq!(p.header.unwrap().device.name, "GPU A");
     assert_eq!(p.vector.len(), 3);
-    assert_eq!(p.vector[2].n, 3000);
+    assert_eq!(p.vector[2].sample.n, 3000);
 }
 
 #[test]
@@ -146,7 +148,7 @@ fn stability_counts_agreeing_medians_above_the_threshold() {
             let Record::Vector(mut v) = vec_rec(n) else {
                 unreachable!()
             };
-            v.timing = Timing {
+            v.sample.timing = Timing {
                 median_ms: t,
                 min_ms: t,
                 max_ms: t,

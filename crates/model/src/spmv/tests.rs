@@ -149,7 +149,7 @@ fn skipped_and_failed_records_are_never_times() {
         let mut r = q
             .spmv
             .iter()
-            .find(|r| &r.matrix == id && r.kernel == SpmvImpl::Kernel(SpmvKernel::CsrScalar))
+            .find(|r| &r.matrix == id && r.launch.kernel == SpmvImpl::Kernel(SpmvKernel::CsrScalar))
             .unwrap()
             .clone();
         r.timing = Some(Timing {
@@ -184,7 +184,7 @@ fn a_missing_wave_record_takes_its_cover_twin() {
     assert!(p
         .spmv
         .iter()
-        .any(|r| r.matrix == big.id && r.grid == Some(GridPolicy::Wave)));
+        .any(|r| r.matrix == big.id && r.launch.grid == Some(GridPolicy::Wave)));
     assert_eq!(times[&big.id].cusparse.len(), 2);
     assert!(times[&big.id].best_own().is_some());
 }
@@ -229,7 +229,7 @@ fn candidates_on_too_few_matrices_are_dropped_with_a_reason() {
         .map(|m| m.id.clone())
         .collect();
     p.spmv.retain(|r| {
-        r.kernel != SpmvImpl::Kernel(SpmvKernel::CsrVector(32)) || keep.contains(&r.matrix)
+        r.launch.kernel != SpmvImpl::Kernel(SpmvKernel::CsrVector(32)) || keep.contains(&r.matrix)
     });
     let m = SpmvModel::fit(&p, &SpmvFitOptions::default()).unwrap();
     let d = m

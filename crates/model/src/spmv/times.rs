@@ -70,13 +70,15 @@ pub fn measured_times(profile: &Profile) -> BTreeMap<String, MatrixTimes> {
     // (matrix, format, kernel, threads) -> grid policies with any record.
     let mut present: HashMap<(&str, Format, SpmvImpl, u32), Vec<GridPolicy>> = HashMap::new();
     for r in &profile.spmv {
-        if let (Some(t), Some(g)) = (r.threads, r.grid) {
-            let p = policies.entry((r.format, r.kernel, t)).or_default();
+        if let (Some(t), Some(g)) = (r.launch.threads, r.launch.grid) {
+            let p = policies
+                .entry((r.launch.format, r.launch.kernel, t))
+                .or_default();
             if !p.contains(&g) {
                 p.push(g);
             }
             present
-                .entry((r.matrix.as_str(), r.format, r.kernel, t))
+                .entry((r.matrix.as_str(), r.launch.format, r.launch.kernel, t))
                 .or_default()
                 .push(g);
         }

@@ -28,7 +28,7 @@ pub use candidate::{BlockPolicy, Candidate, Pick};
 pub use eval::{evaluate, EvalRow, TreeEvalReport};
 pub use fit::{DomainQuality, TreeModel};
 
-use crate::profile::Profile;
+use crate::profile::{LaunchSample, Profile};
 use crate::ModelError;
 use fit::fit_groups;
 
@@ -70,6 +70,30 @@ pub struct Measurement {
 
 fn usable_ms(t: &crate::profile::Timing) -> Option<f64> {
     (t.is_valid() && t.median_ms > 0.0).then_some(t.median_ms)
+}
+
+impl Measurement {
+    /// The measurement of group `group` that the launch `s` of `kernel` (of vector-update
+    /// variant `variant`) gives.
+    fn of(
+        group: String,
+        kernel: KernelId,
+        variant: Option<VectorVariant>,
+        s: &LaunchSample,
+    ) -> Measurement {
+        Measurement {
+            group,
+            kernel,
+            variant,
+            elems_per_thread: s.elems_per_thread,
+            threads: s.threads,
+            blocks: s.blocks,
+            nb_multiple: s.nb_multiple,
+            n: s.n,
+            held_out: s.held_out,
+            ms: usable_ms(&s.timing),
+        }
+    }
 }
 
 /// A set of per-group decision trees that can be judged on held-out records.
@@ -117,17 +141,13 @@ impl HeldOutModels for VectorModels {
         profile
             .vector
             .iter()
-            .map(|r| Measurement {
-                group: r.op.name().to_string(),
-                kernel: r.kernel_id(),
-                variant: Some(r.variant),
-                elems_per_thread: r.elems_per_thread,
-                threads: r.threads,
-                blocks: r.blocks,
-                nb_multiple: r.nb_multiple,
-                n: r.n,
-                held_out: r.held_out,
-                ms: usable_ms(&r.timing),
+            .map(|r| {
+                Measurement::of(
+                    r.op.name().to_string(),
+                    r.kernel_id(),
+                    Some(r.variant),
+                    &r.sample,
+                )
             })
             .collect()
     }
@@ -156,17 +176,13 @@ impl HeldOutModels for DotModels {
         profile
             .dot
             .iter()
-            .map(|r| Measurement {
-                group: r.kernel.family().to_string(),
-                kernel: KernelId::Reduction(r.kernel),
-                variant: None,
-                elems_per_thread: r.elems_per_thread,
-                threads: r.threads,
-                blocks: r.blocks,
-                nb_multiple: r.nb_multiple,
-                n: r.n,
-                held_out: r.held_out,
-                ms: usable_ms(&r.timing),
+            .map(|r| {
+                Measurement::of(
+                    r.kernel.family().to_string(),
+                    KernelId::Reduction(r.kernel),
+                    None,
+                    &r.sample,
+                )
             })
             .collect()
     }

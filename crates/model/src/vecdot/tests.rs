@@ -5,7 +5,7 @@ use crate::domains::domains;
 use crate::domains::{held_out_sizes, sample_sizes};
 use crate::linear::tests::noise;
 use crate::linear::Line;
-use crate::profile::{DotRecord, Timing, VectorRecord};
+use crate::profile::{DotRecord, LaunchSample, Timing, VectorRecord};
 use autopcg_catalog::{Dot3Kernel, DotKernel, Reduction, VectorKernel, VectorOp};
 
 const MAX_N: u64 = 50_000_000;
@@ -176,13 +176,15 @@ fn vector_profile(seed: u64) -> Profile {
                     kernel,
                     op,
                     variant: kernel.variant(),
-                    n,
-                    threads: t.threads,
-                    blocks: t.blocks(n),
-                    nb_multiple: t.grid.map(|g| g.0),
-                    elems_per_thread: None,
-                    held_out,
-                    timing: timing(ms),
+                    sample: LaunchSample {
+                        n,
+                        threads: t.threads,
+                        blocks: t.blocks(n),
+                        nb_multiple: t.grid.map(|g| g.0),
+                        elems_per_thread: None,
+                        held_out,
+                        timing: timing(ms),
+                    },
                 });
             }
         }
@@ -201,13 +203,15 @@ fn dot_profile(seed: u64) -> Profile {
             };
             p.dot.push(DotRecord {
                 kernel,
-                n,
-                threads: t.threads,
-                blocks: t.blocks(n),
-                nb_multiple: t.grid.map(|g| g.0),
-                elems_per_thread: t.grid.is_none().then_some(t.elems),
-                held_out,
-                timing: timing(ms),
+                sample: LaunchSample {
+                    n,
+                    threads: t.threads,
+                    blocks: t.blocks(n),
+                    nb_multiple: t.grid.map(|g| g.0),
+                    elems_per_thread: t.grid.is_none().then_some(t.elems),
+                    held_out,
+                    timing: timing(ms),
+                },
             });
         }
     }
@@ -374,8 +378,8 @@ fn dot_models_pick_the_known_best_per_family() {
 fn held_out_records_never_enter_the_fit() {
     let p = vector_profile(3);
     let mut q = p.clone();
-    for r in q.vector.iter_mut().filter(|r| r.held_out) {
-        r.timing = timing(r.timing.median_ms * 100.0);
+    for r in q.vector.iter_mut().filter(|r| r.sample.held_out) {
+        r.sample.timing = timing(r.sample.timing.median_ms * 100.0);
     }
     assert_eq!(
         VectorModels::fit(&p).unwrap(),
@@ -390,9 +394,9 @@ fn held_out_records_never_enter_the_fit() {
     for r in q2
         .vector
         .iter_mut()
-        .filter(|r| r.held_out && r.kernel == VectorKernel::Axpy(VectorVariant::GridV2))
+        .filter(|r| r.sample.held_out && r.kernel == VectorKernel::Axpy(VectorVariant::GridV2))
     {
-        r.timing = timing(r.timing.median_ms * 2.0);
+        r.sample.timing = timing(r.sample.timing.median_ms * 2.0);
     }
     let r = evaluate(&m, &q2);
     assert!(r.share_within < 1.0 && r.worst_ratio > 1.5, "{}", r.table);
@@ -408,7 +412,10 @@ fn picks_that_were_not_measured_are_reported() {
     let picked = m.pick("axpy", n).unwrap();
     let mut q = p.clone();
     q.vector.retain(|r| {
-        !(r.held_out && r.op == VectorOp::Axpy && r.n == n && r.kernel_id() == picked.kernel)
+        !(r.sample.held_out
+            && r.op == VectorOp::Axpy
+            && r.sample.n == n
+            && r.kernel_id() == picked.kernel)
     });
     let r = evaluate(&m, &q);
     assert_eq!(r.not_measured, 1);
@@ -423,7 +430,7 @@ fn picks_that_were_not_measured_are_reported() {
     assert!(r.table.contains("not measured"));
     // No held-out records at all: nothing to judge.
     let mut q = p.clone();
-    q.vector.retain(|r| !r.held_out);
+    q.vector.retain(|r| !r.sample.held_out);
     let r = evaluate(&m, &q);
     assert_eq!(r.count, 0);
     assert!(!r.meets_target());
@@ -487,14 +494,14 @@ fn profiles_without_usable_records_are_fit_errors() {
         .iter()
         .map(|d| sample_sizes(d, 5)[0])
         .collect();
-    p.vector.retain(|r| firsts.contains(&r.n));
+    p.vector.retain(|r| firsts.contains(&r.sample.n));
     let e = VectorModels::fit(&p).unwrap_err().to_string();
     assert!(e.contains("two fitted sizes"), "{e}");
 
     // Only sizes below the first domain.
     let mut p = vector_profile(1);
     for r in &mut p.vector {
-        r.n = 1000;
+        r.sample.n = 1000;
     }
     let e = VectorModels::fit(&p).unwrap_err().to_string();
     assert!(e.contains("not above"), "{e}");
@@ -502,12 +509,12 @@ fn profiles_without_usable_records_are_fit_errors() {
     // Invalid timings are dropped, not fitted; with nothing left it is an error.
     let mut p = dot_profile(1);
     for r in &mut p.dot {
-        r.timing.median_ms = f64::NAN;
+        r.sample.timing.median_ms = f64::NAN;
     }
     let e = DotModels::fit(&p).unwrap_err();
     assert!(matches!(e, ModelError::Fit { .. }), "{e}");
     let mut p = dot_profile(1);
-    p.dot[0].timing.median_ms = -1.0;
+    p.dot[0].sample.timing.median_ms = -1.0;
     let m = DotModels::fit(&p).unwrap();
     assert_eq!(m.families[DOT_FAMILY].dropped_records, 1);
 }
@@ -519,10 +526,12 @@ fn covering_block_counts_no_rule_explains_are_errors() {
         .vector
         .iter_mut()
         .find(|r| {
-            r.kernel == VectorKernel::Axpy(VectorVariant::Elem) && r.threads == 256 && r.n > 100_000
+            r.kernel == VectorKernel::Axpy(VectorVariant::Elem)
+                && r.sample.threads == 256
+                && r.sample.n > 100_000
         })
         .unwrap();
-    r.blocks += 7;
+    r.sample.blocks += 7;
     let e = VectorModels::fit(&p).unwrap_err().to_string();
     assert!(
         e.contains("axpy_elem") && e.contains("elements per thread"),

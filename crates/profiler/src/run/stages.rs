@@ -5,7 +5,7 @@ use std::sync::mpsc::sync_channel;
 use std::time::Instant;
 
 use autopcg_model::profile::{
-    DotRecord, MatrixRecord, ProfileWriter, Record, StageRecord, Timing, VectorRecord,
+    DotRecord, LaunchSample, MatrixRecord, ProfileWriter, Record, StageRecord, Timing, VectorRecord,
 };
 use autopcg_model::work::{spmv_work, SpmvWork};
 use autopcg_sparse::{CsrMatrix, SparseError};
@@ -87,13 +87,15 @@ impl StageSize for VectorSize {
             kernel: p.kernel,
             op: p.kernel.op(),
             variant: p.kernel.variant(),
-            n: self.n,
-            threads: p.cfg.threads,
-            blocks: p.cfg.blocks,
-            nb_multiple: p.nb_multiple,
-            elems_per_thread: p.kernel.variant().elements_per_thread(),
-            held_out: self.held_out,
-            timing,
+            sample: LaunchSample {
+                n: self.n,
+                threads: p.cfg.threads,
+                blocks: p.cfg.blocks,
+                nb_multiple: p.nb_multiple,
+                elems_per_thread: p.kernel.variant().elements_per_thread(),
+                held_out: self.held_out,
+                timing,
+            },
         })
     }
 }
@@ -131,13 +133,15 @@ impl StageSize for DotSize {
     fn record(&self, p: &DotPoint, timing: Timing) -> Record {
         Record::Dot(DotRecord {
             kernel: p.op,
-            n: self.n,
-            threads: p.cfg.threads,
-            blocks: p.cfg.blocks,
-            nb_multiple: p.nb_multiple,
-            elems_per_thread: p.op.elements_per_thread(),
-            held_out: self.held_out,
-            timing,
+            sample: LaunchSample {
+                n: self.n,
+                threads: p.cfg.threads,
+                blocks: p.cfg.blocks,
+                nb_multiple: p.nb_multiple,
+                elems_per_thread: p.op.elements_per_thread(),
+                held_out: self.held_out,
+                timing,
+            },
         })
     }
 }

@@ -14,8 +14,8 @@ use rayon::prelude::*;
 
 use super::transport::{InProcess, Transport};
 use super::{check_block_system, BlockPrecond};
-use crate::backend::{Dots, GearScalars, Halt, IterRecord, PcgBackend};
-use crate::cpu::CHUNK;
+use crate::backend::{Dots, IterRecord, PcgBackend};
+use crate::cpu::{HostRecurrence, HostVectors, CHUNK};
 use crate::scaling::ScaleFactors;
 use crate::{PcgError, PrecondKind, Preconditioner};
 
@@ -25,12 +25,7 @@ struct BlockVecs {
     precond: Preconditioner,
     work: Vec<f64>,
     b: Vec<f64>,
-    x: Vec<f64>,
-    r: Vec<f64>,
-    u: Vec<f64>,
-    w: Vec<f64>,
-    p: Vec<f64>,
-    s: Vec<f64>,
+    cg: HostVectors,
 }
 
 /// Which vector a halo exchange carries.
@@ -50,9 +45,7 @@ pub struct BlockCpuBackend<T = InProcess> {
     transport: T,
     scale: ScaleFactors,
     a_norm: Option<f64>,
-    scalars: Option<GearScalars>,
-    iteration: usize,
-    pending: Vec<IterRecord>,
+    rec: HostRecurrence,
 }
 
 impl BlockCpuBackend<InProcess> {
@@ -105,12 +98,7 @@ impl<T: Transport<Vector = Vec<f64>, Partial = [f64; 3]>> BlockCpuBackend<T> {
                     work: vec![0.0; precond.work_len()],
                     precond,
                     b: b[rows.clone()].to_vec(),
-                    x: x0.map_or_else(|| vec![0.0; m], |x| x[rows].to_vec()),
-                    r: vec![0.0; m],
-                    u: vec![0.0; m],
-                    w: vec![0.0; m],
-                    p: vec![0.0; m],
-                    s: vec![0.0; m],
+                    cg: HostVectors::new(x0.map_or_else(|| vec![0.0; m], |x| x[rows].to_vec())),
                 }
             })
             .collect();
@@ -132,9 +120,7 @@ impl<T: Transport<Vector = Vec<f64>, Partial = [f64; 3]>> BlockCpuBackend<T> {
             transport,
             scale,
             a_norm: None,
-            scalars: None,
-            iteration: 0,
-            pending: Vec::new(),
+            rec: HostRecurrence::default(),
         })
     }
 
@@ -150,7 +136,11 @@ impl<T: Transport<Vector = Vec<f64>, Partial = [f64; 3]>> BlockCpuBackend<T> {
 
     /// The current iterate of the original system, joined from the blocks.
     pub fn x(&self) -> Vec<f64> {
-        let mut x: Vec<f64> = self.vecs.iter().flat_map(|v| v.x.iter().copied()).collect();
+        let mut x: Vec<f64> = self
+            .vecs
+            .iter()
+            .flat_map(|v| v.cg.x.iter().copied())
+            .collect();
         self.scale.unscale_solution(&mut x);
         x
     }
@@ -164,8 +154,8 @@ impl<T: Transport<Vector = Vec<f64>, Partial = [f64; 3]>> BlockCpuBackend<T> {
             .zip(&mut self.sends)
             .for_each(|((blk, v), send)| {
                 let src = match which {
-                    Carried::U => &v.u,
-                    Carried::X => &v.x,
+                    Carried::U => &v.cg.u,
+                    Carried::X => &v.cg.x,
                 };
                 blk.pack(src, send);
             });
@@ -192,8 +182,8 @@ impl<T: Transport<Vector = Vec<f64>, Partial = [f64; 3]>> BlockCpuBackend<T> {
             .zip(&mut self.vecs)
             .zip(&self.halos)
             .map(|((blk, v), h)| {
-                blk.spmv(&v.u, h, &mut v.w);
-                let (r, u, w) = (&v.r, &v.u, &v.w);
+                blk.spmv(&v.cg.u, h, &mut v.cg.w);
+                let (r, u, w) = (&v.cg.r, &v.cg.u, &v.cg.w);
                 let mut t = [0.0; 3];
                 for c in 0..u.len().div_ceil(CHUNK) {
                     let (mut g, mut d, mut rr) = (0.0, 0.0, 0.0);
@@ -229,15 +219,6 @@ impl<T: Transport<Vector = Vec<f64>, Partial = [f64; 3]>> BlockCpuBackend<T> {
             .collect();
         Ok(self.reduce(partials)?[0])
     }
-
-    fn record(&mut self, dots: Dots, outcome: Result<GearScalars, Halt>) {
-        self.scalars = outcome.ok();
-        self.pending.push(IterRecord {
-            iteration: self.iteration,
-            dots,
-            outcome,
-        });
-    }
 }
 
 impl<T: Transport<Vector = Vec<f64>, Partial = [f64; 3]>> PcgBackend for BlockCpuBackend<T> {
@@ -257,60 +238,51 @@ impl<T: Transport<Vector = Vec<f64>, Partial = [f64; 3]>> PcgBackend for BlockCp
             .zip(&mut self.vecs)
             .zip(&self.halos)
             .for_each(|((blk, v), h)| {
-                blk.spmv(&v.x, h, &mut v.r);
-                for (ri, bi) in v.r.iter_mut().zip(&v.b) {
+                blk.spmv(&v.cg.x, h, &mut v.cg.r);
+                for (ri, bi) in v.cg.r.iter_mut().zip(&v.b) {
                     *ri = bi - *ri;
                 }
-                v.precond.apply(&v.r, &mut v.u, &mut v.work);
-                v.p.fill(0.0);
-                v.s.fill(0.0);
+                v.precond.apply(&v.cg.r, &mut v.cg.u, &mut v.work);
+                v.cg.p.fill(0.0);
+                v.cg.s.fill(0.0);
             });
-        self.iteration = 0;
-        self.pending.clear();
+        self.rec.restart();
         let dots = self.spmv_dots()?;
-        self.record(dots, GearScalars::start(dots));
+        self.rec.record_start(dots);
         Ok(())
     }
 
     fn update_vectors(&mut self) -> Result<(), PcgError> {
-        let Some(sc) = self.scalars else {
+        let Some((alpha, beta)) = self.rec.update_coefficients() else {
             return Ok(());
         };
-        let (alpha, beta) = (sc.alpha, sc.beta);
-        self.vecs.par_iter_mut().for_each(|v| {
-            for k in 0..v.p.len() {
-                let pk = v.u[k] + beta * v.p[k];
-                let sk = v.w[k] + beta * v.s[k];
-                v.p[k] = pk;
-                v.s[k] = sk;
-                v.x[k] += alpha * pk;
-                v.r[k] -= alpha * sk;
-            }
-        });
-        self.iteration += 1;
+        self.vecs
+            .par_iter_mut()
+            .for_each(|v| v.cg.update(alpha, beta));
+        self.rec.next_iteration();
         Ok(())
     }
 
     fn apply_preconditioner(&mut self) -> Result<(), PcgError> {
-        if self.scalars.is_some() {
+        if self.rec.scalars().is_some() {
             self.vecs
                 .par_iter_mut()
-                .for_each(|v| v.precond.apply(&v.r, &mut v.u, &mut v.work));
+                .for_each(|v| v.precond.apply(&v.cg.r, &mut v.cg.u, &mut v.work));
         }
         Ok(())
     }
 
     fn spmv_reduce_advance(&mut self) -> Result<(), PcgError> {
-        let Some(sc) = self.scalars else {
+        let Some(sc) = self.rec.scalars() else {
             return Ok(());
         };
         let dots = self.spmv_dots()?;
-        self.record(dots, sc.advance(dots));
+        self.rec.record(dots, sc.advance(dots));
         Ok(())
     }
 
     fn poll(&mut self) -> Result<Vec<IterRecord>, PcgError> {
-        Ok(std::mem::take(&mut self.pending))
+        Ok(self.rec.poll())
     }
 
     fn true_residual_norm(&mut self) -> Result<f64, PcgError> {
@@ -322,8 +294,8 @@ impl<T: Transport<Vector = Vec<f64>, Partial = [f64; 3]>> PcgBackend for BlockCp
             .zip(&self.vecs)
             .zip(&self.halos)
             .map(|((blk, v), h)| {
-                let mut ax = vec![0.0; v.x.len()];
-                blk.spmv(&v.x, h, &mut ax);
+                let mut ax = vec![0.0; v.cg.x.len()];
+                blk.spmv(&v.cg.x, h, &mut ax);
                 let b = &v.b;
                 [
                     chunked_sum(ax.len(), |i| (b[i] - ax[i]) * (b[i] - ax[i])),
@@ -350,7 +322,7 @@ impl<T: Transport<Vector = Vec<f64>, Partial = [f64; 3]>> PcgBackend for BlockCp
     }
 
     fn solution_norm(&mut self) -> Result<f64, PcgError> {
-        Ok(self.sum_squares(|v| &v.x)?.sqrt())
+        Ok(self.sum_squares(|v| &v.cg.x)?.sqrt())
     }
 
     fn norm_factor(&self) -> f64 {
@@ -362,9 +334,8 @@ impl<T: Transport<Vector = Vec<f64>, Partial = [f64; 3]>> PcgBackend for BlockCp
     }
 
     fn zero_solution(&mut self) -> Result<(), PcgError> {
-        self.vecs.iter_mut().for_each(|v| v.x.fill(0.0));
-        self.scalars = None;
-        self.pending.clear();
+        self.vecs.iter_mut().for_each(|v| v.cg.x.fill(0.0));
+        self.rec.stop();
         Ok(())
     }
 }

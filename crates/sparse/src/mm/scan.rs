@@ -277,29 +277,11 @@ fn wrong_count(b: &[u8], line: usize, expected: &str) -> Fault {
     }
 }
 
-/// After the last token of a line: only blanks may follow before the newline. Returns the start
-/// of the next line.
+/// Skips the blanks after a token and returns where the next one starts. After the `LAST`
+/// token of a line only blanks may follow before the newline, and the start of the next line
+/// is returned; between two tokens a newline or the end there means a token is missing.
 #[inline(always)]
-fn end_of_line(
-    b: &[u8],
-    p: usize,
-    end: usize,
-    line: usize,
-    expected: &'static str,
-) -> Result<usize, Fault> {
-    let p = skip_blanks(b, p, end);
-    if p >= end {
-        Ok(end)
-    } else if b[p] == b'\n' {
-        Ok(p + 1)
-    } else {
-        Err(wrong_count(b, line, expected))
-    }
-}
-
-/// Skips the blanks between two tokens; a newline or the end there means a token is missing.
-#[inline(always)]
-fn between(
+fn after_token<const LAST: bool>(
     b: &[u8],
     p: usize,
     end: usize,
@@ -307,10 +289,12 @@ fn between(
     expected: &'static str,
 ) -> Result<usize, Fault> {
     let q = skip_blanks(b, p, end);
-    if q >= end || b[q] == b'\n' {
-        Err(wrong_count(b, line, expected))
-    } else {
-        Ok(q)
+    let at_newline = q < end && b[q] == b'\n';
+    match (LAST, q >= end, at_newline) {
+        (true, true, _) => Ok(end),
+        (true, false, true) => Ok(q + 1),
+        (false, false, false) => Ok(q),
+        _ => Err(wrong_count(b, line, expected)),
     }
 }
 
@@ -374,11 +358,11 @@ pub(super) fn parse_coordinate(
     let mut line = p;
     while let Some(q) = next_data(b, p, end, &mut line) {
         let (i, q) = parse_index(b, q, end, nrows, "row", line)?;
-        let q = between(b, q, end, line, COORD)?;
+        let q = after_token::<false>(b, q, end, line, COORD)?;
         let (j, q) = parse_index(b, q, end, ncols, "column", line)?;
-        let q = between(b, q, end, line, COORD)?;
+        let q = after_token::<false>(b, q, end, line, COORD)?;
         let (v, q) = parse_value(b, q, end, field, line)?;
-        p = end_of_line(b, q, end, line, COORD)?;
+        p = after_token::<true>(b, q, end, line, COORD)?;
         info.entries += 1;
         if mode == Mode::General || i >= j {
             w.rows[k] = i;
@@ -407,7 +391,7 @@ pub(super) fn parse_array(b: &[u8], range: Range<usize>, field: Field) -> Result
     let mut line = p;
     while let Some(q) = next_data(b, p, end, &mut line) {
         let (v, q) = parse_value(b, q, end, field, line)?;
-        p = end_of_line(b, q, end, line, ARRAY)?;
+        p = after_token::<true>(b, q, end, line, ARRAY)?;
         out.push(v);
     }
     Ok(out)
