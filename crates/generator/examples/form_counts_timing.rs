@@ -6,35 +6,15 @@
 //!
 //! `cargo run --release -p autopcg-generator --example form_counts_timing -- [N] [REPEATS]`
 //! (the N^3 7-point Poisson matrix; defaults 128 and 3). Prints the best of the repeats.
-use std::time::Instant;
 
 use autopcg_generator::{explicit_counts, SpmvCounts};
 use autopcg_solver::{PrecondKind, Preconditioner};
-use autopcg_sparse::families::poisson3d_7pt;
 
-fn best_ms<T>(repeats: usize, mut f: impl FnMut() -> T) -> (f64, T) {
-    let mut best = f64::INFINITY;
-    let mut last = None;
-    for _ in 0..repeats {
-        let t = Instant::now();
-        let out = f();
-        best = best.min(t.elapsed().as_secs_f64() * 1e3);
-        last = Some(out);
-    }
-    (best, last.expect("at least one repeat"))
-}
+mod common;
+use common::{best_ms, poisson_from_args};
 
 fn main() {
-    let mut args = std::env::args().skip(1);
-    let n: usize = args.next().map_or(128, |s| s.parse().expect("N"));
-    let repeats: usize = args.next().map_or(3, |s| s.parse().expect("REPEATS"));
-    let a = poisson3d_7pt(n, n, n).expect("matrix");
-    println!(
-        "poisson3d {n}^3: {} rows, {} nonzeros, {} threads, best of {repeats}",
-        a.nrows(),
-        a.nnz(),
-        rayon::current_num_threads()
-    );
+    let (a, repeats) = poisson_from_args(128);
     for kind in [PrecondKind::ssor_ai(), PrecondKind::ssor_ai2()] {
         let pre = Preconditioner::build(&a, &kind.resolved_for(&a)).expect("preconditioner");
         let (pattern_ms, pattern) = best_ms(repeats, || {

@@ -6,38 +6,18 @@
 //! `cargo run --release -p autopcg-generator --example setup_timing -- [N] [REPEATS]` (the
 //! N^3 7-point Poisson matrix; defaults 96 and 3). Prints the best of the repeats.
 use std::path::Path;
-use std::time::Instant;
 
 use autopcg_generator::{model_device_props, plan, ModelRef, PlanRequest, Target};
 use autopcg_model::file::ModelFile;
 use autopcg_solver::{PrecondKind, Preconditioner, SsorForm, ValueRefresh};
-use autopcg_sparse::families::poisson3d_7pt;
 
-fn best_ms<T>(repeats: usize, mut f: impl FnMut() -> T) -> (f64, T) {
-    let mut best = f64::INFINITY;
-    let mut last = None;
-    for _ in 0..repeats {
-        let t = Instant::now();
-        let out = f();
-        best = best.min(t.elapsed().as_secs_f64() * 1e3);
-        last = Some(out);
-    }
-    (best, last.expect("at least one repeat"))
-}
+mod common;
+use common::{best_ms, poisson_from_args};
 
 fn main() {
-    let mut args = std::env::args().skip(1);
-    let n: usize = args.next().map_or(96, |s| s.parse().expect("N"));
-    let repeats: usize = args.next().map_or(3, |s| s.parse().expect("REPEATS"));
-    let a = poisson3d_7pt(n, n, n).expect("matrix");
+    let (a, repeats) = poisson_from_args(96);
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../models/nvidia-h200.json");
     let model = ModelFile::load(&path).expect("the committed H200 model");
-    println!(
-        "poisson3d {n}^3: {} rows, {} nonzeros, {} threads, best of {repeats}",
-        a.nrows(),
-        a.nnz(),
-        rayon::current_num_threads()
-    );
     for kind in [PrecondKind::ssor_ai(), PrecondKind::ssor_ai2()] {
         let kind = kind.resolved_for(&a);
         let (build, pre) = best_ms(repeats, || Preconditioner::build(&a, &kind).unwrap());
