@@ -504,16 +504,13 @@ mod tests {
         assert_eq!(link_for(None), DEFAULT_LINK);
         assert_eq!(m.link, None);
         assert_eq!(link_for(Some(&m)), DEFAULT_LINK);
-        m.link = Some(autopcg_model::MeasuredLink {
-            gpus: 2,
-            between: [0, 1],
-            peer_access: false,
-            bandwidth_gbs: 25.0,
-            message_latency_us: 18.0,
-            allreduce_latency_us: 45.0,
-            sizes: vec![8, 1 << 20],
-            times_us: vec![18.0, 60.0],
-        });
+        m.link = Some(autopcg_model::MeasuredLink::synthetic(
+            2,
+            25.0,
+            18.0,
+            45.0,
+            &[8, 1 << 20],
+        ));
         let l = link_for(Some(&m));
         assert_eq!(l, LinkProps::measured(25.0, 18.0, 45.0));
         assert_eq!(l.name, LinkProps::MEASURED);

@@ -446,16 +446,7 @@ mod tests {
         assert!(!plain.contains("\"link\""));
         let path = Path::new("models/x.json");
         assert_eq!(ModelFile::parse(&plain, path).unwrap().link, None);
-        m.link = Some(MeasuredLink {
-            gpus: 4,
-            between: [0, 1],
-            peer_access: true,
-            bandwidth_gbs: 200.0,
-            message_latency_us: 3.0,
-            allreduce_latency_us: 11.0,
-            sizes: vec![8, 65536],
-            times_us: vec![3.0, 3.3],
-        });
+        m.link = Some(MeasuredLink::synthetic(4, 200.0, 3.0, 11.0, &[8, 65536]));
         let text = serde_json::to_string_pretty(&m).unwrap();
         assert_eq!(ModelFile::parse(&text, path).unwrap(), m);
         let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();

@@ -26,6 +26,32 @@ pub struct MeasuredLink {
 }
 
 impl MeasuredLink {
+    /// A measurement between GPUs 0 and 1 of `gpus` with peer access on, whose copies of
+    /// `sizes` bytes took exactly what the figures predict: the record a perfect fit would
+    /// come from (for tests and examples of what reads a model's link).
+    pub fn synthetic(
+        gpus: usize,
+        bandwidth_gbs: f64,
+        message_latency_us: f64,
+        allreduce_latency_us: f64,
+        sizes: &[u64],
+    ) -> MeasuredLink {
+        let times_us = sizes
+            .iter()
+            .map(|&b| message_latency_us + b as f64 / (bandwidth_gbs * 1e3))
+            .collect();
+        MeasuredLink {
+            gpus,
+            between: [0, 1],
+            peer_access: true,
+            bandwidth_gbs,
+            message_latency_us,
+            allreduce_latency_us,
+            sizes: sizes.to_vec(),
+            times_us,
+        }
+    }
+
     /// The figures as the time model reads them (named [`LinkProps::MEASURED`]).
     pub fn props(&self) -> LinkProps {
         LinkProps::measured(
@@ -74,16 +100,16 @@ mod tests {
     use super::*;
 
     fn sample() -> MeasuredLink {
-        MeasuredLink {
-            gpus: 2,
-            between: [0, 1],
-            peer_access: true,
-            bandwidth_gbs: 250.0,
-            message_latency_us: 4.0,
-            allreduce_latency_us: 15.0,
-            sizes: vec![8, 1 << 20],
-            times_us: vec![4.0, 8.2],
-        }
+        MeasuredLink::synthetic(2, 250.0, 4.0, 15.0, &[8, 1 << 20])
+    }
+
+    #[test]
+    fn a_synthetic_measurement_lies_on_its_figures() {
+        let m = sample();
+        assert_eq!((m.gpus, m.between, m.peer_access), (2, [0, 1], true));
+        // 1 MiB at 250 GB/s is 4.19 us after the 4 us latency.
+        assert!((m.times_us[1] - (4.0 + 1_048_576.0 / 250e3)).abs() < 1e-12);
+        assert!((m.times_us[0] - 4.000032).abs() < 1e-12);
     }
 
     #[test]
