@@ -65,7 +65,8 @@ impl SpmvCounts {
     }
 }
 
-/// Chooses the SpMV of operand `b` (named `step` in the explanation).
+/// Chooses the SpMV of operand `b` (named `step` in the explanation): its counts
+/// ([`SpmvCounts::of`], work and features found side by side) and [`select_spmv_counted`].
 pub fn select_spmv(
     model: &ModelFile,
     step: &str,
@@ -73,18 +74,13 @@ pub fn select_spmv(
     props: &DeviceProps,
     expected_iterations: f64,
 ) -> Result<(SpmvChoice, StepExplain), SelectError> {
-    select_spmv_from(
-        model,
-        step,
-        &spmv_work(b),
-        || features(b),
-        props,
-        expected_iterations,
-    )
+    select_spmv_counted(model, step, &SpmvCounts::of(b), props, expected_iterations)
 }
 
 /// Chooses the SpMV of an operand known by its counts only (the same choice as
-/// [`select_spmv`] on a matrix with these counts).
+/// [`select_spmv`] on a matrix with these counts): the model's SpMV time plus the conversion
+/// amortised over the expected iterations; the classifier, when the model has one, reads the
+/// features as a second opinion.
 pub fn select_spmv_counted(
     model: &ModelFile,
     step: &str,
@@ -92,26 +88,7 @@ pub fn select_spmv_counted(
     props: &DeviceProps,
     expected_iterations: f64,
 ) -> Result<(SpmvChoice, StepExplain), SelectError> {
-    select_spmv_from(
-        model,
-        step,
-        &counts.work,
-        || counts.features.clone(),
-        props,
-        expected_iterations,
-    )
-}
-
-/// The SpMV choice from the work counts `w`; `features` is called only when the model has a
-/// classifier to consult.
-fn select_spmv_from(
-    model: &ModelFile,
-    step: &str,
-    w: &SpmvWork,
-    features: impl FnOnce() -> MatrixFeatures,
-    props: &DeviceProps,
-    expected_iterations: f64,
-) -> Result<(SpmvChoice, StepExplain), SelectError> {
+    let w = &counts.work;
     let iters = expected_iterations.max(1.0);
     let mut scored: Vec<(f64, SpmvPrediction, SpmvMethod)> = model
         .spmv
@@ -150,7 +127,7 @@ fn select_spmv_from(
     let classifier = model
         .classifier
         .as_ref()
-        .and_then(|c| c.predict(&features(), w));
+        .and_then(|c| c.predict(&counts.features, w));
     Ok((
         SpmvChoice {
             method,
@@ -171,14 +148,8 @@ pub fn select_update(
     n: u64,
     props: &DeviceProps,
 ) -> Result<(UpdateChoice, StepExplain), SelectError> {
-    let no = |reason: String| SelectError::NoChoice {
-        step: "update".into(),
-        reason,
-    };
-    let p = model
-        .vector
-        .pick("cg_update", n)
-        .ok_or_else(|| no("the model has no cg_update tree".into()))?;
+    let no = no_choice("update");
+    let p = tree_pick(model.vector.pick("cg_update", n), "cg_update", &no)?;
     let variant = match p.kernel {
         KernelId::Vector(VectorKernel::CgUpdate(v)) => v,
         k => return Err(no(format!("{k} is not an update kernel"))),
@@ -190,32 +161,56 @@ pub fn select_update(
         )));
     }
     let config = LaunchConfig::new(p.threads, p.blocks).capped_at_work(variant.work(n));
-    let name = format!("{} t{} b{}", p.kernel, p.threads, config.blocks);
     Ok((
         UpdateChoice {
             variant,
             config,
             predicted_ms: Some(p.predicted_ms),
         },
-        StepExplain {
-            step: "update".into(),
-            options: vec![StepOption::timed(name, p.predicted_ms)],
-            why: format!("cg_update decision tree (Alg. 3-1) at n = {n}"),
-            classifier: None,
-        },
+        tree_explain("update", &p, config, "cg_update", n),
     ))
+}
+
+/// The error of a step the model cannot choose, for the reason given.
+fn no_choice(step: &'static str) -> impl Fn(String) -> SelectError {
+    move |reason| SelectError::NoChoice {
+        step: step.into(),
+        reason,
+    }
+}
+
+/// What the decision tree `tree` picked, or the step's error `no` when the model has no such
+/// tree.
+fn tree_pick(
+    p: Option<autopcg_model::vecdot::Pick>,
+    tree: &str,
+    no: &impl Fn(String) -> SelectError,
+) -> Result<autopcg_model::vecdot::Pick, SelectError> {
+    p.ok_or_else(|| no(format!("the model has no {tree} tree")))
+}
+
+/// The explanation of a step the decision tree `tree` chose at `n`: its one option, the
+/// picked kernel at the launch `config`.
+fn tree_explain(
+    step: &str,
+    p: &autopcg_model::vecdot::Pick,
+    config: LaunchConfig,
+    tree: &str,
+    n: u64,
+) -> StepExplain {
+    let name = format!("{} t{} b{}", p.kernel, p.threads, config.blocks);
+    StepExplain {
+        step: step.into(),
+        options: vec![StepOption::timed(name, p.predicted_ms)],
+        why: format!("{tree} decision tree (Alg. 3-1) at n = {n}"),
+        classifier: None,
+    }
 }
 
 /// Chooses the three-dot reduction for vectors of length `n`.
 pub fn select_dot3(model: &ModelFile, n: u64) -> Result<(Dot3Choice, StepExplain), SelectError> {
-    let no = |reason: String| SelectError::NoChoice {
-        step: "dots".into(),
-        reason,
-    };
-    let p = model
-        .dot
-        .pick("dot3", n)
-        .ok_or_else(|| no("the model has no dot3 tree".into()))?;
+    let no = no_choice("dots");
+    let p = tree_pick(model.dot.pick("dot3", n), "dot3", &no)?;
     let kernel = match p.kernel {
         KernelId::Reduction(Reduction::Dot3(k)) => k,
         k => return Err(no(format!("{k} is not a three-dot reduction"))),
@@ -227,18 +222,12 @@ pub fn select_dot3(model: &ModelFile, n: u64) -> Result<(Dot3Choice, StepExplain
         )));
     }
     let config = LaunchConfig::new(p.threads, p.blocks).capped_at_work(n.div_ceil(2));
-    let name = format!("{} t{} b{}", p.kernel, p.threads, config.blocks);
     Ok((
         Dot3Choice {
             kernel,
             config,
             predicted_ms: Some(p.predicted_ms),
         },
-        StepExplain {
-            step: "dots".into(),
-            options: vec![StepOption::timed(name, p.predicted_ms)],
-            why: format!("dot3 decision tree (Alg. 3-1) at n = {n}"),
-            classifier: None,
-        },
+        tree_explain("dots", &p, config, "dot3", n),
     ))
 }

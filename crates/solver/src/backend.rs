@@ -207,6 +207,7 @@ pub trait PcgBackend {
 
 /// Checks a right-hand side `b` and an initial guess `x0` against a system of `n` rows (what a
 /// backend's `set_problem` checks before anything moves).
+#[cfg(feature = "gpu")]
 pub(crate) fn check_problem_len(n: usize, b: &[f64], x0: Option<&[f64]>) -> Result<(), PcgError> {
     if b.len() != n || x0.is_some_and(|x| x.len() != n) {
         return Err(PcgError::Dimension(format!(
