@@ -28,6 +28,8 @@ pub enum Needs {
     Device,
     /// CUDA device 0 and cuSPARSE.
     DeviceAndCusparse,
+    /// Two CUDA devices or more (device 0 is handed to the test).
+    TwoDevices,
 }
 
 impl Needs {
@@ -55,7 +57,18 @@ impl Needs {
                     .err()
                     .map(|e| format!("cuSPARSE does not load: {e}"))
             }),
+            Needs::TwoDevices => Needs::Device.missing().or_else(|| {
+                let n = GpuDevice::discover().map_or(0, |d| d.len());
+                (n < 2).then(|| format!("{n} CUDA device here; the test needs two"))
+            }),
         }
+    }
+
+    /// Whether a missing need is ignored even under `AUTOPCG_REQUIRE_GPU=1`: a GPU host with
+    /// one GPU runs every one-GPU test, and cannot run those that need two (without any GPU
+    /// they still fail under the variable, as every GPU test does).
+    fn exempt_from_require(self) -> bool {
+        self == Needs::TwoDevices && Needs::Device.missing().is_none()
     }
 }
 
@@ -113,6 +126,15 @@ impl TestCase {
         }
     }
 
+    /// A test given device 0 that needs a second GPU too (it opens it itself); ignored on a
+    /// host with one GPU, also under `AUTOPCG_REQUIRE_GPU=1`.
+    pub fn gpus2(name: &'static str, body: fn(GpuDevice)) -> TestCase {
+        TestCase {
+            needs: Needs::TwoDevices,
+            ..TestCase::gpu(name, body)
+        }
+    }
+
     /// A GPU test that runs only when asked for (`--ignored`), like `#[ignore]`: a long
     /// measurement.
     pub fn gpu_ignored(name: &'static str, body: fn(GpuDevice)) -> TestCase {
@@ -137,6 +159,9 @@ impl TestCase {
     /// is missing and `AUTOPCG_REQUIRE_GPU` is not 1, `Err` saying what is missing when it is 1.
     pub fn run(self) -> Result<Ran, String> {
         if let Some(why) = self.needs.missing() {
+            if self.needs.exempt_from_require() {
+                return Ok(Ran::Ignored(why));
+            }
             return unmet(why);
         }
         match self.body {
@@ -188,7 +213,7 @@ pub fn plan(
         .into_iter()
         .map(|c| {
             let why = missing.entry(c.needs).or_insert_with(|| c.needs.missing());
-            let lacking = why.is_some() && !required;
+            let lacking = why.is_some() && (!required || c.needs.exempt_from_require());
             if lacking && !c.ignored && selected(c.name) {
                 if let Some(why) = why {
                     *ignored_for.entry(why.clone()).or_default() += 1;
@@ -211,7 +236,7 @@ pub fn plan(
 /// Defines `main` for a test file built with `harness = false`: lists each test once under
 /// what it needs and runs them with `libtest-mimic` (which must be a dev-dependency of the
 /// crate). The kinds are the [`TestCase`] constructors: `cpu` and `nvrtc` take `fn()`, `gpu`,
-/// `gpu_cusparse` and `gpu_ignored` take `fn(GpuDevice)`.
+/// `gpu_cusparse`, `gpus2` and `gpu_ignored` take `fn(GpuDevice)`.
 ///
 /// ```text
 /// autopcg_gpu::test_main! {
@@ -294,6 +319,31 @@ mod tests {
             }
             Some(why) => assert_eq!(r, Ok(Ran::Ignored(why))),
         }
+    }
+
+    #[test]
+    fn a_two_gpu_test_is_ignored_on_one_gpu_even_when_gpus_are_required() {
+        let r = TestCase::gpus2("g2", takes_device).run();
+        let devices = GpuDevice::discover().map_or(0, |d| d.len());
+        match (Needs::Device.missing(), devices) {
+            // No GPU: as every GPU test.
+            (Some(why), _) if gpu_required() => {
+                assert_eq!(r, Err(format!("{REQUIRE_GPU_ENV}=1 but {why}")))
+            }
+            (Some(why), _) => assert_eq!(r, Ok(Ran::Ignored(why))),
+            // One GPU: ignored, whatever AUTOPCG_REQUIRE_GPU says.
+            (None, 1) => assert_eq!(
+                r,
+                Ok(Ran::Ignored(
+                    "1 CUDA device here; the test needs two".to_string()
+                ))
+            ),
+            (None, _) => assert_eq!(r, Ok(Ran::Completed)),
+        }
+        let planned = plan(vec![TestCase::gpus2("g2", takes_device)], true, |_| true);
+        let exempt = Needs::Device.missing().is_none() && devices < 2;
+        let lacking = Needs::TwoDevices.missing().is_some() && !gpu_required();
+        assert_eq!(planned[0].1, exempt || lacking);
     }
 
     #[test]
