@@ -25,6 +25,7 @@ use crate::compile::{compile_module, Target};
 use crate::error::DriverContext;
 use crate::probe::{device_count, guarded};
 use crate::sources::{catalog, ModuleSpec};
+use crate::staging::StageCell;
 use crate::GpuError;
 
 pub use autopcg_catalog::DeviceProps;
@@ -167,6 +168,37 @@ pub struct DeviceState {
     props: DeviceProps,
     target: Target,
     registry: Arc<Registry>,
+    /// Opened by [`GpuDevice::open`]: kept for the next `open` when its last clone drops.
+    reusable: bool,
+}
+
+/// Handles of [`GpuDevice::open`] kept for reuse per device, at most.
+pub const IDLE_HANDLES_PER_DEVICE: usize = 4;
+
+/// The handles of [`GpuDevice::open`] whose last clone was dropped, per ordinal (last in,
+/// first out).
+fn idle_handles() -> &'static Mutex<HashMap<usize, Vec<Arc<DeviceState>>>> {
+    static IDLE: OnceLock<Mutex<HashMap<usize, Vec<Arc<DeviceState>>>>> = OnceLock::new();
+    IDLE.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+impl Drop for GpuDevice {
+    /// The last clone of a handle from [`GpuDevice::open`] leaves its context and stream to
+    /// the next `open` of the device (up to [`IDLE_HANDLES_PER_DEVICE`] are kept): opening
+    /// costs a context retain and a new stream, about 0.7 ms, which a warm process's setup
+    /// of a small matrix would otherwise pay every time. Work still queued on the stream
+    /// (frees of the last owner's buffers) runs before the next owner's, in stream order.
+    fn drop(&mut self) {
+        if !self.inner.reusable || Arc::strong_count(&self.inner) != 1 {
+            return;
+        }
+        if let Ok(mut idle) = idle_handles().lock() {
+            let kept = idle.entry(self.inner.ordinal).or_default();
+            if kept.len() < IDLE_HANDLES_PER_DEVICE {
+                kept.push(self.inner.clone());
+            }
+        }
+    }
 }
 
 /// The kernels loaded into one device's context, and the disk cache they come from.
@@ -175,6 +207,8 @@ struct Registry {
     cache: KernelCache,
     modules: Mutex<HashMap<ModuleSpec, Arc<CudaModule>>>,
     kernels: Mutex<HashMap<ModuleSpec, HashMap<String, Kernel>>>,
+    /// Page-locked buffers of large host-device copies ([`crate::staging`]).
+    stage: StageCell,
 }
 
 impl Registry {
@@ -183,6 +217,7 @@ impl Registry {
             cache,
             modules: Mutex::new(HashMap::new()),
             kernels: Mutex::new(HashMap::new()),
+            stage: StageCell::default(),
         })
     }
 
@@ -197,6 +232,26 @@ impl Registry {
                 .clone(),
             // A thread panicked while registering: a private registry is still correct.
             Err(_) => Registry::new(KernelCache::at_default_location()),
+        }
+    }
+}
+
+/// Lets the device's stream-ordered memory pool (where every buffer of a handle is allocated)
+/// keep up to `bytes` of freed memory instead of returning it to the driver at the next
+/// synchronisation: a prepared solver's update, a second setup in the same process or a block
+/// rebuild then reuses memory already mapped, where a fresh mapping costs about as much as
+/// the copy that fills it. Best effort: a device without pools keeps the driver's default.
+fn keep_freed_memory(dev: dsys::CUdevice, bytes: u64) {
+    let mut threshold = bytes;
+    // SAFETY: `dev` comes from cuDeviceGet; the release threshold attribute is a cuuint64_t,
+    // read from `threshold` during the call.
+    unsafe {
+        if let Ok(pool) = dres::device::get_default_mem_pool(dev) {
+            let _ = dres::mem_pool::set_attribute(
+                pool,
+                dsys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
+                (&mut threshold as *mut u64).cast(),
+            );
         }
     }
 }
@@ -231,20 +286,29 @@ impl GpuDevice {
     }
 
     /// Opens device `ordinal` with the kernel cache at its default location, sharing the
-    /// loaded kernels with every other handle this process opened this way (a new stream each
-    /// time).
+    /// loaded kernels with every other handle this process opened this way. The handle has a
+    /// stream no live handle uses: a new one, or that of a handle whose last clone was
+    /// dropped (see the `Drop` of [`GpuDevice`]).
     pub fn open(ordinal: usize) -> Result<GpuDevice, GpuError> {
-        GpuDevice::open_in(ordinal, || Registry::shared(ordinal))
+        let kept = idle_handles()
+            .lock()
+            .ok()
+            .and_then(|mut idle| idle.get_mut(&ordinal)?.pop());
+        if let Some(inner) = kept {
+            return Ok(GpuDevice { inner });
+        }
+        GpuDevice::open_in(ordinal, true, || Registry::shared(ordinal))
     }
 
     /// Opens device `ordinal` with the given kernel cache and a registry of its own (nothing
     /// loaded yet).
     pub fn open_with_cache(ordinal: usize, cache: KernelCache) -> Result<GpuDevice, GpuError> {
-        GpuDevice::open_in(ordinal, || Registry::new(cache))
+        GpuDevice::open_in(ordinal, false, || Registry::new(cache))
     }
 
     fn open_in(
         ordinal: usize,
+        reusable: bool,
         registry: impl FnOnce() -> Arc<Registry>,
     ) -> Result<GpuDevice, GpuError> {
         let count = device_count()?;
@@ -263,6 +327,7 @@ impl GpuDevice {
             let dev =
                 dres::device::get(ordinal as i32).during(|| format!("cuDeviceGet({ordinal})"))?;
             let props = read_props(dev)?;
+            keep_freed_memory(dev, props.total_mem as u64 / 2);
             let target =
                 Target::for_capability(props.compute_capability.0, props.compute_capability.1);
             Ok(GpuDevice {
@@ -273,6 +338,7 @@ impl GpuDevice {
                     props,
                     target,
                     registry: registry(),
+                    reusable,
                 }),
             })
         })
@@ -312,12 +378,23 @@ impl GpuDevice {
             .during(|| format!("synchronising device {}", self.ordinal))
     }
 
+    /// An identifier of the handle's stream (equal for two handles exactly when they queue
+    /// on the same stream).
+    pub fn stream_id(&self) -> usize {
+        self.stream.cu_stream() as usize
+    }
+
     pub(crate) fn stream(&self) -> &Arc<CudaStream> {
         &self.stream
     }
 
     pub(crate) fn context(&self) -> &Arc<CudaContext> {
         &self.ctx
+    }
+
+    /// The staging buffers of large copies, shared with every handle of this registry.
+    pub(crate) fn stage(&self) -> &StageCell {
+        &self.registry.stage
     }
 
     fn module(&self, spec: &ModuleSpec) -> Result<Arc<CudaModule>, GpuError> {

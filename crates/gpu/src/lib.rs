@@ -8,7 +8,8 @@
 //!   time through the crate's `kernels` link to the workspace folder, so the crate packages
 //!   with its sources), NVRTC compilation per (source, `-D` defines) module, and the on-disk
 //!   cache of compiled images.
-//! - [`memory`]: device vectors, [`DeviceVec`].
+//! - [`memory`]: device vectors, [`DeviceVec`]; large copies go through [`staging`]'s
+//!   page-locked buffers.
 //! - [`formats`]: [`DeviceCsr`], [`DeviceEll`], [`DeviceDia`], [`DeviceCoo`], [`DeviceHyb`].
 //! - [`kernels`]: one typed launch wrapper per kernel family (vector updates, reductions,
 //!   preconditioners, SpMV, conversion); each family's enum displays as
@@ -38,6 +39,7 @@ pub mod memory;
 pub mod probe;
 pub mod scalars;
 pub mod sources;
+pub mod staging;
 pub mod testing;
 pub mod timer;
 

@@ -73,19 +73,16 @@ impl GpuDevice {
         Ok(DeviceVec { buf, len: n })
     }
 
-    /// A copy of `data` on the device.
+    /// A copy of `data` on the device (large ones through the staging buffers of
+    /// [`crate::staging`]; `data` may change as soon as this returns).
     pub fn upload<T: DeviceScalar>(&self, data: &[T]) -> Result<DeviceVec<T>, GpuError> {
         if data.is_empty() {
             return self.alloc_zeros(0);
         }
-        let buf = self
-            .stream()
-            .clone_htod(data)
-            .during(|| format!("uploading {} elements", data.len()))?;
-        Ok(DeviceVec {
-            buf,
-            len: data.len(),
-        })
+        // SAFETY: `upload_into` writes every element before anything can read one.
+        let mut v = unsafe { self.alloc_uninit::<T>(data.len()) }?;
+        self.upload_into(data, &mut v)?;
+        Ok(v)
     }
 
     /// Overwrites `dst` with `data` (same length).
@@ -107,6 +104,9 @@ impl GpuDevice {
         if data.is_empty() {
             return Ok(());
         }
+        if let Some(staged) = self.stage().upload(self.stream(), data, &mut dst.buf) {
+            return staged;
+        }
         self.stream()
             .memcpy_htod(data, &mut dst.buf)
             .during(|| format!("uploading {} elements", data.len()))
@@ -116,6 +116,10 @@ impl GpuDevice {
     pub fn download<T: DeviceScalar>(&self, v: &DeviceVec<T>) -> Result<Vec<T>, GpuError> {
         if v.len == 0 {
             return Ok(Vec::new());
+        }
+        let mut out = vec![T::default(); v.len];
+        if let Some(staged) = self.stage().download(self.stream(), &v.buf, &mut out) {
+            return staged.map(|()| out);
         }
         self.stream()
             .clone_dtoh(&v.buf.slice(0..v.len))

@@ -166,6 +166,56 @@ fn opened_handles_share_loaded_kernels(dev: GpuDevice) {
     }
 }
 
+/// A handle from `open` whose last clone is dropped is the next `open`'s (same stream); a
+/// handle with a live clone, or one opened with a cache of its own, is not handed out again.
+fn dropped_handles_are_reused(dev: GpuDevice) {
+    let ord = dev.ordinal();
+    let first = GpuDevice::open(ord).unwrap();
+    let id = first.stream_id();
+    drop(first);
+    let again = GpuDevice::open(ord).unwrap();
+    assert_eq!(again.stream_id(), id);
+    let other = GpuDevice::open(ord).unwrap();
+    assert_ne!(
+        other.stream_id(),
+        id,
+        "a live handle's stream was handed out"
+    );
+    let clone = again.clone();
+    drop(again);
+    let third = GpuDevice::open(ord).unwrap();
+    assert_ne!(
+        third.stream_id(),
+        clone.stream_id(),
+        "a live clone's stream was handed out"
+    );
+    // A kept handle works: a copy and a kernel on it.
+    drop(clone);
+    let reused = GpuDevice::open(ord).unwrap();
+    assert_eq!(reused.stream_id(), id);
+    let x = reused.upload(&[1.0, 2.0]).unwrap();
+    let mut y = reused.alloc_zeros::<f64>(2).unwrap();
+    axpy(
+        &reused,
+        VectorVariant::Grid,
+        LaunchConfig::new(32, 1),
+        3.0,
+        &x,
+        &mut y,
+    )
+    .unwrap();
+    assert_eq!(reused.download(&y).unwrap(), vec![3.0, 6.0]);
+    let other_id = other.stream_id();
+    drop(other);
+    let dir = tempfile::tempdir().unwrap();
+    let private =
+        GpuDevice::open_with_cache(ord, KernelCache::new(Some(dir.path().into()))).unwrap();
+    drop(private);
+    // Not the private handle: the one kept last before it.
+    assert_eq!(GpuDevice::open(ord).unwrap().stream_id(), other_id);
+    drop(third);
+}
+
 fn memory_round_trips(dev: GpuDevice) {
     let mut r = common::rng(1);
     for n in [0usize, 1, 2, 1000, 100_003] {
@@ -193,6 +243,140 @@ fn memory_round_trips(dev: GpuDevice) {
     assert!(dev.upload_into(&[1.0, 2.0], &mut small).is_err());
     let big = dev.alloc_zeros::<f64>(4).unwrap();
     assert!(dev.copy(&big, &mut small).is_err());
+}
+
+/// Copies of at least `STAGED_MIN_BYTES` go through the page-locked staging buffers in pieces
+/// of `STAGE_CHUNK_BYTES`: lengths around the piece boundaries (one short of a piece, exact
+/// pieces, a partial last piece, several rounds of the two buffers), both element sizes, data
+/// changed on the host right after the upload returns, a kernel reading the staged data, and
+/// two handles of the device taking turns with the shared buffers.
+fn staged_copies_round_trip(dev: GpuDevice) {
+    use autopcg_gpu::staging::{STAGED_MIN_BYTES, STAGE_CHUNKS, STAGE_CHUNK_BYTES};
+    let per = STAGE_CHUNK_BYTES / 8;
+    let mut r = common::rng(7);
+    for n in [
+        STAGED_MIN_BYTES / 8 - 1,
+        STAGED_MIN_BYTES / 8,
+        per - 1,
+        per,
+        per + 1,
+        STAGE_CHUNKS * per,
+        (2 * STAGE_CHUNKS + 1) * per + 12_345,
+    ] {
+        let mut h = common::uniform(&mut r, n, -1.0, 1.0);
+        let d = dev.upload(&h).unwrap();
+        let sent = h.clone();
+        // The host copy may change at once: what was uploaded is what the call saw.
+        h.iter_mut().for_each(|v| *v = f64::NAN);
+        assert!(dev.download(&d).unwrap() == sent, "n = {n}");
+        let mut z = dev.alloc_zeros::<f64>(n).unwrap();
+        dev.upload_into(&sent, &mut z).unwrap();
+        // A kernel queued after the staged copy sees all of it.
+        let mut y = dev.alloc_zeros::<f64>(n).unwrap();
+        let cfg = LaunchConfig::new(256, 1024);
+        axpy(&dev, VectorVariant::Grid, cfg, 2.0, &z, &mut y).unwrap();
+        let y_host = dev.download(&y).unwrap();
+        assert!(
+            y_host.iter().zip(&sent).all(|(a, b)| *a == 2.0 * b),
+            "n = {n}"
+        );
+        assert_eq!(
+            dev.download_range(&z, n - 3, n).unwrap(),
+            sent[n - 3..].to_vec()
+        );
+    }
+    let idx: Vec<u32> = (0..(3 * STAGE_CHUNK_BYTES / 4 + 999) as u32)
+        .rev()
+        .collect();
+    let d = dev.upload(&idx).unwrap();
+    assert!(dev.download(&d).unwrap() == idx);
+    // Two handles of the device share the staging buffers; copies from both threads take
+    // turns and each lands where it was sent.
+    let other = GpuDevice::open(dev.ordinal()).unwrap();
+    let n = 3 * per + 7;
+    let (a, b): (Vec<f64>, Vec<f64>) = ((0..n).map(|i| i as f64).collect(), vec![-1.5; n]);
+    std::thread::scope(|s| {
+        let t = s.spawn(|| {
+            let db = other.upload(&b).unwrap();
+            other.download(&db).unwrap()
+        });
+        let da = dev.upload(&a).unwrap();
+        assert_eq!(first_difference(&dev.download(&da).unwrap(), &a), None);
+        assert_eq!(first_difference(&t.join().unwrap(), &b), None);
+    });
+    // For the record (not asserted): the rates of a 256 MiB copy each way.
+    let n = 32 << 20;
+    let h: Vec<f64> = (0..n).map(|i| i as f64).collect();
+    let mut d = dev.alloc_zeros::<f64>(n).unwrap();
+    for round in 0..2 {
+        // A fresh buffer each round: the second reuses the memory the first freed.
+        let t0 = std::time::Instant::now();
+        let fresh = dev.upload(&h).unwrap();
+        dev.synchronize().unwrap();
+        let with_alloc = t0.elapsed().as_secs_f64();
+        drop(fresh);
+        println!(
+            "upload into a new buffer (round {round}): {:.1} GB/s",
+            8.0 * n as f64 / with_alloc / 1e9
+        );
+        let t0 = std::time::Instant::now();
+        dev.upload_into(&h, &mut d).unwrap();
+        dev.synchronize().unwrap();
+        let up = t0.elapsed().as_secs_f64();
+        let t0 = std::time::Instant::now();
+        let back = dev.download(&d).unwrap();
+        let down = t0.elapsed().as_secs_f64();
+        assert_eq!(first_difference(&back, &h), None);
+        println!(
+            "staged copies of {} MiB: upload {:.1} GB/s, download {:.1} GB/s",
+            (8 * n) >> 20,
+            8.0 * n as f64 / up / 1e9,
+            8.0 * n as f64 / down / 1e9
+        );
+    }
+}
+
+/// For the record (not asserted): a CSR upload of a 7-point-stencil-sized matrix (2M rows,
+/// 14M entries) as a setup runs it, validation included, fresh and into kept memory.
+fn csr_upload_rate(dev: GpuDevice) {
+    let (n, per_row) = (1usize << 21, 7usize);
+    let indptr: Vec<u32> = (0..=n).map(|i| (i * per_row) as u32).collect();
+    let indices: Vec<u32> = (0..n * per_row)
+        .map(|k| ((k / per_row + k % per_row) % n) as u32)
+        .collect();
+    let vals: Vec<f64> = (0..n * per_row).map(|k| k as f64).collect();
+    let bytes = 4 * (indptr.len() + indices.len()) + 8 * vals.len();
+    for round in 0..3 {
+        let t0 = std::time::Instant::now();
+        autopcg_gpu::formats::validate_csr(n, n, &indptr, &indices, &vals).unwrap();
+        let t1 = std::time::Instant::now();
+        let m = autopcg_gpu::DeviceCsr::from_parts(&dev, n, n, &indptr, &indices, &vals);
+        dev.synchronize().unwrap();
+        let (check, all) = ((t1 - t0).as_secs_f64(), t0.elapsed().as_secs_f64());
+        drop(m);
+        println!(
+            "CSR upload round {round}: {} MB in {:.2} ms ({:.1} GB/s; validation twice, {:.2} ms each)",
+            bytes >> 20,
+            (all - check) * 1e3,
+            bytes as f64 / (all - check) / 1e9,
+            check * 1e3
+        );
+    }
+}
+
+/// The first index where `got` and `want` differ (or their lengths), with both values.
+fn first_difference(got: &[f64], want: &[f64]) -> Option<(usize, f64, f64)> {
+    if got.len() != want.len() {
+        return Some((
+            got.len().min(want.len()),
+            got.len() as f64,
+            want.len() as f64,
+        ));
+    }
+    got.iter()
+        .zip(want)
+        .position(|(a, b)| a.to_bits() != b.to_bits())
+        .map(|k| (k, got[k], want[k]))
 }
 
 fn timer_and_time_kernel(dev: GpuDevice) {
@@ -240,7 +424,10 @@ autopcg_gpu::test_main! {
         registry_compiles_everything_and_reads_attributes,
         disk_cache_is_used_and_repaired_on_the_device,
         opened_handles_share_loaded_kernels,
+        dropped_handles_are_reused,
         memory_round_trips,
+        staged_copies_round_trip,
+        csr_upload_rate,
         timer_and_time_kernel,
     ],
 }
