@@ -40,6 +40,7 @@ use autopcg_solver::gpu::BackendTimes;
 use autopcg_solver::gpu::GpuBackend;
 use autopcg_solver::{
     IterRecord, PcgBackend, PcgError, PcgInfo, PcgParams, Plan, PrecondKind, ValueRefresh,
+    ValueStats,
 };
 use autopcg_sparse::CsrMatrix;
 
@@ -477,7 +478,10 @@ impl<'a> PreparedSolver<'a> {
                 self.a.nnz()
             ))));
         }
-        if let Some(k) = values.par_iter().position_first(|v| !v.is_finite()) {
+        // One pass over the new values: finiteness, and the magnitudes the GPU backend's
+        // scaling and true-residual check need.
+        let stats = ValueStats::of(self.a.indptr(), values);
+        if let Some(k) = stats.first_non_finite {
             return Err(Error::Pcg(PcgError::InvalidParameter(format!(
                 "new value {k} (row {}) is {}",
                 row_of(self.a.indptr(), k) + 1,
@@ -529,7 +533,7 @@ impl<'a> PreparedSolver<'a> {
         let parts = match &mut self.exec {
             #[cfg(feature = "gpu")]
             Exec::Gpu { dev, backend } => {
-                if backend.update_matrix(a, &self.plan.preconditioner)? {
+                if backend.update_matrix_with(a, &self.plan.preconditioner, &stats)? {
                     backend.setup_times()
                 } else {
                     let (fresh, parts) = reserved_gpu_backend(dev, a, &self.plan, &self.params)?;
@@ -623,13 +627,10 @@ fn first_bad_diagonal_of(a: &CsrMatrix, values: &[f64]) -> Option<(usize, f64)> 
             .binary_search(&(i as u32))
             .map_or(0.0, |k| values[lo + k])
     };
-    let i = (0..a.nrows().min(a.ncols()))
-        .into_par_iter()
-        .with_min_len(4096)
-        .position_first(|i| {
-            let d = diag(i);
-            !(d > 0.0 && d.is_finite())
-        })?;
+    let i = autopcg_sparse::scan::first_index_where(a.nrows().min(a.ncols()), |i| {
+        let d = diag(i);
+        !(d > 0.0 && d.is_finite())
+    })?;
     Some((i + 1, diag(i)))
 }
 

@@ -3,6 +3,7 @@
 //! bad index on the device is an illegal memory access, not an error message.
 
 use autopcg_sparse::ell::ELL_PAD;
+use autopcg_sparse::scan::{first_index_where, first_where};
 use autopcg_sparse::{CooMatrix, CsrMatrix, DiaMatrix, EllMatrix, HybMatrix};
 
 use crate::kernels::spmv::{CsrMergeWorkspace, SpmvKernel};
@@ -58,13 +59,17 @@ pub fn validate_csr(
     if indptr[0] != 0 {
         return Err(invalid(W, format!("indptr[0] = {}, expected 0", indptr[0])));
     }
-    for (i, w) in indptr.windows(2).enumerate() {
-        if w[1] < w[0] {
-            return Err(invalid(
-                W,
-                format!("indptr decreases at row {i}: {} then {}", w[0], w[1]),
-            ));
-        }
+    // Both scans run on every host thread (a large matrix has tens of millions of entries;
+    // see autopcg_sparse::scan).
+    if let Some(i) = first_index_where(nrows, |i| indptr[i + 1] < indptr[i]) {
+        return Err(invalid(
+            W,
+            format!(
+                "indptr decreases at row {i}: {} then {}",
+                indptr[i],
+                indptr[i + 1]
+            ),
+        ));
     }
     if indptr[nrows] as usize != indices.len() {
         return Err(invalid(
@@ -76,11 +81,8 @@ pub fn validate_csr(
             ),
         ));
     }
-    if let Some((k, &c)) = indices
-        .iter()
-        .enumerate()
-        .find(|(_, &c)| c as usize >= ncols)
-    {
+    if let Some(k) = first_where(indices, |&c| c as usize >= ncols) {
+        let c = indices[k];
         return Err(invalid(
             W,
             format!("column index {c} at entry {k} is not below ncols = {ncols}"),
@@ -252,7 +254,7 @@ impl DeviceCsr {
     /// Overwrites the values with `vals` (new values of the same pattern, in its order): one
     /// copy of the values, the row pointers and column indices stay.
     pub fn upload_values(&mut self, dev: &GpuDevice, vals: &[f64]) -> Result<(), GpuError> {
-        if vals.iter().any(|v| !v.is_finite()) {
+        if first_where(vals, |v| !v.is_finite()).is_some() {
             return Err(GpuError::InvalidInput {
                 what: "new CSR values".into(),
                 reason: "a value is not finite".into(),

@@ -116,6 +116,51 @@ pub fn max_abs(v: &[f64]) -> f64 {
         .reduce(|| 0.0, f64::max)
 }
 
+/// What one pass over a matrix's values (in CSR order, rows given by `indptr`) finds: the
+/// first non-finite value, the largest magnitude ([`max_abs`]) and the largest row sum of
+/// magnitudes ([`inf_norm`]), computed together so a value-only update reads the values once.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ValueStats {
+    /// Index of the first value that is NaN or infinite.
+    pub first_non_finite: Option<usize>,
+    /// The largest `|v|` (NaNs ignored).
+    pub max_abs: f64,
+    /// The largest row sum of `|v|`.
+    pub inf_norm: f64,
+}
+
+impl ValueStats {
+    /// The statistics of `values`, whose row `i` is `values[indptr[i]..indptr[i + 1]]`.
+    pub fn of(indptr: &[u32], values: &[f64]) -> ValueStats {
+        let rows = indptr.len().saturating_sub(1);
+        let row_stats = |i: usize| {
+            let (lo, hi) = (indptr[i] as usize, indptr[i + 1] as usize);
+            let (mut sum, mut max, mut bad) = (0.0f64, 0.0f64, None);
+            for (k, v) in values[lo..hi].iter().enumerate() {
+                if bad.is_none() && !v.is_finite() {
+                    bad = Some(lo + k);
+                }
+                sum += v.abs();
+                max = max.max(v.abs());
+            }
+            (bad, max, sum)
+        };
+        let (first_non_finite, max_abs, inf_norm) = (0..rows)
+            .into_par_iter()
+            .with_min_len(1024)
+            .map(row_stats)
+            .reduce(
+                || (None, 0.0, 0.0),
+                |(b1, m1, s1), (b2, m2, s2)| (b1.or(b2), m1.max(m2), s1.max(s2)),
+            );
+        ValueStats {
+            first_non_finite,
+            max_abs,
+            inf_norm,
+        }
+    }
+}
+
 /// `||A||_inf`, the largest row sum of `|a_ij|` (for a symmetric matrix also `||A||_1`, and an
 /// upper bound of `||A||_2`).
 pub fn inf_norm(a: &CsrMatrix) -> f64 {
@@ -238,19 +283,51 @@ pub fn first_bad_diagonal(a: &CsrMatrix) -> Option<(usize, f64)> {
             Err(_) => 0.0,
         }
     };
-    (0..m)
-        .into_par_iter()
-        .with_min_len(4096)
-        .position_first(|i| {
-            let d = diag(i);
-            !(d > 0.0 && d.is_finite())
-        })
-        .map(|i| (i + 1, diag(i)))
+    autopcg_sparse::scan::first_index_where(m, |i| {
+        let d = diag(i);
+        !(d > 0.0 && d.is_finite())
+    })
+    .map(|i| (i + 1, diag(i)))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn value_stats_equal_the_separate_passes() {
+        // Rows long enough that the parallel reduction splits them (1024 rows per piece).
+        let n = 5000usize;
+        let (mut r, mut c, mut v) = (Vec::new(), Vec::new(), Vec::new());
+        for i in 0..n {
+            let x = ((i * 7919) % 1000) as f64 / 37.0 - 13.0;
+            for (j, val) in [(i, 4.0 + x.abs()), ((i + 1) % n, x), ((i * 3) % n, -0.5)] {
+                r.push(i as u32);
+                c.push(j as u32);
+                v.push(val);
+            }
+        }
+        let a = CsrMatrix::from_triplets(n, n, &r, &c, &v).unwrap();
+        let s = ValueStats::of(a.indptr(), a.data());
+        assert_eq!(s.first_non_finite, None);
+        assert_eq!(s.max_abs, max_abs(a.data()));
+        assert_eq!(s.inf_norm, inf_norm(&a));
+        // The first non-finite value is found wherever the reduction splits.
+        let mut v = a.data().to_vec();
+        let (late, early) = (v.len() - 2, a.indptr()[3000] as usize + 1);
+        v[late] = f64::NAN;
+        assert_eq!(ValueStats::of(a.indptr(), &v).first_non_finite, Some(late));
+        v[early] = f64::NEG_INFINITY;
+        assert_eq!(ValueStats::of(a.indptr(), &v).first_non_finite, Some(early));
+        assert_eq!(
+            ValueStats::of(&[0], &[]),
+            ValueStats {
+                first_non_finite: None,
+                max_abs: 0.0,
+                inf_norm: 0.0
+            }
+        );
+    }
 
     #[test]
     fn exponent_is_floor_log2_including_subnormals() {

@@ -32,6 +32,7 @@ pub mod hyb;
 pub mod io;
 pub mod kernels;
 pub mod mm;
+pub mod scan;
 
 pub use arrays::{CsrIndex, EntryMap, IndexBase, Triangle};
 pub use coo::CooMatrix;

@@ -51,7 +51,7 @@ use serde::Serialize;
 
 use crate::backend::{IterRecord, PcgBackend};
 use crate::gpu::poll::PollState;
-use crate::scaling::{first_bad_diagonal, inf_norm, max_abs, ScaleFactors};
+use crate::scaling::{first_bad_diagonal, inf_norm, max_abs, ScaleFactors, ValueStats};
 use crate::{pcg, PcgError, PcgInfo, PcgParams, Plan, Preconditioner, SolveFailure};
 
 use super::ops::{
@@ -368,6 +368,23 @@ impl GpuBackend {
     /// without changing anything when the new values need other scale factors (the caller
     /// builds a new backend).
     pub fn update_matrix(&mut self, a: &CsrMatrix, pre: &Preconditioner) -> Result<bool, PcgError> {
+        self.update_matrix_with(a, pre, &ValueStats::of(a.indptr(), a.data()))
+    }
+
+    /// [`GpuBackend::update_matrix`] with the statistics of `a`'s values already taken
+    /// (`stats` must be [`ValueStats::of`] `a`: the caller's own pass over the new values).
+    pub fn update_matrix_with(
+        &mut self,
+        a: &CsrMatrix,
+        pre: &Preconditioner,
+        stats: &ValueStats,
+    ) -> Result<bool, PcgError> {
+        if let Some(k) = stats.first_non_finite {
+            return Err(PcgError::InvalidParameter(format!(
+                "new matrix value {k} is {}",
+                a.data().get(k).copied().unwrap_or(f64::NAN)
+            )));
+        }
         if a.nrows() != self.n || a.ncols() != self.n || pre.dim().is_some_and(|m| m != self.n) {
             return Err(PcgError::Dimension(format!(
                 "new values for a {} x {} matrix and a preconditioner of {:?} rows, the prepared \
@@ -385,7 +402,7 @@ impl GpuBackend {
                 precond: pre.kind_name().to_string(),
             });
         }
-        let a_max = max_abs(a.data());
+        let a_max = stats.max_abs;
         let rhs_exp_kept =
             ScaleFactors::from_maxima(self.a_max, 1.0) == ScaleFactors::from_maxima(a_max, 1.0);
         if !rhs_exp_kept {
@@ -406,7 +423,12 @@ impl GpuBackend {
         self.a.refresh(dev, &a, padding, "A", Some(&mut times))?;
         self.pre.refresh(dev, &pre, padding, Some(&mut times))?;
         self.times = times;
-        self.a_norm = inf_norm(&a);
+        // Scaling by a power of two scales every row sum exactly.
+        self.a_norm = if self.scale.matrix_exp == 0 {
+            stats.inf_norm
+        } else {
+            inf_norm(&a)
+        };
         self.a_max = a_max;
         self.graph_one = None;
         self.graph_batch = None;

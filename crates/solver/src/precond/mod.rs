@@ -473,10 +473,7 @@ impl Preconditioner {
 /// The diagonal of `a`, checked positive and finite.
 fn positive_diagonal(a: &CsrMatrix, precond: &str) -> Result<Vec<f64>, PcgError> {
     let d = a.diagonal();
-    if let Some(i) = d
-        .par_iter()
-        .position_first(|&v| !(v > 0.0 && v.is_finite()))
-    {
+    if let Some(i) = autopcg_sparse::scan::first_where(&d, |&v| !(v > 0.0 && v.is_finite())) {
         return Err(PcgError::BadDiagonal {
             row: i + 1,
             value: d[i],
