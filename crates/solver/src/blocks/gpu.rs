@@ -56,6 +56,7 @@ use autopcg_gpu::kernels::blocks::{
     dot3_slot, dot3_slots_advance, gather, grid_stride_config, preload, spmv_csr_add,
 };
 use autopcg_gpu::kernels::dot::{dot, Dot3Workspace, DotKernel, DotWorkspace};
+use autopcg_gpu::kernels::spmv::SpmvKernel;
 use autopcg_gpu::kernels::vector::{
     cg_update, xpay, CgVectors, UpdateU, VectorKernel, VectorVariant,
 };
@@ -544,7 +545,7 @@ impl BlockGpuBackend {
                 Carried::X => &mut blk.t,
             };
             if let Some(hm) = &blk.halo {
-                spmv_csr_add(dev, hm, blk.halo_cfg, h, out)?;
+                spmv_csr_add(dev, hm, SpmvKernel::CsrScalar, blk.halo_cfg, h, out)?;
             }
         }
         for lane in &self.lanes {
