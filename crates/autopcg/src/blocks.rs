@@ -434,7 +434,9 @@ impl BlockExec {
                     local: plan.and_then(|p| p.local.gpu.clone()).unwrap_or_else(|| {
                         autopcg_generator::fallback::gpu_choice(local, pre, devices[i].props())
                     }),
-                    halo: HaloMethod::fixed(local.nrows()),
+                    halo: plan
+                        .and_then(|p| p.halo_method)
+                        .unwrap_or_else(|| HaloMethod::fixed(local.nrows())),
                 }
             },
             &mut report,
