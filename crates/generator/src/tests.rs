@@ -446,23 +446,8 @@ const SYNTH_ROW_LANE_MS: f64 = SYNTH_SLOT_MS / 4.0;
 /// (`64 / L + L / 4` steps per row is least at L = 16).
 fn row_kernel_model() -> ModelFile {
     use autopcg_catalog::{GridPolicy, SpmvCandidate, SpmvImpl, SpmvKernel};
-    use autopcg_model::spmv::{CandidateModel, FeatureSet, FitStats, KernelKind, Term};
+    use autopcg_model::spmv::{CandidateModel, Term};
     let mut m = model();
-    let features = FeatureSet {
-        name: "synthetic".into(),
-        depth: false,
-        l2_fraction: None,
-        fill_fraction: None,
-        l2_knots: Vec::new(),
-    };
-    let stats = FitStats {
-        matrices: 10,
-        median_rel_err: 0.0,
-        p90_rel_err: 0.0,
-        max_rel_err: 0.0,
-        cv_median_rel_err: None,
-        cv_p90_rel_err: None,
-    };
     let mut kernels = vec![SpmvKernel::CsrScalar];
     kernels.extend(autopcg_catalog::CSR_LANES.map(SpmvKernel::CsrVector));
     let mut candidates = Vec::new();
@@ -470,8 +455,6 @@ fn row_kernel_model() -> ModelFile {
         for threads in [128, 256] {
             let candidate =
                 SpmvCandidate::own(SpmvImpl::Kernel(kernel), threads, GridPolicy::Cover);
-            let kind = KernelKind::of(&candidate);
-            let columns = features.columns(kind);
             let (lanes, cheap_threads) = match kernel {
                 SpmvKernel::CsrVector(l) => (f64::from(l), 128),
                 _ => (0.0, 256),
@@ -481,23 +464,12 @@ fn row_kernel_model() -> ModelFile {
             } else {
                 1.5 * SYNTH_LAUNCH_MS
             };
-            let coef = columns
-                .iter()
-                .map(|c| match c.term {
-                    Term::Launch => launch,
-                    Term::Slots => SYNTH_SLOT_MS,
-                    Term::Rows => lanes * SYNTH_ROW_LANE_MS,
-                    _ => 0.0,
-                })
-                .collect();
-            candidates.push(CandidateModel {
-                candidate,
-                kind,
-                features: features.clone(),
-                columns,
-                coef,
-                stats: stats.clone(),
-            });
+            candidates.push(CandidateModel::with_coefficients(candidate, |t| match t {
+                Term::Launch => launch,
+                Term::Slots => SYNTH_SLOT_MS,
+                Term::Rows => lanes * SYNTH_ROW_LANE_MS,
+                _ => 0.0,
+            }));
         }
     }
     m.spmv.candidates = candidates;
