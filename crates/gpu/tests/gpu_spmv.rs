@@ -223,7 +223,6 @@ fn walk_tile_rows(a: &CsrMatrix, tile: u64) -> Vec<u32> {
 }
 
 fn spmv_csr_merge_matches_cpu_on_uneven_rows(dev: GpuDevice) {
-    use autopcg_gpu::kernels::blocks::spmv_csr_add;
     use autopcg_gpu::kernels::spmv::{merge_tiles, MERGE_TILE};
     let k = SpmvKernel::CsrMerge;
     let mut rg = rng(65);
