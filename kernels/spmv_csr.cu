@@ -16,9 +16,17 @@
 //                         after it: a row cut by a tile boundary gets the sums of the tiles
 //                         before its last one from the carry-out arrays.
 // Every row is written, empty rows with 0.
+//
+// The add variants compute y += A x (the halo part of a row block added to the local part's
+// product already in y); the same launch rules as the kernels they share their code with:
+//
+//   spmv_csr_scalar_add   as spmv_csr_scalar
+//   spmv_csr_vector_add_L as spmv_csr_vector_L (L = 2, 4, 8, 16, 32)
 #include "common.cuh"
 
-extern "C" __global__ void spmv_csr_scalar(u32 nrows, const u32 *__restrict__ indptr,
+// One thread per row, grid-stride. ADD: y[row] += sum instead of y[row] = sum.
+template <bool ADD>
+__device__ __forceinline__ void csr_scalar(u32 nrows, const u32 *__restrict__ indptr,
                                            const u32 *__restrict__ indices,
                                            const double *__restrict__ vals,
                                            const double *__restrict__ x, double *__restrict__ y) {
@@ -29,13 +37,24 @@ extern "C" __global__ void spmv_csr_scalar(u32 nrows, const u32 *__restrict__ in
         for (u32 k = indptr[row]; k < end; ++k) {
             sum += vals[k] * x[indices[k]];
         }
-        y[row] = sum;
+        if (ADD) {
+            y[row] += sum;
+        } else {
+            y[row] = sum;
+        }
     }
 }
 
+extern "C" __global__ void spmv_csr_scalar(u32 nrows, const u32 *__restrict__ indptr,
+                                           const u32 *__restrict__ indices,
+                                           const double *__restrict__ vals,
+                                           const double *__restrict__ x, double *__restrict__ y) {
+    csr_scalar<false>(nrows, indptr, indices, vals, x, y);
+}
+
 // Every lane of a warp runs the same number of loop trips (the loop bound is per warp), so the
-// full-mask shuffles always have all 32 lanes present.
-template <int LANES>
+// full-mask shuffles always have all 32 lanes present. ADD: y[row] += sum instead of y[row] = sum.
+template <int LANES, bool ADD>
 __device__ __forceinline__ void csr_vector(u32 nrows, const u32 *__restrict__ indptr,
                                            const u32 *__restrict__ indices,
                                            const double *__restrict__ vals,
@@ -59,7 +78,11 @@ __device__ __forceinline__ void csr_vector(u32 nrows, const u32 *__restrict__ in
             sum += __shfl_down_sync(FULL_MASK, sum, off, LANES);
         }
         if (sub == 0 && row < nrows) {
-            y[row] = sum;
+            if (ADD) {
+                y[row] += sum;
+            } else {
+                y[row] = sum;
+            }
         }
     }
 }
@@ -69,19 +92,19 @@ __device__ __forceinline__ void csr_vector(u32 nrows, const u32 *__restrict__ in
         const double *__restrict__ vals, const double *__restrict__ x, double *__restrict__ y
 
 extern "C" __global__ void spmv_csr_vector_2(CSR_ARGS) {
-    csr_vector<2>(nrows, indptr, indices, vals, x, y);
+    csr_vector<2, false>(nrows, indptr, indices, vals, x, y);
 }
 extern "C" __global__ void spmv_csr_vector_4(CSR_ARGS) {
-    csr_vector<4>(nrows, indptr, indices, vals, x, y);
+    csr_vector<4, false>(nrows, indptr, indices, vals, x, y);
 }
 extern "C" __global__ void spmv_csr_vector_8(CSR_ARGS) {
-    csr_vector<8>(nrows, indptr, indices, vals, x, y);
+    csr_vector<8, false>(nrows, indptr, indices, vals, x, y);
 }
 extern "C" __global__ void spmv_csr_vector_16(CSR_ARGS) {
-    csr_vector<16>(nrows, indptr, indices, vals, x, y);
+    csr_vector<16, false>(nrows, indptr, indices, vals, x, y);
 }
 extern "C" __global__ void spmv_csr_vector_32(CSR_ARGS) {
-    csr_vector<32>(nrows, indptr, indices, vals, x, y);
+    csr_vector<32, false>(nrows, indptr, indices, vals, x, y);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -287,13 +310,22 @@ extern "C" __global__ void spmv_csr_scalar_add(u32 nrows, const u32 *__restrict_
                                                const double *__restrict__ vals,
                                                const double *__restrict__ x,
                                                double *__restrict__ y) {
-    const u64 stride = (u64)gridDim.x * blockDim.x;
-    for (u64 row = (u64)blockIdx.x * blockDim.x + threadIdx.x; row < nrows; row += stride) {
-        const u32 end = indptr[row + 1];
-        double sum = 0.0;
-        for (u32 k = indptr[row]; k < end; ++k) {
-            sum += vals[k] * x[indices[k]];
-        }
-        y[row] += sum;
-    }
+    csr_scalar<true>(nrows, indptr, indices, vals, x, y);
+}
+
+// y += A x with L lanes per row (the halo part of a row block, see spmv_csr_scalar_add).
+extern "C" __global__ void spmv_csr_vector_add_2(CSR_ARGS) {
+    csr_vector<2, true>(nrows, indptr, indices, vals, x, y);
+}
+extern "C" __global__ void spmv_csr_vector_add_4(CSR_ARGS) {
+    csr_vector<4, true>(nrows, indptr, indices, vals, x, y);
+}
+extern "C" __global__ void spmv_csr_vector_add_8(CSR_ARGS) {
+    csr_vector<8, true>(nrows, indptr, indices, vals, x, y);
+}
+extern "C" __global__ void spmv_csr_vector_add_16(CSR_ARGS) {
+    csr_vector<16, true>(nrows, indptr, indices, vals, x, y);
+}
+extern "C" __global__ void spmv_csr_vector_add_32(CSR_ARGS) {
+    csr_vector<32, true>(nrows, indptr, indices, vals, x, y);
 }

@@ -12,6 +12,8 @@ use std::str::FromStr;
 use std::time::Instant;
 
 use autopcg_solver::blocks::{solve_blocks_cpu_with, BlockProblem, BlockReport};
+#[cfg(feature = "gpu")]
+use autopcg_solver::{blocks::BlockGpuChoice, gpu::HaloMethod};
 use autopcg_solver::{IterRecord, PcgError, PcgParams, Plan, PrecondKind};
 use autopcg_sparse::blocks::RowPartition;
 use autopcg_sparse::CsrMatrix;
@@ -411,8 +413,9 @@ impl BlockExec {
     }
 
     /// Builds the block backend for `a` with the right-hand side `b` and initial guess `x0` on
-    /// the placed GPUs, each block running its sub-plan's choice for its local part (the fixed
-    /// rule where the plan has none); the halo parts run the CSR scalar kernel.
+    /// the placed GPUs, each block running its sub-plan's choices for its local part and for
+    /// its halo part (the fixed rules where there is no plan: the fallback plan of the local
+    /// part, CSR scalar at 256 threads per block for the halo part).
     #[cfg(feature = "gpu")]
     fn build_gpu(&mut self, a: &CsrMatrix, b: &[f64], x0: Option<&[f64]>) -> Result<(), Error> {
         let Some(devices) = self.placed.devices.as_ref() else {
@@ -426,13 +429,15 @@ impl BlockExec {
             &problem,
             self.partition.clone(),
             |i, local, pre| {
-                plans
-                    .as_ref()
-                    .and_then(|p| p.blocks.get(i))
-                    .and_then(|p| p.local.gpu.clone())
-                    .unwrap_or_else(|| {
+                let plan = plans.as_ref().and_then(|p| p.blocks.get(i));
+                BlockGpuChoice {
+                    local: plan.and_then(|p| p.local.gpu.clone()).unwrap_or_else(|| {
                         autopcg_generator::fallback::gpu_choice(local, pre, devices[i].props())
-                    })
+                    }),
+                    halo: plan
+                        .and_then(|p| p.halo_method)
+                        .unwrap_or_else(|| HaloMethod::fixed(local.nrows())),
+                }
             },
             &mut report,
         )?;
@@ -675,7 +680,7 @@ fn gpu_block_steps(kind: &PrecondKind, nblocks: usize, gpus: usize) -> Plan {
     plan.push("halo", "packed", copies, cfg.clone(), None);
     plan.push(
         "spmv",
-        "local (sub-plan) + halo (csr)",
+        "local (sub-plan) + halo (csr, sub-plan)",
         "per block",
         cfg.clone(),
         None,

@@ -486,11 +486,11 @@ fn print_partition(r: &autopcg::solver::blocks::BlockReport, explain: bool) {
     if explain {
         for (k, p) in r.block_plans.iter().enumerate() {
             println!("block {k} sub-plan ({}):", p.source);
+            // The local part's steps, then the halo part's multiply: kernel and launch as
+            // chosen, with the predicted time where a model chose them.
             for s in &p.steps {
-                println!(
-                    "  {:<10} {:<8} {:<28} {}",
-                    s.step, s.format, s.kernel, s.config
-                );
+                let fields = [&s.step, &s.format, &s.kernel, &s.config];
+                println!("{}", plan_step_line(10, fields, s.predicted_ms));
             }
         }
     }

@@ -160,6 +160,10 @@ fn explain_prints_one_sub_plan_per_block() {
     }
     assert!(!out.contains("block 3 sub-plan"), "{out}");
     assert_eq!(out.matches("spmv halo").count(), 3, "{out}");
+    // On the CPU the halo part is a CSR product of its own; each line says its nonzeros.
+    for l in out.lines().filter(|l| l.contains("spmv halo")) {
+        assert!(l.contains("cpu_csr") && l.contains("halo nonzeros"), "{l}");
+    }
     // No model on the CPU: the rows stay split by rows and nonzeros, and the report says why.
     assert!(
         out.contains("rows balanced by rows and nonzeros (no model prediction for every block)"),

@@ -3,7 +3,11 @@
 //! - [`plan_blocks`]: one sub-plan per block, next to [`crate::plan`]: each block's local part
 //!   gets the plan [`crate::plan`] makes for it (format, kernel and launch per step, its
 //!   block-local preconditioner, chosen by the model where there is one), and its halo part a
-//!   SpMV choice of its own (by the model on a GPU, CSR otherwise).
+//!   SpMV choice of its own ([`BlockPlan::halo_method`]): on a GPU with a model, the kernel and
+//!   launch the SpMV model predicts fastest on the halo part among the CSR kernels with an
+//!   add variant (CSR scalar and CSR vector with 2, 4, 8, 16 or 32 lanes per row, at every
+//!   profiled threads per block and grid policy); on a GPU without one, CSR scalar at
+//!   [`HALO_THREADS`] threads per block; on the CPU, CSR.
 //! - [`rebalance`]: a partition balanced by predicted per-block time instead of rows and
 //!   nonzeros.
 //! - [`choose_gpu_count`]: the predicted time per iteration on 1..N GPUs (slowest block's
@@ -13,6 +17,7 @@
 use std::ops::Range;
 
 use autopcg_catalog::{DeviceProps, LinkProps};
+use autopcg_solver::gpu::HaloMethod;
 use autopcg_solver::{PcgError, PlanStep};
 use autopcg_sparse::blocks::{default_row_costs, BlockSplit, HaloBlock, RowPartition};
 use serde::Serialize;
@@ -61,8 +66,12 @@ pub struct BlockPlan {
     pub rows: Range<usize>,
     /// The plan of the block's local part (its preconditioner built on the local part).
     pub local: SolvePlan,
-    /// The multiply of the halo part.
+    /// The multiply of the halo part, for the plan's steps: kernel, launch, halo nonzeros and
+    /// predicted time.
     pub halo: PlanStep,
+    /// What a GPU runs for the halo part (the model's choice, else [`HaloMethod::fixed`]);
+    /// `None` on the CPU.
+    pub halo_method: Option<HaloMethod>,
     /// Predicted microseconds per iteration of the block's compute (model where it chose,
     /// else the bandwidth bound of [`roofline_block_us`]).
     pub predicted_us: f64,
@@ -115,7 +124,11 @@ pub fn plan_blocks(req: &PlanRequest, split: &BlockSplit) -> Result<BlockPlans, 
         r.matrix = &blk.local;
         r.precond = kind;
         let local = plan(&r)?;
-        let (halo, halo_us) = halo_step(req, blk);
+        let HaloPlan {
+            step: halo,
+            us: halo_us,
+            method: halo_method,
+        } = halo_step(req, blk);
         let (predicted_us, modelled) = match (local.predicted_iteration_ms, halo_us) {
             (Some(ms), Some(h)) => (ms * 1e3 + h, true),
             _ => (roofline_block_us(blk, bw), false),
@@ -124,6 +137,7 @@ pub fn plan_blocks(req: &PlanRequest, split: &BlockSplit) -> Result<BlockPlans, 
             rows: blk.rows.clone(),
             local,
             halo,
+            halo_method,
             predicted_us,
             modelled,
         });
@@ -250,71 +264,94 @@ pub fn plan_blocks_balanced(
 /// as proportional to cost; smaller `d`: a smaller move).
 pub const REBALANCE_DAMPING: [f64; 3] = [1.0, 0.5, 0.25];
 
-/// Launch of the halo part's multiply on a GPU: [`HALO_THREADS`] threads per block, one
-/// thread per row of the block, grid-stride (as the solver launches `spmv_csr_scalar_add`).
-pub const HALO_THREADS: u32 = 256;
+/// Threads per block of the halo multiply without a model ([`HaloMethod::fixed`]).
+pub use autopcg_solver::gpu::HALO_THREADS;
 
-/// The halo part's SpMV as the solver runs it: CSR, one thread per row, adding into the local
-/// part's product (the only multiply with an add epilogue). On a GPU with a model its time is
-/// the model's prediction for the CSR-scalar kernel at [`HALO_THREADS`] threads on the halo
-/// part (the least over its launches when that one was not profiled); a halo part without
-/// entries costs nothing; otherwise no prediction.
-fn halo_step(req: &PlanRequest, blk: &HaloBlock) -> (PlanStep, Option<f64>) {
-    let config = format!("{} halo nonzeros", blk.halo.nnz());
-    let (kernel, predicted) = match &req.target {
-        Target::Cpu { .. } => ("cpu_csr", None),
+/// The halo part's multiply as planned.
+struct HaloPlan {
+    /// The step as the plan shows it.
+    step: PlanStep,
+    /// Its predicted microseconds, where known.
+    us: Option<f64>,
+    /// What a GPU runs (`None` on the CPU).
+    method: Option<HaloMethod>,
+}
+
+/// The halo part's SpMV, adding into the local part's product. On a GPU with a model: the
+/// least predicted time of the SpMV model on the halo part among the CSR kernels with an add
+/// variant ([`autopcg_catalog::SpmvKernel::add_entry_point`]: CSR scalar and CSR vector with
+/// any lane count, at any profiled launch), launched as the model's candidate launches it
+/// ([`model_halo_method`]). Without a model, or when the model predicts none of them: CSR
+/// scalar at [`HALO_THREADS`] threads per block ([`HaloMethod::fixed`]) and no prediction. A
+/// halo part without entries costs nothing (it is not launched).
+fn halo_step(req: &PlanRequest, blk: &HaloBlock) -> HaloPlan {
+    let nnz = blk.halo.nnz();
+    let (kernel, config, predicted, method) = match &req.target {
+        Target::Cpu { .. } => (
+            "cpu_csr".to_string(),
+            format!("{nnz} halo nonzeros"),
+            None,
+            None,
+        ),
         Target::Gpu(_props) => {
+            let fixed = HaloMethod::fixed(blk.nrows());
             #[cfg(feature = "model")]
-            let predicted = if blk.halo.nnz() == 0 {
-                Some(0.0)
+            let (method, predicted) = if nnz == 0 {
+                (fixed, Some(0.0))
             } else {
                 req.model
-                    .and_then(|m| csr_scalar_ms(m.file, &blk.halo, _props))
+                    .and_then(|m| model_halo_method(m.file, &blk.halo, _props))
+                    .map_or((fixed, None), |(m, ms)| (m, Some(ms)))
             };
             #[cfg(not(feature = "model"))]
-            let predicted = if blk.halo.nnz() == 0 { Some(0.0) } else { None };
-            ("spmv_csr_scalar_add", predicted)
+            let (method, predicted) = (fixed, (nnz == 0).then_some(0.0));
+            (
+                method.entry_point().unwrap_or("?").to_string(),
+                format!("{}, {nnz} halo nonzeros", method.config.words()),
+                predicted,
+                Some(method),
+            )
         }
     };
-    (
-        PlanStep {
+    HaloPlan {
+        step: PlanStep {
             step: "spmv halo".into(),
             format: "csr".into(),
-            kernel: kernel.into(),
+            kernel,
             config,
             predicted_ms: predicted,
         },
-        predicted.map(|ms| ms * 1e3),
-    )
+        us: predicted.map(|ms| ms * 1e3),
+        method,
+    }
 }
 
-/// The model's predicted milliseconds of the CSR-scalar SpMV of `halo`: at [`HALO_THREADS`]
-/// threads per block when profiled, else its fastest launch.
+/// The halo multiply the model predicts fastest on `halo`, with its predicted milliseconds:
+/// every SpMV prediction of the model ([`autopcg_model::spmv::SpmvModel::predict`] on the halo
+/// part's work counts) whose launch on `halo` ([`crate::select::method_of`]) is a CSR kernel
+/// with an add variant that fits the device; the least predicted time wins (the first in the
+/// model's order on a tie). `None` when the model predicts none of them.
 #[cfg(feature = "model")]
-fn csr_scalar_ms(
+pub fn model_halo_method(
     model: &autopcg_model::file::ModelFile,
     halo: &autopcg_sparse::CsrMatrix,
     props: &DeviceProps,
-) -> Option<f64> {
-    use autopcg_catalog::{SpmvKernel, SpmvMethod};
+) -> Option<(HaloMethod, f64)> {
+    use autopcg_catalog::SpmvMethod;
     let w = autopcg_model::work::spmv_work(halo);
-    let scalar: Vec<(u32, f64)> = model
+    model
         .spmv
         .predict(&w)
         .iter()
+        .filter(|p| p.predicted_ms.is_finite() && p.predicted_ms >= 0.0)
         .filter_map(|p| match crate::select::method_of(p, &w, props)? {
-            SpmvMethod::Csr {
-                kernel: SpmvKernel::CsrScalar,
-                config,
-            } => Some((config.threads, p.predicted_ms)),
+            SpmvMethod::Csr { kernel, config } => {
+                let m = HaloMethod { kernel, config };
+                m.check(props).is_ok().then_some((m, p.predicted_ms))
+            }
             _ => None,
         })
-        .collect();
-    scalar
-        .iter()
-        .find(|(t, _)| *t == HALO_THREADS)
-        .or_else(|| scalar.iter().min_by(|a, b| a.1.total_cmp(&b.1)))
-        .map(|(_, ms)| *ms)
+        .min_by(|a, b| a.1.total_cmp(&b.1))
 }
 
 /// The device's memory bandwidth (theoretical, from its clock and bus), or

@@ -344,16 +344,68 @@ fn block_rows_move_by_the_models_predictions() {
     assert!(b.balance.final_us < b.balance.initial_us, "{:?}", b.balance);
     let by_costs = autopcg_sparse::blocks::RowPartition::by_default_costs(&a, 2).unwrap();
     assert_ne!(b.partition, by_costs);
-    // The plans are those of the split used.
-    for (k, p) in b.plans.blocks.iter().enumerate() {
+    // The plans are those of the split used, and each halo part runs the add kernel the model
+    // predicts fastest on it among those with one.
+    let split =
+        autopcg_sparse::blocks::BlockSplit::new(&a, b.partition.clone()).expect("the split");
+    let mut kernels = Vec::new();
+    for ((k, p), blk) in b.plans.blocks.iter().enumerate().zip(split.blocks()) {
         assert_eq!(p.rows, b.partition.range(k));
         let halo = p.steps().steps.last().cloned().unwrap();
+        assert_eq!(halo.step, "spmv halo");
+        let (method, ms) = least_predicted_add_kernel(&m, &blk.halo);
+        assert_eq!(p.halo_method, Some(method));
         assert_eq!(
-            (halo.format.as_str(), halo.kernel.as_str()),
-            ("csr", "spmv_csr_scalar_add")
+            (
+                halo.format.as_str(),
+                halo.kernel.as_str(),
+                halo.predicted_ms
+            ),
+            ("csr", method.entry_point().unwrap(), Some(ms))
         );
-        assert!(halo.predicted_ms.is_some());
+        assert_eq!(
+            halo.config,
+            format!(
+                "{}, {} halo nonzeros",
+                method.config.words(),
+                blk.halo.nnz()
+            )
+        );
+        kernels.push(halo.kernel);
     }
+    // On the committed model: pinned, so that a change of the choice is seen.
+    assert_eq!(kernels, ["spmv_csr_scalar_add", "spmv_csr_scalar_add"]);
+}
+
+/// The halo multiply with the least predicted time, found from the model's predictions
+/// without the generator's selection: every CSR scalar and CSR vector candidate the model
+/// predicts, launched as the candidate says on the halo part.
+fn least_predicted_add_kernel(
+    m: &ModelFile,
+    halo: &CsrMatrix,
+) -> (autopcg_solver::gpu::HaloMethod, f64) {
+    use autopcg_catalog::{SpmvImpl, SpmvKernel};
+    let w = autopcg_model::work::spmv_work(halo);
+    let props = DeviceProps::hopper_like();
+    let mut best: Option<(autopcg_solver::gpu::HaloMethod, f64)> = None;
+    for p in m.spmv.predict(&w) {
+        let SpmvImpl::Kernel(kernel @ (SpmvKernel::CsrScalar | SpmvKernel::CsrVector(_))) =
+            p.candidate.kernel
+        else {
+            continue;
+        };
+        let (Some(threads), Some(grid)) = (p.candidate.threads, p.candidate.grid) else {
+            continue;
+        };
+        let config = grid.config(kernel.work_items(w.n, w.nnz), threads, &props);
+        if best.is_none_or(|b| p.predicted_ms < b.1) {
+            best = Some((
+                autopcg_solver::gpu::HaloMethod { kernel, config },
+                p.predicted_ms,
+            ));
+        }
+    }
+    best.expect("the model predicts a CSR row kernel")
 }
 
 #[test]
@@ -369,5 +421,202 @@ fn block_rows_stay_split_by_rows_and_nonzeros_without_a_model() {
         let by_costs = autopcg_sparse::blocks::RowPartition::by_default_costs(&a, 2).unwrap();
         assert_eq!(b.partition, by_costs);
         assert!(b.plans.blocks.iter().all(|p| !p.modelled));
+    }
+}
+
+/// Launch cost of every candidate of [`row_kernel_model`], ms.
+const SYNTH_LAUNCH_MS: f64 = 2e-3;
+/// Cost of a thread slot of CSR scalar and of a step of CSR vector, ms.
+const SYNTH_SLOT_MS: f64 = 1e-6;
+/// Cost per row and lane of CSR vector, ms: more lanes cover fewer rows per warp.
+const SYNTH_ROW_LANE_MS: f64 = SYNTH_SLOT_MS / 4.0;
+
+/// The committed model with its SpMV candidates replaced by the CSR row kernels only, each
+/// with a time model of known coefficients (no depth, fill or L2 terms), at 128 and 256
+/// threads per block under the cover policy:
+///
+/// - CSR scalar: launch + `SYNTH_SLOT_MS` per thread slot (each warp as long as its longest
+///   row); 256 threads launch a little cheaper than 128;
+/// - CSR vector with L lanes: launch + `SYNTH_SLOT_MS` per step (a row of `len` entries takes
+///   `ceil(len / L)`) + `L x SYNTH_ROW_LANE_MS` per row; 128 threads launch a little cheaper
+///   than 256.
+///
+/// So rows of 1 or 2 entries favour the scalar kernel (the vector kernels pay for their idle
+/// lanes on every row), and rows of 64 entries the vector kernel with 16 lanes
+/// (`64 / L + L / 4` steps per row is least at L = 16).
+fn row_kernel_model() -> ModelFile {
+    use autopcg_catalog::{GridPolicy, SpmvCandidate, SpmvImpl, SpmvKernel};
+    use autopcg_model::spmv::{CandidateModel, Term};
+    let mut m = model();
+    let mut kernels = vec![SpmvKernel::CsrScalar];
+    kernels.extend(autopcg_catalog::CSR_LANES.map(SpmvKernel::CsrVector));
+    let mut candidates = Vec::new();
+    for kernel in kernels {
+        for threads in [128, 256] {
+            let candidate =
+                SpmvCandidate::own(SpmvImpl::Kernel(kernel), threads, GridPolicy::Cover);
+            let (lanes, cheap_threads) = match kernel {
+                SpmvKernel::CsrVector(l) => (f64::from(l), 128),
+                _ => (0.0, 256),
+            };
+            let launch = if threads == cheap_threads {
+                SYNTH_LAUNCH_MS
+            } else {
+                1.5 * SYNTH_LAUNCH_MS
+            };
+            candidates.push(CandidateModel::with_coefficients(candidate, |t| match t {
+                Term::Launch => launch,
+                Term::Slots => SYNTH_SLOT_MS,
+                Term::Rows => lanes * SYNTH_ROW_LANE_MS,
+                _ => 0.0,
+            }));
+        }
+    }
+    m.spmv.candidates = candidates;
+    m
+}
+
+/// A 2n x 2n SPD matrix whose two row blocks (`0..n`, `n..2n`) couple through rows of `len`
+/// entries each: row `i` of the first block to columns `n + (i + k) mod n`, `k < len`, and
+/// symmetrically; diagonally dominant.
+fn coupled_halves(n: usize, len: usize) -> CsrMatrix {
+    let (mut r, mut c, mut v) = (Vec::new(), Vec::new(), Vec::new());
+    for i in 0..2 * n {
+        r.push(i as u32);
+        c.push(i as u32);
+        v.push(len as f64 + 1.0);
+    }
+    for i in 0..n {
+        for k in 0..len {
+            let j = n + (i + k) % n;
+            r.extend([i as u32, j as u32]);
+            c.extend([j as u32, i as u32]);
+            v.extend([-1.0, -1.0]);
+        }
+    }
+    CsrMatrix::from_triplets(2 * n, 2 * n, &r, &c, &v).unwrap()
+}
+
+/// The plans of `a` split in two halves with `m` as the model.
+fn halo_plans(a: &CsrMatrix, m: &ModelFile) -> crate::blocks::BlockPlans {
+    let n = a.nrows();
+    let part = autopcg_sparse::blocks::RowPartition::from_starts(vec![0, n / 2, n], n).unwrap();
+    let split = autopcg_sparse::blocks::BlockSplit::new(a, part).unwrap();
+    crate::blocks::plan_blocks(&with_model(a, PrecondKind::Jacobi, m), &split).unwrap()
+}
+
+#[test]
+fn the_model_chooses_csr_vector_with_16_lanes_for_a_halo_of_long_rows() {
+    use autopcg_catalog::SpmvKernel;
+    use autopcg_solver::gpu::HaloMethod;
+    let m = row_kernel_model();
+    let (n, len) = (1024, 64);
+    let a = coupled_halves(n, len);
+    let plans = halo_plans(&a, &m);
+    // Every row has 64 halo entries: L = 16 costs 64 / 16 steps + 16 / 4 per row, the least
+    // (L = 8 and L = 32 cost 10 per row, the scalar kernel 64).
+    let best_ms = SYNTH_LAUNCH_MS + n as f64 * (len as f64 / 16.0 + 4.0) * SYNTH_SLOT_MS;
+    assert_eq!(plans.blocks.len(), 2);
+    for p in &plans.blocks {
+        let want = HaloMethod {
+            kernel: SpmvKernel::CsrVector(16),
+            // The cover policy: one thread per row and lane.
+            config: LaunchConfig::new(128, (n * 16 / 128) as u32),
+        };
+        assert_eq!(p.halo_method, Some(want));
+        assert_eq!(p.halo.kernel, "spmv_csr_vector_add_16");
+        assert_eq!(
+            p.halo.config,
+            format!("128 threads x 128 blocks, {} halo nonzeros", n * len)
+        );
+        let ms = p.halo.predicted_ms.unwrap();
+        assert!((ms - best_ms).abs() <= 1e-9 * best_ms, "{ms} vs {best_ms}");
+        // The block's predicted time includes the halo's.
+        assert!(p.modelled);
+        let local_us = p.local.predicted_iteration_ms.unwrap() * 1e3;
+        assert!((p.predicted_us - local_us - ms * 1e3).abs() < 1e-6);
+        // And the block's steps (what --explain prints) end with it.
+        let steps = p.steps();
+        let shown = steps.steps.last().unwrap();
+        assert_eq!(
+            (shown.step.as_str(), shown.kernel.as_str()),
+            ("spmv halo", "spmv_csr_vector_add_16")
+        );
+    }
+}
+
+#[test]
+fn the_model_chooses_csr_scalar_for_single_entry_halo_rows_and_two_lanes_for_two() {
+    use autopcg_catalog::SpmvKernel;
+    let m = row_kernel_model();
+    let n = 1024;
+    // One halo entry per row: the scalar kernel takes 1 thread slot per row, the vector kernel
+    // with L lanes 1 step + L / 4 per row.
+    let plans = halo_plans(&coupled_halves(n, 1), &m);
+    for p in &plans.blocks {
+        let method = p.halo_method.unwrap();
+        assert_eq!(method.kernel, SpmvKernel::CsrScalar);
+        // The cover policy at the cheaper 256 threads: one thread per row.
+        assert_eq!(method.config, LaunchConfig::new(256, 4));
+        assert_eq!(p.halo.kernel, "spmv_csr_scalar_add");
+        assert_eq!(
+            p.halo.config,
+            format!("256 threads x 4 blocks, {n} halo nonzeros")
+        );
+        let want = SYNTH_LAUNCH_MS + n as f64 * SYNTH_SLOT_MS;
+        let ms = p.halo.predicted_ms.unwrap();
+        assert!((ms - want).abs() <= 1e-9 * want, "{ms} vs {want}");
+    }
+    // Two per row: 2 thread slots per row for the scalar kernel, 1 step + 2 / 4 with two
+    // lanes, so the lanes follow the row length.
+    let plans = halo_plans(&coupled_halves(n, 2), &m);
+    for p in &plans.blocks {
+        let method = p.halo_method.unwrap();
+        assert_eq!(method.kernel, SpmvKernel::CsrVector(2));
+        assert_eq!(method.config, LaunchConfig::new(128, 16));
+        assert_eq!(p.halo.kernel, "spmv_csr_vector_add_2");
+        let want = SYNTH_LAUNCH_MS + n as f64 * 1.5 * SYNTH_SLOT_MS;
+        let ms = p.halo.predicted_ms.unwrap();
+        assert!((ms - want).abs() <= 1e-9 * want, "{ms} vs {want}");
+    }
+}
+
+#[test]
+fn without_a_model_the_halo_runs_csr_scalar_at_256_threads_and_on_the_cpu_nothing() {
+    use autopcg_catalog::SpmvKernel;
+    let a = coupled_halves(1024, 64);
+    let part =
+        autopcg_sparse::blocks::RowPartition::from_starts(vec![0, 1024, 2048], 2048).unwrap();
+    let split = autopcg_sparse::blocks::BlockSplit::new(&a, part).unwrap();
+    let p = crate::blocks::plan_blocks(&PlanRequest::new(&a, PrecondKind::Jacobi, gpu()), &split)
+        .unwrap();
+    for b in &p.blocks {
+        let method = b.halo_method.unwrap();
+        assert_eq!(method.kernel, SpmvKernel::CsrScalar);
+        assert_eq!(method.config, LaunchConfig::new(256, 4));
+        assert_eq!(b.halo.kernel, "spmv_csr_scalar_add");
+        assert_eq!(b.halo.predicted_ms, None);
+        assert!(!b.modelled);
+    }
+    let cpu = PlanRequest::new(&a, PrecondKind::Jacobi, Target::Cpu { threads: 2 });
+    let p = crate::blocks::plan_blocks(&cpu, &split).unwrap();
+    for b in &p.blocks {
+        assert_eq!(b.halo_method, None);
+        assert_eq!(b.halo.kernel, "cpu_csr");
+    }
+    // A block without halo entries costs nothing, with or without a model.
+    let m = row_kernel_model();
+    let d = families::poisson2d_5pt(20, 20).unwrap();
+    let one = autopcg_sparse::blocks::BlockSplit::by_default_costs(&d, 1).unwrap();
+    for r in [
+        PlanRequest::new(&d, PrecondKind::Jacobi, gpu()),
+        with_model(&d, PrecondKind::Jacobi, &m),
+    ] {
+        let p = crate::blocks::plan_blocks(&r, &one).unwrap();
+        assert_eq!(p.blocks[0].halo.predicted_ms, Some(0.0));
+        assert_eq!(
+            p.blocks[0].halo_method.unwrap().kernel,
+            SpmvKernel::CsrScalar
+        );
     }
 }

@@ -159,7 +159,12 @@ pub fn catalog() -> Vec<(ModuleSpec, Vec<String>)> {
             .collect();
         if src == KernelSource::SpmvCsr {
             entries.push(crate::kernels::spmv::MERGE_PARTITION.to_string());
-            entries.push(crate::kernels::blocks::SPMV_CSR_SCALAR_ADD.to_string());
+            entries.extend(
+                SpmvKernel::with_add_variant()
+                    .into_iter()
+                    .filter_map(SpmvKernel::add_entry_point)
+                    .map(str::to_string),
+            );
         }
         out.push((ModuleSpec::plain(src), entries));
     }

@@ -1,10 +1,13 @@
 //! GPU tests of the SpMV kernels in every format against `CsrMatrix::spmv`, on seeded random
 //! matrices with empty rows and rows longer than a warp, a banded matrix, n = 1 and empty
 //! matrices; the merge-path CSR kernel also on power-law matrices and rows longer than many
-//! tiles, and its tile partition against a walk of the merge path on the CPU. Without a CUDA device the runner reports each GPU test as ignored
+//! tiles, and its tile partition against a walk of the merge path on the CPU; the add variants
+//! of the CSR row kernels (`y += A x`, the halo part of a row block) against the same products
+//! added to a random y. Without a CUDA device the runner reports each GPU test as ignored
 //! (with AUTOPCG_REQUIRE_GPU=1 it fails instead); see autopcg_gpu::testing.
 mod common;
 
+use autopcg_gpu::kernels::blocks::spmv_csr_add;
 use autopcg_gpu::kernels::spmv::{
     spmv_coo, spmv_coo_accumulate, spmv_csr, spmv_dia, spmv_ell, spmv_hyb, SpmvKernel,
 };
@@ -366,6 +369,76 @@ fn coo_accumulates_into_y(dev: GpuDevice) {
     }
 }
 
+/// The add variants of the CSR row kernels (the halo part of a row block): `y += A x` for
+/// every kernel with one, on every test matrix (rectangular ones like a halo part included),
+/// under every launch of [`configs`] with whole warps, from a random y; then the launches
+/// they refuse.
+fn spmv_csr_add_variants_add_into_y(dev: GpuDevice) {
+    let mut rg = rng(38);
+    let kernels = SpmvKernel::with_add_variant();
+    assert_eq!(kernels.len(), 6, "{kernels:?}");
+    for (label, a) in matrices() {
+        let (nr, nc) = (a.nrows(), a.ncols());
+        let x = uniform(&mut rg, nc, -1.0, 1.0);
+        let y0 = uniform(&mut rg, nr, -1.0, 1.0);
+        let ax = a.mul_vec(&x);
+        let want: Vec<f64> = y0.iter().zip(&ax).map(|(y, v)| y + v).collect();
+        let scale: Vec<f64> = abs_spmv(&a, &x)
+            .iter()
+            .zip(&y0)
+            .map(|(s, y)| s + y.abs())
+            .collect();
+        let csr = DeviceCsr::upload(&dev, &a).unwrap();
+        let dx = dev.upload(&x).unwrap();
+        for &k in &kernels {
+            for cfg in configs(&dev, k, &a, false) {
+                let mut y = dev.upload(&y0).unwrap();
+                spmv_csr_add(&dev, &csr, k, cfg, &dx, &mut y).unwrap();
+                check(
+                    &dev,
+                    &y,
+                    &want,
+                    &scale,
+                    &format!("{label}: {} with {cfg}", k.add_entry_point().unwrap()),
+                );
+            }
+        }
+    }
+    let a = poisson2d(5);
+    let csr = DeviceCsr::upload(&dev, &a).unwrap();
+    let x = dev.upload(&[1.0; 25]).unwrap();
+    let short = dev.upload(&[1.0; 24]).unwrap();
+    let mut y = dev.alloc_zeros::<f64>(25).unwrap();
+    let cfg = LaunchConfig::new(64, 1);
+    // Refused before launching: x too short, kernels without an add variant, lanes that are
+    // not compiled, blocks that are not whole warps for every vector kernel.
+    let mut refused = vec![
+        (SpmvKernel::CsrScalar, cfg, &short),
+        (SpmvKernel::CsrMerge, cfg, &x),
+        (SpmvKernel::Ell, cfg, &x),
+        (SpmvKernel::CsrVector(3), cfg, &x),
+    ];
+    for &l in &autopcg_gpu::kernels::spmv::CSR_LANES {
+        refused.push((SpmvKernel::CsrVector(l), LaunchConfig::new(48, 1), &x));
+    }
+    for (k, c, xin) in refused {
+        let e = spmv_csr_add(&dev, &csr, k, c, xin, &mut y);
+        assert!(matches!(e, Err(GpuError::Launch { .. })), "{k} {c}: {e:?}");
+    }
+    // Nothing was added by the refused launches; the scalar kernel at 48 threads runs.
+    assert_eq!(dev.download(&y).unwrap(), vec![0.0; 25]);
+    spmv_csr_add(
+        &dev,
+        &csr,
+        SpmvKernel::CsrScalar,
+        LaunchConfig::new(48, 1),
+        &x,
+        &mut y,
+    )
+    .unwrap();
+    assert_eq!(dev.download(&y).unwrap(), a.mul_vec(&[1.0; 25]));
+}
+
 fn spmv_uploads_from_host_formats_and_checks_arguments(dev: GpuDevice) {
     let a = poisson2d(5);
     let csr = DeviceCsr::upload(&dev, &a).unwrap();
@@ -491,6 +564,7 @@ autopcg_gpu::test_main! {
         spmv_csr_merge_matches_cpu_on_uneven_rows,
         spmv_csr_merge_checks_its_arguments,
         coo_accumulates_into_y,
+        spmv_csr_add_variants_add_into_y,
         spmv_uploads_from_host_formats_and_checks_arguments,
     ],
 }

@@ -12,17 +12,24 @@
 //! the events ordering them between the streams all run), on 2D and 3D Poisson with none and
 //! Jacobi: the same bounds against the unsplit solve and against the blocks on one handle.
 //!
+//! And the halo multiply: with every kernel a plan may choose for it (CSR scalar, CSR vector
+//! with 2 to 32 lanes per row, each under a covering launch and a single small block), 1, 2
+//! and 3 blocks match the unsplit solve; a launch the vector kernels cannot run is refused when
+//! the backend is built.
+//!
 //! Without a CUDA device the runner reports each test as ignored (with AUTOPCG_REQUIRE_GPU=1 it
 //! fails instead); see autopcg_gpu::testing.
+use autopcg_catalog::{SpmvKernel, CSR_LANES};
 use autopcg_generator::fallback::gpu_choice;
-use autopcg_gpu::GpuDevice;
+use autopcg_gpu::{GpuDevice, LaunchConfig};
 use autopcg_solver::blocks::{
-    solve_blocks_cpu, solve_blocks_gpu, BlockGpuBackend, BlockPrecond, BlockProblem, BlockReport,
+    solve_blocks_cpu, solve_blocks_gpu, BlockGpuBackend, BlockGpuChoice, BlockPrecond,
+    BlockProblem, BlockReport,
 };
-use autopcg_solver::gpu::solve_gpu;
+use autopcg_solver::gpu::{solve_gpu, HaloMethod};
 use autopcg_solver::{pcg, PcgInfo, PcgParams, PrecondKind, Preconditioner};
 use autopcg_sparse::blocks::{BlockSplit, RowPartition};
-use autopcg_sparse::families::{poisson2d_5pt, poisson3d_7pt};
+use autopcg_sparse::families::{poisson2d_5pt, poisson3d_7pt, random_powerlaw_spd};
 use autopcg_sparse::CsrMatrix;
 use std::ops::ControlFlow;
 
@@ -61,8 +68,20 @@ fn unsplit_gpu(dev: &GpuDevice, a: &CsrMatrix, kind: PrecondKind) -> PcgInfo {
     info
 }
 
-/// The blocks solve with block `i` on `devices[i]` (`n` blocks for `n` handles).
+/// The blocks solve with block `i` on `devices[i]` (`n` blocks for `n` handles), halo parts
+/// added by the rule without a model.
 fn blocks_on(devices: &[GpuDevice], a: &CsrMatrix, kind: PrecondKind) -> (PcgInfo, Vec<f64>) {
+    blocks_with_halo(devices, a, kind, HaloMethod::fixed)
+}
+
+/// The blocks solve with block `i` on `devices[i]`, the halo part of a block of `rows` rows
+/// added as `halo(rows)` says.
+fn blocks_with_halo(
+    devices: &[GpuDevice],
+    a: &CsrMatrix,
+    kind: PrecondKind,
+    halo: impl Fn(usize) -> HaloMethod,
+) -> (PcgInfo, Vec<f64>) {
     let n = devices.len();
     let part = RowPartition::by_default_costs(a, n).unwrap();
     let mut report: Option<BlockReport> = None;
@@ -71,7 +90,10 @@ fn blocks_on(devices: &[GpuDevice], a: &CsrMatrix, kind: PrecondKind) -> (PcgInf
         devices,
         &BlockProblem::new(a, &b, &kind, &p),
         part,
-        |i, local, pre| gpu_choice(local, pre, devices[i].props()),
+        |i, local, pre| BlockGpuChoice {
+            local: gpu_choice(local, pre, devices[i].props()),
+            halo: halo(local.nrows()),
+        },
         &mut report,
     )
     .unwrap_or_else(|e| panic!("{kind:?} on {n} blocks: {}", e.error));
@@ -238,7 +260,9 @@ fn three_handles_make_three_lanes_and_move_the_slots(dev: GpuDevice) {
         .blocks()
         .iter()
         .zip(pre.blocks())
-        .map(|(blk, p)| gpu_choice(&blk.local, p, dev.props()))
+        .map(|(blk, p)| {
+            BlockGpuChoice::fixed_halo(gpu_choice(&blk.local, p, dev.props()), blk.nrows())
+        })
         .collect();
     let build = |devices: &[GpuDevice]| {
         BlockGpuBackend::new(
@@ -278,11 +302,146 @@ fn three_handles_make_three_lanes_and_move_the_slots(dev: GpuDevice) {
     assert!(rel_residual(&a, &x) <= 10.0 * TOL && rel_residual(&a, &x1) <= 10.0 * TOL);
 }
 
+/// The halo method of a block of so many rows.
+type HaloRule = Box<dyn Fn(usize) -> HaloMethod>;
+
+/// Every halo kernel a plan may choose: CSR scalar, then CSR vector with each lane count; each
+/// with `threads` per block and either the blocks that cover its work items once or a single
+/// block (every thread loops over many rows).
+fn halo_methods() -> Vec<(String, HaloRule)> {
+    let mut kernels = vec![SpmvKernel::CsrScalar];
+    kernels.extend(CSR_LANES.iter().map(|&l| SpmvKernel::CsrVector(l)));
+    let mut v: Vec<(String, HaloRule)> = Vec::new();
+    for kernel in kernels {
+        let lanes = match kernel {
+            SpmvKernel::CsrVector(l) => l as usize,
+            _ => 1,
+        };
+        v.push((
+            format!("{kernel} covering"),
+            Box::new(move |rows: usize| HaloMethod {
+                kernel,
+                config: LaunchConfig::new(128, (rows * lanes).div_ceil(128).max(1) as u32),
+            }),
+        ));
+        v.push((
+            format!("{kernel} one block"),
+            Box::new(move |_| HaloMethod {
+                kernel,
+                config: LaunchConfig::new(64, 1),
+            }),
+        ));
+    }
+    v
+}
+
+/// Each halo kernel and launch on 1, 2 and 3 blocks (one handle) and on 2 handles: the
+/// count of the unsplit solve (the bounds of [`assert_split_solve`]), and the same solution
+/// as the blocks with the scalar halo kernel. A halo kernel that wrote y instead of adding to
+/// it, or missed rows, would not converge to the system's solution.
+fn every_halo_kernel_matches_the_unsplit_solve(dev: GpuDevice) {
+    let cases = vec![
+        (
+            "poisson3d_7pt 14^3".to_string(),
+            poisson3d_7pt(14, 14, 14).unwrap(),
+        ),
+        (
+            "random power-law 1500".to_string(),
+            random_powerlaw_spd(1500, 24.0, 1.4, 11).unwrap(),
+        ),
+    ];
+    let kind = PrecondKind::Jacobi;
+    for (name, a) in cases {
+        let unsplit = unsplit_gpu(&dev, &a, kind).iterations;
+        for (label, halo) in halo_methods() {
+            for devices in [
+                vec![dev.clone()],
+                vec![dev.clone(); 2],
+                vec![dev.clone(); 3],
+                own_handles(&dev, 2),
+            ] {
+                let n = devices.len();
+                let (info, x) = blocks_with_halo(&devices, &a, kind, &halo);
+                let (fixed, xf) = blocks_on(&devices, &a, kind);
+                println!(
+                    "{name:<24} halo {label:<32} {n} blocks: {} iterations (scalar halo {}, \
+                     unsplit GPU {unsplit})",
+                    info.iterations, fixed.iterations
+                );
+                assert_split_solve(&a, &name, kind, n, &info, &x, unsplit);
+                assert_near_unsplit(&a, &name, kind, n, info.iterations, fixed.iterations);
+                let diff: f64 = x.iter().zip(&xf).map(|(p, q)| (p - q).powi(2)).sum();
+                let norm: f64 = xf.iter().map(|v| v * v).sum();
+                assert!(
+                    diff.sqrt() <= 1e-5 * norm.sqrt(),
+                    "{name} halo {label} on {n} blocks: the solution moved by {} of its norm",
+                    (diff / norm).sqrt()
+                );
+            }
+        }
+    }
+}
+
+/// A halo launch the kernel cannot run (a vector kernel on blocks that are not whole warps) is
+/// refused when the backend is built, before any solve.
+fn a_halo_launch_without_whole_warps_is_refused(dev: GpuDevice) {
+    let a = poisson2d_5pt(30, 30).unwrap();
+    let b = rhs(&a);
+    let kind = PrecondKind::Jacobi;
+    let split = BlockSplit::by_default_costs(&a, 2).unwrap();
+    let pre = BlockPrecond::build(&a, &split, &kind).unwrap();
+    let choices = |halo: HaloMethod| -> Vec<BlockGpuChoice> {
+        split
+            .blocks()
+            .iter()
+            .zip(pre.blocks())
+            .map(|(blk, p)| BlockGpuChoice {
+                local: gpu_choice(&blk.local, p, dev.props()),
+                halo,
+            })
+            .collect()
+    };
+    let build = |c: &[BlockGpuChoice]| {
+        BlockGpuBackend::new(
+            &[dev.clone(), dev.clone()],
+            &a,
+            &split,
+            pre.blocks(),
+            c,
+            &b,
+            None,
+            autopcg_solver::scaling::ScaleFactors::IDENTITY,
+        )
+    };
+    let odd = HaloMethod {
+        kernel: SpmvKernel::CsrVector(8),
+        config: LaunchConfig::new(48, 4),
+    };
+    let e = build(&choices(odd)).unwrap_err();
+    assert!(e.to_string().contains("warps"), "{e}");
+    let merge = HaloMethod {
+        kernel: SpmvKernel::CsrMerge,
+        config: LaunchConfig::new(128, 4),
+    };
+    let e = build(&choices(merge)).unwrap_err();
+    assert!(e.to_string().contains("add variant"), "{e}");
+    let ok = HaloMethod {
+        config: LaunchConfig::new(64, 4),
+        ..odd
+    };
+    let mut backend = build(&choices(ok)).unwrap();
+    let info = pcg(&mut backend, &params(), |_| ControlFlow::Continue(())).unwrap();
+    assert!(info.converged, "{info:?}");
+    assert!(rel_residual(&a, &backend.x().unwrap()) <= 10.0 * TOL);
+}
+
 autopcg_gpu::test_main! {
     gpu: [
         none_and_jacobi_match_the_unsplit_gpu_solve,
         ssor_ai_matches_the_cpu_block_solve,
         blocks_on_their_own_streams_match_the_unsplit_solve,
         three_handles_make_three_lanes_and_move_the_slots,
+        every_halo_kernel_matches_the_unsplit_solve,
+        a_halo_launch_without_whole_warps_is_refused,
     ],
 }

@@ -123,6 +123,31 @@ impl SpmvKernel {
         v
     }
 
+    /// The entry point of the variant that adds its product into y (`y += A x`, same launch
+    /// rules), for the kernels that have one: CSR scalar (`spmv_csr_scalar_add`) and CSR
+    /// vector with a compiled lane count (`spmv_csr_vector_add_L`). Row blocks add their halo
+    /// part's product with one of them.
+    pub fn add_entry_point(self) -> Option<&'static str> {
+        Some(match self {
+            SpmvKernel::CsrScalar => "spmv_csr_scalar_add",
+            SpmvKernel::CsrVector(2) => "spmv_csr_vector_add_2",
+            SpmvKernel::CsrVector(4) => "spmv_csr_vector_add_4",
+            SpmvKernel::CsrVector(8) => "spmv_csr_vector_add_8",
+            SpmvKernel::CsrVector(16) => "spmv_csr_vector_add_16",
+            SpmvKernel::CsrVector(32) => "spmv_csr_vector_add_32",
+            _ => return None,
+        })
+    }
+
+    /// The kernels with an add variant ([`SpmvKernel::add_entry_point`]): CSR scalar, then CSR
+    /// vector with each of [`CSR_LANES`].
+    pub fn with_add_variant() -> Vec<SpmvKernel> {
+        SpmvKernel::all()
+            .into_iter()
+            .filter(|k| k.add_entry_point().is_some())
+            .collect()
+    }
+
     /// Threads the kernel wants for a matrix of `nrows` rows and `nnz` entries: one per row
     /// (scalar CSR, ELL, DIA), per row and lane (CSR vector), per entry (COO), or 32 per tile
     /// of the merge path (CSR merge).
@@ -218,6 +243,36 @@ parse_by_name!(SpmvKernel, SpmvKernel::all(), "SpMV kernel");
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn add_variants_are_the_csr_row_kernels_named_after_them() {
+        let with: Vec<SpmvKernel> = SpmvKernel::with_add_variant();
+        let mut want = vec![SpmvKernel::CsrScalar];
+        want.extend(CSR_LANES.iter().map(|&l| SpmvKernel::CsrVector(l)));
+        assert_eq!(with, want);
+        for k in with {
+            let add = k.add_entry_point().unwrap();
+            // spmv_csr_scalar -> spmv_csr_scalar_add, spmv_csr_vector_8 -> spmv_csr_vector_add_8.
+            let name = k.to_string();
+            let expected = match name.rsplit_once('_') {
+                Some((stem, lanes)) if lanes.parse::<u32>().is_ok() => {
+                    format!("{stem}_add_{lanes}")
+                }
+                _ => format!("{name}_add"),
+            };
+            assert_eq!(add, expected);
+        }
+        for k in [
+            SpmvKernel::CsrMerge,
+            SpmvKernel::Ell,
+            SpmvKernel::Dia,
+            SpmvKernel::CooAtomic,
+            SpmvKernel::CooSegment,
+            SpmvKernel::CsrVector(3),
+        ] {
+            assert_eq!(k.add_entry_point(), None, "{k:?}");
+        }
+    }
 
     #[test]
     fn names_round_trip() {

@@ -1,17 +1,21 @@
 //! The kernels of row-block PCG on the device: packing a block's send buffer (`gather_f64` in
-//! `vector.cu`), adding the halo part's product (`spmv_csr_scalar_add` in `spmv_csr.cu`), and
-//! the three dots per block into a slot of a small array, then summed over the blocks with the
-//! scalar recurrence (`dot3_slot`, `dot3_slots_advance[_next]` in `dot.cu`).
+//! `vector.cu`), adding the halo part's product (the add variants of the CSR row kernels in
+//! `spmv_csr.cu`: `spmv_csr_scalar_add` and `spmv_csr_vector_add_L`, see
+//! [`SpmvKernel::add_entry_point`]), and the three dots per block into a slot of a small
+//! array, then summed over the blocks with the scalar recurrence (`dot3_slot`,
+//! `dot3_slots_advance[_next]` in `dot.cu`).
 use cudarc::driver::PushKernelArg;
 
 use super::{check_len, Launch, PushGroups};
 use crate::kernels::dot::Dot3Workspace;
+use crate::kernels::spmv::SpmvKernel;
 use crate::sources::{KernelSource, ModuleSpec, DOT_BLOCK_SIZES};
 use crate::{CgScalars, DeviceCsr, DeviceVec, GpuDevice, GpuError, LaunchConfig};
 
 /// `out[k] = src[idx[k]]` (`vector.cu`).
 pub const GATHER: &str = "gather_f64";
-/// `y += A x`, CSR, one thread per row (`spmv_csr.cu`).
+/// `y += A x`, CSR, one thread per row (`spmv_csr.cu`); the vector variants are named by
+/// [`SpmvKernel::add_entry_point`].
 pub const SPMV_CSR_SCALAR_ADD: &str = "spmv_csr_scalar_add";
 /// One block's three dots into its slot (`dot.cu`, needs `BLOCK_SIZE`).
 pub const DOT3_SLOT: &str = "dot3_slot";
@@ -23,16 +27,19 @@ pub const DOT3_SLOTS_ADVANCE_NEXT: &str = "dot3_slots_advance_next";
 /// Every entry point of this module with the module it lives in, for `block_size` threads
 /// per block of the reductions.
 pub fn entry_points(block_size: u32) -> Vec<(ModuleSpec, &'static str)> {
-    vec![
-        (ModuleSpec::plain(KernelSource::Vector), GATHER),
-        (
-            ModuleSpec::plain(KernelSource::SpmvCsr),
-            SPMV_CSR_SCALAR_ADD,
-        ),
+    let mut v = vec![(ModuleSpec::plain(KernelSource::Vector), GATHER)];
+    v.extend(
+        SpmvKernel::with_add_variant()
+            .into_iter()
+            .filter_map(SpmvKernel::add_entry_point)
+            .map(|e| (ModuleSpec::plain(KernelSource::SpmvCsr), e)),
+    );
+    v.extend([
         (ModuleSpec::dot(block_size), DOT3_SLOT),
         (ModuleSpec::dot(block_size), DOT3_SLOTS_ADVANCE),
         (ModuleSpec::dot(block_size), DOT3_SLOTS_ADVANCE_NEXT),
-    ]
+    ]);
+    v
 }
 
 /// A grid-stride launch of 256 threads per block covering `items` (at least one block).
@@ -76,30 +83,38 @@ pub fn gather(
     }
 }
 
-/// Queues `y += A x` with one thread per row.
+/// Queues `y += A x` with the add variant of `kernel` ([`SpmvKernel::add_entry_point`]: CSR
+/// scalar, one thread per row, or CSR vector with L lanes per row) launched with `cfg`. The
+/// launch must fit the kernel: a compiled lane count, and threads per block a multiple of 32
+/// for the vector kernels.
 pub fn spmv_csr_add(
     dev: &GpuDevice,
     a: &DeviceCsr,
+    kernel: SpmvKernel,
     cfg: LaunchConfig,
     x: &DeviceVec<f64>,
     y: &mut DeviceVec<f64>,
 ) -> Result<(), GpuError> {
-    check_len(&SPMV_CSR_SCALAR_ADD, "x", x.len(), a.ncols())?;
-    check_len(&SPMV_CSR_SCALAR_ADD, "y", y.len(), a.nrows())?;
-    cfg.check(SPMV_CSR_SCALAR_ADD, dev.props())?;
+    let entry = kernel.add_entry_point().ok_or_else(|| {
+        GpuError::launch(
+            kernel,
+            "has no add variant (only CSR scalar and CSR vector add into y)",
+        )
+    })?;
+    check_len(&entry, "x", x.len(), a.ncols())?;
+    check_len(&entry, "y", y.len(), a.nrows())?;
+    // The device's limits, and whole warps for the vector kernels (an error otherwise).
+    kernel.check_launch(cfg, dev.props())?;
     if a.nrows() == 0 {
         return Ok(());
     }
     let nrows = a.nrows() as u32;
-    let l = Launch::new(
-        dev,
-        &ModuleSpec::plain(KernelSource::SpmvCsr),
-        SPMV_CSR_SCALAR_ADD,
-        cfg,
-    )?;
-    // SAFETY: matches `spmv_csr_scalar_add(u32 nrows, const u32 *indptr, const u32 *indices,
-    // const double *vals, const double *x, double *y)`; the arrays were validated on upload
-    // (indices < ncols = len(x)), y holds nrows (checked) and is distinct from x.
+    let l = Launch::new(dev, &ModuleSpec::plain(KernelSource::SpmvCsr), entry, cfg)?;
+    // SAFETY: matches `spmv_csr_scalar_add` / `spmv_csr_vector_add_L(u32 nrows,
+    // const u32 *indptr, const u32 *indices, const double *vals, const double *x, double *y)`;
+    // the arrays were validated on upload (indices < ncols = len(x)), y holds nrows (checked)
+    // and is distinct from x; threads are whole warps for the vector kernels (checked), whose
+    // lane count is one the module is compiled for (checked).
     unsafe {
         l.run(|b| {
             b.arg(&nrows).csr(a).arg(&x.buf).arg(&mut y.buf);
@@ -212,4 +227,37 @@ fn check_dot_threads(kernel: &str, threads: u32) -> Result<(), GpuError> {
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_add_variant_is_preloaded_from_the_csr_module() {
+        let csr: Vec<&str> = entry_points(256)
+            .into_iter()
+            .filter(|(spec, _)| *spec == ModuleSpec::plain(KernelSource::SpmvCsr))
+            .map(|(_, e)| e)
+            .collect();
+        assert_eq!(
+            csr,
+            [
+                SPMV_CSR_SCALAR_ADD,
+                "spmv_csr_vector_add_2",
+                "spmv_csr_vector_add_4",
+                "spmv_csr_vector_add_8",
+                "spmv_csr_vector_add_16",
+                "spmv_csr_vector_add_32",
+            ]
+        );
+        // And the catalog the compile test checks lists them under spmv_csr.cu.
+        let (_, listed) = crate::sources::catalog()
+            .into_iter()
+            .find(|(spec, _)| *spec == ModuleSpec::plain(KernelSource::SpmvCsr))
+            .unwrap();
+        for e in csr {
+            assert!(listed.iter().any(|l| l == e), "{e} not in {listed:?}");
+        }
+    }
 }

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use autopcg_catalog::DeviceProps;
 
 use super::{
-    design_row, quantile, FeatureSet, KernelKind, SpmvCandidate, SpmvFitOptions, TermSpec,
+    design_row, quantile, FeatureSet, KernelKind, SpmvCandidate, SpmvFitOptions, Term, TermSpec,
 };
 use crate::nnls::{nnls, DenseMatrix};
 use crate::work::SpmvWork;
@@ -46,6 +46,49 @@ pub struct CandidateModel {
 }
 
 impl CandidateModel {
+    /// A model of `candidate` with given coefficients instead of a fit: the base terms of its
+    /// kind ([`KernelKind::terms`], the "base" feature set: no depth, fill or L2 terms), each
+    /// priced `coef(term)` milliseconds per unit (negative or non-finite prices are taken as
+    /// 0). Its statistics are those of a perfect fit on no matrix. For what-if models and for
+    /// the tests of what reads a model's predictions.
+    pub fn with_coefficients(
+        candidate: SpmvCandidate,
+        coef: impl Fn(Term) -> f64,
+    ) -> CandidateModel {
+        let features = FeatureSet {
+            name: "base".into(),
+            depth: false,
+            l2_fraction: None,
+            fill_fraction: None,
+            l2_knots: Vec::new(),
+        };
+        let kind = KernelKind::of(&candidate);
+        let columns = features.columns(kind);
+        let coef = columns
+            .iter()
+            .map(|c| {
+                Some(coef(c.term))
+                    .filter(|v| v.is_finite() && *v > 0.0)
+                    .unwrap_or(0.0)
+            })
+            .collect();
+        CandidateModel {
+            candidate,
+            kind,
+            features,
+            columns,
+            coef,
+            stats: FitStats {
+                matrices: 0,
+                median_rel_err: 0.0,
+                p90_rel_err: 0.0,
+                max_rel_err: 0.0,
+                cv_median_rel_err: None,
+                cv_p90_rel_err: None,
+            },
+        }
+    }
+
     /// Predicted milliseconds on `w`.
     pub fn predict(&self, w: &SpmvWork, dev: &DeviceProps) -> f64 {
         let row = design_row(&self.columns, &self.features, &self.candidate, w, dev);

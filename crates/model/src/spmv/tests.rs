@@ -423,3 +423,37 @@ fn an_unknown_kernel_is_fitted_with_generic_terms() {
     assert_eq!(cm.kind, KernelKind::Generic);
     assert!(cm.stats.median_rel_err < 0.01, "{:?}", cm.stats);
 }
+
+#[test]
+fn a_model_with_given_coefficients_predicts_its_formula_and_validates() {
+    use autopcg_sparse::families::poisson2d_5pt;
+    let a = poisson2d_5pt(40, 40).unwrap();
+    let w = crate::work::spmv_work(&a);
+    let cand = |k| SpmvCandidate::own(SpmvImpl::Kernel(k), 128, GridPolicy::Cover);
+    let price = |t: Term| match t {
+        Term::Launch => 2e-3,
+        Term::Rows => 1e-7,
+        Term::Slots => 1e-6,
+        Term::Nnz => -5.0,
+        _ => f64::NAN,
+    };
+    let scalar = CandidateModel::with_coefficients(cand(SpmvKernel::CsrScalar), price);
+    let vector = CandidateModel::with_coefficients(cand(SpmvKernel::CsrVector(4)), price);
+    assert_eq!(vector.kind, KernelKind::CsrVector { lanes: 4 });
+    // Negative and non-finite prices are 0.
+    assert!(scalar.coef.iter().all(|c| c.is_finite() && *c >= 0.0));
+    let dev = spmv_synth::device();
+    let n = w.n as f64;
+    let want_scalar = 2e-3 + 1e-7 * n + 1e-6 * w.scalar_warp_slots as f64;
+    let want_vector = 2e-3 + 1e-7 * n + 1e-6 * w.vector_steps[1] as f64;
+    for (m, want) in [(&scalar, want_scalar), (&vector, want_vector)] {
+        let got = m.predict(&w, &dev);
+        assert!((got - want).abs() <= 1e-12 * want, "{got} vs {want}");
+    }
+    // A model made of them is a valid model.
+    let mut model = SpmvModel::fit(&spmv_synth::profile(8), &SpmvFitOptions::default()).unwrap();
+    model.candidates = vec![scalar, vector];
+    model.validate().unwrap();
+    let p = model.predict(&w);
+    assert_eq!(p.len(), 2);
+}

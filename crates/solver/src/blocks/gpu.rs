@@ -34,8 +34,11 @@
 //!    for its blocks into their halo buffers and records `pulled` and `halo_ready`; the copies
 //!    thus run while the local SpMV does. With one lane the copies follow the local SpMV on
 //!    its one stream.
-//! 3. Per block, once its lane's `halo_ready` is reached: the halo part added
-//!    (`spmv_csr_scalar_add`); the lane then records `halo_read`.
+//! 3. Per block, once its lane's `halo_ready` is reached: the halo part added with the kernel
+//!    and launch of the block's [`HaloMethod`] (the add variant of CSR scalar or of CSR vector
+//!    with 2 to 32 lanes per row, `spmv_csr_scalar_add` / `spmv_csr_vector_add_L`: the model's
+//!    choice for the block's halo part where a plan made one, else CSR scalar at 256 threads
+//!    per block, [`HaloMethod::fixed`]); the lane then records `halo_read`.
 //! 4. The dot all-reduce as an all-gather: each lane waits until the others have copied its
 //!    slots of the last iteration (their `gathered`), writes its blocks' three dots into its
 //!    slot array (`dot3_slot`, block `b` at `3 b..3 b + 3`) and records `dotted`; each lane then
@@ -70,7 +73,7 @@ use super::{
 use crate::backend::{IterRecord, PcgBackend};
 use crate::gpu::ops::{preload_dot3, preload_vector, DeviceOperator, DevicePrecond};
 use crate::gpu::poll::{poll_records, PollState};
-use crate::gpu::GpuPlanChoice;
+use crate::gpu::{GpuPlanChoice, HaloMethod};
 use crate::scaling::{inf_norm, ScaleFactors};
 use crate::{pcg, PcgError, Preconditioner, SolveFailure};
 
@@ -118,6 +121,27 @@ struct Lane {
     gathered: GpuEvent,
 }
 
+/// What one row block runs: the plan of its local part (operator, preconditioner, update and
+/// dots) and the multiply of its halo part.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BlockGpuChoice {
+    /// The plan of the block's local part.
+    pub local: GpuPlanChoice,
+    /// The kernel and launch adding the halo part's product.
+    pub halo: HaloMethod,
+}
+
+impl BlockGpuChoice {
+    /// `local` with the halo rule without a model ([`HaloMethod::fixed`]) for a block of
+    /// `rows` rows.
+    pub fn fixed_halo(local: GpuPlanChoice, rows: usize) -> Self {
+        BlockGpuChoice {
+            local,
+            halo: HaloMethod::fixed(rows),
+        }
+    }
+}
+
 /// One block on its device.
 struct DeviceBlock {
     lane: usize,
@@ -125,7 +149,8 @@ struct DeviceBlock {
     local: DeviceOperator,
     /// The halo part (absent when the block couples to no other).
     halo: Option<DeviceCsr>,
-    halo_cfg: LaunchConfig,
+    /// How the halo part is added.
+    halo_method: HaloMethod,
     pre: DevicePrecond,
     send_idx: DeviceVec<u32>,
     gather_cfg: LaunchConfig,
@@ -269,15 +294,15 @@ impl BlockGpuBackend {
     /// scaled system, `split` was built from `a`): block `i` runs on `devices[i]` (blocks given
     /// clones of one handle share its stream; see the module documentation), with the
     /// preconditioner `pre[i]` (built on its local part) run as `choices[i]` says (a plan of
-    /// the block's local part), its halo part in CSR. Uploads everything and loads every
-    /// kernel on every handle.
+    /// the block's local part, `choices[i].local`), its halo part in CSR added as
+    /// `choices[i].halo` says. Uploads everything and loads every kernel on every handle.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         devices: &[GpuDevice],
         a: &CsrMatrix,
         split: &BlockSplit,
         pre: &[Preconditioner],
-        choices: &[GpuPlanChoice],
+        choices: &[BlockGpuChoice],
         b: &[f64],
         x0: Option<&[f64]>,
         scale: ScaleFactors,
@@ -300,7 +325,7 @@ impl BlockGpuBackend {
             )));
         }
         let (lane_of, lanes) = make_lanes(devices)?;
-        let threads = choices.first().map_or(256, |c| c.dot3.config.threads);
+        let threads = choices.first().map_or(256, |c| c.local.dot3.config.threads);
         let mut blocks = Vec::with_capacity(nb);
         let mut sends = Vec::with_capacity(nb);
         let mut halos = Vec::with_capacity(nb);
@@ -544,7 +569,8 @@ impl BlockGpuBackend {
                 Carried::X => &mut blk.t,
             };
             if let Some(hm) = &blk.halo {
-                spmv_csr_add(dev, hm, blk.halo_cfg, h, out)?;
+                let m = blk.halo_method;
+                spmv_csr_add(dev, hm, m.kernel, m.config, h, out)?;
             }
         }
         for lane in &self.lanes {
@@ -638,13 +664,15 @@ fn upload_block(
     lane: usize,
     blk: &HaloBlock,
     pre: &Preconditioner,
-    choice: &GpuPlanChoice,
+    block_choice: &BlockGpuChoice,
     b: &[f64],
     x0: Option<&[f64]>,
 ) -> Result<DeviceBlock, PcgError> {
     let m = blk.nrows();
     let props = dev.props();
+    let choice = &block_choice.local;
     choice.check(m, pre, props)?;
+    block_choice.halo.check(props)?;
     let local = DeviceOperator::upload(dev, &blk.local, choice.a.method, &choice.padding, "A")?;
     let pre_dev = DevicePrecond::upload(dev, pre, &choice.precond, &choice.padding)?;
     let halo = if blk.halo.nnz() > 0 {
@@ -658,7 +686,7 @@ fn upload_block(
         choice: choice.clone(),
         local,
         halo,
-        halo_cfg: grid_stride_config(m),
+        halo_method: block_choice.halo,
         pre: pre_dev,
         send_idx: dev.upload(&pack_indices(blk))?,
         gather_cfg: grid_stride_config(blk.send_len()),
@@ -817,7 +845,8 @@ impl PcgBackend for BlockGpuBackend {
 /// `partition`, block `i` on `devices[i]` (one handle per block; clones of one handle put
 /// blocks on one stream, see the module documentation), preconditioned per block like
 /// [`super::solve_blocks_cpu`] ([`BlockPrecond`], built on the scaled blocks); `choose(b,
-/// local, pre)` gives block `b`'s plan for its (scaled) local part and preconditioner.
+/// local, pre)` gives block `b`'s plan for its (scaled) local part and preconditioner and the
+/// multiply of its halo part ([`BlockGpuChoice`]).
 /// `report` receives the split's [`BlockReport`] as soon as it is built, and its `setup_ms`
 /// once the backend is ready (room made for `p.params.max_iter` iterations). Solve with
 /// [`crate::pcg()`]; later right-hand sides go in with [`BlockGpuBackend::set_problem`].
@@ -825,7 +854,7 @@ pub fn prepare_blocks_gpu(
     devices: &[GpuDevice],
     p: &BlockProblem<'_>,
     partition: RowPartition,
-    mut choose: impl FnMut(usize, &CsrMatrix, &Preconditioner) -> GpuPlanChoice,
+    mut choose: impl FnMut(usize, &CsrMatrix, &Preconditioner) -> BlockGpuChoice,
     report: &mut Option<BlockReport>,
 ) -> Result<BlockGpuBackend, PcgError> {
     let (a, b, x0, kind, params) = (p.a, p.b, p.x0, p.kind, p.params);
@@ -840,7 +869,7 @@ pub fn prepare_blocks_gpu(
     let (factors, scaled, split) = scaled_split(a, b, partition)?;
     let pre = BlockPrecond::build(&scaled, &split, kind)?;
     *report = Some(BlockReport::new(&split, pre.dropped_couplings()));
-    let choices: Vec<GpuPlanChoice> = split
+    let choices: Vec<BlockGpuChoice> = split
         .blocks()
         .iter()
         .zip(pre.blocks())
@@ -894,7 +923,7 @@ pub fn solve_blocks_gpu(
     devices: &[GpuDevice],
     p: &BlockProblem<'_>,
     partition: RowPartition,
-    choose: impl FnMut(usize, &CsrMatrix, &Preconditioner) -> GpuPlanChoice,
+    choose: impl FnMut(usize, &CsrMatrix, &Preconditioner) -> BlockGpuChoice,
     report: &mut Option<BlockReport>,
 ) -> Result<BlockSolve, SolveFailure> {
     let mut backend = prepare_blocks_gpu(devices, p, partition, choose, report)?;

@@ -37,7 +37,7 @@ use serde::Serialize;
 
 pub use cpu::BlockCpuBackend;
 #[cfg(feature = "gpu")]
-pub use gpu::{solve_blocks_gpu, BlockGpuBackend, BlockTraffic};
+pub use gpu::{solve_blocks_gpu, BlockGpuBackend, BlockGpuChoice, BlockTraffic};
 pub use transport::{InProcess, Transport};
 
 use crate::scaling::ScaleFactors;

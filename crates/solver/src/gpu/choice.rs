@@ -1,13 +1,13 @@
 //! What the GPU backend runs for each step of an iteration: a storage format, kernel and launch
 //! configuration per SpMV operand (A, K, K^T, M), the variant and configuration of the fused
 //! vector update and of the three-dot reduction, and whether iterations are replayed from a CUDA
-//! graph.
+//! graph; for a row block, also the kernel and launch adding its halo part ([`HaloMethod`]).
 //!
 //! These are plan types only: the generator crate chooses them (from a performance model or
 //! its fallback rule); the backend checks and executes them.
 pub use autopcg_catalog::SpmvMethod;
 use autopcg_catalog::{
-    DeviceProps, Dot3Kernel, LaunchConfig, LaunchError, Loads, PrecondKernel, VectorOp,
+    DeviceProps, Dot3Kernel, LaunchConfig, LaunchError, Loads, PrecondKernel, SpmvKernel, VectorOp,
     VectorVariant, DOT_BLOCK_SIZES,
 };
 use autopcg_sparse::PaddingLimits;
@@ -33,6 +33,56 @@ pub struct SpmvChoice {
     pub method: SpmvMethod,
     /// Predicted time in ms when a model chose it.
     pub predicted_ms: Option<f64>,
+}
+
+/// Threads per block of a halo multiply chosen without a model ([`HaloMethod::fixed`]).
+pub const HALO_THREADS: u32 = 256;
+
+/// The multiply of a row block's halo part, added into the local part's product (`y += H h`):
+/// a CSR row kernel with an add variant ([`SpmvKernel::add_entry_point`]: scalar, one thread
+/// per row, or vector with L lanes per row) and its launch. Both kernels loop grid-stride over
+/// the rows, so any block count covers them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HaloMethod {
+    /// The kernel whose add variant runs.
+    pub kernel: SpmvKernel,
+    /// Its launch.
+    pub config: LaunchConfig,
+}
+
+impl HaloMethod {
+    /// The rule without a model's choice, for a block of `rows` rows: CSR scalar,
+    /// [`HALO_THREADS`] threads per block, the blocks that cover the rows (at most 65535).
+    pub fn fixed(rows: usize) -> HaloMethod {
+        let blocks = rows.div_ceil(HALO_THREADS as usize).clamp(1, 65_535) as u32;
+        HaloMethod {
+            kernel: SpmvKernel::CsrScalar,
+            config: LaunchConfig::new(HALO_THREADS, blocks),
+        }
+    }
+
+    /// The entry point launched (`spmv_csr_scalar_add`, `spmv_csr_vector_add_8`...), or `None`
+    /// for a kernel without an add variant.
+    pub fn entry_point(&self) -> Option<&'static str> {
+        self.kernel.add_entry_point()
+    }
+
+    /// Checks that the kernel has an add variant and that the launch fits it and the device
+    /// (whole warps for the vector kernels).
+    pub fn check(&self, props: &DeviceProps) -> Result<(), LaunchError> {
+        if self.entry_point().is_none() {
+            return Err(LaunchError::new(
+                "SpMV of the halo part",
+                format!(
+                    "{} has no add variant (only CSR scalar and CSR vector add into y)",
+                    self.kernel
+                ),
+            ));
+        }
+        self.kernel
+            .check_launch(self.config, props)
+            .map_err(|e| LaunchError::new("SpMV of the halo part", e.to_string()))
+    }
 }
 
 /// The fused four-vector update.
@@ -340,5 +390,46 @@ mod tests {
         assert_eq!(GpuPlanChoice::graph_iters_for(100), 50);
         assert_eq!(GpuPlanChoice::graph_iters_for(127), 1);
         assert_eq!(GpuPlanChoice::graph_iters_for(0), 1);
+    }
+
+    #[test]
+    fn the_fixed_halo_method_is_csr_scalar_over_the_rows_and_checks_refuse_bad_launches() {
+        let p = DeviceProps::hopper_like();
+        let f = HaloMethod::fixed(1000);
+        assert_eq!(f.kernel, SpmvKernel::CsrScalar);
+        assert_eq!(f.config, LaunchConfig::new(HALO_THREADS, 4));
+        assert_eq!(f.entry_point(), Some("spmv_csr_scalar_add"));
+        f.check(&p).unwrap();
+        assert_eq!(HaloMethod::fixed(0).config.blocks, 1);
+        assert_eq!(HaloMethod::fixed(1 << 30).config.blocks, 65_535);
+        let v = HaloMethod {
+            kernel: SpmvKernel::CsrVector(8),
+            config: LaunchConfig::new(128, 10),
+        };
+        assert_eq!(v.entry_point(), Some("spmv_csr_vector_add_8"));
+        v.check(&p).unwrap();
+        let odd = HaloMethod {
+            config: LaunchConfig::new(48, 10),
+            ..v
+        };
+        assert!(odd.check(&p).unwrap_err().to_string().contains("warps"));
+        // The scalar kernel takes any block size.
+        HaloMethod {
+            kernel: SpmvKernel::CsrScalar,
+            config: LaunchConfig::new(48, 10),
+        }
+        .check(&p)
+        .unwrap();
+        for kernel in [
+            SpmvKernel::CsrMerge,
+            SpmvKernel::Ell,
+            SpmvKernel::CsrVector(3),
+        ] {
+            let m = HaloMethod {
+                kernel,
+                config: LaunchConfig::new(128, 10),
+            };
+            assert!(m.check(&p).is_err(), "{kernel:?}");
+        }
     }
 }
