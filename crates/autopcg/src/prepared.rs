@@ -471,6 +471,11 @@ impl<'a> PreparedSolver<'a> {
     /// Errors (and nothing changes): a length other than [`PreparedSolver::nnz`], a non-finite
     /// value, or values that make a diagonal entry non-positive.
     pub fn update_values(&mut self, values: &[f64]) -> Result<SetupTimes, Error> {
+        // On a pool thread, as the setup (see `Solver::prepare`).
+        crate::solve::on_pool(|| self.update_values_here(values))
+    }
+
+    fn update_values_here(&mut self, values: &[f64]) -> Result<SetupTimes, Error> {
         if values.len() != self.a.nnz() {
             return Err(Error::Pcg(PcgError::Dimension(format!(
                 "{} new values for a matrix with {} stored entries",

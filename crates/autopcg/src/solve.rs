@@ -238,7 +238,12 @@ impl<'a> Solver<'a> {
     /// the [`PreparedSolver`] then solves as many right-hand sides as needed, and takes new
     /// values of the same pattern ([`PreparedSolver::update_values`]).
     pub fn prepare(&self) -> Result<PreparedSolver<'a>, Error> {
-        PreparedSolver::prepare(std::borrow::Cow::Borrowed(self.a), &self.settings())
+        let settings = self.settings();
+        // The setup runs on a thread of the pool, so that its many parallel passes start
+        // there instead of each being handed over from the caller's thread (a hand-over cost
+        // tenths of a millisecond on the GPU host, where a small matrix's whole warm setup
+        // takes about two).
+        on_pool(|| PreparedSolver::prepare(std::borrow::Cow::Borrowed(self.a), &settings))
     }
 
     /// What the builder was configured with.
@@ -307,4 +312,12 @@ pub(crate) fn solve_prepared(
             Err(f)
         }
     }
+}
+
+/// Runs `op` on a thread of the current rayon pool (at once when this is one), so that the
+/// parallel passes inside it are not each handed over from outside the pool.
+pub(crate) fn on_pool<R: Send>(op: impl FnOnce() -> R + Send) -> R {
+    let mut out = None;
+    rayon::scope(|_| out = Some(op()));
+    out.expect("rayon::scope runs its closure before returning")
 }

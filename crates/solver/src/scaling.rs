@@ -145,14 +145,20 @@ impl ValueStats {
             }
             (bad, max, sum)
         };
-        let (first_non_finite, max_abs, inf_norm) = (0..rows)
-            .into_par_iter()
-            .with_min_len(1024)
-            .map(row_stats)
-            .reduce(
-                || (None, 0.0, 0.0),
-                |(b1, m1, s1), (b2, m2, s2)| (b1.or(b2), m1.max(m2), s1.max(s2)),
-            );
+        let join = |(b1, m1, s1): (Option<usize>, f64, f64), (b2, m2, s2)| {
+            (b1.or(b2), f64::max(m1, m2), f64::max(s1, s2))
+        };
+        let (first_non_finite, max_abs, inf_norm) =
+            if values.len() <= autopcg_sparse::scan::SEQUENTIAL_SCAN {
+                // Cheaper on the calling thread than handed to the pool.
+                (0..rows).map(row_stats).fold((None, 0.0, 0.0), join)
+            } else {
+                (0..rows)
+                    .into_par_iter()
+                    .with_min_len(1024)
+                    .map(row_stats)
+                    .reduce(|| (None, 0.0, 0.0), join)
+            };
         ValueStats {
             first_non_finite,
             max_abs,
@@ -296,8 +302,9 @@ mod tests {
 
     #[test]
     fn value_stats_equal_the_separate_passes() {
-        // Rows long enough that the parallel reduction splits them (1024 rows per piece).
-        let n = 5000usize;
+        // Enough values for the parallel reduction (split in pieces of 1024 rows).
+        let n = 50_000usize;
+        assert!(3 * n > autopcg_sparse::scan::SEQUENTIAL_SCAN);
         let (mut r, mut c, mut v) = (Vec::new(), Vec::new(), Vec::new());
         for i in 0..n {
             let x = ((i * 7919) % 1000) as f64 / 37.0 - 13.0;
@@ -314,11 +321,20 @@ mod tests {
         assert_eq!(s.inf_norm, inf_norm(&a));
         // The first non-finite value is found wherever the reduction splits.
         let mut v = a.data().to_vec();
-        let (late, early) = (v.len() - 2, a.indptr()[3000] as usize + 1);
+        let (late, early) = (v.len() - 2, a.indptr()[30_000] as usize + 1);
         v[late] = f64::NAN;
         assert_eq!(ValueStats::of(a.indptr(), &v).first_non_finite, Some(late));
         v[early] = f64::NEG_INFINITY;
         assert_eq!(ValueStats::of(a.indptr(), &v).first_non_finite, Some(early));
+        // The sequential path of small inputs agrees.
+        let small = &a.indptr()[..101];
+        let head = &a.data()[..small[100] as usize];
+        let s = ValueStats::of(small, head);
+        assert_eq!(s.max_abs, max_abs(head));
+        let row_max = (0..100)
+            .map(|i| a.row(i).1.iter().map(|v| v.abs()).sum::<f64>())
+            .fold(0.0, f64::max);
+        assert_eq!(s.inf_norm, row_max);
         assert_eq!(
             ValueStats::of(&[0], &[]),
             ValueStats {

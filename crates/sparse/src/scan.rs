@@ -9,8 +9,16 @@ use rayon::prelude::*;
 /// Elements per chunk of a scan.
 pub const SCAN_CHUNK: usize = 1 << 16;
 
+/// Scans of at most this many elements run on the calling thread: handing work to the thread
+/// pool from outside it costs more than such a scan (tenths of a millisecond were measured on
+/// the GPU host, where a warm setup of a small matrix takes about two).
+pub const SEQUENTIAL_SCAN: usize = 2 * SCAN_CHUNK;
+
 /// The first `k < n` with `bad(k)`.
 pub fn first_index_where(n: usize, bad: impl Fn(usize) -> bool + Sync) -> Option<usize> {
+    if n <= SEQUENTIAL_SCAN {
+        return (0..n).find(|&k| bad(k));
+    }
     let chunks = n.div_ceil(SCAN_CHUNK);
     let range = |c: usize| c * SCAN_CHUNK..((c + 1) * SCAN_CHUNK).min(n);
     let c = (0..chunks)
@@ -30,6 +38,7 @@ mod tests {
 
     #[test]
     fn finds_the_first_across_chunks() {
+        const { assert!(5 * SCAN_CHUNK > SEQUENTIAL_SCAN) };
         let n = 5 * SCAN_CHUNK + 17;
         let mut v = vec![0u32; n];
         assert_eq!(first_where(&v, |&x| x > 0), None);
