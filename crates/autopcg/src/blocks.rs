@@ -26,9 +26,11 @@ use crate::{Device, Error, SetupTimes, Solution, SolveFailure};
 pub enum GpuCount {
     /// Exactly this many (at least 1): GPUs 0..N.
     Count(usize),
-    /// The count, up to the GPUs present, with the least predicted time per iteration
-    /// ([`autopcg_generator::blocks::choose_gpu_count`]: the slowest block's bandwidth-bound
-    /// compute on GPU 0's bandwidth, its halo over the link and one all-reduce, with the link
+    /// The count, up to the GPUs present, with the least predicted time per iteration: the
+    /// slowest block's compute (its sub-plan's prediction by the device's model,
+    /// [`autopcg_generator::blocks::choose_gpu_count_planned`]; without a model its bandwidth
+    /// bound on GPU 0, [`autopcg_generator::blocks::choose_gpu_count`]), its halo over the link
+    /// and one all-reduce, with the link
     /// figures of the device's model when tune measured them there
     /// ([`autopcg_generator::blocks::link_for`]), else [`autopcg_generator::blocks::DEFAULT_LINK`]).
     Auto,
@@ -134,7 +136,7 @@ fn place(s: &BlockSettings, notes: &mut Vec<String>) -> Result<Placement, SolveF
             .into());
         }
         #[cfg(feature = "gpu")]
-        return place_on_gpus(a, g, found, &s.model, notes);
+        return place_on_gpus(s, g, found, notes);
     }
     #[cfg(feature = "gpu")]
     {
@@ -185,13 +187,15 @@ fn place(s: &BlockSettings, notes: &mut Vec<String>) -> Result<Placement, SolveF
 /// `--gpus`: the count (chosen for `auto`), one handle per GPU 0..count.
 #[cfg(feature = "gpu")]
 fn place_on_gpus(
-    a: &CsrMatrix,
+    s: &BlockSettings,
     g: GpuCount,
     found: usize,
-    model: &crate::ModelChoice,
     notes: &mut Vec<String>,
 ) -> Result<Placement, SolveFailure> {
-    use autopcg_generator::blocks::{bandwidth_gbs, choose_gpu_count, roofline_block_us};
+    use autopcg_generator::blocks::{
+        bandwidth_gbs, choose_gpu_count, choose_gpu_count_planned, roofline_block_us,
+    };
+    let (a, model) = (s.a, &s.model);
     use autopcg_solver::blocks::{GpuCountPrediction, GpuCountReport};
     let first = crate::device::open_gpu(0).map_err(Error::DeviceUnavailable)?;
     let (n, gpu_count) = match g {
@@ -202,11 +206,39 @@ fn place_on_gpus(
             let resolved = crate::models::resolve_model(model, Some(first.props().name.as_str()))?;
             let link =
                 autopcg_generator::blocks::link_for(resolved.model.as_ref().map(|m| &m.file));
-            let bw = bandwidth_gbs(first.props());
-            let c = choose_gpu_count(a, found, &link, |b| roofline_block_us(b, bw))
-                .map_err(plan_error)?;
+            // Each count's blocks planned with the device's model (what they would run), else
+            // their bandwidth bound on GPU 0.
+            let (c, by) = match &resolved.model {
+                Some(m) => {
+                    let label = m.label();
+                    let mut req = autopcg_generator::PlanRequest::new(
+                        a,
+                        s.precond.resolved_for(a),
+                        autopcg_generator::Target::Gpu(first.props().clone()),
+                    );
+                    req.expected_iterations = s.expected_iterations;
+                    req.model = Some(autopcg_generator::ModelRef {
+                        file: &m.file,
+                        label: &label,
+                    });
+                    let (c, modelled) =
+                        choose_gpu_count_planned(&req, found, &link).map_err(plan_error)?;
+                    let by = if modelled {
+                        "the model's per-block plans"
+                    } else {
+                        "per-block plans (bandwidth bound where the model did not predict)"
+                    };
+                    (c, by)
+                }
+                None => {
+                    let bw = bandwidth_gbs(first.props());
+                    let c = choose_gpu_count(a, found, &link, |b| roofline_block_us(b, bw))
+                        .map_err(plan_error)?;
+                    (c, "the bandwidth bound of each block")
+                }
+            };
             notes.push(format!(
-                "--gpus auto chose {} of {found} GPUs by predicted time per iteration ({})",
+                "--gpus auto chose {} of {found} GPUs by predicted time per iteration ({}; {by})",
                 c.gpus, link.name
             ));
             let options = c

@@ -11,7 +11,9 @@
 //! - [`rebalance`]: a partition balanced by predicted per-block time instead of rows and
 //!   nonzeros.
 //! - [`choose_gpu_count`]: the predicted time per iteration on 1..N GPUs (slowest block's
-//!   compute, its halo over the link, one all-reduce) and the count that minimises it.
+//!   compute, its halo over the link, one all-reduce) and the count that minimises it;
+//!   [`choose_gpu_count_planned`] takes each block's compute from its sub-plan (the model's
+//!   prediction on a GPU with a model).
 //! - [`link_for`]: the link figures for a device's model: those `tune` measured on the host,
 //!   else [`DEFAULT_LINK`].
 use std::ops::Range;
@@ -429,8 +431,14 @@ pub fn predict_split_us(
     link: &LinkProps,
     block_us: impl Fn(&HaloBlock) -> f64,
 ) -> GpuCountOption {
+    let per_block: Vec<f64> = split.blocks().iter().map(block_us).collect();
+    predict_split_from(split, link, &per_block)
+}
+
+/// [`predict_split_us`] with the blocks' compute times given (`block_us[i]` of block `i`).
+fn predict_split_from(split: &BlockSplit, link: &LinkProps, block_us: &[f64]) -> GpuCountOption {
     let g = split.blocks().len();
-    let compute_us = split.blocks().iter().map(&block_us).fold(0.0, f64::max);
+    let compute_us = block_us.iter().copied().fold(0.0, f64::max);
     let halo_us = if g > 1 {
         split
             .blocks()
@@ -464,6 +472,38 @@ pub fn choose_gpu_count(
     link: &LinkProps,
     block_us: impl Fn(&HaloBlock) -> f64,
 ) -> Result<GpuCountChoice, PlanError> {
+    choose_count_by(a, max_gpus, link, |split| {
+        Ok(split.blocks().iter().map(&block_us).collect())
+    })
+}
+
+/// [`choose_gpu_count`] with each block's compute time from its sub-plan: [`plan_blocks`] of
+/// `req` on every split, so on a GPU with a model the time is the model's prediction of the
+/// block's local plan and halo multiply ([`BlockPlan::predicted_us`]; the bandwidth bound for
+/// a block the model did not predict). Plans every split, preconditioners included: costlier
+/// than the bound, and what the blocks will run.
+pub fn choose_gpu_count_planned(
+    req: &PlanRequest,
+    max_gpus: usize,
+    link: &LinkProps,
+) -> Result<(GpuCountChoice, bool), PlanError> {
+    let mut modelled = true;
+    let choice = choose_count_by(req.matrix, max_gpus, link, |split| {
+        let plans = plan_blocks(req, split)?;
+        modelled &= plans.blocks.iter().all(|b| b.modelled);
+        Ok(plans.blocks.iter().map(|b| b.predicted_us).collect())
+    })?;
+    Ok((choice, modelled))
+}
+
+/// The counts 1..=`max_gpus` on splits balanced by rows and nonzeros, each block's compute
+/// time given by `block_us` of the split, and the count with the least predicted time.
+fn choose_count_by(
+    a: &autopcg_sparse::CsrMatrix,
+    max_gpus: usize,
+    link: &LinkProps,
+    mut block_us: impl FnMut(&BlockSplit) -> Result<Vec<f64>, PlanError>,
+) -> Result<GpuCountChoice, PlanError> {
     let max = max_gpus.min(a.nrows()).max(1);
     let costs = default_row_costs(a);
     let mut options = Vec::with_capacity(max);
@@ -472,7 +512,7 @@ pub fn choose_gpu_count(
             .map_err(|e| PlanError::from(PcgError::InvalidParameter(e.to_string())))?;
         let split = BlockSplit::new(a, part)
             .map_err(|e| PlanError::from(PcgError::InvalidParameter(e.to_string())))?;
-        options.push(predict_split_us(&split, link, &block_us));
+        options.push(predict_split_from(&split, link, &block_us(&split)?));
     }
     let gpus = options
         .iter()
@@ -529,6 +569,58 @@ mod tests {
             assert!((o.predicted_us - o.compute_us - o.halo_us - o.allreduce_us).abs() < 1e-9);
         }
         assert!(fast.options[1].compute_us < fast.options[0].compute_us);
+    }
+
+    /// With the committed H200 model, the count's compute times are the sub-plans'
+    /// predictions (the slowest block of each split as plan_blocks predicts it), a small
+    /// matrix stays on one GPU and a large stencil spreads over NVLink.
+    #[cfg(feature = "model")]
+    #[test]
+    fn the_model_predicts_the_blocks_of_every_count() {
+        let path =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../models/nvidia-h200.json");
+        let m = autopcg_model::file::ModelFile::load(path).unwrap();
+        let props = crate::model_device_props(&m);
+        let choose = |a: &autopcg_sparse::CsrMatrix, max: usize, link: &LinkProps| {
+            let mut r = PlanRequest::new(a, PrecondKind::Jacobi, Target::Gpu(props.clone()));
+            r.model = Some(crate::ModelRef {
+                file: &m,
+                label: "h200",
+            });
+            let (c, modelled) = choose_gpu_count_planned(&r, max, link).unwrap();
+            assert!(modelled);
+            // Each option's compute is its split's slowest sub-plan.
+            for o in &c.options {
+                let part = RowPartition::balanced(&default_row_costs(a), o.gpus).unwrap();
+                let split = BlockSplit::new(a, part).unwrap();
+                let plans = plan_blocks(&r, &split).unwrap();
+                let slowest = plans
+                    .blocks
+                    .iter()
+                    .map(|b| b.predicted_us)
+                    .fold(0.0, f64::max);
+                assert_eq!(o.compute_us, slowest, "{} GPUs", o.gpus);
+            }
+            c
+        };
+        let nvlink = LinkProps::NVLINK4;
+        let small = choose(&poisson3d_7pt(16, 16, 16).unwrap(), 4, &nvlink);
+        assert_eq!(small.gpus, 1, "{:#?}", small.options);
+        // 96^3: the model predicts about 44 us per iteration on one H200, so the all-reduce's
+        // latency and the halo cost more than the second GPU saves (the bandwidth bound of
+        // the test above spreads the same matrix); over a link with microsecond latencies,
+        // two GPUs pay.
+        let a = poisson3d_7pt(96, 96, 96).unwrap();
+        let large = choose(&a, 2, &nvlink);
+        assert_eq!(large.gpus, 1, "{:#?}", large.options);
+        assert!(large.options[1].compute_us < 0.7 * large.options[0].compute_us);
+        let quick = LinkProps {
+            name: "quick",
+            bandwidth_gbs: 400.0,
+            message_latency_us: 1.0,
+            allreduce_latency_us: 1.0,
+        };
+        assert_eq!(choose(&a, 2, &quick).gpus, 2);
     }
 
     #[cfg(feature = "model")]
