@@ -387,6 +387,8 @@ cudaGraphExec_t capture(ApgSolver &S, uint32_t iters) {
     e = cudaGraphInstantiateWithFlags(&exec, graph, 0);
     cudaGraphDestroy(graph);
     cuda_check(e, "cudaGraphInstantiateWithFlags");
+    // Put the graph on the device now, as autopcg does, rather than at its first launch.
+    APG_CUDA(cudaGraphUpload(exec, S.stream));
     return exec;
 }
 
@@ -603,8 +605,9 @@ extern "C" int autopcg_gen_setup(int32_t n, const int32_t *row_ptr, const int32_
             notes += "device check forced: " + msg + "\n";
         }
         S->notes = notes;
-        // A blocking stream: ordered with the (synchronous) memsets of the allocations.
-        APG_CUDA(cudaStreamCreateWithFlags(&S->stream, cudaStreamDefault));
+        // A non-blocking stream, as autopcg's own: nothing orders it with the legacy default
+        // stream (every allocation's memset is waited for in dalloc).
+        APG_CUDA(cudaStreamCreateWithFlags(&S->stream, cudaStreamNonBlocking));
         // Load every kernel now (modules load lazily on first launch otherwise, inside the
         // first solve's time).
         apg_preload();

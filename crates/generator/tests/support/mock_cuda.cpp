@@ -500,6 +500,7 @@ cudaError_t cudaGraphExecDestroy(cudaGraphExec_t e) {
     delete e;
     return cudaSuccess;
 }
+cudaError_t cudaGraphUpload(cudaGraphExec_t, cudaStream_t) { return cudaSuccess; }
 cudaError_t cudaGraphLaunch(cudaGraphExec_t e, cudaStream_t) {
     if (g_capture) die("a graph launch during capture");
     for (auto &op : e->ops) op();
