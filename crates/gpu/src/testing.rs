@@ -208,7 +208,9 @@ pub fn plan(
     let mut missing: BTreeMap<Needs, Option<String>> = BTreeMap::new();
     // How many tests each reason ignores (a device missing counts once, whatever else a test
     // needs besides).
-    let mut ignored_for: BTreeMap<String, usize> = BTreeMap::new();
+    // Keyed also by whether AUTOPCG_REQUIRE_GPU would make them fail (not for a test that
+    // needs two GPUs on a host with one).
+    let mut ignored_for: BTreeMap<(String, bool), usize> = BTreeMap::new();
     let planned: Vec<(TestCase, bool)> = cases
         .into_iter()
         .map(|c| {
@@ -216,16 +218,25 @@ pub fn plan(
             let lacking = why.is_some() && (!required || c.needs.exempt_from_require());
             if lacking && !c.ignored && selected(c.name) {
                 if let Some(why) = why {
-                    *ignored_for.entry(why.clone()).or_default() += 1;
+                    let exempt = c.needs.exempt_from_require();
+                    *ignored_for.entry((why.clone(), exempt)).or_default() += 1;
                 }
             }
             (c, c.ignored || lacking)
         })
         .collect();
     if !listing {
-        for (why, n) in ignored_for {
+        for ((why, exempt), n) in ignored_for {
+            let then = if exempt {
+                format!(
+                    "{} on a host with two GPUs",
+                    if n == 1 { "it runs" } else { "they run" }
+                )
+            } else {
+                format!("set {REQUIRE_GPU_ENV}=1 to fail instead")
+            };
             eprintln!(
-                "note: {n} test{} ignored: {why}; set {REQUIRE_GPU_ENV}=1 to fail instead",
+                "note: {n} test{} ignored: {why}; {then}",
                 if n == 1 { "" } else { "s" }
             );
         }
