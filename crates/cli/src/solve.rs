@@ -58,8 +58,9 @@ pub(crate) struct SolveArgs {
     /// Split the matrix into one row block per GPU and run block k on GPU k (halos and the
     /// dots copied between the GPUs, peer to peer): N GPUs (fewer present is an error), or
     /// `auto`: the count, up to the GPUs present, with the least predicted time per iteration
-    /// (default NVLink 4 link figures, not measured; the predictions are in --json and
-    /// --explain). The preconditioner is split as with --blocks. Not with --blocks (--gpus N
+    /// (each count's blocks planned with the GPU's model, else their bandwidth bound; the link
+    /// figures tune measured on this host, else NVLink 4 defaults; the predictions are in
+    /// --json and --explain). The preconditioner is split as with --blocks. Not with --blocks (--gpus N
     /// already makes N blocks), --plan or --device cpu.
     #[arg(long, value_name = "N|auto", conflicts_with_all = ["plan", "blocks"])]
     gpus: Option<autopcg::GpuCount>,
