@@ -18,6 +18,10 @@ pub struct CsrMatrix {
     inner: CsMatI<f64, Index, Index>,
 }
 
+/// What [`CsrMatrix::diagonal_positions`] gives a row without a stored diagonal entry (no
+/// position can be this large: see `check_fits`).
+pub const NO_ENTRY: Index = u32::MAX;
+
 /// Most parts a parallel transpose splits the rows into (each holds a count per column).
 const MAX_TRANSPOSE_PARTS: usize = 64;
 
@@ -228,6 +232,47 @@ impl CsrMatrix {
     /// Mutable values (the structure stays fixed).
     pub fn data_mut(&mut self) -> &mut [f64] {
         self.inner.data_mut()
+    }
+
+    /// Exchanges the values with `values` (one per stored entry, in CSR order) without
+    /// copying: afterwards the matrix holds the given values and `values` the old ones. A
+    /// length other than [`CsrMatrix::nnz`] is an error and changes nothing.
+    pub fn swap_values(&mut self, values: &mut Vec<f64>) -> Result<(), SparseError> {
+        if values.len() != self.nnz() {
+            return Err(SparseError::Structure(format!(
+                "{} values for a matrix with {} stored entries",
+                values.len(),
+                self.nnz()
+            )));
+        }
+        let shape = (self.nrows(), self.ncols());
+        let inner = std::mem::replace(&mut self.inner, CsMatI::zero((0, 0)));
+        let (indptr, indices, mut data) = inner.into_raw_storage();
+        std::mem::swap(&mut data, values);
+        // SAFETY: the row pointers and column indices are those of a checked matrix, unchanged,
+        // and the new values have the same length, so every invariant still holds.
+        self.inner = unsafe {
+            CsMatI::new_unchecked(sprs::CompressedStorage::CSR, shape, indptr, indices, data)
+        };
+        Ok(())
+    }
+    /// For each row `i < min(nrows, ncols)`, the position of its diagonal entry among the
+    /// stored entries (an index into [`CsrMatrix::data`]), or [`NO_ENTRY`] when row `i` stores
+    /// none.
+    pub fn diagonal_positions(&self) -> Vec<Index> {
+        let (ptr, idx) = (self.indptr(), self.indices());
+        let pos = |i: usize| {
+            let lo = ptr[i] as usize;
+            idx[lo..ptr[i + 1] as usize]
+                .binary_search(&(i as Index))
+                .map_or(NO_ENTRY, |k| (lo + k) as Index)
+        };
+        let m = self.nrows().min(self.ncols());
+        if m <= 1 << 14 {
+            (0..m).map(pos).collect()
+        } else {
+            (0..m).into_par_iter().with_min_len(4096).map(pos).collect()
+        }
     }
     /// Column indices and values of row `i`.
     pub fn row(&self, i: usize) -> (&[Index], &[f64]) {
@@ -504,6 +549,35 @@ mod tests {
         assert_eq!(a.indptr(), &[0, 1, 3]);
         assert_eq!(a.indices(), &[1, 0, 2]);
         assert_eq!(a.data(), &[6.0, 3.0, 6.0]);
+    }
+
+    #[test]
+    fn swap_values_exchanges_values_and_refuses_another_length() {
+        let mut a =
+            CsrMatrix::from_triplets(2, 3, &[0, 1, 1], &[1, 0, 2], &[1.0, 2.0, 3.0]).unwrap();
+        let mut v = vec![7.0, 8.0, 9.0];
+        a.swap_values(&mut v).unwrap();
+        assert_eq!(a.data(), &[7.0, 8.0, 9.0]);
+        assert_eq!(v, vec![1.0, 2.0, 3.0]);
+        assert_eq!((a.nrows(), a.ncols()), (2, 3));
+        assert_eq!(a.indptr(), &[0, 1, 3]);
+        assert_eq!(a.indices(), &[1, 0, 2]);
+        assert_eq!(a.get(1, 2), 9.0);
+        let mut short = vec![1.0];
+        assert!(a.swap_values(&mut short).is_err());
+        assert_eq!(a.data(), &[7.0, 8.0, 9.0]);
+        assert_eq!(short, vec![1.0]);
+    }
+
+    #[test]
+    fn diagonal_positions_point_at_the_diagonal_or_say_none() {
+        let a =
+            CsrMatrix::from_triplets(3, 4, &[0, 0, 1, 2, 2], &[0, 3, 2, 1, 2], &[1.0; 5]).unwrap();
+        assert_eq!(a.diagonal_positions(), vec![0, NO_ENTRY, 4]);
+        let big = CsrMatrix::identity(40_000).unwrap();
+        let pos = big.diagonal_positions();
+        assert_eq!(pos.len(), 40_000);
+        assert!(pos.iter().enumerate().all(|(i, &p)| p as usize == i));
     }
 
     #[test]

@@ -22,6 +22,7 @@ pub mod arrays;
 pub mod blocks;
 mod build;
 pub mod coo;
+pub mod copy;
 pub mod csr;
 pub mod dia;
 pub mod ell;
