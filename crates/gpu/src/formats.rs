@@ -263,6 +263,17 @@ impl DeviceCsr {
         dev.upload_into(vals, &mut self.vals)
     }
 
+    /// Overwrites the values with what `fill` writes (see [`GpuDevice::upload_into_filled`]):
+    /// new values of the same pattern, in its order, checked by the caller (this does not look
+    /// at them).
+    pub fn fill_values(
+        &mut self,
+        dev: &GpuDevice,
+        fill: &(dyn Fn(usize, &mut [f64]) + Sync),
+    ) -> Result<(), GpuError> {
+        dev.upload_into_filled(&mut self.vals, fill)
+    }
+
     /// Makes the workspace [`SpmvKernel::CsrMerge`] needs (the tile boundaries of the merge
     /// path and the carry-out arrays, about 16 bytes per 224 rows plus entries), once: a second
     /// call does nothing. Queues a small kernel; call it before capturing a graph.

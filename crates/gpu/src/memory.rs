@@ -112,6 +112,34 @@ impl GpuDevice {
             .during(|| format!("uploading {} elements", data.len()))
     }
 
+    /// Overwrites `dst` with what `fill` writes, without a host copy of the whole: for a large
+    /// `dst` the pieces are written straight into the page-locked staging buffers (see
+    /// [`crate::staging`]), so a caller that checks or transforms data on its way to the device
+    /// reads it once. `fill(off, piece)` writes elements `off..off + piece.len()`; it is called
+    /// exactly once per piece, from several threads at once, on pieces that cover the whole of
+    /// `dst` without overlapping.
+    pub fn upload_into_filled<T: DeviceScalar>(
+        &self,
+        dst: &mut DeviceVec<T>,
+        fill: &(dyn Fn(usize, &mut [T]) + Sync),
+    ) -> Result<(), GpuError> {
+        let len = dst.len;
+        if len == 0 {
+            return Ok(());
+        }
+        if let Some(staged) = self
+            .stage()
+            .upload_filled(self.stream(), len, &mut dst.buf, fill)
+        {
+            return staged;
+        }
+        let mut host = vec![T::default(); len];
+        crate::staging::parallel_fill(0, &mut host, fill);
+        self.stream()
+            .memcpy_htod(&host, &mut dst.buf)
+            .during(|| format!("uploading {len} elements"))
+    }
+
     /// A host copy of `v` (waits for the work queued before it).
     pub fn download<T: DeviceScalar>(&self, v: &DeviceVec<T>) -> Result<Vec<T>, GpuError> {
         if v.len == 0 {

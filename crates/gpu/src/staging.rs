@@ -5,7 +5,8 @@
 //! ran at 3-5 GB/s, so uploading a large matrix's values cost more than the conversions and
 //! kernels of a setup together. Here a copy of at least [`STAGED_MIN_BYTES`] is cut into
 //! pieces of [`STAGE_CHUNK_BYTES`]: each piece is copied by all host threads into one of
-//! [`STAGE_CHUNKS`] page-locked buffers, and its DMA transfer is queued on the stream while
+//! [`STAGE_CHUNKS`] page-locked buffers (with streaming stores, [`autopcg_sparse::copy`]: the
+//! CPU does not read these buffers back), and its DMA transfer is queued on the stream while
 //! the next piece is copied into the other buffer (a buffer is refilled only once the event
 //! recorded after its transfer has been reached). Downloads run the other way: the transfer of
 //! a piece into one buffer is queued before the piece in the other is copied out.
@@ -16,6 +17,7 @@
 //! cannot be had, copies go through the driver's pageable path as before.
 use std::sync::{Arc, Mutex};
 
+use autopcg_sparse::copy::copy_streaming;
 use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, PinnedHostSlice};
 use rayon::prelude::*;
 
@@ -94,25 +96,42 @@ impl StageCell {
         data: &[T],
         dst: &mut CudaSlice<T>,
     ) -> Option<Result<(), GpuError>> {
-        if std::mem::size_of_val(data) < STAGED_MIN_BYTES {
+        self.upload_filled(stream, data.len(), dst, &|off, piece| {
+            copy_streaming(&data[off..off + piece.len()], piece)
+        })
+    }
+
+    /// Queues `dst[..len]` = what `fill` writes, through the staging buffers when `len`
+    /// elements are large enough; returns `None` (`fill` not called, nothing queued) when the
+    /// caller should copy directly. `fill(off, piece)` writes elements `off..off + piece.len()`
+    /// into `piece`; it is called once per piece, from several threads at once, and the pieces
+    /// cover `0..len` without overlapping.
+    pub(crate) fn upload_filled<T: DeviceScalar>(
+        &self,
+        stream: &Arc<CudaStream>,
+        len: usize,
+        dst: &mut CudaSlice<T>,
+        fill: &(dyn Fn(usize, &mut [T]) + Sync),
+    ) -> Option<Result<(), GpuError>> {
+        if len * std::mem::size_of::<T>() < STAGED_MIN_BYTES {
             return None;
         }
         self.with(stream, |chunks| {
             let per = STAGE_CHUNK_BYTES / std::mem::size_of::<T>();
-            for (k, piece) in data.chunks(per).enumerate() {
+            for (k, off) in (0..len).step_by(per).enumerate() {
+                let piece = per.min(len - off);
                 let chunk = &mut chunks[k % STAGE_CHUNKS];
                 // The transfer that last read this buffer is done before it is refilled.
                 chunk
                     .done
                     .synchronize()
                     .during(|| "waiting for a staging buffer".into())?;
-                let host = chunk_slice::<T>(chunk, piece.len())?;
-                parallel_copy(piece, host);
-                let off = k * per;
-                let mut view = dst.slice_mut(off..off + piece.len());
+                let host = chunk_slice::<T>(chunk, piece)?;
+                parallel_fill(off, host, fill);
+                let mut view = dst.slice_mut(off..off + piece);
                 stream
                     .memcpy_htod(&*host, &mut view)
-                    .during(|| format!("uploading {} elements (staged)", piece.len()))?;
+                    .during(|| format!("uploading {piece} elements (staged)"))?;
                 chunk
                     .done
                     .record(stream)
@@ -204,10 +223,24 @@ fn chunk_slice<T: DeviceScalar>(chunk: &mut Chunk, len: usize) -> Result<&mut [T
     Ok(unsafe { std::slice::from_raw_parts_mut(ptr.cast::<T>(), len) })
 }
 
-/// `dst.copy_from_slice(src)` on every host thread.
+/// `dst.copy_from_slice(src)` on every host thread. Ordinary stores: the destination of a
+/// download is usually a new vector, whose pages the first touch brings into the cache anyway
+/// (streaming stores measured slower there).
 fn parallel_copy<T: DeviceScalar>(src: &[T], dst: &mut [T]) {
+    parallel_fill(0, dst, &|off, d| {
+        d.copy_from_slice(&src[off..off + d.len()])
+    });
+}
+
+/// Elements `base..base + dst.len()` written into `dst` by `fill` (see
+/// [`StageCell::upload_filled`]), in pieces on every host thread.
+pub(crate) fn parallel_fill<T: DeviceScalar>(
+    base: usize,
+    dst: &mut [T],
+    fill: &(dyn Fn(usize, &mut [T]) + Sync),
+) {
     let per = (THREAD_PIECE_BYTES / std::mem::size_of::<T>()).max(1);
     dst.par_chunks_mut(per)
-        .zip(src.par_chunks(per))
-        .for_each(|(d, s)| d.copy_from_slice(s));
+        .enumerate()
+        .for_each(|(i, d)| fill(base + i * per, d));
 }

@@ -336,6 +336,44 @@ fn staged_copies_round_trip(dev: GpuDevice) {
     }
 }
 
+/// An upload whose pieces are written by the caller (`upload_into_filled`), staged and
+/// direct: every element is written exactly once, by a call for a piece inside the vector, and
+/// lands where it belongs.
+fn filled_uploads_write_each_element_once(dev: GpuDevice) {
+    use autopcg_gpu::staging::{STAGED_MIN_BYTES, STAGE_CHUNK_BYTES};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let per = STAGE_CHUNK_BYTES / 8;
+    for n in [
+        1,
+        1000,
+        STAGED_MIN_BYTES / 8 - 1,
+        STAGED_MIN_BYTES / 8,
+        2 * per + 17,
+    ] {
+        let written: Vec<AtomicUsize> = (0..n).map(|_| AtomicUsize::new(0)).collect();
+        let mut d = dev.alloc_zeros::<f64>(n).unwrap();
+        dev.upload_into_filled(&mut d, &|off, piece: &mut [f64]| {
+            assert!(off + piece.len() <= n, "piece {off}+{} of {n}", piece.len());
+            for (k, v) in piece.iter_mut().enumerate() {
+                written[off + k].fetch_add(1, Ordering::Relaxed);
+                *v = (off + k) as f64 * 0.5 - 3.0;
+            }
+        })
+        .unwrap();
+        assert!(
+            written.iter().all(|c| c.load(Ordering::Relaxed) == 1),
+            "n = {n}: an element written other than once"
+        );
+        let got = dev.download(&d).unwrap();
+        assert!(
+            got.iter()
+                .enumerate()
+                .all(|(i, &v)| v == i as f64 * 0.5 - 3.0),
+            "n = {n}"
+        );
+    }
+}
+
 /// For the record (not asserted): a CSR upload of a 7-point-stencil-sized matrix (2M rows,
 /// 14M entries) as a setup runs it, validation included, fresh and into kept memory.
 fn csr_upload_rate(dev: GpuDevice) {
@@ -427,6 +465,7 @@ autopcg_gpu::test_main! {
         dropped_handles_are_reused,
         memory_round_trips,
         staged_copies_round_trip,
+        filled_uploads_write_each_element_once,
         csr_upload_rate,
         timer_and_time_kernel,
     ],
