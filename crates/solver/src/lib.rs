@@ -38,4 +38,4 @@ pub use params::{HistoryNorm, PcgError, PcgInfo, PcgParams, StopReason};
 pub use pcg::{pcg, solve_cpu, SolveFailure};
 pub use plan::{Plan, PlanStep};
 pub use precond::{auto_omega, PrecondKind, Preconditioner, SsorForm, ValueRefresh};
-pub use scaling::{ScaleFactors, ValueStats};
+pub use scaling::{ScaleFactors, SinkStats, ValueStats, ValueStatsSink};

@@ -27,7 +27,9 @@
 //! [`ScaleFactors`] is used by both backends ([`crate::CpuBackend::new`],
 //! `GpuBackend::new`) on the host copies they are given.
 use std::borrow::Cow;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
+use autopcg_sparse::copy::copy_streaming;
 use autopcg_sparse::CsrMatrix;
 use rayon::prelude::*;
 use serde::Serialize;
@@ -165,6 +167,183 @@ impl ValueStats {
             inf_norm,
         }
     }
+}
+
+/// What [`ValueStatsSink`] finds in new values.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SinkStats {
+    /// Index of the first value that is NaN or infinite.
+    pub first_non_finite: Option<usize>,
+    /// The largest `|v|` (NaNs ignored).
+    pub max_abs: f64,
+    /// The first row (0-based) whose diagonal entry is not positive and finite.
+    pub first_bad_diagonal: Option<usize>,
+}
+
+/// The checks of new values of a matrix a value update needs (finite, the largest magnitude,
+/// every diagonal entry positive), and the new diagonal, taken while the values are copied
+/// piece by piece to two places (a staging buffer on their way to the device, and the host
+/// array that will replace the matrix's values): the update then reads the new values once.
+/// Unlike [`ValueStats`] it does not sum rows (`||A||_inf` serves only an error's estimate;
+/// the GPU backend computes it when asked). See [`ValueStatsSink::copy_piece`].
+pub struct ValueStatsSink<'a> {
+    indptr: &'a [u32],
+    /// Position of each row's diagonal entry (`autopcg_sparse::csr::NO_ENTRY`: none).
+    diag: &'a [u32],
+    values: &'a [f64],
+    /// Where `copy_piece` also writes: `values.len()` elements borrowed exclusively for `'a`.
+    mirror: *mut f64,
+    /// Where each row's new diagonal entry goes: `diag.len()` elements, borrowed likewise.
+    diag_out: *mut f64,
+    _out: std::marker::PhantomData<&'a mut [f64]>,
+    first_non_finite: AtomicUsize,
+    /// Bits of the largest `|v|` (bits of non-negative doubles order as the values do).
+    max_abs: AtomicU64,
+    first_bad_row: AtomicUsize,
+}
+
+// SAFETY: `mirror` and `diag_out` are written only by `copy_piece`, whose callers guarantee
+// that concurrent calls are given disjoint ranges (and so visit disjoint rows: a row is
+// visited by the call whose range holds its start), and by `finish`, which runs after them;
+// everything else is read-only or atomic.
+unsafe impl Sync for ValueStatsSink<'_> {}
+
+impl<'a> ValueStatsSink<'a> {
+    /// A sink for `values`, new values of a matrix with row pointers `indptr` whose row `i`
+    /// keeps its diagonal entry at `diag[i]` (from `CsrMatrix::diagonal_positions`); the
+    /// copies go to `mirror` as well as to each piece's destination, and each row's new
+    /// diagonal entry (0 where the row stores none) to `diag_out`. `None` when the lengths
+    /// disagree.
+    pub fn new(
+        indptr: &'a [u32],
+        diag: &'a [u32],
+        values: &'a [f64],
+        mirror: &'a mut [f64],
+        diag_out: &'a mut [f64],
+    ) -> Option<Self> {
+        let rows = indptr.len().checked_sub(1)?;
+        let nnz = *indptr.last()? as usize;
+        if values.len() != nnz || mirror.len() != nnz || diag.len() > rows {
+            return None;
+        }
+        if diag_out.len() != diag.len() {
+            return None;
+        }
+        Some(ValueStatsSink {
+            indptr,
+            diag,
+            values,
+            mirror: mirror.as_mut_ptr(),
+            diag_out: diag_out.as_mut_ptr(),
+            _out: std::marker::PhantomData,
+            first_non_finite: AtomicUsize::new(usize::MAX),
+            max_abs: AtomicU64::new(0),
+            first_bad_row: AtomicUsize::new(usize::MAX),
+        })
+    }
+
+    /// Copies `values[off..off + out.len()]` into `out` and into the same range of the
+    /// mirror, and records the first non-finite value and the largest magnitude among them,
+    /// and the diagonal entry of every row that starts in the range. Once pieces covering all
+    /// values have been copied, [`ValueStatsSink::finish`] gives what [`ValueStats::of`] and
+    /// a diagonal check would.
+    ///
+    /// # Safety
+    /// Calls that may run at the same time must be given ranges that do not overlap (each
+    /// writes its range of the mirror).
+    pub unsafe fn copy_piece(&self, off: usize, out: &mut [f64]) {
+        let hi = off + out.len();
+        let src = &self.values[off..hi];
+        copy_streaming(src, out);
+        // SAFETY: `off..hi` lies within the values (the slice above would have panicked), so
+        // within the mirror of the same length; the caller keeps concurrent ranges disjoint.
+        let mirror = unsafe { std::slice::from_raw_parts_mut(self.mirror.add(off), src.len()) };
+        copy_streaming(src, mirror);
+        let (max, finite) = max_abs_and_finite(src);
+        if !finite {
+            if let Some(k) = src.iter().position(|v| !v.is_finite()) {
+                self.first_non_finite.fetch_min(off + k, Ordering::Relaxed);
+            }
+        }
+        self.max_abs.fetch_max(max.to_bits(), Ordering::Relaxed);
+        // The rows starting in the piece: row_lo..row_hi.
+        let ptr = &self.indptr[..self.indptr.len() - 1];
+        let row_lo = ptr.partition_point(|&p| (p as usize) < off);
+        let row_hi = row_lo + ptr[row_lo..].partition_point(|&p| (p as usize) < hi);
+        let diag_hi = row_hi.min(self.diag.len());
+        let mut bad = usize::MAX;
+        for row in row_lo.min(diag_hi)..diag_hi {
+            let d = self.diagonal(row);
+            // SAFETY: `row < diag.len()`, the length of `diag_out`; only this call visits `row`
+            // (see the Sync impl).
+            unsafe { *self.diag_out.add(row) = d };
+            if !(d > 0.0 && d.is_finite()) && bad == usize::MAX {
+                bad = row;
+            }
+        }
+        if bad != usize::MAX {
+            self.first_bad_row.fetch_min(bad, Ordering::Relaxed);
+        }
+    }
+
+    /// The diagonal entry of `row` in the new values (0 when the row stores none).
+    pub fn diagonal(&self, row: usize) -> f64 {
+        match self.diag[row] {
+            autopcg_sparse::csr::NO_ENTRY => 0.0,
+            p => self.values[p as usize],
+        }
+    }
+
+    fn diagonal_ok(&self, row: usize) -> bool {
+        let d = self.diagonal(row);
+        d > 0.0 && d.is_finite()
+    }
+
+    /// What the copied pieces (which must have covered all the values, every call of
+    /// `copy_piece` returned) found.
+    pub fn finish(&mut self) -> SinkStats {
+        let ptr = self.indptr;
+        let nnz = self.values.len();
+        // Rows starting at the very end are empty: no piece saw them.
+        let tail = ptr[..ptr.len() - 1].partition_point(|&p| (p as usize) < nnz);
+        for r in tail..self.diag.len() {
+            // SAFETY: `r < diag.len()`, the length of `diag_out`; `&mut self` excludes copies.
+            unsafe { *self.diag_out.add(r) = self.diagonal(r) };
+        }
+        let tail_bad = (tail..self.diag.len()).find(|&r| !self.diagonal_ok(r));
+        let first = |a: &AtomicUsize| match a.load(Ordering::Relaxed) {
+            usize::MAX => None,
+            k => Some(k),
+        };
+        SinkStats {
+            first_non_finite: first(&self.first_non_finite),
+            max_abs: f64::from_bits(self.max_abs.load(Ordering::Relaxed)),
+            first_bad_diagonal: first(&self.first_bad_row).or(tail_bad),
+        }
+    }
+}
+
+/// The largest `|v|` in `src` (NaNs ignored) and whether every value is finite, in four
+/// independent lanes so that the loop vectorises (`v * 0` is 0 for a finite `v` and NaN
+/// otherwise).
+fn max_abs_and_finite(src: &[f64]) -> (f64, bool) {
+    let (mut mx, mut z) = ([0.0f64; 4], [0.0f64; 4]);
+    let chunks = src.chunks_exact(4);
+    let rest = chunks.remainder();
+    for c in chunks {
+        for l in 0..4 {
+            let a = c[l].abs();
+            mx[l] = if a > mx[l] { a } else { mx[l] };
+            z[l] += c[l] * 0.0;
+        }
+    }
+    for &v in rest {
+        let a = v.abs();
+        mx[0] = if a > mx[0] { a } else { mx[0] };
+        z[0] += v * 0.0;
+    }
+    let m = mx.iter().fold(0.0f64, |m, &a| if a > m { a } else { m });
+    (m, z.iter().all(|&x| x == 0.0))
 }
 
 /// `||A||_inf`, the largest row sum of `|a_ij|` (for a symmetric matrix also `||A||_1`, and an
@@ -343,6 +522,119 @@ mod tests {
                 inf_norm: 0.0
             }
         );
+    }
+
+    /// Copies every piece of `sink`'s values, of `piece` elements, in reverse order (any
+    /// order must do), into `out`.
+    fn copy_all(sink: &ValueStatsSink, piece: usize, out: &mut [f64]) {
+        let mut pieces: Vec<(usize, &mut [f64])> = out
+            .chunks_mut(piece)
+            .enumerate()
+            .map(|(i, c)| (i * piece, c))
+            .collect();
+        pieces.reverse();
+        for (off, c) in pieces {
+            // SAFETY: one piece at a time.
+            unsafe { sink.copy_piece(off, c) };
+        }
+    }
+
+    #[test]
+    fn the_sink_copies_and_finds_what_the_separate_passes_find() {
+        let n = 3000usize;
+        let (mut r, mut c, mut v) = (Vec::new(), Vec::new(), Vec::new());
+        for i in 0..n {
+            // Rows of 1 to 9 entries, so pieces cut rows anywhere.
+            for k in 0..(1 + i % 9) {
+                let j = (i + k * 17) % n;
+                r.push(i as u32);
+                c.push(j as u32);
+                v.push(if j == i {
+                    10.0 + (i % 5) as f64
+                } else {
+                    -0.25 * (k as f64) - 0.5
+                });
+            }
+        }
+        let a = CsrMatrix::from_triplets(n, n, &r, &c, &v).unwrap();
+        let diag = a.diagonal_positions();
+        let new: Vec<f64> = a.data().iter().map(|x| 1.5 * x).collect();
+        for piece in [1, 7, 64, 1000, new.len()] {
+            let mut mirror = vec![0.0; new.len()];
+            let mut out = vec![0.0; new.len()];
+            let mut d = vec![f64::NAN; n];
+            let mut sink =
+                ValueStatsSink::new(a.indptr(), &diag, &new, &mut mirror, &mut d).unwrap();
+            copy_all(&sink, piece, &mut out);
+            let got = sink.finish();
+            let want = ValueStats::of(a.indptr(), &new);
+            assert_eq!(
+                got.first_non_finite, want.first_non_finite,
+                "pieces of {piece}"
+            );
+            assert_eq!(got.max_abs, want.max_abs, "pieces of {piece}");
+            assert_eq!(got.first_bad_diagonal, None);
+            assert_eq!(out, new);
+            assert_eq!(mirror, new);
+            let mut a_new = a.clone();
+            a_new.data_mut().copy_from_slice(&new);
+            assert_eq!(d, a_new.diagonal());
+        }
+        // A non-finite value and a bad diagonal are found wherever the pieces fall, the
+        // earliest of each.
+        let mut bad_values = new.clone();
+        let (d1, d2) = (diag[2500] as usize, diag[1234] as usize);
+        bad_values[d1] = -1.0;
+        bad_values[d2] = 0.0;
+        bad_values[100] = f64::INFINITY;
+        bad_values[7] = f64::NAN;
+        let mut mirror = vec![0.0; new.len()];
+        let mut out = vec![0.0; new.len()];
+        let mut d = vec![0.0; n];
+        let mut sink =
+            ValueStatsSink::new(a.indptr(), &diag, &bad_values, &mut mirror, &mut d).unwrap();
+        copy_all(&sink, 13, &mut out);
+        let got = sink.finish();
+        assert_eq!(got.first_non_finite, Some(7));
+        assert_eq!(got.max_abs, f64::INFINITY);
+        let bad = got.first_bad_diagonal;
+        let mut b = a.clone();
+        b.data_mut().copy_from_slice(&bad_values);
+        let (row, value) = first_bad_diagonal(&b).unwrap();
+        assert!(row <= 1235, "{row}");
+        assert_eq!(bad, Some(row - 1));
+        assert_eq!(sink.diagonal(row - 1).to_bits(), value.to_bits());
+        assert_eq!(sink.diagonal(1234), 0.0);
+        // Lengths that disagree are refused.
+        let mut short = vec![0.0; 3];
+        let mut d = vec![0.0; n];
+        assert!(ValueStatsSink::new(a.indptr(), &diag, &new, &mut short, &mut d).is_none());
+        let mut mirror = vec![0.0; new.len()];
+        let mut d_short = vec![0.0; 2];
+        assert!(ValueStatsSink::new(a.indptr(), &diag, &new, &mut mirror, &mut d_short).is_none());
+    }
+
+    #[test]
+    fn the_sink_checks_rows_no_piece_starts() {
+        // The last two rows are empty (so without a diagonal): no piece starts them.
+        let a = CsrMatrix::from_triplets(4, 4, &[0, 1], &[0, 1], &[2.0, 3.0]).unwrap();
+        let diag = a.diagonal_positions();
+        let mut mirror = vec![0.0; 2];
+        let mut d = vec![f64::NAN; 4];
+        let mut sink =
+            ValueStatsSink::new(a.indptr(), &diag, a.data(), &mut mirror, &mut d).unwrap();
+        let mut out = vec![0.0; 2];
+        copy_all(&sink, 1, &mut out);
+        let got = sink.finish();
+        assert_eq!((got.max_abs, got.first_bad_diagonal), (3.0, Some(2)));
+        assert_eq!(d, vec![2.0, 3.0, 0.0, 0.0]);
+        // No values at all: every row is one no piece starts.
+        let e = CsrMatrix::from_triplets(2, 2, &[], &[], &[]).unwrap();
+        let d = e.diagonal_positions();
+        let mut m: Vec<f64> = Vec::new();
+        let mut dd = vec![0.0; 2];
+        let mut sink = ValueStatsSink::new(e.indptr(), &d, &[], &mut m, &mut dd).unwrap();
+        assert_eq!(sink.finish().first_bad_diagonal, Some(0));
     }
 
     #[test]

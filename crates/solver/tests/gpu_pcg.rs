@@ -16,6 +16,7 @@ use autopcg_gpu::kernels::spmv::SpmvKernel;
 use autopcg_gpu::kernels::vector::VectorVariant;
 use autopcg_gpu::{GpuDevice, LaunchConfig};
 use autopcg_solver::gpu::{GpuBackend, GpuPlanChoice, PrecondChoice, SpmvChoice, SpmvMethod};
+use autopcg_solver::scaling;
 use autopcg_solver::{
     pcg, solve_cpu, IterRecord, PcgError, PcgInfo, PcgParams, PrecondKind, Preconditioner, SsorForm,
 };
@@ -605,6 +606,46 @@ fn new_values_refresh_every_format_in_place(dev: GpuDevice) {
                     fresh.iterations
                 );
                 assert!(rel_residual(&ak, &x, &b) < 1.5e-10, "{tag}");
+                assert!(rel_diff(&x, &xf) < 1e-6, "{tag}");
+            }
+            // A third update staged, as a prepared solver stages later ones: the values are
+            // written into the staging pieces by the caller; every operand that keeps CSR
+            // values on the device takes them (all but COO, which is made again).
+            let a3 = with_diag(1.15);
+            let pre3 = Preconditioner::build(&a3, &kind).unwrap();
+            let tag = format!("{method:?} {kind} staged");
+            let stageable = be.can_stage_matrix_values(a3.nnz());
+            assert_eq!(
+                stageable,
+                !matches!(method, SpmvMethod::Coo { .. }),
+                "{tag}"
+            );
+            if stageable {
+                let v = a3.data();
+                be.stage_matrix_values(&|off, piece| {
+                    piece.copy_from_slice(&v[off..off + piece.len()])
+                })
+                .unwrap();
+                assert!(
+                    be.commit_matrix_values(&a3, &pre3, scaling::max_abs(v))
+                        .unwrap(),
+                    "{tag}"
+                );
+                // The norm is taken from the device's values when asked.
+                assert_eq!(be.matrix_norm().unwrap(), scaling::inf_norm(&a3), "{tag}");
+                assert!(be.set_problem(&b, None).unwrap(), "{tag}");
+                let info = pcg(&mut be, &p, |_| ControlFlow::Continue(()))
+                    .unwrap_or_else(|e| panic!("{tag}: {e}"));
+                let x = be.solution().unwrap();
+                let (fresh, _, xf) = run_gpu(&dev, &a3, &pre3, &b, None, &p, &c);
+                let fresh = fresh.unwrap();
+                assert!(
+                    info.iterations.abs_diff(fresh.iterations) <= 1,
+                    "{tag}: {} iterations after the staged update, {} afresh",
+                    info.iterations,
+                    fresh.iterations
+                );
+                assert!(rel_residual(&a3, &x, &b) < 1.5e-10, "{tag}");
                 assert!(rel_diff(&x, &xf) < 1e-6, "{tag}");
             }
         }

@@ -124,8 +124,11 @@ pub struct GpuBackend {
     stage: Stage,
     /// The powers of two the uploaded system is scaled by.
     scale: ScaleFactors,
-    /// ||A||_inf of the uploaded (scaled) matrix, computed on the host at construction.
-    a_norm: f64,
+    /// ||A||_inf of the uploaded (scaled) matrix, computed on the host at construction;
+    /// `None` after a staged value update until [`PcgBackend::matrix_norm`] asks for it (it
+    /// serves only the estimate of a stagnation error, so an update does not read the rows
+    /// for it).
+    a_norm: Option<f64>,
     /// `max |a_ij|` of the caller's (unscaled) matrix: with a right-hand side's, it gives the
     /// scale factors of a new problem without reading A again.
     a_max: f64,
@@ -314,7 +317,7 @@ impl GpuBackend {
             pending_iters: 0,
             stage: Stage::Idle,
             scale,
-            a_norm,
+            a_norm: Some(a_norm),
             a_max,
             times,
         })
@@ -424,12 +427,85 @@ impl GpuBackend {
         self.pre.refresh(dev, &pre, padding, Some(&mut times))?;
         self.times = times;
         // Scaling by a power of two scales every row sum exactly.
-        self.a_norm = if self.scale.matrix_exp == 0 {
+        self.a_norm = Some(if self.scale.matrix_exp == 0 {
             stats.inf_norm
         } else {
             inf_norm(&a)
-        };
+        });
         self.a_max = a_max;
+        self.graph_one = None;
+        self.graph_batch = None;
+        self.poll.reset();
+        Ok(true)
+    }
+
+    /// Whether new values of `A` can go to the device through
+    /// [`GpuBackend::stage_matrix_values`]: the system is solved unscaled
+    /// (`ScaleFactors::matrix_exp` is 0, so the device holds `A`'s own values) and `A`'s
+    /// operand keeps CSR values of `nnz` entries on the device (a CSR operand, or a converted
+    /// one after a first [`GpuBackend::update_matrix`]).
+    pub fn can_stage_matrix_values(&mut self, nnz: usize) -> bool {
+        self.scale.matrix_exp == 0 && self.a.can_stage(nnz)
+    }
+
+    /// The first half of a value update that reads the new values once: `fill` (see
+    /// `GpuDevice::upload_into_filled`) writes the new values of `A`'s entries, in CSR order,
+    /// straight into the staging buffers of their copy to the device, where they replace the
+    /// CSR values `A`'s operand is made from (the caller checks them on the way, as `fill`
+    /// runs). Nothing else changes: [`GpuBackend::commit_matrix_values`] then makes the
+    /// operand and the preconditioner from them, or, when the caller found a value it
+    /// refuses, staging the old values again leaves the backend as it was.
+    /// [`GpuBackend::can_stage_matrix_values`] must hold.
+    pub fn stage_matrix_values(
+        &mut self,
+        fill: &(dyn Fn(usize, &mut [f64]) + Sync),
+    ) -> Result<(), PcgError> {
+        self.flush()?;
+        // Nothing queued may still read the values overwritten below.
+        self.dev.synchronize()?;
+        let mut times = BackendTimes::default();
+        self.a.stage_values(&self.dev, fill, Some(&mut times))?;
+        self.times = times;
+        Ok(())
+    }
+
+    /// The second half of a value update begun by [`GpuBackend::stage_matrix_values`]: `a`
+    /// (the host matrix, holding the staged values) and `pre` (its preconditioner, refreshed
+    /// on the host) take the place of the old, as [`GpuBackend::update_matrix_with`] does,
+    /// except that `A`'s values are already on the device. The caller checked the staged
+    /// values (finite; every diagonal entry positive) and found `max_abs` their largest
+    /// magnitude; `||A||_inf` is computed from the device's copy if a solve asks for it. Returns
+    /// `Ok(false)` when the new values need other scale factors: the caller then builds a new
+    /// backend (this one holds the staged values but its old operand).
+    pub fn commit_matrix_values(
+        &mut self,
+        a: &CsrMatrix,
+        pre: &Preconditioner,
+        max_abs: f64,
+    ) -> Result<bool, PcgError> {
+        if a.nrows() != self.n || pre.dim().is_some_and(|m| m != self.n) {
+            return Err(PcgError::Dimension(format!(
+                "new values for a {}-row matrix and a preconditioner of {:?} rows, the prepared \
+                 matrix has {} rows",
+                a.nrows(),
+                pre.dim(),
+                self.n
+            )));
+        }
+        if ScaleFactors::from_maxima(max_abs, 1.0) != ScaleFactors::from_maxima(self.a_max, 1.0) {
+            return Ok(false);
+        }
+        let handle = self.dev.clone();
+        let dev = &handle;
+        self.choice.check(self.n, pre, dev.props())?;
+        let mut times = self.times;
+        let padding = &self.choice.padding;
+        self.a.convert_staged(dev, padding, "A", Some(&mut times))?;
+        // The matrix is unscaled (see can_stage_matrix_values), so is its preconditioner.
+        self.pre.refresh(dev, pre, padding, Some(&mut times))?;
+        self.times = times;
+        self.a_norm = None;
+        self.a_max = max_abs;
         self.graph_one = None;
         self.graph_batch = None;
         self.poll.reset();
@@ -885,7 +961,13 @@ impl PcgBackend for GpuBackend {
     }
 
     fn matrix_norm(&mut self) -> Result<f64, PcgError> {
-        Ok(self.a_norm)
+        if let Some(v) = self.a_norm {
+            return Ok(v);
+        }
+        self.flush()?;
+        let v = self.a.csr_inf_norm(&self.dev)?;
+        self.a_norm = Some(v);
+        Ok(v)
     }
 
     fn solution_norm(&mut self) -> Result<f64, PcgError> {

@@ -234,6 +234,86 @@ impl DeviceOperator {
         Ok(())
     }
 
+    /// The CSR values the operand is made from, on the device: a CSR operand's own, or the
+    /// kept source of an ELL, DIA or HYB operand after its first refresh; `None` otherwise (a
+    /// COO operand, or a converted one not yet refreshed).
+    fn device_csr_source(&mut self) -> Option<&mut DeviceCsr> {
+        match &mut self.mat {
+            DeviceMatrix::Csr(m) => Some(m),
+            DeviceMatrix::Ell(_) | DeviceMatrix::Dia(_) | DeviceMatrix::Hyb(_) => {
+                self.source.as_mut()
+            }
+            _ => None,
+        }
+    }
+
+    /// `||B||_inf` from the CSR values on the device (downloaded; see
+    /// [`DeviceOperator::can_stage`]), as `inf_norm` computes it on the host.
+    pub(crate) fn csr_inf_norm(&mut self, dev: &GpuDevice) -> Result<f64, PcgError> {
+        let m = self.device_csr_source().ok_or_else(|| {
+            PcgError::InvalidParameter(
+                "the norm of an operand without CSR values on the device (internal error)".into(),
+            )
+        })?;
+        let (indptr, _, vals) = m.download(dev)?;
+        Ok(indptr
+            .windows(2)
+            .map(|w| {
+                vals[w[0] as usize..w[1] as usize]
+                    .iter()
+                    .fold(0.0f64, |s, v| s + v.abs())
+            })
+            .fold(0.0f64, f64::max))
+    }
+
+    /// Whether [`DeviceOperator::stage_values`] can take new values of `nnz` entries.
+    pub(crate) fn can_stage(&mut self, nnz: usize) -> bool {
+        self.device_csr_source().is_some_and(|m| m.nnz() == nnz)
+    }
+
+    /// Overwrites the CSR values the operand is made from (see
+    /// [`DeviceOperator::can_stage`], which must hold) with what `fill` writes
+    /// (see `GpuDevice::upload_into_filled`). A converted operand is left as it was until
+    /// [`DeviceOperator::convert_staged`]; staging the old values again undoes this. The
+    /// time of the copy is added to `times` when given.
+    pub(crate) fn stage_values(
+        &mut self,
+        dev: &GpuDevice,
+        fill: &(dyn Fn(usize, &mut [f64]) + Sync),
+        times: Option<&mut BackendTimes>,
+    ) -> Result<(), PcgError> {
+        let mut sw = Stopwatch::new(times);
+        let m = self.device_csr_source().ok_or_else(|| {
+            PcgError::InvalidParameter(
+                "staged values for an operand without CSR values on the device (internal error)"
+                    .into(),
+            )
+        })?;
+        m.fill_values(dev, fill)?;
+        sw.lap(dev, upload_part)?;
+        Ok(())
+    }
+
+    /// Makes an ELL, DIA or HYB operand again from its staged source (nothing for a CSR
+    /// operand, which the staging overwrote in place). Buffers of a converted operand may be
+    /// new: graphs that captured them must be captured again.
+    pub(crate) fn convert_staged(
+        &mut self,
+        dev: &GpuDevice,
+        limits: &PaddingLimits,
+        operand: &str,
+        times: Option<&mut BackendTimes>,
+    ) -> Result<(), PcgError> {
+        let mut sw = Stopwatch::new(times);
+        if let (DeviceMatrix::Ell(_) | DeviceMatrix::Dia(_) | DeviceMatrix::Hyb(_), Some(source)) =
+            (&self.mat, &self.source)
+        {
+            self.mat = convert(dev, source, self.method, limits, operand)?;
+            sw.lap(dev, convert_part)?;
+        }
+        Ok(())
+    }
+
     /// Queues `y = B x`.
     pub(crate) fn apply(
         &self,

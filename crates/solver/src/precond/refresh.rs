@@ -57,11 +57,33 @@ impl ValueRefresh {
     /// new values of the same pattern. A diagonal entry that is not positive and finite is an
     /// error ([`PcgError::BadDiagonal`], as from a build) and leaves `pre` unchanged.
     pub fn refresh(&mut self, a: &CsrMatrix, pre: &mut Preconditioner) -> Result<(), PcgError> {
-        let kind = self.kind;
-        let d = match kind {
+        let d = match self.kind {
             PrecondKind::None => return Ok(()),
-            _ => positive_diagonal(a, &kind.to_string())?,
+            kind => positive_diagonal(a, &kind.to_string())?,
         };
+        self.refresh_with_diagonal(a, &d, pre)
+    }
+
+    /// [`ValueRefresh::refresh`] with `a`'s diagonal `d` already taken, and already checked to
+    /// be positive and finite everywhere (by the caller's own pass over the new values).
+    pub fn refresh_with_diagonal(
+        &mut self,
+        a: &CsrMatrix,
+        d: &[f64],
+        pre: &mut Preconditioner,
+    ) -> Result<(), PcgError> {
+        let kind = self.kind;
+        if kind == PrecondKind::None {
+            return Ok(());
+        }
+        if d.len() != a.nrows().min(a.ncols()) {
+            return Err(PcgError::Dimension(format!(
+                "a diagonal of {} entries for a {} x {} matrix",
+                d.len(),
+                a.nrows(),
+                a.ncols()
+            )));
+        }
         let (order, omega) = match (kind, &mut *pre) {
             (PrecondKind::Jacobi, Preconditioner::Jacobi { inv_diag })
                 if inv_diag.len() == d.len() =>
@@ -85,7 +107,7 @@ impl ValueRefresh {
         let scale = omega * (2.0 - omega);
         let sources = &self.kt_sources;
         let update_factors = |k: &mut CsrMatrix, kt: &mut CsrMatrix| -> Result<(), PcgError> {
-            ssor_k_values(k, a, &d, omega, order)?;
+            ssor_k_values(k, a, d, omega, order)?;
             let kv = k.data();
             kt.data_mut()
                 .par_iter_mut()
