@@ -12,6 +12,11 @@
 //!   again on the device from its CSR source, which the first update uploads whole and keeps
 //!   (device memory a caller pays only if it updates); the backend's vectors, scalars,
 //!   workspaces and loaded kernels stay, and its graphs are captured again at the next solve.
+//!   Once the operand keeps CSR values on the device, an update reads the new values once:
+//!   they are checked (finite, positive diagonal, largest magnitude) as they are copied into
+//!   the page-locked staging buffers of their upload and into a spare host array, which then
+//!   becomes the matrix's (one more array of values on the host, kept); a refused value puts
+//!   the old values back on the device.
 //! - [`PreparedSolver::solve_many`]: one solve after another. A block variant (several
 //!   right-hand sides per SpMV) would read the matrix once for all of them; with the one or two
 //!   SpMVs of an iteration reading A and the preconditioner, and about ten vector passes per
@@ -38,6 +43,8 @@ use autopcg_solver::cpu::CpuBackend;
 use autopcg_solver::gpu::BackendTimes;
 #[cfg(feature = "gpu")]
 use autopcg_solver::gpu::GpuBackend;
+#[cfg(feature = "gpu")]
+use autopcg_solver::ValueStatsSink;
 use autopcg_solver::{
     IterRecord, PcgBackend, PcgError, PcgInfo, PcgParams, Plan, PrecondKind, ValueRefresh,
     ValueStats,
@@ -102,6 +109,23 @@ pub struct PreparedSolver<'a> {
     /// What value-only refreshes of the preconditioner keep (made by the first
     /// [`PreparedSolver::update_values`]).
     refresh: Option<ValueRefresh>,
+    /// What a GPU value update that reads the new values once keeps (made by the first
+    /// such update).
+    staged: Option<StagedUpdate>,
+}
+
+/// Kept between GPU value updates that read the new values once (see
+/// [`PreparedSolver::update_values`]).
+#[derive(Debug, Default)]
+struct StagedUpdate {
+    /// Where the new values are copied on their way to the device, to become the matrix's
+    /// values once they are found good (the old ones come back here): one more array of
+    /// values on the host, so that a refused update changes nothing.
+    spare: Vec<f64>,
+    /// Position of each row's diagonal entry.
+    diag: Vec<u32>,
+    /// The diagonal entries of the last values staged.
+    diagonal: Vec<f64>,
 }
 
 impl std::fmt::Debug for PreparedSolver<'_> {
@@ -322,6 +346,7 @@ impl<'a> PreparedSolver<'a> {
             notes,
             setup,
             refresh: None,
+            staged: None,
         }
     }
 
@@ -483,15 +508,17 @@ impl<'a> PreparedSolver<'a> {
                 self.a.nnz()
             ))));
         }
+        #[cfg(feature = "gpu")]
+        if let Exec::Gpu { backend, .. } = &mut self.exec {
+            if backend.can_stage_matrix_values(values.len()) {
+                return self.update_values_staged(values);
+            }
+        }
         // One pass over the new values: finiteness, and the magnitudes the GPU backend's
         // scaling and true-residual check need.
         let stats = ValueStats::of(self.a.indptr(), values);
         if let Some(k) = stats.first_non_finite {
-            return Err(Error::Pcg(PcgError::InvalidParameter(format!(
-                "new value {k} (row {}) is {}",
-                row_of(self.a.indptr(), k) + 1,
-                values[k]
-            ))));
+            return Err(non_finite(self.a.indptr(), k, values[k]));
         }
         if let Exec::Blocks(e) = &mut self.exec {
             let precond = match e.kind() {
@@ -560,6 +587,97 @@ impl<'a> PreparedSolver<'a> {
         .with_backend_parts(parts))
     }
 
+    /// [`PreparedSolver::update_values`] on a GPU whose operand keeps its CSR values on the
+    /// device: the new values are read once, as they are copied into the staging buffers of
+    /// their upload and into a spare host array, and checked on the way (finite; every
+    /// diagonal entry positive; the norms the backend needs). A refused value puts the old
+    /// values back on the device; accepted ones become the matrix's by exchanging arrays.
+    #[cfg(feature = "gpu")]
+    fn update_values_staged(&mut self, values: &[f64]) -> Result<SetupTimes, Error> {
+        let t0 = Instant::now();
+        let refresh = match &mut self.refresh {
+            Some(r) => r,
+            none => none.insert(ValueRefresh::new(
+                &self.a,
+                &self.plan.kind,
+                &self.plan.preconditioner,
+            )?),
+        };
+        let Exec::Gpu { dev, backend } = &mut self.exec else {
+            unreachable!("staged updates are for a single GPU")
+        };
+        let staged = self.staged.get_or_insert_with(|| {
+            let diag = self.a.diagonal_positions();
+            StagedUpdate {
+                spare: vec![0.0; values.len()],
+                diagonal: vec![0.0; diag.len()],
+                diag,
+            }
+        });
+        let a: &CsrMatrix = &self.a;
+        let (stats, bad_value) = {
+            let mut sink = ValueStatsSink::new(
+                a.indptr(),
+                &staged.diag,
+                values,
+                &mut staged.spare,
+                &mut staged.diagonal,
+            )
+            .ok_or_else(|| {
+                Error::Pcg(PcgError::Dimension(format!(
+                    "{} new values for a matrix with {} stored entries",
+                    values.len(),
+                    a.nnz()
+                )))
+            })?;
+            // SAFETY: the staging calls `fill` on pieces that do not overlap.
+            backend.stage_matrix_values(&|off, piece| unsafe { sink.copy_piece(off, piece) })?;
+            let stats = sink.finish();
+            (stats, stats.first_bad_diagonal.map(|r| sink.diagonal(r)))
+        };
+        let refused = match (stats.first_non_finite, stats.first_bad_diagonal, bad_value) {
+            (Some(k), _, _) => Some(non_finite(a.indptr(), k, values[k])),
+            (None, Some(row), Some(value)) => Some(Error::Pcg(PcgError::BadDiagonal {
+                row: row + 1,
+                value,
+                precond: self.plan.precond_applied().to_string(),
+            })),
+            _ => None,
+        };
+        if let Some(e) = refused {
+            let old = a.data();
+            backend.stage_matrix_values(&|off, piece| {
+                piece.copy_from_slice(&old[off..off + piece.len()])
+            })?;
+            return Err(e);
+        }
+        let upload_ms = t0.elapsed().as_secs_f64() * 1e3;
+        self.a
+            .to_mut()
+            .swap_values(&mut staged.spare)
+            .map_err(|e| Error::Pcg(PcgError::Dimension(e.to_string())))?;
+        let t1 = Instant::now();
+        // Values only: every pattern is kept. With the diagonal checked, a refresh fails only
+        // on an internal error.
+        refresh.refresh_with_diagonal(&self.a, &staged.diagonal, &mut self.plan.preconditioner)?;
+        let precond_ms = t1.elapsed().as_secs_f64() * 1e3;
+        let t2 = Instant::now();
+        let a: &CsrMatrix = &self.a;
+        let parts = if backend.commit_matrix_values(a, &self.plan.preconditioner, stats.max_abs)? {
+            backend.setup_times()
+        } else {
+            let (fresh, parts) = reserved_gpu_backend(dev, a, &self.plan, &self.params)?;
+            **backend = fresh;
+            parts
+        };
+        Ok(SetupTimes {
+            precond_ms,
+            backend_ms: upload_ms + t2.elapsed().as_secs_f64() * 1e3,
+            ..SetupTimes::default()
+        }
+        .with_backend_parts(parts))
+    }
+
     /// The same prepared solver owning its matrix, free of the caller's borrow.
     pub fn into_owned(self) -> PreparedSolver<'static> {
         PreparedSolver {
@@ -571,6 +689,7 @@ impl<'a> PreparedSolver<'a> {
             notes: self.notes,
             setup: self.setup,
             refresh: self.refresh,
+            staged: self.staged,
         }
     }
 }
@@ -637,6 +756,14 @@ fn first_bad_diagonal_of(a: &CsrMatrix, values: &[f64]) -> Option<(usize, f64)> 
         !(d > 0.0 && d.is_finite())
     })?;
     Some((i + 1, diag(i)))
+}
+
+/// The error for new value `k`, `value`, which is not finite.
+fn non_finite(indptr: &[u32], k: usize, value: f64) -> Error {
+    Error::Pcg(PcgError::InvalidParameter(format!(
+        "new value {k} (row {}) is {value}",
+        row_of(indptr, k) + 1
+    )))
 }
 
 /// The row of stored entry `k`.

@@ -171,6 +171,104 @@ fn per_solve_overhead_is_reported(_dev: GpuDevice) {
     assert!(total.is_finite());
 }
 
+/// `a` with `shift` added to every diagonal entry: its values in CSR order.
+fn shifted(a: &CsrMatrix, shift: f64) -> Vec<f64> {
+    let mut v = a.data().to_vec();
+    for &p in &a.diagonal_positions() {
+        v[p as usize] += shift;
+    }
+    v
+}
+
+/// Later value updates on a GPU read the new values once, on their way into the staging
+/// buffers (large matrices) or a host buffer (small ones), checking them there: accepted
+/// values solve as a solver prepared for them; a non-finite value or a bad diagonal is
+/// refused with its position, after the device took part of the values, and leaves the matrix,
+/// the device and the solves as they were. Covers a CSR operand (overwritten in place) and a
+/// converted one (made again from its kept source), each large enough to be staged and small.
+fn later_value_updates_are_checked_on_the_way_and_refused_ones_change_nothing(_dev: GpuDevice) {
+    let mut formats = Vec::new();
+    for a in [
+        families::poisson3d_7pt(48, 48, 48).unwrap(),
+        families::fem_p1_2d(150_000, 5).unwrap(),
+        families::poisson2d_5pt(60, 60).unwrap(),
+    ] {
+        assert!(
+            a.nnz() < 131_072 || a.nnz() * 8 > 4 << 20,
+            "{} entries",
+            a.nnz()
+        );
+        for kind in [
+            PrecondKind::None,
+            PrecondKind::Jacobi,
+            PrecondKind::ssor_ai(),
+        ] {
+            let mut p = Solver::new(&a)
+                .device(Device::Gpu)
+                .model(ModelChoice::Off)
+                .precond(kind)
+                .prepare()
+                .unwrap();
+            let spmv = p.plan().steps.iter().find(|s| s.step == "spmv").unwrap();
+            formats.push(spmv.format.clone());
+            // The first update keeps the CSR source of a converted operand; later ones stage.
+            for shift in [1.0, 2.0, 3.0] {
+                p.update_values(&shifted(&a, shift)).unwrap();
+            }
+            let mut a3 = a.clone();
+            a3.data_mut().copy_from_slice(&shifted(&a, 3.0));
+            assert_eq!(p.matrix().data(), a3.data());
+            let b = rhs(&a3, 4);
+            let s = p.solve(&b).unwrap();
+            assert!(true_residual(&a3, &s.x, &b) <= 1e-8, "{kind}");
+            let fresh = Solver::new(&a3)
+                .device(Device::Gpu)
+                .model(ModelChoice::Off)
+                .precond(p.precond())
+                .solve(&b)
+                .unwrap();
+            assert!(
+                s.info.iterations.abs_diff(fresh.info.iterations) <= 1,
+                "{kind}: {} iterations after updates, {} prepared afresh",
+                s.info.iterations,
+                fresh.info.iterations
+            );
+            // Refused: a value late in the array (after most of it went to the device), and a
+            // diagonal entry made negative.
+            let mut nan = shifted(&a, 4.0);
+            let late = nan.len() - 3;
+            nan[late] = f64::NAN;
+            let e = p.update_values(&nan).unwrap_err().to_string();
+            assert!(e.contains(&format!("new value {late} ")), "{e}");
+            let mut neg = shifted(&a, 4.0);
+            let row = a.nrows() * 3 / 4;
+            neg[a.diagonal_positions()[row] as usize] = -2.0;
+            let e = p.update_values(&neg).unwrap_err();
+            assert!(
+                matches!(e, Error::Pcg(autopcg::PcgError::BadDiagonal { row: r, value, .. })
+                    if r == row + 1 && value == -2.0),
+                "{e}"
+            );
+            assert_eq!(p.matrix().data(), a3.data());
+            let again = p.solve(&b).unwrap();
+            assert_eq!(again.info.iterations, s.info.iterations, "{kind}");
+            assert!(true_residual(&a3, &again.x, &b) <= 1e-8, "{kind}");
+            // And an accepted update after the refused ones.
+            p.update_values(&shifted(&a, 5.0)).unwrap();
+            let mut a5 = a.clone();
+            a5.data_mut().copy_from_slice(&shifted(&a, 5.0));
+            let s5 = p.solve(&b).unwrap();
+            assert!(true_residual(&a5, &s5.x, &b) <= 1e-8, "{kind}");
+        }
+    }
+    println!("operand formats covered: {formats:?}");
+    assert!(
+        formats.iter().any(|f| f == "csr") && formats.iter().any(|f| f != "csr"),
+        "this test means to cover a CSR operand and a converted one; the fallback rule chose \
+         {formats:?}: pick other matrices"
+    );
+}
+
 fn saved_plans_are_checked_before_any_device() {
     let a = families::poisson2d_5pt(30, 30).unwrap();
     let saved = saved_for(&a, &DeviceProps::hopper_like());
@@ -268,5 +366,6 @@ autopcg_gpu::test_main! {
         prepared_solves_many_right_hand_sides_and_new_values,
         setup_parts_add_up_within_the_backend_time,
         per_solve_overhead_is_reported,
+        later_value_updates_are_checked_on_the_way_and_refused_ones_change_nothing,
     ],
 }
