@@ -39,7 +39,8 @@ pub(crate) struct TuneArgs {
     device_ordinal: usize,
     /// Measure nothing: fit the model again from this existing profile (plain or .gz), for
     /// example a committed one, and write it to --out (default: the model path of the
-    /// profile's GPU). Needs no GPU.
+    /// profile's GPU). Needs no GPU. A profile holds no link between GPUs: the link measured
+    /// into the model being replaced, if it is a model of the same GPU, is kept.
     #[arg(long, value_name = "PROFILE", conflicts_with_all = ["quick", "profile"])]
     refit: Option<PathBuf>,
 }
@@ -272,6 +273,16 @@ fn measure_host_link(dev: &GpuDevice) -> Option<MeasuredLink> {
     }
 }
 
+/// The measured link of the model file at `path`, when there is one and it is a model of
+/// `device` (by name and compute capability); `None` otherwise, a file that does not load
+/// included (it is about to be replaced).
+fn kept_link(path: &Path, device: &autopcg::catalog::DeviceProps) -> Option<MeasuredLink> {
+    let old = autopcg_model::ModelFile::load(path).ok()?;
+    (old.device.name == device.name && old.device.compute_capability == device.compute_capability)
+        .then_some(old.link)
+        .flatten()
+}
+
 pub(crate) fn tune(a: TuneArgs) -> Result<()> {
     if let Some(profile) = &a.refit {
         let p = Profile::read(profile)?;
@@ -284,8 +295,21 @@ pub(crate) fn tune(a: TuneArgs) -> Result<()> {
         };
         autopcg::sparse::io::check_output(&model_path, [profile])?;
         create_parent(&model_path)?;
-        // Nothing is measured: the model has no link (`--gpus auto` uses the default figures).
-        let summary = fit_and_write_model(profile, &model_path, None)?;
+        // Nothing is measured. The link between the host's GPUs is not in a profile: the one
+        // measured into the model being replaced (of the same GPU) is kept; otherwise the
+        // model has none (`--gpus auto` uses the default figures).
+        let link = kept_link(&model_path, spec);
+        match &link {
+            Some(l) => println!(
+                "link: kept from {}: {}",
+                model_path.display(),
+                link_summary(l)
+            ),
+            None => {
+                println!("link: none (no model of this GPU with a measured link at the output)")
+            }
+        }
+        let summary = fit_and_write_model(profile, &model_path, link)?;
         println!("{summary}");
         println!("model written to {}", model_path.display());
         return Ok(());

@@ -489,6 +489,49 @@ fn tune_refit_fits_a_model_from_a_committed_profile() {
     assert_eq!(fitted["device"]["name"], "NVIDIA H100 80GB HBM3");
 }
 
+/// A refit measures nothing: the link between the host's GPUs, which a profile does not hold,
+/// is kept from the model it replaces when that is a model of the same GPU, and not otherwise.
+#[test]
+fn tune_refit_keeps_the_link_of_the_model_it_replaces() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("h200.json");
+    let refit = || {
+        let o = run(&[
+            "tune",
+            "--refit",
+            "../../models/nvidia-h200.profile.jsonl.gz",
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        let model: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+        (String::from_utf8_lossy(&o.stdout).into_owned(), model)
+    };
+    let (said, first) = refit();
+    assert!(said.contains("link: none"), "{said}");
+    assert!(first["link"].is_null(), "{}", first["link"]);
+    // The model now carries a measured link, as `tune` on a host with two GPUs writes it.
+    let link = serde_json::json!({
+        "gpus": 2, "between": [0, 1], "peer_access": true, "bandwidth_gbs": 123.5,
+        "message_latency_us": 4.25, "allreduce_latency_us": 9.5,
+        "sizes": [4096, 1048576], "times_us": [4.3, 12.7]
+    });
+    let mut with_link = first.clone();
+    with_link["link"] = link.clone();
+    std::fs::write(&out, serde_json::to_string(&with_link).unwrap()).unwrap();
+    let (said, second) = refit();
+    assert!(said.contains("link: kept from"), "{said}");
+    assert_eq!(second["link"], link);
+    // A model of another GPU at the output gives no link to this one.
+    let mut other = with_link.clone();
+    other["device"]["name"] = "NVIDIA H100 80GB HBM3".into();
+    std::fs::write(&out, serde_json::to_string(&other).unwrap()).unwrap();
+    let (said, third) = refit();
+    assert!(said.contains("link: none"), "{said}");
+    assert!(third["link"].is_null());
+}
+
 #[test]
 fn stability_compares_two_profiles() {
     let o = run(&[
