@@ -537,14 +537,7 @@ impl<'a> PreparedSolver<'a> {
             return e.refresh(&self.a);
         }
         let t0 = Instant::now();
-        let refresh = match &mut self.refresh {
-            Some(r) => r,
-            none => none.insert(ValueRefresh::new(
-                &self.a,
-                &self.plan.kind,
-                &self.plan.preconditioner,
-            )?),
-        };
+        let refresh = value_refresh(&mut self.refresh, &self.a, &self.plan)?;
         // Every diagonal entry positive (what every preconditioner and the backend require) is
         // checked on the new values before anything changes; then the matrix takes them in
         // place (a borrowed one is copied the first time).
@@ -590,19 +583,13 @@ impl<'a> PreparedSolver<'a> {
     /// [`PreparedSolver::update_values`] on a GPU whose operand keeps its CSR values on the
     /// device: the new values are read once, as they are copied into the staging buffers of
     /// their upload and into a spare host array, and checked on the way (finite; every
-    /// diagonal entry positive; the norms the backend needs). A refused value puts the old
+    /// diagonal entry positive; the largest magnitude, which the scaling needs). A refused
+    /// value puts the old
     /// values back on the device; accepted ones become the matrix's by exchanging arrays.
     #[cfg(feature = "gpu")]
     fn update_values_staged(&mut self, values: &[f64]) -> Result<SetupTimes, Error> {
         let t0 = Instant::now();
-        let refresh = match &mut self.refresh {
-            Some(r) => r,
-            none => none.insert(ValueRefresh::new(
-                &self.a,
-                &self.plan.kind,
-                &self.plan.preconditioner,
-            )?),
-        };
+        let refresh = value_refresh(&mut self.refresh, &self.a, &self.plan)?;
         let Exec::Gpu { dev, backend } = &mut self.exec else {
             unreachable!("staged updates are for a single GPU")
         };
@@ -756,6 +743,18 @@ fn first_bad_diagonal_of(a: &CsrMatrix, values: &[f64]) -> Option<(usize, f64)> 
         !(d > 0.0 && d.is_finite())
     })?;
     Some((i + 1, diag(i)))
+}
+
+/// The value refresh kept in `slot`, made first (for `a` and `plan`) if there is none yet.
+fn value_refresh<'r>(
+    slot: &'r mut Option<ValueRefresh>,
+    a: &CsrMatrix,
+    plan: &SolvePlan,
+) -> Result<&'r mut ValueRefresh, Error> {
+    Ok(match slot {
+        Some(r) => r,
+        none => none.insert(ValueRefresh::new(a, &plan.kind, &plan.preconditioner)?),
+    })
 }
 
 /// The error for new value `k`, `value`, which is not finite.
