@@ -182,6 +182,11 @@ impl<'a> PreparedSolver<'a> {
             },
         };
         let mut req = PlanRequest::new(&a, s.precond, target);
+        if s.check_symmetry {
+            // Checked above, to the tolerance of the features (a test pins that they agree):
+            // the SpMV choice need not search for an asymmetric pair again.
+            req.symmetry = autopcg_generator::KnownSymmetry::Symmetric;
+        }
         req.ssor_form_auto = s.ssor_form_auto;
         req.expected_iterations = s.expected_iterations;
         req.check_every = s.check_every.or(s.params.check_every);
@@ -910,5 +915,18 @@ fn finish(
             })
         }
         Err(e) => Err(Error::Pcg(e).into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// The prepared solver tells the plan the matrix is symmetric after its own check: that
+    /// stands for the features' own search only while both use one tolerance.
+    #[test]
+    fn the_symmetry_check_uses_the_features_tolerance() {
+        assert_eq!(
+            super::SYMMETRY_TOLERANCE,
+            autopcg_sparse::features::SYMMETRY_TOLERANCE
+        );
     }
 }

@@ -40,6 +40,7 @@ use autopcg_solver::gpu::PrecondChoice;
 #[cfg(feature = "model")]
 use autopcg_solver::SsorForm;
 use autopcg_solver::{PcgError, Plan, PrecondKind, Preconditioner};
+pub use autopcg_sparse::features::KnownSymmetry;
 use autopcg_sparse::CsrMatrix;
 
 pub mod blocks;
@@ -55,7 +56,9 @@ pub mod ssor;
 
 pub use explain::{StepExplain, StepOption, RUNNERS_UP};
 #[cfg(feature = "model")]
-pub use select::{select_dot3, select_spmv, select_spmv_counted, select_update, SpmvCounts};
+pub use select::{
+    select_dot3, select_spmv, select_spmv_counted, select_spmv_knowing, select_update, SpmvCounts,
+};
 #[cfg(feature = "model")]
 pub use ssor::{choose_ssor_form, explicit_counts, SsorFormChoice};
 
@@ -146,6 +149,10 @@ pub struct PlanRequest<'a> {
     /// The caller's polling interval; `None` for the target's default ([`GPU_CHECK_EVERY`],
     /// [`CPU_CHECK_EVERY`]).
     pub check_every: Option<usize>,
+    /// What the caller knows of the matrix's symmetry: [`KnownSymmetry::Symmetric`] after its
+    /// own check to the features' tolerance, so that the SpMV choice does not search again
+    /// (the same plan, one pass over the matrix less). [`KnownSymmetry::Unknown`] by default.
+    pub symmetry: KnownSymmetry,
 }
 
 impl<'a> PlanRequest<'a> {
@@ -161,6 +168,7 @@ impl<'a> PlanRequest<'a> {
             target,
             expected_iterations: EXPECTED_ITERATIONS,
             check_every: None,
+            symmetry: KnownSymmetry::Unknown,
         }
     }
 }
@@ -321,9 +329,11 @@ fn modelled(
                 (ssor::explicit_counts(pre), None)
             } else {
                 match pre.to_explicit()? {
-                    Some(Preconditioner::SsorExplicit { m }) => {
-                        (Some(select::SpmvCounts::of(&m)), Some(m))
-                    }
+                    // The product is symmetric by construction.
+                    Some(Preconditioner::SsorExplicit { m }) => (
+                        Some(select::SpmvCounts::of_knowing(&m, KnownSymmetry::Symmetric)),
+                        Some(m),
+                    ),
                     _ => (None, None),
                 }
             };
@@ -364,6 +374,7 @@ fn modelled(
         props,
         req.expected_iterations,
         form_choice.as_ref(),
+        req.symmetry,
     ) {
         Ok((mut c, ex, p)) => {
             out.model_used = Some(m.label.to_string());
@@ -390,20 +401,24 @@ fn select_plan(
     props: &DeviceProps,
     expected_iterations: f64,
     form: Option<&SsorFormChoice>,
+    a_symmetry: KnownSymmetry,
 ) -> Result<(GpuPlanChoice, Vec<StepExplain>, f64), SelectError> {
     let n = a.nrows() as u64;
     let mut choice = fallback::gpu_choice(a, pre, props);
     let mut explain = Vec::new();
-    let (ca, ea) = select_spmv(model, "spmv A", a, props, expected_iterations)?;
+    let iters = expected_iterations;
+    let (ca, ea) = select_spmv_knowing(model, "spmv A", a, a_symmetry, props, iters)?;
     choice.a = ca;
     explain.push(ea);
+    // K and K^T are triangular, M symmetric, by construction.
+    let tri = KnownSymmetry::Triangular;
     choice.precond = match (pre, choice.precond) {
         (Preconditioner::SsorFactored { k, kt, .. }, PrecondChoice::Factored { scale, .. }) => {
             let ((ck, ek), (ckt, ekt)) = match form {
                 Some(f) => (f.k.clone(), f.kt.clone()),
                 None => (
-                    select_spmv(model, "spmv K", k, props, expected_iterations)?,
-                    select_spmv(model, "spmv K^T", kt, props, expected_iterations)?,
+                    select_spmv_knowing(model, "spmv K", k, tri, props, iters)?,
+                    select_spmv_knowing(model, "spmv K^T", kt, tri, props, iters)?,
                 ),
             };
             explain.push(ek);
@@ -417,7 +432,10 @@ fn select_plan(
         (Preconditioner::SsorExplicit { m }, PrecondChoice::Explicit { .. }) => {
             let (cm, em) = match form {
                 Some(f) => f.m.clone(),
-                None => select_spmv(model, "spmv M", m, props, expected_iterations)?,
+                None => {
+                    let sym = KnownSymmetry::Symmetric;
+                    select_spmv_knowing(model, "spmv M", m, sym, props, iters)?
+                }
             };
             explain.push(em);
             PrecondChoice::Explicit { m: cm }

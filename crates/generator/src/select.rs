@@ -17,7 +17,7 @@ use autopcg_model::file::ModelFile;
 use autopcg_model::spmv::SpmvPrediction;
 use autopcg_model::work::{spmv_work, SpmvWork};
 use autopcg_solver::gpu::{Dot3Choice, SpmvChoice, UpdateChoice};
-use autopcg_sparse::features::{features, MatrixFeatures};
+use autopcg_sparse::features::{features_knowing, KnownSymmetry, MatrixFeatures};
 use autopcg_sparse::CsrMatrix;
 
 use crate::explain::{StepExplain, StepOption, RUNNERS_UP};
@@ -60,7 +60,13 @@ pub struct SpmvCounts {
 impl SpmvCounts {
     /// The counts of a stored matrix.
     pub fn of(b: &CsrMatrix) -> Self {
-        let (work, features) = rayon::join(|| spmv_work(b), || features(b));
+        Self::of_knowing(b, KnownSymmetry::Unknown)
+    }
+
+    /// [`SpmvCounts::of`] with what is known of `b`'s symmetry (the same counts; see
+    /// [`features_knowing`]).
+    pub fn of_knowing(b: &CsrMatrix, known: KnownSymmetry) -> Self {
+        let (work, features) = rayon::join(|| spmv_work(b), || features_knowing(b, known));
         SpmvCounts { work, features }
     }
 }
@@ -74,7 +80,28 @@ pub fn select_spmv(
     props: &DeviceProps,
     expected_iterations: f64,
 ) -> Result<(SpmvChoice, StepExplain), SelectError> {
-    select_spmv_counted(model, step, &SpmvCounts::of(b), props, expected_iterations)
+    select_spmv_knowing(
+        model,
+        step,
+        b,
+        KnownSymmetry::Unknown,
+        props,
+        expected_iterations,
+    )
+}
+
+/// [`select_spmv`] with what is known of `b`'s symmetry (the same choice, without the search
+/// for an asymmetric pair when `known` settles it).
+pub fn select_spmv_knowing(
+    model: &ModelFile,
+    step: &str,
+    b: &CsrMatrix,
+    known: KnownSymmetry,
+    props: &DeviceProps,
+    expected_iterations: f64,
+) -> Result<(SpmvChoice, StepExplain), SelectError> {
+    let counts = SpmvCounts::of_knowing(b, known);
+    select_spmv_counted(model, step, &counts, props, expected_iterations)
 }
 
 /// Chooses the SpMV of an operand known by its counts only (the same choice as

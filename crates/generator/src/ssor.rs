@@ -13,7 +13,7 @@ use autopcg_sparse::CsrMatrix;
 #[cfg(feature = "model")]
 use crate::explain::{StepExplain, StepOption};
 #[cfg(feature = "model")]
-use crate::select::{select_spmv, select_spmv_counted, SpmvCounts};
+use crate::select::{select_spmv_counted, select_spmv_knowing, SpmvCounts};
 #[cfg(feature = "model")]
 use crate::SelectError;
 #[cfg(feature = "model")]
@@ -21,7 +21,7 @@ use autopcg_model::work::{spmv_work_counted, WorkTally};
 #[cfg(feature = "model")]
 use autopcg_solver::Preconditioner;
 #[cfg(feature = "model")]
-use autopcg_sparse::features::{FeatureCounter, RowTally};
+use autopcg_sparse::features::{FeatureCounter, KnownSymmetry, RowTally};
 
 /// The explicit form is not considered when the bound on its nonzeros exceeds this many times
 /// nnz(A) (and [`EXPLICIT_BOUND_MIN`]): past a few times nnz(A) it reads more than the
@@ -118,8 +118,10 @@ pub fn choose_ssor_form(
     props: &DeviceProps,
     expected_iterations: f64,
 ) -> Result<SsorFormChoice, SelectError> {
-    let k = select_spmv(model, "spmv K", k, props, expected_iterations)?;
-    let kt = select_spmv(model, "spmv K^T", kt, props, expected_iterations)?;
+    // K and K^T are triangular by construction.
+    let tri = KnownSymmetry::Triangular;
+    let k = select_spmv_knowing(model, "spmv K", k, tri, props, expected_iterations)?;
+    let kt = select_spmv_knowing(model, "spmv K^T", kt, tri, props, expected_iterations)?;
     let m = select_spmv_counted(model, "spmv M", m, props, expected_iterations)?;
     let fact =
         k.0.predicted_ms.unwrap_or(f64::INFINITY) + kt.0.predicted_ms.unwrap_or(f64::INFINITY);

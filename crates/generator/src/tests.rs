@@ -82,6 +82,35 @@ fn the_model_chooses_the_explicit_form_where_it_predicts_it_faster() {
     assert_eq!(plan(&r).unwrap().precond_applied(), "ssor-ai-factored");
 }
 
+/// A caller that checked A symmetric (the prepared solver) saves the features' search for an
+/// asymmetric pair, and K, K^T and M are known triangular and symmetric by construction: the
+/// plans, explanations and predicted times are the same as with nothing known.
+#[test]
+fn known_symmetry_plans_what_the_search_plans() {
+    let m = model();
+    let p3 = families::poisson3d_7pt(24, 24, 24).unwrap();
+    let s3 = fixture("s3rmt3m3");
+    let s3_kind = PrecondKind::ssor_ai().with_omega(auto_omega(&s3));
+    for (a, kind, form_auto) in [
+        (&p3, PrecondKind::ssor_ai(), false),
+        (&p3, PrecondKind::Jacobi, false),
+        (&s3, s3_kind, true),
+        (&s3, s3_kind.with_form(SsorForm::Explicit), false),
+    ] {
+        let mut r = with_model(a, kind, &m);
+        r.ssor_form_auto = form_auto;
+        let unknown = plan(&r).unwrap();
+        r.symmetry = KnownSymmetry::Symmetric;
+        let known = plan(&r).unwrap();
+        assert_eq!(
+            format!("{:?} {:?}", known.gpu, known.explain),
+            format!("{:?} {:?}", unknown.gpu, unknown.explain),
+            "{kind}"
+        );
+        assert_eq!(known.predicted_iteration_ms, unknown.predicted_iteration_ms);
+    }
+}
+
 /// An SPD arrow matrix: row 0 couples to most rows, every seventh row to none, so the
 /// explicit product has one row longer than any local histogram table, rows of two entries
 /// and rows of one.

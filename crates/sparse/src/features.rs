@@ -128,19 +128,62 @@ pub(crate) fn one_third_from_histogram(hist: &[u64], nrows: usize) -> usize {
     0
 }
 
+/// What the caller already knows of a matrix's symmetry, so that [`features_knowing`] need
+/// not search for an asymmetric pair (a pass with a lookup per entry).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum KnownSymmetry {
+    /// Nothing: the features search.
+    #[default]
+    Unknown,
+    /// Checked symmetric to [`SYMMETRY_TOLERANCE`] (as `CsrMatrix::check_symmetric` with the
+    /// same tolerance does), or symmetric by construction.
+    Symmetric,
+    /// Triangular (every stored entry on one side of the diagonal or on it), as SSOR-AI's
+    /// factors are: the transposed entry of an off-diagonal one is never stored, so the matrix
+    /// is symmetric exactly when every off-diagonal value passes the tolerance against 0.
+    Triangular,
+}
+
+impl KnownSymmetry {
+    /// Whether `a` is symmetric to [`SYMMETRY_TOLERANCE`], as
+    /// `a.first_asymmetry(SYMMETRY_TOLERANCE).is_none()` finds it, using what is known.
+    pub fn symmetric(self, a: &CsrMatrix) -> bool {
+        match self {
+            KnownSymmetry::Unknown => a.first_asymmetry(SYMMETRY_TOLERANCE).is_none(),
+            KnownSymmetry::Symmetric => true,
+            KnownSymmetry::Triangular => {
+                a.is_square()
+                    && (0..a.nrows())
+                        .into_par_iter()
+                        .with_min_len(ROW_BLOCK)
+                        .all(|i| {
+                            let (c, v) = a.row(i);
+                            c.iter().zip(v).all(|(&j, &x)| {
+                                // first_asymmetry's test with the absent transposed entry, 0.
+                                j as usize == i
+                                    || x.abs() <= SYMMETRY_TOLERANCE * x.abs()
+                                    || x.is_nan()
+                            })
+                        })
+            }
+        }
+    }
+}
+
 /// Computes every feature of `a` (see [`MatrixFeatures`]).
 pub fn features(a: &CsrMatrix) -> MatrixFeatures {
+    features_knowing(a, KnownSymmetry::Unknown)
+}
+
+/// [`features`] with what is known of `a`'s symmetry (the same features, without the search
+/// for an asymmetric pair when `known` settles it).
+pub fn features_knowing(a: &CsrMatrix, known: KnownSymmetry) -> MatrixFeatures {
     let (n, m) = (a.nrows(), a.ncols());
     let ((hist, (set, symmetric)), diag_positive) = rayon::join(
         || {
             rayon::join(
                 || row_length_histogram(a),
-                || {
-                    rayon::join(
-                        || DiagonalSet::of(a),
-                        || a.first_asymmetry(SYMMETRY_TOLERANCE).is_none(),
-                    )
-                },
+                || rayon::join(|| DiagonalSet::of(a), || known.symmetric(a)),
             )
         },
         || {
@@ -448,6 +491,36 @@ mod tests {
             c.add_row(&mut t, i, a.row(i).0);
         }
         c.finish(t, true);
+    }
+
+    #[test]
+    fn known_symmetry_gives_the_features_the_search_finds() {
+        let a = crate::families::poisson2d_5pt(30, 20).unwrap();
+        assert_eq!(features_knowing(&a, KnownSymmetry::Symmetric), features(&a));
+        // Triangular matrices: a lower triangle; one whose off-diagonal entries are stored
+        // zeros (symmetric after all); a diagonal one; an upper one; a non-square one.
+        let lower = a.lower_triangle();
+        let mut zeros = lower.clone();
+        let pos = zeros.diagonal_positions();
+        for (k, v) in zeros.data_mut().iter_mut().enumerate() {
+            if !pos.contains(&(k as u32)) {
+                *v = 0.0;
+            }
+        }
+        let diagonal = a.filter(|i, j| i == j);
+        let upper = lower.transpose();
+        let wide = CsrMatrix::from_triplets(2, 3, &[0, 1], &[0, 0], &[1.0, 2.0]).unwrap();
+        for (name, t, symmetric) in [
+            ("lower", &lower, false),
+            ("stored zeros", &zeros, true),
+            ("diagonal", &diagonal, true),
+            ("upper", &upper, false),
+            ("wide", &wide, false),
+        ] {
+            let f = features_knowing(t, KnownSymmetry::Triangular);
+            assert_eq!(f, features(t), "{name}");
+            assert_eq!(f.symmetric, symmetric, "{name}");
+        }
     }
 
     #[test]
