@@ -589,8 +589,8 @@ impl<'a> PreparedSolver<'a> {
     /// device: the new values are read once, as they are copied into the staging buffers of
     /// their upload and into a spare host array, and checked on the way (finite; every
     /// diagonal entry positive; the largest magnitude, which the scaling needs). A refused
-    /// value puts the old
-    /// values back on the device; accepted ones become the matrix's by exchanging arrays.
+    /// value puts the old values back on the device; accepted ones become the matrix's by
+    /// exchanging arrays.
     #[cfg(feature = "gpu")]
     fn update_values_staged(&mut self, values: &[f64]) -> Result<SetupTimes, Error> {
         let t0 = Instant::now();
