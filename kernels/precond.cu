@@ -58,3 +58,143 @@ extern "C" __global__ void diag_scale_v2(u64 n, const double *__restrict__ d,
         x[n - 1] *= d[n - 1];
     }
 }
+
+// Value refreshes: the preconditioners' values recomputed on the device for new values of A on
+// kept patterns (every pattern, and the position in K of each entry of K^T, are made on the host
+// once). A's diagonal entry of row i is vals[diag[i]]; columns ascend within a row, so the
+// strictly lower entries of row i are those before it. Each value is the expression the host
+// build evaluates, its terms summed in the same order and every product and sum rounded on its
+// own (no fused multiply-add), so the values equal the host's (up to the sign of a zero sum).
+//
+//   precond_inv_diag  out[i] = s / a_ii    (s = 1: Jacobi; s = omega (2 - omega): SSOR-AI's scale)
+//   ssor_k1_values    K = I - X, X = omega L D^-1, on K's pattern; a thread per row
+//   ssor_k2_values    K = I - X + X^2 on K's pattern; a thread per row
+//   gather_values     out[p] = in[src[p]]  (K^T's values from K's)
+//   ssor_gram_values  M = K^T diag(s) K on M's pattern, s_q = scale / a_qq; a thread per row
+
+extern "C" __global__ void precond_inv_diag(u64 n, const double *__restrict__ a_vals,
+                                            const u32 *__restrict__ diag, double s,
+                                            double *__restrict__ out) {
+    for (u64 i = GLOBAL_TID; i < n; i += GLOBAL_THREADS) {
+        out[i] = __ddiv_rn(s, a_vals[diag[i]]);
+    }
+}
+
+// X_ij = omega a_ij / a_jj, for the entry p of A in column j.
+__device__ __forceinline__ double ssor_x(double omega, const double *a_vals, const u32 *diag,
+                                         u32 p, u32 j) {
+    return __ddiv_rn(__dmul_rn(omega, a_vals[p]), a_vals[diag[j]]);
+}
+
+// Position of column j in the sorted columns idx[lo..hi), or hi when absent.
+__device__ __forceinline__ u32 find_column(const u32 *idx, u32 lo, u32 hi, u32 j) {
+    u32 a = lo, b = hi;
+    while (a < b) {
+        const u32 m = a + ((b - a) >> 1);
+        if (idx[m] < j) {
+            a = m + 1;
+        } else {
+            b = m;
+        }
+    }
+    return (a < hi && idx[a] == j) ? a : hi;
+}
+
+extern "C" __global__ void ssor_k1_values(u32 n, const u32 *__restrict__ a_ptr,
+                                          const u32 *__restrict__ a_idx,
+                                          const double *__restrict__ a_vals,
+                                          const u32 *__restrict__ diag, double omega,
+                                          const u32 *__restrict__ k_ptr,
+                                          double *__restrict__ k_vals) {
+    for (u64 t = GLOBAL_TID; t < n; t += GLOBAL_THREADS) {
+        const u32 i = (u32)t;
+        u32 at = k_ptr[i];
+        const u32 end = k_ptr[i + 1];
+        for (u32 p = a_ptr[i]; p < diag[i] && at + 1 < end; ++p) {
+            k_vals[at++] = -ssor_x(omega, a_vals, diag, p, a_idx[p]);
+        }
+        if (at < end) {
+            k_vals[at] = 1.0;
+        }
+    }
+}
+
+extern "C" __global__ void ssor_k2_values(u32 n, const u32 *__restrict__ a_ptr,
+                                          const u32 *__restrict__ a_idx,
+                                          const double *__restrict__ a_vals,
+                                          const u32 *__restrict__ diag, double omega,
+                                          const u32 *__restrict__ k_ptr,
+                                          const u32 *__restrict__ k_idx,
+                                          double *__restrict__ k_vals) {
+    for (u64 t = GLOBAL_TID; t < n; t += GLOBAL_THREADS) {
+        const u32 i = (u32)t;
+        const u32 lo = k_ptr[i], hi = k_ptr[i + 1];
+        for (u32 q = lo; q < hi; ++q) {
+            k_vals[q] = 0.0;
+        }
+        // -X[i, :], then X_ik X[k, :] for each k of row i in order, then the identity.
+        for (u32 p = a_ptr[i]; p < diag[i]; ++p) {
+            const u32 j = a_idx[p];
+            const u32 q = find_column(k_idx, lo, hi, j);
+            if (q < hi) {
+                k_vals[q] = __dadd_rn(k_vals[q], -ssor_x(omega, a_vals, diag, p, j));
+            }
+        }
+        for (u32 p = a_ptr[i]; p < diag[i]; ++p) {
+            const u32 k = a_idx[p];
+            const double xik = ssor_x(omega, a_vals, diag, p, k);
+            for (u32 r = a_ptr[k]; r < diag[k]; ++r) {
+                const u32 j = a_idx[r];
+                const u32 q = find_column(k_idx, lo, hi, j);
+                if (q < hi) {
+                    const double xkj = ssor_x(omega, a_vals, diag, r, j);
+                    k_vals[q] = __dadd_rn(k_vals[q], __dmul_rn(xik, xkj));
+                }
+            }
+        }
+        const u32 q = find_column(k_idx, lo, hi, i);
+        if (q < hi) {
+            k_vals[q] = __dadd_rn(k_vals[q], 1.0);
+        }
+    }
+}
+
+extern "C" __global__ void gather_values(u64 n, const u32 *__restrict__ src,
+                                         const double *__restrict__ in,
+                                         double *__restrict__ out) {
+    for (u64 p = GLOBAL_TID; p < n; p += GLOBAL_THREADS) {
+        out[p] = in[src[p]];
+    }
+}
+
+extern "C" __global__ void ssor_gram_values(u32 n, const u32 *__restrict__ kt_ptr,
+                                            const u32 *__restrict__ kt_idx,
+                                            const double *__restrict__ kt_vals,
+                                            const u32 *__restrict__ k_ptr,
+                                            const u32 *__restrict__ k_idx,
+                                            const double *__restrict__ k_vals,
+                                            const double *__restrict__ a_vals,
+                                            const u32 *__restrict__ diag, double scale,
+                                            const u32 *__restrict__ m_ptr,
+                                            const u32 *__restrict__ m_idx,
+                                            double *__restrict__ m_vals) {
+    for (u64 t = GLOBAL_TID; t < n; t += GLOBAL_THREADS) {
+        const u32 i = (u32)t;
+        const u32 lo = m_ptr[i], hi = m_ptr[i + 1];
+        for (u32 q = lo; q < hi; ++q) {
+            m_vals[q] = 0.0;
+        }
+        // Row i of K^T diag(s) K: the rows q of K that hold column i, q ascending.
+        for (u32 p = kt_ptr[i]; p < kt_ptr[i + 1]; ++p) {
+            const u32 q = kt_idx[p];
+            const double kqi = kt_vals[p];
+            const double sq = __ddiv_rn(scale, a_vals[diag[q]]);
+            for (u32 r = k_ptr[q]; r < k_ptr[q + 1]; ++r) {
+                const u32 c = find_column(m_idx, lo, hi, k_idx[r]);
+                if (c < hi) {
+                    m_vals[c] = __dadd_rn(m_vals[c], __dmul_rn(__dmul_rn(kqi, k_vals[r]), sq));
+                }
+            }
+        }
+    }
+}

@@ -16,7 +16,12 @@
 //!   they are checked (finite, positive diagonal, largest magnitude) as they are copied into
 //!   the page-locked staging buffers of their upload and into a spare host array, which then
 //!   becomes the matrix's (one more array of values on the host, kept); a refused value puts
-//!   the old values back on the device.
+//!   the old values back on the device. From then on the preconditioner's values are
+//!   recomputed on the device too, from the values the upload put there (Jacobi's inverse
+//!   diagonal; SSOR-AI's K, K^T, scale and explicit product on their kept patterns), and its
+//!   operands converted again there; the host copy of the preconditioner is brought up to date
+//!   only when something builds from it (a right-hand side or new values that need other
+//!   scale factors).
 //! - [`PreparedSolver::solve_many`]: one solve after another. A block variant (several
 //!   right-hand sides per SpMV) would read the matrix once for all of them; with the one or two
 //!   SpMVs of an iteration reading A and the preconditioner, and about ten vector passes per
@@ -112,11 +117,16 @@ pub struct PreparedSolver<'a> {
     /// What a GPU value update that reads the new values once keeps (made by the first
     /// such update).
     staged: Option<StagedUpdate>,
+    /// Whether the host copy of the preconditioner (`plan.preconditioner`) is older than the
+    /// matrix: a GPU value update recomputed it on the device only. Whatever builds from the
+    /// host copy brings it up to date first ([`host_precond_current`]).
+    host_precond_stale: bool,
 }
 
 /// Kept between GPU value updates that read the new values once (see
 /// [`PreparedSolver::update_values`]).
 #[derive(Debug, Default)]
+#[cfg_attr(not(feature = "gpu"), allow(dead_code))]
 struct StagedUpdate {
     /// Where the new values are copied on their way to the device, to become the matrix's
     /// values once they are found good (the old ones come back here): one more array of
@@ -351,6 +361,7 @@ impl<'a> PreparedSolver<'a> {
             notes,
             setup,
             refresh: None,
+            host_precond_stale: false,
             staged: None,
         }
     }
@@ -454,6 +465,12 @@ impl<'a> PreparedSolver<'a> {
             Exec::Gpu { dev, backend } => {
                 if !backend.set_problem(b, x0).map_err(Error::from)? {
                     // A right-hand side of another magnitude: the system is scaled anew.
+                    host_precond_current(
+                        &mut self.host_precond_stale,
+                        &mut self.refresh,
+                        &self.a,
+                        &mut self.plan,
+                    )?;
                     let mut fresh = new_gpu_backend(dev, &self.a, &self.plan, b, x0)?;
                     fresh
                         .reserve_iterations(self.params.max_iter)
@@ -492,9 +509,11 @@ impl<'a> PreparedSolver<'a> {
     /// Takes new values for the same sparsity pattern: `values[k]` is the new value of the
     /// `k`-th stored entry in the prepared matrix's CSR order (`matrix().indices()`), both
     /// triangles. The plan is kept; the preconditioner's values are recomputed on its kept
-    /// patterns with the same form and omega (bit for bit what a new build from these values
-    /// gives), and the device operands take the new values (see the module documentation:
-    /// values only, once the first update has kept the CSR sources). The first call also
+    /// patterns with the same form and omega (the values a new build from these values gives,
+    /// on the host bit for bit; on a GPU, up to the sign of a zero), and the device operands
+    /// take the new values (see the module documentation: values only, once the first update
+    /// has kept the CSR sources; the preconditioner recomputed on the device from the second
+    /// update on, or from the first on a CSR operand). The first call also
     /// prepares the refresh (the position of each entry of K^T in K; for the explicit SSOR-AI
     /// form, K and K^T themselves), which its `precond_ms` includes.
     ///
@@ -557,6 +576,7 @@ impl<'a> PreparedSolver<'a> {
         // Values only: every pattern is kept. With the diagonal checked, a refresh fails only
         // on an internal error.
         refresh.refresh(&self.a, &mut self.plan.preconditioner)?;
+        self.host_precond_stale = false;
         let a: &CsrMatrix = &self.a;
         let precond_ms = t0.elapsed().as_secs_f64() * 1e3;
         let t1 = Instant::now();
@@ -598,6 +618,10 @@ impl<'a> PreparedSolver<'a> {
         let Exec::Gpu { dev, backend } = &mut self.exec else {
             unreachable!("staged updates are for a single GPU")
         };
+        // Whether the preconditioner's values can be recomputed on the device, decided (and
+        // its patterns uploaded, the first time) before anything changes.
+        let on_device =
+            backend.prepare_device_refresh(&self.a, refresh, &self.plan.preconditioner)?;
         let staged = self.staged.get_or_insert_with(|| {
             let diag = self.a.diagonal_positions();
             StagedUpdate {
@@ -649,9 +673,27 @@ impl<'a> PreparedSolver<'a> {
             .swap_values(&mut staged.spare)
             .map_err(|e| Error::Pcg(PcgError::Dimension(e.to_string())))?;
         let t1 = Instant::now();
+        // The preconditioner recomputed on the device from the staged values, when it can be:
+        // the host copy is then left stale until something on the host needs it.
+        if on_device {
+            if let Some(kernels_ms) =
+                backend.commit_matrix_values_on_device(self.a.nrows(), stats.max_abs)?
+            {
+                self.host_precond_stale = true;
+                let parts = backend.setup_times();
+                let backend_ms = t1.elapsed().as_secs_f64() * 1e3 - kernels_ms;
+                return Ok(SetupTimes {
+                    precond_ms: kernels_ms,
+                    backend_ms: upload_ms + backend_ms.max(0.0),
+                    ..SetupTimes::default()
+                }
+                .with_backend_parts(parts));
+            }
+        }
         // Values only: every pattern is kept. With the diagonal checked, a refresh fails only
         // on an internal error.
         refresh.refresh_with_diagonal(&self.a, &staged.diagonal, &mut self.plan.preconditioner)?;
+        self.host_precond_stale = false;
         let precond_ms = t1.elapsed().as_secs_f64() * 1e3;
         let t2 = Instant::now();
         let a: &CsrMatrix = &self.a;
@@ -682,6 +724,7 @@ impl<'a> PreparedSolver<'a> {
             setup: self.setup,
             refresh: self.refresh,
             staged: self.staged,
+            host_precond_stale: self.host_precond_stale,
         }
     }
 }
@@ -760,6 +803,22 @@ fn value_refresh<'r>(
         Some(r) => r,
         none => none.insert(ValueRefresh::new(a, &plan.kind, &plan.preconditioner)?),
     })
+}
+
+#[cfg(feature = "gpu")]
+/// Brings the host copy of the preconditioner up to date with `a` when a device refresh left
+/// it `stale`.
+fn host_precond_current(
+    stale: &mut bool,
+    slot: &mut Option<ValueRefresh>,
+    a: &CsrMatrix,
+    plan: &mut SolvePlan,
+) -> Result<(), Error> {
+    if *stale {
+        value_refresh(slot, a, plan)?.refresh(a, &mut plan.preconditioner)?;
+        *stale = false;
+    }
+    Ok(())
 }
 
 /// The error for new value `k`, `value`, which is not finite.

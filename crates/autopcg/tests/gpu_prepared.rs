@@ -259,6 +259,19 @@ fn later_value_updates_are_checked_on_the_way_and_refused_ones_change_nothing(_d
             a5.data_mut().copy_from_slice(&shifted(&a, 5.0));
             let s5 = p.solve(&b).unwrap();
             assert!(true_residual(&a5, &s5.x, &b) <= 1e-8, "{kind}");
+            // A right-hand side far out of the safe range makes the backend again, from the
+            // host copy of the preconditioner that the device refreshes left behind: it is
+            // brought up to date first, so the solve is a fresh solver's.
+            let big: Vec<f64> = b.iter().map(|v| v * 2f64.powi(600)).collect();
+            let sb = p.solve(&big).unwrap();
+            let fresh_big = Solver::new(&a5)
+                .device(Device::Gpu)
+                .model(ModelChoice::Off)
+                .precond(p.precond())
+                .solve(&big)
+                .unwrap();
+            assert_eq!(sb.info.iterations, fresh_big.info.iterations, "{kind}");
+            assert!(sb.x == fresh_big.x, "{kind}");
         }
     }
     println!("operand formats covered: {formats:?}");

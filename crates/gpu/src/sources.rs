@@ -117,6 +117,7 @@ pub fn catalog() -> Vec<(ModuleSpec, Vec<String>)> {
         convert::ConvertKernel,
         dot::{Dot3Kernel, DotKernel, DOT_FINISH},
         precond::PrecondKernel,
+        refresh::RefreshKernel,
         spmv::SpmvKernel,
         vector::VectorKernel,
     };
@@ -144,7 +145,11 @@ pub fn catalog() -> Vec<(ModuleSpec, Vec<String>)> {
     }
     out.push((
         ModuleSpec::plain(KernelSource::Precond),
-        PrecondKernel::ALL.iter().map(|k| k.to_string()).collect(),
+        PrecondKernel::ALL
+            .iter()
+            .map(|k| k.to_string())
+            .chain(RefreshKernel::ALL.iter().map(|k| k.to_string()))
+            .collect(),
     ));
     for src in [
         KernelSource::SpmvCsr,

@@ -17,6 +17,7 @@ pub mod blocks;
 pub mod convert;
 pub mod dot;
 pub mod precond;
+pub mod refresh;
 pub mod spmv;
 pub mod vector;
 

@@ -52,12 +52,13 @@ use serde::Serialize;
 use crate::backend::{IterRecord, PcgBackend};
 use crate::gpu::poll::PollState;
 use crate::scaling::{first_bad_diagonal, inf_norm, max_abs, ScaleFactors, ValueStats};
-use crate::{pcg, PcgError, PcgInfo, PcgParams, Plan, Preconditioner, SolveFailure};
+use crate::{pcg, PcgError, PcgInfo, PcgParams, Plan, Preconditioner, SolveFailure, ValueRefresh};
 
 use super::ops::{
     load_part, preload_dot3, preload_method, preload_precond_choice, preload_vector, upload_part,
     DeviceOperator, DevicePrecond, Stopwatch,
 };
+use super::refresh::DeviceRefresh;
 use super::{BackendTimes, GpuPlanChoice, MAX_GRAPH_ITERS};
 
 /// Iterations the device history holds before it first grows.
@@ -134,6 +135,9 @@ pub struct GpuBackend {
     a_max: f64,
     /// Where the construction's time went, or the last [`GpuBackend::update_matrix`]'s.
     times: BackendTimes,
+    /// What refreshes the preconditioner's values on the device, once
+    /// [`GpuBackend::prepare_device_refresh`] made it.
+    device_refresh: Option<DeviceRefresh>,
 }
 
 impl std::fmt::Debug for GpuBackend {
@@ -320,6 +324,7 @@ impl GpuBackend {
             a_norm: Some(a_norm),
             a_max,
             times,
+            device_refresh: None,
         })
     }
 
@@ -510,6 +515,76 @@ impl GpuBackend {
         self.graph_batch = None;
         self.poll.reset();
         Ok(true)
+    }
+
+    /// Prepares value updates that recompute the preconditioner on the device
+    /// ([`GpuBackend::commit_matrix_values_on_device`]) from `refresh`, the host refresh of
+    /// `pre`, the preconditioner of `a` this backend was made with (only their patterns are
+    /// read: their values may be older). Uploads the patterns that needs once. Returns whether
+    /// the device can do it: the system must be solved unscaled with `A`'s CSR values kept on
+    /// the device ([`GpuBackend::can_stage_matrix_values`]), omega must be resolved, and no
+    /// operand of the preconditioner may be kept in COO.
+    pub fn prepare_device_refresh(
+        &mut self,
+        a: &CsrMatrix,
+        refresh: &ValueRefresh,
+        pre: &Preconditioner,
+    ) -> Result<bool, PcgError> {
+        if self.device_refresh.is_some() {
+            return Ok(true);
+        }
+        if a.nrows() != self.n || !self.can_stage_matrix_values(a.nnz()) {
+            return Ok(false);
+        }
+        self.flush()?;
+        let handle = self.dev.clone();
+        self.device_refresh = DeviceRefresh::new(&handle, a, refresh, pre, &mut self.pre)?;
+        Ok(self.device_refresh.is_some())
+    }
+
+    /// The second half of a value update begun by [`GpuBackend::stage_matrix_values`], with
+    /// the preconditioner recomputed on the device from the staged values (see
+    /// [`GpuBackend::prepare_device_refresh`], which must have returned `true`): `A`'s operand
+    /// and the preconditioner's are made from them, and nothing crosses the bus. The caller
+    /// checked the staged values (finite; every diagonal entry positive) and found `max_abs`
+    /// their largest magnitude. Returns the milliseconds of the preconditioner's kernels, or
+    /// `None` when the new values need other scale factors: the caller then builds a new
+    /// backend (this one holds the staged values but its old operands).
+    pub fn commit_matrix_values_on_device(
+        &mut self,
+        n: usize,
+        max_abs: f64,
+    ) -> Result<Option<f64>, PcgError> {
+        if n != self.n {
+            return Err(PcgError::Dimension(format!(
+                "new values for a {n}-row matrix, the prepared matrix has {} rows",
+                self.n
+            )));
+        }
+        if ScaleFactors::from_maxima(max_abs, 1.0) != ScaleFactors::from_maxima(self.a_max, 1.0) {
+            return Ok(None);
+        }
+        let Some(refresh) = self.device_refresh.as_mut() else {
+            return Err(PcgError::Backend(
+                "a device refresh that was not prepared (internal error)".into(),
+            ));
+        };
+        let handle = self.dev.clone();
+        let dev = &handle;
+        let mut times = self.times;
+        let padding = &self.choice.padding;
+        self.a.convert_staged(dev, padding, "A", Some(&mut times))?;
+        let a = self.a.device_csr_source().ok_or_else(|| {
+            PcgError::Backend("A keeps no CSR values on the device (internal error)".into())
+        })?;
+        let precond_ms = refresh.run(dev, a, &mut self.pre, padding, Some(&mut times))?;
+        self.times = times;
+        self.a_norm = None;
+        self.a_max = max_abs;
+        self.graph_one = None;
+        self.graph_batch = None;
+        self.poll.reset();
+        Ok(Some(precond_ms))
     }
 
     /// What each step runs.

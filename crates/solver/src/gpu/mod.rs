@@ -41,6 +41,8 @@ mod backend;
 pub(crate) mod ops;
 #[cfg(feature = "gpu")]
 pub(crate) mod poll;
+#[cfg(feature = "gpu")]
+pub(crate) mod refresh;
 
 #[cfg(feature = "gpu")]
 pub use backend::{solve_gpu, GpuBackend, StepTimes, INITIAL_HISTORY, MAX_RESERVED_HISTORY};

@@ -237,13 +237,30 @@ impl DeviceOperator {
     /// The CSR values the operand is made from, on the device: a CSR operand's own, or the
     /// kept source of an ELL, DIA or HYB operand after its first refresh; `None` otherwise (a
     /// COO operand, or a converted one not yet refreshed).
-    fn device_csr_source(&mut self) -> Option<&mut DeviceCsr> {
+    pub(crate) fn device_csr_source(&mut self) -> Option<&mut DeviceCsr> {
         match &mut self.mat {
             DeviceMatrix::Csr(m) => Some(m),
             DeviceMatrix::Ell(_) | DeviceMatrix::Dia(_) | DeviceMatrix::Hyb(_) => {
                 self.source.as_mut()
             }
             _ => None,
+        }
+    }
+
+    /// Makes sure the operand keeps CSR values on the device (see
+    /// [`DeviceOperator::device_csr_source`]): an ELL, DIA or HYB operand without a kept
+    /// source gets `b`, the host matrix it was made from, uploaded as one. Returns `false`
+    /// (nothing done) for a COO operand, which keeps none.
+    pub(crate) fn keep_source(&mut self, dev: &GpuDevice, b: &CsrMatrix) -> Result<bool, PcgError> {
+        match &self.mat {
+            DeviceMatrix::Csr(_) => Ok(true),
+            DeviceMatrix::Ell(_) | DeviceMatrix::Dia(_) | DeviceMatrix::Hyb(_) => {
+                if self.source.is_none() {
+                    self.source = Some(DeviceCsr::upload(dev, b)?);
+                }
+                Ok(true)
+            }
+            DeviceMatrix::Coo(_) => Ok(false),
         }
     }
 

@@ -53,6 +53,23 @@ impl ValueRefresh {
         })
     }
 
+    /// The preconditioner refreshed, as built (with its omega, `None` when chosen for each new
+    /// set of values).
+    pub fn kind(&self) -> &PrecondKind {
+        &self.kind
+    }
+
+    /// Entry `p` of `K^T` is entry `kt_sources()[p]` of `K` (empty without SSOR-AI).
+    pub fn kt_sources(&self) -> &[u32] {
+        &self.kt_sources
+    }
+
+    /// For the explicit SSOR-AI form, `K` and `K^T` as last refreshed (their patterns are what
+    /// a device refresh needs; the factored form's are the preconditioner's own).
+    pub fn factors(&self) -> Option<(&CsrMatrix, &CsrMatrix)> {
+        self.factors.as_ref().map(|(k, kt)| (k, kt))
+    }
+
     /// Recomputes the values of `pre` (the preconditioner this refresh was made for) for `a`,
     /// new values of the same pattern. A diagonal entry that is not positive and finite is an
     /// error ([`PcgError::BadDiagonal`], as from a build) and leaves `pre` unchanged.

@@ -1,0 +1,249 @@
+//! The preconditioner's values recomputed on the device after new values of `A` (same
+//! pattern) reached it: Jacobi's inverse diagonal, SSOR-AI's `K`, `K^T`, scale and explicit
+//! product, from `A`'s CSR values on the device, into the CSR values the preconditioner's
+//! operands are converted from. The patterns (and where each entry of `K^T` sits in `K`) are
+//! uploaded once, from the host refresh that knows them ([`ValueRefresh`]); nothing of the new
+//! values then crosses the bus again, and the host copy of the preconditioner is left as it was
+//! (the caller recomputes it if it needs it). The values equal those
+//! [`ValueRefresh::refresh`] computes on the host (see `autopcg_gpu::kernels::refresh`).
+use autopcg_gpu::kernels::refresh::{
+    gather_values, gram_values, inv_diag, ssor_k_values, DeviceDiagonal, DeviceGather,
+};
+use autopcg_gpu::{DeviceCsr, GpuDevice};
+use autopcg_sparse::{CsrMatrix, PaddingLimits};
+
+use super::ops::{DeviceOperator, DevicePrecond};
+use super::BackendTimes;
+use crate::{PcgError, PrecondKind, Preconditioner, ValueRefresh};
+
+/// What a device refresh keeps between value updates.
+#[derive(Debug)]
+pub(crate) struct DeviceRefresh {
+    diag: DeviceDiagonal,
+    what: Refreshed,
+}
+
+#[derive(Debug)]
+enum Refreshed {
+    None,
+    Jacobi,
+    /// The factored form: `K` and `K^T` are the preconditioner's operands (their kept CSR
+    /// sources take the values).
+    Factored {
+        omega: f64,
+        order: u8,
+        kt_src: DeviceGather,
+    },
+    /// The explicit form: `K` and `K^T` live here, the product goes to `M`'s operand.
+    Explicit {
+        omega: f64,
+        order: u8,
+        kt_src: DeviceGather,
+        k: Box<DeviceCsr>,
+        kt: Box<DeviceCsr>,
+    },
+}
+
+fn internal(what: &str) -> PcgError {
+    PcgError::Backend(format!("{what} (internal error)"))
+}
+
+/// The CSR values an operand is converted from, which [`DeviceRefresh::new`] made sure it keeps.
+fn source<'o>(op: &'o mut DeviceOperator, name: &str) -> Result<&'o mut DeviceCsr, PcgError> {
+    op.device_csr_source()
+        .ok_or_else(|| internal(&format!("{name} keeps no CSR values on the device")))
+}
+
+impl DeviceRefresh {
+    /// Prepares device refreshes of `pre` (on the device, uploaded from `host`, the
+    /// preconditioner `refresh` refreshes) for new values of `a`'s pattern. `None` when the
+    /// device cannot do it: an omega chosen anew for each set of values (the prepared solver
+    /// resolves it once), or an operand kept in COO, which keeps no CSR values. Uploads the
+    /// diagonal positions, the gather of `K^T`, the explicit form's `K` and `K^T`, and the
+    /// CSR source of a converted operand that has none yet.
+    pub(crate) fn new(
+        dev: &GpuDevice,
+        a: &CsrMatrix,
+        refresh: &ValueRefresh,
+        host: &Preconditioner,
+        pre: &mut DevicePrecond,
+    ) -> Result<Option<DeviceRefresh>, PcgError> {
+        let ssor = match *refresh.kind() {
+            PrecondKind::None | PrecondKind::Jacobi => None,
+            PrecondKind::SsorAi {
+                order,
+                omega: Some(omega),
+                ..
+            } => Some((order, omega)),
+            PrecondKind::SsorAi { omega: None, .. } => return Ok(None),
+        };
+        let what = match (ssor, host, &mut *pre) {
+            (None, Preconditioner::None, DevicePrecond::None) => Refreshed::None,
+            (None, Preconditioner::Jacobi { .. }, DevicePrecond::Jacobi { .. }) => {
+                Refreshed::Jacobi
+            }
+            (
+                Some((order, omega)),
+                Preconditioner::SsorFactored { k: hk, kt: hkt, .. },
+                DevicePrecond::Factored { k, kt, .. },
+            ) => {
+                if !k.keep_source(dev, hk)? || !kt.keep_source(dev, hkt)? {
+                    return Ok(None);
+                }
+                check_k_rows(a, hk, order)?;
+                Refreshed::Factored {
+                    omega,
+                    order,
+                    kt_src: DeviceGather::upload(dev, refresh.kt_sources(), hk.nnz())?,
+                }
+            }
+            (
+                Some((order, omega)),
+                Preconditioner::SsorExplicit { m: hm },
+                DevicePrecond::Explicit { m },
+            ) => {
+                let Some((hk, hkt)) = refresh.factors() else {
+                    return Err(internal("an explicit SSOR-AI refresh without K"));
+                };
+                if !m.keep_source(dev, hm)? {
+                    return Ok(None);
+                }
+                check_k_rows(a, hk, order)?;
+                Refreshed::Explicit {
+                    omega,
+                    order,
+                    kt_src: DeviceGather::upload(dev, refresh.kt_sources(), hk.nnz())?,
+                    k: Box::new(DeviceCsr::upload(dev, hk)?),
+                    kt: Box::new(DeviceCsr::upload(dev, hkt)?),
+                }
+            }
+            _ => return Err(internal("a device refresh of another preconditioner")),
+        };
+        Ok(Some(DeviceRefresh {
+            diag: DeviceDiagonal::upload(dev, a)?,
+            what,
+        }))
+    }
+
+    /// Recomputes `pre`'s values from `a` (`A`'s CSR values on the device) and converts its
+    /// operands again: the kernels' time is returned, the conversions' added to `times`.
+    /// Buffers of a converted operand may be new: graphs that captured them must be captured
+    /// again.
+    pub(crate) fn run(
+        &mut self,
+        dev: &GpuDevice,
+        a: &DeviceCsr,
+        pre: &mut DevicePrecond,
+        limits: &PaddingLimits,
+        mut times: Option<&mut BackendTimes>,
+    ) -> Result<f64, PcgError> {
+        let t0 = std::time::Instant::now();
+        let diag = &self.diag;
+        match (&mut self.what, pre) {
+            (Refreshed::None, DevicePrecond::None) => Ok(0.0),
+            (Refreshed::Jacobi, DevicePrecond::Jacobi { inv_diag: d, .. }) => {
+                inv_diag(dev, a, diag, 1.0, d)?;
+                dev.synchronize()?;
+                Ok(t0.elapsed().as_secs_f64() * 1e3)
+            }
+            (
+                Refreshed::Factored {
+                    omega,
+                    order,
+                    kt_src,
+                },
+                DevicePrecond::Factored {
+                    k, inv_diag: d, kt, ..
+                },
+            ) => {
+                let ks = source(k, "K")?;
+                ssor_k_values(dev, a, diag, *omega, *order, ks)?;
+                gather_values(dev, kt_src, ks, source(kt, "K^T")?)?;
+                inv_diag(dev, a, diag, *omega * (2.0 - *omega), d)?;
+                dev.synchronize()?;
+                let ms = t0.elapsed().as_secs_f64() * 1e3;
+                k.convert_staged(dev, limits, "K", times.as_deref_mut())?;
+                kt.convert_staged(dev, limits, "K^T", times)?;
+                Ok(ms)
+            }
+            (
+                Refreshed::Explicit {
+                    omega,
+                    order,
+                    kt_src,
+                    k,
+                    kt,
+                },
+                DevicePrecond::Explicit { m },
+            ) => {
+                ssor_k_values(dev, a, diag, *omega, *order, k)?;
+                gather_values(dev, kt_src, k, kt)?;
+                let scale = *omega * (2.0 - *omega);
+                gram_values(dev, kt, k, a, diag, scale, source(m, "M")?)?;
+                dev.synchronize()?;
+                let ms = t0.elapsed().as_secs_f64() * 1e3;
+                m.convert_staged(dev, limits, "M", times)?;
+                Ok(ms)
+            }
+            _ => Err(internal("a device refresh of another preconditioner")),
+        }
+    }
+}
+
+/// Fails unless `k` has `a`'s rows and, for order 1, every row of `k` holds as many entries as
+/// `a`'s row has strictly lower ones, plus the diagonal: the layout the order-1 kernel writes
+/// without looking columns up (order 2 looks each one up).
+fn check_k_rows(a: &CsrMatrix, k: &CsrMatrix, order: u8) -> Result<(), PcgError> {
+    if k.nrows() != a.nrows() {
+        return Err(internal("K and A of different sizes"));
+    }
+    if order != 1 {
+        return Ok(());
+    }
+    let (ap, kp) = (a.indptr(), k.indptr());
+    let mismatch = a.diagonal_positions().iter().enumerate().any(|(i, &d)| {
+        d == autopcg_sparse::csr::NO_ENTRY || d < ap[i] || kp[i + 1] - kp[i] != d - ap[i] + 1
+    });
+    if mismatch {
+        return Err(internal("K's rows do not follow A's lower triangle"));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn poisson1d(n: u32) -> CsrMatrix {
+        let (mut r, mut c, mut v) = (vec![], vec![], vec![]);
+        for i in 0..n {
+            r.push(i);
+            c.push(i);
+            v.push(2.0);
+            if i > 0 {
+                r.extend([i, i - 1]);
+                c.extend([i - 1, i]);
+                v.extend([-1.0, -1.0]);
+            }
+        }
+        CsrMatrix::from_triplets(n as usize, n as usize, &r, &c, &v).unwrap()
+    }
+
+    #[test]
+    fn order_one_k_follows_the_lower_triangle_and_others_are_refused() {
+        let a = poisson1d(6);
+        let Preconditioner::SsorFactored { k, kt, .. } =
+            Preconditioner::build(&a, &PrecondKind::ssor_ai().with_omega(1.0)).unwrap()
+        else {
+            panic!("factored form expected")
+        };
+        check_k_rows(&a, &k, 1).unwrap();
+        // K^T has the same row count but its rows hold the upper triangle.
+        let e = check_k_rows(&a, &kt, 1).unwrap_err().to_string();
+        assert!(e.contains("lower triangle"), "{e}");
+        // Order 2 looks columns up: only the size is checked.
+        check_k_rows(&a, &kt, 2).unwrap();
+        let e = check_k_rows(&poisson1d(5), &k, 2).unwrap_err().to_string();
+        assert!(e.contains("different sizes"), "{e}");
+    }
+}
