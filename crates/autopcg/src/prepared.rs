@@ -7,21 +7,22 @@
 //!   GPU into the buffers the captured graphs already use), then the iterations run.
 //! - [`PreparedSolver::update_values`]: the plan is kept (formats, kernels, launches, SSOR-AI
 //!   form and omega, polling), and so is every sparsity pattern: only the preconditioner's
-//!   values are recomputed ([`ValueRefresh`]). On a GPU only values cross the bus: a CSR
-//!   operand's values are overwritten in place, and an ELL, DIA or HYB operand is converted
-//!   again on the device from its CSR source, which the first update uploads whole and keeps
-//!   (device memory a caller pays only if it updates); the backend's vectors, scalars,
-//!   workspaces and loaded kernels stay, and its graphs are captured again at the next solve.
-//!   Once the operand keeps CSR values on the device, an update reads the new values once:
-//!   they are checked (finite, positive diagonal, largest magnitude) as they are copied into
-//!   the page-locked staging buffers of their upload and into a spare host array, which then
-//!   becomes the matrix's (one more array of values on the host, kept); a refused value puts
-//!   the old values back on the device. From then on the preconditioner's values are
-//!   recomputed on the device too, from the values the upload put there (Jacobi's inverse
-//!   diagonal; SSOR-AI's K, K^T, scale and explicit product on their kept patterns), and its
-//!   operands converted again there; the host copy of the preconditioner is brought up to date
-//!   only when something builds from it (a right-hand side or new values that need other
-//!   scale factors).
+//!   values are recomputed ([`ValueRefresh`]). On a GPU only values cross the bus, and they
+//!   are read once: they are checked (finite, positive diagonal, largest magnitude) as they are
+//!   copied into the page-locked staging buffers of their upload and into a spare host array,
+//!   which then becomes the matrix's (one more array of values on the host, kept); a refused
+//!   value puts the old values back on the device. A CSR operand's values are overwritten in
+//!   place; an ELL, DIA or HYB operand is converted again on the device from its CSR source,
+//!   which the first update uploads whole and keeps (device memory a caller pays only if it
+//!   updates). The preconditioner's values are recomputed on the device from the values the
+//!   upload put there (Jacobi's inverse diagonal; SSOR-AI's K, K^T, scale and explicit product
+//!   on their kept patterns, uploaded by the first update) and its operands converted again
+//!   there; the host copy of the preconditioner is brought up to date only when something
+//!   builds from it (a right-hand side or new values that need other scale factors). The
+//!   backend's vectors, scalars, workspaces and loaded kernels stay, and its graphs are
+//!   captured again at the next solve. A system solved scaled (entries beyond the safe range of
+//!   exponents) or an operand kept in COO takes the host path instead: values checked, the
+//!   preconditioner recomputed on the host and its values uploaded.
 //! - [`PreparedSolver::solve_many`]: one solve after another. A block variant (several
 //!   right-hand sides per SpMV) would read the matrix once for all of them; with the one or two
 //!   SpMVs of an iteration reading A and the preconditioner, and about ten vector passes per
@@ -511,9 +512,8 @@ impl<'a> PreparedSolver<'a> {
     /// triangles. The plan is kept; the preconditioner's values are recomputed on its kept
     /// patterns with the same form and omega (the values a new build from these values gives,
     /// on the host bit for bit; on a GPU, up to the sign of a zero), and the device operands
-    /// take the new values (see the module documentation: values only, once the first update
-    /// has kept the CSR sources; the preconditioner recomputed on the device from the second
-    /// update on, or from the first on a CSR operand). The first call also
+    /// take the new values (see the module documentation: on a GPU the values alone cross the
+    /// bus, and the preconditioner is recomputed there). The first call also
     /// prepares the refresh (the position of each entry of K^T in K; for the explicit SSOR-AI
     /// form, K and K^T themselves), which its `precond_ms` includes.
     ///
@@ -534,7 +534,11 @@ impl<'a> PreparedSolver<'a> {
         }
         #[cfg(feature = "gpu")]
         if let Exec::Gpu { backend, .. } = &mut self.exec {
-            if backend.can_stage_matrix_values(values.len()) {
+            // A converted operand keeps its CSR source from the first update on (uploaded
+            // with the values it was made from), so every update is staged.
+            if backend.can_stage_matrix_values(values.len())
+                || backend.keep_matrix_source(&self.a)?
+            {
                 return self.update_values_staged(values);
             }
         }

@@ -211,7 +211,8 @@ fn later_value_updates_are_checked_on_the_way_and_refused_ones_change_nothing(_d
                 .unwrap();
             let spmv = p.plan().steps.iter().find(|s| s.step == "spmv").unwrap();
             formats.push(spmv.format.clone());
-            // The first update keeps the CSR source of a converted operand; later ones stage.
+            // Every update is staged (the first one makes a converted operand keep its CSR
+            // source) and recomputes the preconditioner on the device.
             for shift in [1.0, 2.0, 3.0] {
                 p.update_values(&shifted(&a, shift)).unwrap();
             }

@@ -45,6 +45,7 @@ fn prepared_bench_reports_setup_fit_and_a_correct_update() {
         assert_eq!(r["updated_iterations"], r["fresh_iterations"], "{precond}");
         assert!(r["updated_true_relative_residual"].as_f64().unwrap() <= 1e-8);
         assert!(r["update_values_ms"].as_f64().unwrap() > 0.0);
+        assert!(r["update_first_ms"].as_f64().unwrap() > 0.0);
         assert!(r["setup_warm_ms"].as_f64().unwrap() > 0.0);
     }
 }

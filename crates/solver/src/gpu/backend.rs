@@ -453,6 +453,25 @@ impl GpuBackend {
         self.scale.matrix_exp == 0 && self.a.can_stage(nnz)
     }
 
+    /// Makes `A`'s operand keep CSR values on the device, so that new values can be staged
+    /// ([`GpuBackend::can_stage_matrix_values`]): an ELL, DIA or HYB operand without a kept
+    /// source gets `a`, the matrix it was made from, uploaded as one (device memory a caller
+    /// pays only once it updates values). Returns whether values can now be staged: not for a
+    /// scaled system or a COO operand.
+    pub fn keep_matrix_source(&mut self, a: &CsrMatrix) -> Result<bool, PcgError> {
+        if self.scale.matrix_exp != 0 || a.nrows() != self.n {
+            return Ok(false);
+        }
+        if !self.a.can_stage(a.nnz()) {
+            self.flush()?;
+            let handle = self.dev.clone();
+            if !self.a.keep_source(&handle, a)? {
+                return Ok(false);
+            }
+        }
+        Ok(self.can_stage_matrix_values(a.nnz()))
+    }
+
     /// The first half of a value update that reads the new values once: `fill` (see
     /// `GpuDevice::upload_into_filled`) writes the new values of `A`'s entries, in CSR order,
     /// straight into the staging buffers of their copy to the device, where they replace the
