@@ -561,7 +561,7 @@ impl<'a> PreparedSolver<'a> {
                     precond: precond.to_string(),
                 }));
             }
-            copy_values(self.a.to_mut(), values);
+            copy_values(&mut self.a, values)?;
             return e.refresh(&self.a);
         }
         let t0 = Instant::now();
@@ -576,7 +576,7 @@ impl<'a> PreparedSolver<'a> {
                 precond: self.plan.precond_applied().to_string(),
             }));
         }
-        copy_values(self.a.to_mut(), values);
+        copy_values(&mut self.a, values)?;
         // Values only: every pattern is kept. With the diagonal checked, a refresh fails only
         // on an internal error.
         refresh.refresh(&self.a, &mut self.plan.preconditioner)?;
@@ -634,6 +634,9 @@ impl<'a> PreparedSolver<'a> {
                 diag,
             }
         });
+        if staged.spare.len() != values.len() {
+            staged.spare = vec![0.0; values.len()];
+        }
         let a: &CsrMatrix = &self.a;
         let (stats, bad_value) = {
             let mut sink = ValueStatsSink::new(
@@ -672,10 +675,19 @@ impl<'a> PreparedSolver<'a> {
             return Err(e);
         }
         let upload_ms = t0.elapsed().as_secs_f64() * 1e3;
-        self.a
-            .to_mut()
-            .swap_values(&mut staged.spare)
-            .map_err(|e| Error::Pcg(PcgError::Dimension(e.to_string())))?;
+        let dimension =
+            |e: autopcg_sparse::SparseError| Error::Pcg(PcgError::Dimension(e.to_string()));
+        match &mut self.a {
+            Cow::Owned(m) => m.swap_values(&mut staged.spare).map_err(dimension)?,
+            // The caller's matrix keeps its values: the copy takes its pattern and the new
+            // values (the next update makes a new spare array).
+            Cow::Borrowed(m) => {
+                self.a = Cow::Owned(
+                    m.with_values(std::mem::take(&mut staged.spare))
+                        .map_err(dimension)?,
+                );
+            }
+        }
         let t1 = Instant::now();
         // The preconditioner recomputed on the device from the staged values, when it can be:
         // the host copy is then left stale until something on the host needs it.
@@ -926,12 +938,34 @@ fn cpu_only(s: &Settings, notes: &mut Vec<String>) -> Result<(), Error> {
     Ok(())
 }
 
-/// Writes `values` over the stored values of `a` (same length), in parallel.
-fn copy_values(a: &mut CsrMatrix, values: &[f64]) {
-    a.data_mut()
-        .par_chunks_mut(1 << 16)
-        .zip(values.par_chunks(1 << 16))
-        .for_each(|(d, s)| d.copy_from_slice(s));
+/// Writes `values` over the stored values of `a` (same length), in parallel; a borrowed
+/// matrix is first copied (its pattern in parallel, see [`CsrMatrix::with_values`]), so the
+/// caller's keeps its values.
+fn copy_values(a: &mut Cow<'_, CsrMatrix>, values: &[f64]) -> Result<(), Error> {
+    if values.len() != a.nnz() {
+        return Err(Error::Pcg(PcgError::Dimension(format!(
+            "{} new values for a matrix with {} stored entries",
+            values.len(),
+            a.nnz()
+        ))));
+    }
+    let copy = |dst: &mut [f64]| {
+        dst.par_chunks_mut(1 << 16)
+            .zip(values.par_chunks(1 << 16))
+            .for_each(|(d, s)| d.copy_from_slice(s))
+    };
+    match a {
+        Cow::Owned(m) => copy(m.data_mut()),
+        Cow::Borrowed(m) => {
+            let mut v = vec![0.0; values.len()];
+            copy(&mut v);
+            let owned = m
+                .with_values(v)
+                .map_err(|e| Error::Pcg(PcgError::Dimension(e.to_string())))?;
+            *a = Cow::Owned(owned);
+        }
+    }
+    Ok(())
 }
 
 /// Turns a driver result and the final iterate into a [`Solution`] or a [`SolveFailure`].

@@ -256,6 +256,38 @@ impl CsrMatrix {
         };
         Ok(())
     }
+    /// A matrix of this pattern holding `values` (one per stored entry, in CSR order): the row
+    /// pointers and column indices are copied by all threads (a large copy into new memory is
+    /// mostly the first touch of its pages, which then runs in parallel too). A length other
+    /// than [`CsrMatrix::nnz`] is an error.
+    pub fn with_values(&self, values: Vec<f64>) -> Result<CsrMatrix, SparseError> {
+        if values.len() != self.nnz() {
+            return Err(SparseError::Structure(format!(
+                "{} values for a matrix with {} stored entries",
+                values.len(),
+                self.nnz()
+            )));
+        }
+        fn par_copy(src: &[Index]) -> Vec<Index> {
+            const CHUNK: usize = 1 << 16;
+            let mut dst = vec![0 as Index; src.len()];
+            dst.par_chunks_mut(CHUNK)
+                .zip(src.par_chunks(CHUNK))
+                .for_each(|(d, s)| d.copy_from_slice(s));
+            dst
+        }
+        let shape = (self.nrows(), self.ncols());
+        let (indptr, indices) =
+            rayon::join(|| par_copy(self.indptr()), || par_copy(self.indices()));
+        // SAFETY: the row pointers and column indices are copies of a checked matrix's, and
+        // the values have its length, so every invariant holds.
+        Ok(CsrMatrix {
+            inner: unsafe {
+                CsMatI::new_unchecked(sprs::CompressedStorage::CSR, shape, indptr, indices, values)
+            },
+        })
+    }
+
     /// For each row `i < min(nrows, ncols)`, the position of its diagonal entry among the
     /// stored entries (an index into [`CsrMatrix::data`]), or [`NO_ENTRY`] when row `i` stores
     /// none.
@@ -567,6 +599,29 @@ mod tests {
         assert!(a.swap_values(&mut short).is_err());
         assert_eq!(a.data(), &[7.0, 8.0, 9.0]);
         assert_eq!(short, vec![1.0]);
+    }
+
+    #[test]
+    fn with_values_copies_the_pattern_and_keeps_the_original() {
+        let a = CsrMatrix::from_triplets(2, 3, &[0, 1, 1], &[1, 0, 2], &[1.0, 2.0, 3.0]).unwrap();
+        let b = a.with_values(vec![7.0, 8.0, 9.0]).unwrap();
+        assert_eq!((b.nrows(), b.ncols()), (2, 3));
+        assert_eq!((b.indptr(), b.indices()), (a.indptr(), a.indices()));
+        assert_eq!(b.data(), &[7.0, 8.0, 9.0]);
+        assert_eq!(b.get(1, 2), 9.0);
+        assert_eq!(a.data(), &[1.0, 2.0, 3.0]);
+        let e = a.with_values(vec![1.0]).unwrap_err().to_string();
+        assert!(
+            e.contains("1 values for a matrix with 3 stored entries"),
+            "{e}"
+        );
+        // Larger than one copy chunk: every row pointer and index arrives.
+        let n = 200_000;
+        let r: Vec<u32> = (0..n).collect();
+        let big = CsrMatrix::from_triplets(n as usize, n as usize, &r, &r, &vec![1.0; n as usize])
+            .unwrap();
+        let c = big.with_values(vec![2.0; n as usize]).unwrap();
+        assert_eq!((c.indptr(), c.indices()), (big.indptr(), big.indices()));
     }
 
     #[test]
