@@ -67,4 +67,7 @@ __device__ void __threadfence(void);
 __device__ double atomicAdd(double *p, double v);
 __device__ unsigned atomicAdd(unsigned *p, unsigned v);
 __device__ double __ldcg(const double *p);
+__device__ double __dadd_rn(double a, double b);
+__device__ double __dmul_rn(double a, double b);
+__device__ double __ddiv_rn(double a, double b);
 __device__ bool isfinite(double);
