@@ -528,11 +528,7 @@ impl GpuBackend {
         // The matrix is unscaled (see can_stage_matrix_values), so is its preconditioner.
         self.pre.refresh(dev, pre, padding, Some(&mut times))?;
         self.times = times;
-        self.a_norm = None;
-        self.a_max = max_abs;
-        self.graph_one = None;
-        self.graph_batch = None;
-        self.poll.reset();
+        self.took_staged_values(max_abs);
         Ok(true)
     }
 
@@ -598,12 +594,19 @@ impl GpuBackend {
         })?;
         let precond_ms = refresh.run(dev, a, &mut self.pre, padding, Some(&mut times))?;
         self.times = times;
+        self.took_staged_values(max_abs);
+        Ok(Some(precond_ms))
+    }
+
+    /// What follows a committed value update, whose values' largest magnitude is `max_abs`:
+    /// `||A||_inf` is taken from the device when asked, and graphs are captured again (a
+    /// converted operand's buffers may be new).
+    fn took_staged_values(&mut self, max_abs: f64) {
         self.a_norm = None;
         self.a_max = max_abs;
         self.graph_one = None;
         self.graph_batch = None;
         self.poll.reset();
-        Ok(Some(precond_ms))
     }
 
     /// What each step runs.

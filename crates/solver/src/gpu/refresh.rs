@@ -213,21 +213,7 @@ fn check_k_rows(a: &CsrMatrix, k: &CsrMatrix, order: u8) -> Result<(), PcgError>
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn poisson1d(n: u32) -> CsrMatrix {
-        let (mut r, mut c, mut v) = (vec![], vec![], vec![]);
-        for i in 0..n {
-            r.push(i);
-            c.push(i);
-            v.push(2.0);
-            if i > 0 {
-                r.extend([i, i - 1]);
-                c.extend([i - 1, i]);
-                v.extend([-1.0, -1.0]);
-            }
-        }
-        CsrMatrix::from_triplets(n as usize, n as usize, &r, &c, &v).unwrap()
-    }
+    use crate::precond::poisson1d;
 
     #[test]
     fn order_one_k_follows_the_lower_triangle_and_others_are_refused() {

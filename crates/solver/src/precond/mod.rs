@@ -567,21 +567,7 @@ mod auto_omega_tests {
     #[test]
     fn auto_omega_keeps_one_for_stencils_and_shrinks_for_strong_coupling() {
         // 1D Laplacian: scaled row sums 0.5 -> omega 1.
-        let n = 5;
-        let mut r = vec![];
-        let mut c = vec![];
-        let mut v = vec![];
-        for i in 0..n as u32 {
-            r.push(i);
-            c.push(i);
-            v.push(2.0);
-            if i > 0 {
-                r.extend([i, i - 1]);
-                c.extend([i - 1, i]);
-                v.extend([-1.0, -1.0]);
-            }
-        }
-        let a = CsrMatrix::from_triplets(n, n, &r, &c, &v).unwrap();
+        let a = poisson1d(5);
         assert_eq!(auto_omega(&a), 1.0);
         // A dense-ish row: row 3 couples to rows 0..2 with scaled weight 0.9 each -> sum 2.7.
         let a = CsrMatrix::from_triplets(
@@ -594,4 +580,21 @@ mod auto_omega_tests {
         .unwrap();
         assert!((auto_omega(&a) - 1.0 / 2.7).abs() < 1e-12);
     }
+}
+
+/// The 1D Laplacian of `n` rows (2 on the diagonal, -1 beside it), for tests.
+#[cfg(test)]
+pub(crate) fn poisson1d(n: u32) -> CsrMatrix {
+    let (mut r, mut c, mut v) = (vec![], vec![], vec![]);
+    for i in 0..n {
+        r.push(i);
+        c.push(i);
+        v.push(2.0);
+        if i > 0 {
+            r.extend([i, i - 1]);
+            c.extend([i - 1, i]);
+            v.extend([-1.0, -1.0]);
+        }
+    }
+    CsrMatrix::from_triplets(n as usize, n as usize, &r, &c, &v).unwrap()
 }
