@@ -20,6 +20,56 @@ pub struct ValueRefresh {
     kt_sources: Vec<u32>,
 }
 
+/// Rows of `K^T` searched per parallel task by [`transpose_sources`].
+const SOURCE_ROWS: usize = 4096;
+
+/// Entry `p` of `kt`, the transpose of `k`, is entry `sources[p]` of `k`: each entry's row is
+/// searched for in its column's row of `k`, rows of `kt` in parallel (no transpose is built,
+/// the one the preconditioner holds is read). The positions are those
+/// [`CsrMatrix::transpose_with_sources`] gives.
+fn transpose_sources(k: &CsrMatrix, kt: &CsrMatrix) -> Result<Vec<u32>, PcgError> {
+    let (kp, ki) = (k.indptr(), k.indices());
+    let (tp, ti) = (kt.indptr(), kt.indices());
+    let n = kt.nrows();
+    if k.nnz() != kt.nnz() || k.nrows() != kt.ncols() || k.ncols() != n {
+        return Err(PcgError::Backend(
+            "K^T is not the transpose of K (internal error)".into(),
+        ));
+    }
+    let mut sources = vec![0u32; kt.nnz()];
+    let mut parts = Vec::with_capacity(n.div_ceil(SOURCE_ROWS));
+    let mut rest: &mut [u32] = &mut sources;
+    for c in 0..n.div_ceil(SOURCE_ROWS) {
+        let (lo, hi) = (c * SOURCE_ROWS, ((c + 1) * SOURCE_ROWS).min(n));
+        let (head, tail) = rest.split_at_mut((tp[hi] - tp[lo]) as usize);
+        parts.push((lo..hi, head));
+        rest = tail;
+    }
+    let missing = parts
+        .into_par_iter()
+        .map(|(rows, out)| {
+            let base = tp[rows.start] as usize;
+            for j in rows {
+                for p in tp[j] as usize..tp[j + 1] as usize {
+                    let i = ti[p] as usize;
+                    let (lo, hi) = (kp[i] as usize, kp[i + 1] as usize);
+                    match ki[lo..hi].binary_search(&(j as u32)) {
+                        Ok(q) => out[p - base] = (lo + q) as u32,
+                        Err(_) => return true,
+                    }
+                }
+            }
+            false
+        })
+        .reduce(|| false, |a, b| a || b);
+    if missing {
+        return Err(PcgError::Backend(
+            "K^T is not the transpose of K (internal error)".into(),
+        ));
+    }
+    Ok(sources)
+}
+
 impl ValueRefresh {
     /// Prepares refreshes of `pre`, the preconditioner [`Preconditioner::build`] made from `a`
     /// and `kind` (or the explicit form of its factored build). For the explicit form, `K`
@@ -29,8 +79,8 @@ impl ValueRefresh {
         let (factors, kt_sources) = match (kind, pre) {
             (PrecondKind::None, Preconditioner::None)
             | (PrecondKind::Jacobi, Preconditioner::Jacobi { .. }) => (None, Vec::new()),
-            (PrecondKind::SsorAi { .. }, Preconditioner::SsorFactored { k, .. }) => {
-                (None, k.transpose_with_sources().1)
+            (PrecondKind::SsorAi { .. }, Preconditioner::SsorFactored { k, kt, .. }) => {
+                (None, transpose_sources(k, kt)?)
             }
             (PrecondKind::SsorAi { order, omega, .. }, Preconditioner::SsorExplicit { .. }) => {
                 let d = positive_diagonal(a, &kind.to_string())?;
@@ -153,5 +203,60 @@ impl ValueRefresh {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::precond::poisson1d;
+
+    #[test]
+    fn transpose_sources_are_the_transposes_and_a_wrong_pair_is_refused() {
+        // A 2D Laplacian of more rows than one task searches.
+        let n = 70usize;
+        let (mut r, mut c, mut v) = (vec![], vec![], vec![]);
+        for i in 0..n * n {
+            let push = |j: usize, x: f64, r: &mut Vec<u32>, c: &mut Vec<u32>, v: &mut Vec<f64>| {
+                r.push(i as u32);
+                c.push(j as u32);
+                v.push(x);
+            };
+            push(i, 4.0, &mut r, &mut c, &mut v);
+            if i % n > 0 {
+                push(i - 1, -1.0, &mut r, &mut c, &mut v);
+            }
+            if i >= n {
+                push(i - n, -1.0, &mut r, &mut c, &mut v);
+            }
+            if i % n + 1 < n {
+                push(i + 1, -1.0, &mut r, &mut c, &mut v);
+            }
+            if i + n < n * n {
+                push(i + n, -1.0, &mut r, &mut c, &mut v);
+            }
+        }
+        let a = CsrMatrix::from_triplets(n * n, n * n, &r, &c, &v).unwrap();
+        for kind in [PrecondKind::ssor_ai(), PrecondKind::ssor_ai2()] {
+            let Preconditioner::SsorFactored { k, kt, .. } =
+                Preconditioner::build(&a, &kind).unwrap()
+            else {
+                panic!("factored form expected")
+            };
+            assert!(kt.nrows() > SOURCE_ROWS);
+            assert_eq!(
+                transpose_sources(&k, &kt).unwrap(),
+                k.transpose_with_sources().1
+            );
+        }
+        let a = poisson1d(6);
+        let Preconditioner::SsorFactored { k, .. } =
+            Preconditioner::build(&a, &PrecondKind::ssor_ai()).unwrap()
+        else {
+            panic!("factored form expected")
+        };
+        // K is not its own transpose.
+        let e = transpose_sources(&k, &k).unwrap_err().to_string();
+        assert!(e.contains("not the transpose"), "{e}");
     }
 }
