@@ -19,8 +19,9 @@
 //!   on their kept patterns, uploaded by the first update: the diagonal's positions, the
 //!   position of each K^T entry in K, the CSR sources of converted operands, and for the
 //!   explicit form K and K^T themselves, device memory a caller pays only if it updates) and
-//!   its operands converted again there; the host copy of the preconditioner is brought up to date only when something
-//!   builds from it (a right-hand side or new values that need other scale factors). The
+//!   its operands converted again there; the host copy of the preconditioner is brought up to
+//!   date only when something builds from it (a right-hand side or new values that need other
+//!   scale factors). The
 //!   backend's vectors, scalars, workspaces and loaded kernels stay, and its graphs are
 //!   captured again at the next solve. A system solved scaled (entries beyond the safe range of
 //!   exponents) or an operand kept in COO takes the host path instead: values checked, the
