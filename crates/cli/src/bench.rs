@@ -39,7 +39,8 @@ pointer per row); each format's own byte count is in the JSON."
 costs: a fresh setup (the first of the process, then the median of later ones), the first solve \
 and later ones, solves to several tolerances with changing right-hand sides fitted as \
 wall = overhead + ms per iteration x iterations (the overhead is the fixed cost of a solve beyond \
-its iterations), and update_values (new diagonal values, same pattern) against a warm fresh \
+its iterations), and update_values (new diagonal values, same pattern; the median of --repeat \
+updates, and the first alone, which also uploads what later ones keep) against a warm fresh \
 setup, checked by the iterations of a solve after it against a fresh solver of the same values."
     )]
     Prepared(PreparedBenchArgs),
