@@ -487,6 +487,75 @@ fn split_rows(a: &CsrMatrix, rows: Range<usize>) -> Result<Parts, SparseError> {
     Ok((rows, local, halo, halo_cols, before))
 }
 
+/// Rows per parallel task of [`block_values`].
+const VALUE_ROWS: usize = 4096;
+
+/// The values of the local and halo parts [`BlockSplit::new`] makes of the rows `rows` of `a`,
+/// in their order, without making the split again: for new values of the pattern a split was
+/// made from. Since columns are sorted within a row, a row's local entries are one run of it
+/// (the columns in `rows`) and its halo entries are what lies before and after that run, each
+/// kept in the row's order. Rows in parallel.
+pub fn block_values(
+    a: &CsrMatrix,
+    rows: Range<usize>,
+) -> Result<(Vec<f64>, Vec<f64>), SparseError> {
+    if rows.start > rows.end || rows.end > a.nrows() || !a.is_square() {
+        return Err(SparseError::Structure(format!(
+            "rows {}..{} of a {} x {} matrix are no row block",
+            rows.start,
+            rows.end,
+            a.nrows(),
+            a.ncols()
+        )));
+    }
+    let (start, end) = (rows.start, rows.end);
+    // Row `i`'s entries: its local run at `lo..hi` within its entries `0..len`.
+    let run = |i: usize| {
+        let cols = a.row(i).0;
+        let lo = cols.partition_point(|&j| (j as usize) < start);
+        let hi = lo + cols[lo..].partition_point(|&j| (j as usize) < end);
+        (lo, hi, cols.len())
+    };
+    let chunks: Vec<Range<usize>> = (start..end)
+        .step_by(VALUE_ROWS)
+        .map(|c| c..(c + VALUE_ROWS).min(end))
+        .collect();
+    let counts: Vec<(usize, usize)> = chunks
+        .par_iter()
+        .map(|c| {
+            c.clone().fold((0, 0), |(l, h), i| {
+                let (lo, hi, len) = run(i);
+                (l + hi - lo, h + len - (hi - lo))
+            })
+        })
+        .collect();
+    let local_nnz = counts.iter().map(|c| c.0).sum();
+    let halo_nnz = counts.iter().map(|c| c.1).sum();
+    let mut local = vec![0.0; local_nnz];
+    let mut halo = vec![0.0; halo_nnz];
+    let mut tasks = Vec::with_capacity(chunks.len());
+    let (mut lrest, mut hrest) = (local.as_mut_slice(), halo.as_mut_slice());
+    for (c, &(l, h)) in chunks.into_iter().zip(&counts) {
+        let (lhead, ltail) = lrest.split_at_mut(l);
+        let (hhead, htail) = hrest.split_at_mut(h);
+        tasks.push((c, lhead, hhead));
+        (lrest, hrest) = (ltail, htail);
+    }
+    tasks.into_par_iter().for_each(|(c, lout, hout)| {
+        let (mut lk, mut hk) = (0, 0);
+        for i in c {
+            let (lo, hi, len) = run(i);
+            let vals = a.row(i).1;
+            lout[lk..lk + hi - lo].copy_from_slice(&vals[lo..hi]);
+            lk += hi - lo;
+            hout[hk..hk + lo].copy_from_slice(&vals[..lo]);
+            hout[hk + lo..hk + lo + len - hi].copy_from_slice(&vals[hi..]);
+            hk += len - (hi - lo);
+        }
+    });
+    Ok((local, halo))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -535,6 +604,37 @@ mod tests {
         assert_eq!(p.starts(), &[0, 3, 6, 9, 12]);
         assert_eq!(p.owner(5), 1);
         assert_eq!(p.owner(11), 3);
+    }
+
+    #[test]
+    fn block_values_are_the_split_of_new_values() {
+        // An irregular symmetric pattern with couplings in both directions and rows with no
+        // entry outside their block.
+        let n = 9000;
+        let (mut r, mut c, mut v) = (Vec::new(), Vec::new(), Vec::new());
+        for i in 0..n {
+            for j in [i, (i + 1) % n, (i * 7 + 3) % n, (i + 4500) % n] {
+                r.extend([i as Index, j as Index]);
+                c.extend([j as Index, i as Index]);
+                v.extend([1.0, 1.0]);
+            }
+        }
+        let mut a = CsrMatrix::from_triplets(n, n, &r, &c, &v).unwrap();
+        let p = RowPartition::from_starts(vec![0, 1, 4100, 8999, 9000], n).unwrap();
+        let split = BlockSplit::new(&a, p.clone()).unwrap();
+        // New values: distinct per entry, so that any entry out of place shows.
+        for (k, x) in a.data_mut().iter_mut().enumerate() {
+            *x = k as f64 + 0.5;
+        }
+        let fresh = BlockSplit::new(&a, p.clone()).unwrap();
+        for (b, (old, new)) in split.blocks().iter().zip(fresh.blocks()).enumerate() {
+            let (local, halo) = block_values(&a, p.range(b)).unwrap();
+            assert_eq!(local, new.local.data(), "block {b}");
+            assert_eq!(halo, new.halo.data(), "block {b}");
+            assert_eq!(local.len(), old.local.nnz());
+            assert!(b == 0 || !halo.is_empty(), "block {b} couples to others");
+        }
+        assert!(block_values(&a, 5..n + 1).is_err());
     }
 
     #[test]
