@@ -22,12 +22,14 @@
 use autopcg_catalog::{SpmvKernel, CSR_LANES};
 use autopcg_generator::fallback::gpu_choice;
 use autopcg_gpu::{GpuDevice, LaunchConfig};
+use autopcg_solver::blocks::gpu::{prepare_blocks_gpu, prepare_blocks_gpu_for_updates};
 use autopcg_solver::blocks::{
     solve_blocks_cpu, solve_blocks_gpu, BlockGpuBackend, BlockGpuChoice, BlockPrecond,
     BlockProblem, BlockReport,
 };
-use autopcg_solver::gpu::{solve_gpu, HaloMethod};
-use autopcg_solver::{pcg, PcgInfo, PcgParams, PrecondKind, Preconditioner};
+use autopcg_solver::gpu::{solve_gpu, HaloMethod, PrecondChoice, SpmvChoice, SpmvMethod};
+use autopcg_solver::scaling::max_abs;
+use autopcg_solver::{pcg, PcgInfo, PcgParams, PrecondKind, Preconditioner, SsorForm};
 use autopcg_sparse::blocks::{BlockSplit, RowPartition};
 use autopcg_sparse::families::{poisson2d_5pt, poisson3d_7pt, random_powerlaw_spd};
 use autopcg_sparse::CsrMatrix;
@@ -435,6 +437,149 @@ fn a_halo_launch_without_whole_warps_is_refused(dev: GpuDevice) {
     assert!(rel_residual(&a, &backend.x().unwrap()) <= 10.0 * TOL);
 }
 
+/// New values on a block backend made to take them (`prepare_blocks_gpu_for_updates`, as a
+/// prepared solver split into blocks makes it from its first value update on), with every
+/// block's operands (A's local part, K and K^T or M) in each format a plan may choose, for
+/// each preconditioner, on 3 blocks sharing one handle and on 2 handles of their own: the
+/// values are taken on the device, and the solve is that of a backend made from the new
+/// values, bit for bit (HYB's atomics aside: to the last bits). A COO operand keeps no CSR
+/// values, so that backend does not take updates; values that need another scale of the
+/// matrix are left to a new backend.
+fn value_updates_match_a_backend_made_from_the_values(dev: GpuDevice) {
+    let props = dev.props().clone();
+    let a1 = poisson3d_7pt(11, 10, 12).unwrap();
+    let p = params();
+    let zeros = vec![0.0; a1.nrows()];
+    // Diagonal times 1.1, couplings (halo entries among them) times 0.9: same pattern.
+    let mut a2 = a1.clone();
+    let diag = a1.diagonal_positions();
+    a2.data_mut().iter_mut().for_each(|v| *v *= 0.9);
+    for &q in &diag {
+        a2.data_mut()[q as usize] = a1.data()[q as usize] * 1.1;
+    }
+    let b = rhs(&a2);
+    let stride = |work: usize, t: u32| LaunchConfig::grid_stride(work as u64, t, &props);
+    let methods = |m: usize| {
+        [
+            SpmvMethod::Csr {
+                kernel: SpmvKernel::CsrVector(4),
+                config: stride(4 * m, 128),
+            },
+            SpmvMethod::Ell {
+                config: stride(m, 64),
+            },
+            SpmvMethod::Dia {
+                config: stride(m, 256),
+            },
+            SpmvMethod::Hyb {
+                split: Some(3),
+                ell_config: stride(m, 256),
+                coo_kernel: SpmvKernel::CooSegment,
+                coo_config: stride(2 * m, 256),
+            },
+            SpmvMethod::Coo {
+                kernel: SpmvKernel::CooSegment,
+                config: stride(6 * m, 256),
+            },
+        ]
+    };
+    let kinds = [
+        PrecondKind::None,
+        PrecondKind::Jacobi,
+        PrecondKind::ssor_ai().with_omega(1.0),
+        PrecondKind::ssor_ai()
+            .with_omega(1.0)
+            .with_form(SsorForm::Explicit),
+        PrecondKind::ssor_ai2().with_omega(0.9),
+    ];
+    let spmv = |method: SpmvMethod| SpmvChoice {
+        method,
+        predicted_ms: None,
+    };
+    for devices in [vec![dev.clone(); 3], own_handles(&dev, 2)] {
+        let nd = devices.len();
+        let part = RowPartition::by_default_costs(&a1, nd).unwrap();
+        for mi in 0..5 {
+            for kind in kinds {
+                let tag = format!("{nd} handles, method {mi}, {kind}");
+                let choose = |i: usize, local: &CsrMatrix, pre: &Preconditioner| {
+                    let method = methods(local.nrows())[mi];
+                    let mut c = gpu_choice(local, pre, devices[i].props());
+                    c.a = spmv(method);
+                    c.precond = match c.precond {
+                        PrecondChoice::Factored { scale, kt, .. } => PrecondChoice::Factored {
+                            k: spmv(method),
+                            scale,
+                            kt,
+                        },
+                        PrecondChoice::Explicit { .. } => {
+                            PrecondChoice::Explicit { m: spmv(method) }
+                        }
+                        other => other,
+                    };
+                    BlockGpuChoice::fixed_halo(c, local.nrows())
+                };
+                let mut be = prepare_blocks_gpu_for_updates(
+                    &devices,
+                    &BlockProblem::new(&a1, &zeros, &kind, &p),
+                    part.clone(),
+                    choose,
+                    &mut None,
+                )
+                .unwrap_or_else(|e| panic!("{tag}: {e}"));
+                let coo = matches!(methods(8)[mi], SpmvMethod::Coo { .. });
+                assert_eq!(be.takes_value_updates(), !coo, "{tag}");
+                let taken = be.update_values(&a2, max_abs(a2.data())).unwrap();
+                if coo {
+                    assert!(taken.is_none(), "{tag}");
+                    continue;
+                }
+                assert!(taken.is_some(), "{tag}");
+                assert!(be.set_problem(&b, None).unwrap(), "{tag}");
+                let info = pcg(&mut be, &p, |_| ControlFlow::Continue(()))
+                    .unwrap_or_else(|e| panic!("{tag}: {e}"));
+                let x = be.x().unwrap();
+                let mut fresh = prepare_blocks_gpu(
+                    &devices,
+                    &BlockProblem::new(&a2, &b, &kind, &p),
+                    part.clone(),
+                    choose,
+                    &mut None,
+                )
+                .unwrap();
+                let fresh_info = pcg(&mut fresh, &p, |_| ControlFlow::Continue(())).unwrap();
+                let xf = fresh.x().unwrap();
+                if matches!(methods(8)[mi], SpmvMethod::Hyb { .. }) {
+                    // HYB's COO part adds into y with atomics, in no fixed order.
+                    assert!(
+                        info.iterations.abs_diff(fresh_info.iterations) <= 1,
+                        "{tag}: {} iterations, {} afresh",
+                        info.iterations,
+                        fresh_info.iterations
+                    );
+                    let d = x
+                        .iter()
+                        .zip(&xf)
+                        .map(|(u, v)| (u - v).abs())
+                        .fold(0.0, f64::max);
+                    assert!(d <= 1e-10 * max_abs(&xf), "{tag}: {d}");
+                } else {
+                    assert_eq!(info.iterations, fresh_info.iterations, "{tag}");
+                    assert!(x == xf, "{tag}: the solutions differ");
+                }
+                assert!(rel_residual(&a2, &x) <= 10.0 * TOL, "{tag}");
+                // Values 2^600 times larger need the matrix scaled anew: a new backend's work.
+                let mut huge = a2.clone();
+                huge.data_mut()
+                    .iter_mut()
+                    .for_each(|v| *v *= 2f64.powi(600));
+                let taken = be.update_values(&huge, max_abs(huge.data())).unwrap();
+                assert!(taken.is_none(), "{tag}");
+            }
+        }
+    }
+}
+
 autopcg_gpu::test_main! {
     gpu: [
         none_and_jacobi_match_the_unsplit_gpu_solve,
@@ -443,5 +588,6 @@ autopcg_gpu::test_main! {
         three_handles_make_three_lanes_and_move_the_slots,
         every_halo_kernel_matches_the_unsplit_solve,
         a_halo_launch_without_whole_warps_is_refused,
+        value_updates_match_a_backend_made_from_the_values,
     ],
 }

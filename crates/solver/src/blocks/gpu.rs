@@ -63,8 +63,9 @@ use autopcg_gpu::kernels::vector::{
     cg_update, xpay, CgVectors, UpdateU, VectorKernel, VectorVariant,
 };
 use autopcg_gpu::{CgScalars, DeviceCsr, DeviceVec, GpuDevice, LaunchConfig};
-use autopcg_sparse::blocks::{BlockSplit, HaloBlock, RowPartition};
+use autopcg_sparse::blocks::{block_values, BlockSplit, HaloBlock, RowPartition};
 use autopcg_sparse::CsrMatrix;
+use rayon::prelude::*;
 
 use super::schedule::{copy_schedule, pack_indices, DeviceCopy};
 use super::{
@@ -73,9 +74,10 @@ use super::{
 use crate::backend::{IterRecord, PcgBackend};
 use crate::gpu::ops::{preload_dot3, preload_vector, DeviceOperator, DevicePrecond};
 use crate::gpu::poll::{poll_records, PollState};
-use crate::gpu::{GpuPlanChoice, HaloMethod};
-use crate::scaling::{inf_norm, ScaleFactors};
-use crate::{pcg, PcgError, Preconditioner, SolveFailure};
+use crate::gpu::refresh::DeviceRefresh;
+use crate::gpu::{BackendTimes, GpuPlanChoice, HaloMethod};
+use crate::scaling::{inf_norm, ldexp, scale_slice, ScaleFactors};
+use crate::{pcg, PcgError, PrecondKind, Preconditioner, SolveFailure, ValueRefresh};
 
 /// Iterations the device history holds before it first grows.
 const INITIAL_HISTORY: u32 = 1024;
@@ -152,6 +154,9 @@ struct DeviceBlock {
     /// How the halo part is added.
     halo_method: HaloMethod,
     pre: DevicePrecond,
+    /// The preconditioner recomputed on the device after new values (prepared by
+    /// [`prepare_blocks_gpu_for_updates`]; see [`BlockGpuBackend::update_values`]).
+    refresh: Option<DeviceRefresh>,
     send_idx: DeviceVec<u32>,
     gather_cfg: LaunchConfig,
     xpay: (VectorVariant, LaunchConfig),
@@ -409,6 +414,136 @@ impl BlockGpuBackend {
         }
         self.poll.reset();
         Ok(true)
+    }
+
+    /// Prepares value updates ([`BlockGpuBackend::update_values`]) of the backend made from
+    /// `split` and `pre` with the preconditioner `kind` (omega resolved): every block's operand
+    /// keeps CSR values on the device (a converted one gets its source uploaded) and its
+    /// preconditioner a device refresh ([`DeviceRefresh`]: patterns uploaded once). Returns
+    /// whether every block can take them: not when an operand is kept in COO (which keeps no
+    /// CSR values) or omega is unresolved; updates then build a new backend.
+    fn prepare_value_updates(
+        &mut self,
+        split: &BlockSplit,
+        pre: &[Preconditioner],
+        kind: &PrecondKind,
+    ) -> Result<bool, PcgError> {
+        let mut refreshes = Vec::with_capacity(self.blocks.len());
+        for ((blk, hb), p) in self.blocks.iter_mut().zip(split.blocks()).zip(pre) {
+            let dev = &self.lanes[blk.lane].dev;
+            if !blk.local.keep_source(dev, &hb.local)? {
+                return Ok(false);
+            }
+            let host = ValueRefresh::new(&hb.local, kind, p)?;
+            match DeviceRefresh::new(dev, &hb.local, &host, p, &mut blk.pre)? {
+                Some(r) => refreshes.push(r),
+                None => return Ok(false),
+            }
+        }
+        for (blk, r) in self.blocks.iter_mut().zip(refreshes) {
+            blk.refresh = Some(r);
+        }
+        Ok(true)
+    }
+
+    /// Whether [`BlockGpuBackend::update_values`] can take new values (the backend was made by
+    /// [`prepare_blocks_gpu_for_updates`] and every block could prepare them).
+    pub fn takes_value_updates(&self) -> bool {
+        self.blocks.iter().all(|b| b.refresh.is_some())
+    }
+
+    /// New values of the matrix the backend was made from: `a` is the whole unscaled matrix
+    /// with the new values (its pattern the old one's), checked by the caller (finite, every
+    /// diagonal entry positive), and `max_abs` their largest magnitude. Each block's local and
+    /// halo values are taken from `a` on the host ([`block_values`], scaled as the backend's
+    /// system is) and copied to the block's device, where its operand is converted again and
+    /// its preconditioner recomputed from them ([`DeviceRefresh`]): values alone cross the bus,
+    /// and the values equal those a backend made from `a` holds (up to the sign of a zero).
+    /// The right-hand side must be set again ([`BlockGpuBackend::set_problem`]) before the
+    /// next solve.
+    ///
+    /// Returns the milliseconds of the preconditioner's kernels and the copies' and
+    /// conversions' times, or `None`, with nothing changed, when the backend does not take
+    /// value updates ([`BlockGpuBackend::takes_value_updates`]) or the new values need another
+    /// scale of the matrix: the caller then builds a new backend.
+    pub fn update_values(
+        &mut self,
+        a: &CsrMatrix,
+        max_abs: f64,
+    ) -> Result<Option<(f64, BackendTimes)>, PcgError> {
+        if a.nrows() != self.n || a.ncols() != self.n {
+            return Err(PcgError::Dimension(format!(
+                "new values for a {} x {} matrix, the blocks hold {} rows",
+                a.nrows(),
+                a.ncols(),
+                self.n
+            )));
+        }
+        let exp = ScaleFactors::from_maxima(max_abs, 1.0).matrix_exp;
+        if !self.takes_value_updates() || exp != self.scale.matrix_exp {
+            return Ok(None);
+        }
+        // Every block's values, split and scaled as a backend made from `a` has them.
+        let values = self
+            .row_ranges
+            .par_iter()
+            .map(|rows| {
+                let (mut local, mut halo) = block_values(a, rows.clone())
+                    .map_err(|e| PcgError::Dimension(format!("new block values: {e}")))?;
+                scale_slice(&mut local, exp);
+                scale_slice(&mut halo, exp);
+                Ok((local, halo))
+            })
+            .collect::<Result<Vec<_>, PcgError>>()?;
+        for (b, (blk, (local, halo))) in self.blocks.iter_mut().zip(&values).enumerate() {
+            let halo_nnz = blk.halo.as_ref().map_or(0, DeviceCsr::nnz);
+            if !blk.local.can_stage(local.len()) || halo_nnz != halo.len() {
+                return Err(PcgError::Dimension(format!(
+                    "block {b}: new values of {} local and {} halo entries, the block holds \
+                     {halo_nnz} halo entries and another local pattern",
+                    local.len(),
+                    halo.len()
+                )));
+            }
+        }
+        // Nothing queued may still read the values overwritten below.
+        for lane in &self.lanes {
+            lane.dev.synchronize()?;
+            if let Some(c) = &lane.copier {
+                c.synchronize()?;
+            }
+        }
+        let mut times = BackendTimes::default();
+        let mut precond_ms = 0.0;
+        for (blk, (local, halo)) in self.blocks.iter_mut().zip(&values) {
+            let dev = &self.lanes[blk.lane].dev;
+            let limits = &blk.choice.padding;
+            blk.local.stage_values(
+                dev,
+                &|off, piece| piece.copy_from_slice(&local[off..off + piece.len()]),
+                Some(&mut times),
+            )?;
+            if let Some(h) = blk.halo.as_mut() {
+                let t = std::time::Instant::now();
+                h.upload_values(dev, halo)?;
+                dev.synchronize()?;
+                times.upload_ms += t.elapsed().as_secs_f64() * 1e3;
+            }
+            blk.local
+                .convert_staged(dev, limits, "A", Some(&mut times))?;
+            let (Some(refresh), Some(src)) = (blk.refresh.as_mut(), blk.local.device_csr_source())
+            else {
+                return Err(PcgError::Backend(
+                    "a block value update without its device refresh (internal error)".into(),
+                ));
+            };
+            precond_ms += refresh.run(dev, src, &mut blk.pre, limits, Some(&mut times))?;
+        }
+        // Scaling by a power of two scales every row sum exactly.
+        self.a_norm = ldexp(inf_norm(a), exp);
+        self.a_max = max_abs;
+        self.poll.reset();
+        Ok(Some((precond_ms, times)))
     }
 
     /// What the communication moved so far.
@@ -688,6 +823,7 @@ fn upload_block(
         halo,
         halo_method: block_choice.halo,
         pre: pre_dev,
+        refresh: None,
         send_idx: dev.upload(&pack_indices(blk))?,
         gather_cfg: grid_stride_config(blk.send_len()),
         xpay: (
@@ -854,8 +990,34 @@ pub fn prepare_blocks_gpu(
     devices: &[GpuDevice],
     p: &BlockProblem<'_>,
     partition: RowPartition,
+    choose: impl FnMut(usize, &CsrMatrix, &Preconditioner) -> BlockGpuChoice,
+    report: &mut Option<BlockReport>,
+) -> Result<BlockGpuBackend, PcgError> {
+    prepare_blocks(devices, p, partition, choose, report, false)
+}
+
+/// [`prepare_blocks_gpu`] for a backend that takes new values of the matrix
+/// ([`BlockGpuBackend::update_values`]) where every block can (see
+/// [`BlockGpuBackend::takes_value_updates`]): it also keeps every block operand's CSR values
+/// and uploads the patterns its preconditioner's device refresh needs (for the explicit SSOR-AI
+/// form, `K` and `K^T` of every block, built on the host here).
+pub fn prepare_blocks_gpu_for_updates(
+    devices: &[GpuDevice],
+    p: &BlockProblem<'_>,
+    partition: RowPartition,
+    choose: impl FnMut(usize, &CsrMatrix, &Preconditioner) -> BlockGpuChoice,
+    report: &mut Option<BlockReport>,
+) -> Result<BlockGpuBackend, PcgError> {
+    prepare_blocks(devices, p, partition, choose, report, true)
+}
+
+fn prepare_blocks(
+    devices: &[GpuDevice],
+    p: &BlockProblem<'_>,
+    partition: RowPartition,
     mut choose: impl FnMut(usize, &CsrMatrix, &Preconditioner) -> BlockGpuChoice,
     report: &mut Option<BlockReport>,
+    value_updates: bool,
 ) -> Result<BlockGpuBackend, PcgError> {
     let (a, b, x0, kind, params) = (p.a, p.b, p.x0, p.kind, p.params);
     let t0 = std::time::Instant::now();
@@ -890,6 +1052,9 @@ pub fn prepare_blocks_gpu(
     )?;
     backend.a_max = crate::scaling::max_abs(a.data());
     backend.reserve_iterations(params.max_iter)?;
+    if value_updates {
+        backend.prepare_value_updates(&split, pre.blocks(), &kind.resolved_for(&scaled))?;
+    }
     if let Some(r) = report.as_mut() {
         r.setup_ms = t0.elapsed().as_secs_f64() * 1e3;
     }
