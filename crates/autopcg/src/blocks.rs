@@ -323,6 +323,11 @@ pub(crate) struct BlockExec {
     report: Option<BlockReport>,
     #[cfg(feature = "gpu")]
     backend: Option<Box<autopcg_solver::blocks::gpu::BlockGpuBackend>>,
+    /// Whether backends are built to take new values on the device: `Some(true)` from the
+    /// first value update on (until then nothing is kept for it), `Some(false)` once a backend
+    /// could not (a block operand kept in COO: the plans are kept, so no later one can).
+    #[cfg(feature = "gpu")]
+    value_updates: Option<bool>,
 }
 
 impl BlockExec {
@@ -434,6 +439,8 @@ impl BlockExec {
             report: None,
             #[cfg(feature = "gpu")]
             backend: None,
+            #[cfg(feature = "gpu")]
+            value_updates: None,
         };
         #[cfg(feature = "gpu")]
         if exec.placed.devices.is_some() {
@@ -456,23 +463,39 @@ impl BlockExec {
         let problem = BlockProblem::new(a, b, &self.kind, &self.params).with_x0(x0);
         let plans = &self.plans;
         let mut report = None;
-        let backend = autopcg_solver::blocks::gpu::prepare_blocks_gpu(
-            devices,
-            &problem,
-            self.partition.clone(),
-            |i, local, pre| {
-                let plan = plans.as_ref().and_then(|p| p.blocks.get(i));
-                BlockGpuChoice {
-                    local: plan.and_then(|p| p.local.gpu.clone()).unwrap_or_else(|| {
-                        autopcg_generator::fallback::gpu_choice(local, pre, devices[i].props())
-                    }),
-                    halo: plan
-                        .and_then(|p| p.halo_method)
-                        .unwrap_or_else(|| HaloMethod::fixed(local.nrows())),
-                }
-            },
-            &mut report,
-        )?;
+        let choose = |i: usize, local: &CsrMatrix, pre: &autopcg_solver::Preconditioner| {
+            let plan = plans.as_ref().and_then(|p| p.blocks.get(i));
+            BlockGpuChoice {
+                local: plan.and_then(|p| p.local.gpu.clone()).unwrap_or_else(|| {
+                    autopcg_generator::fallback::gpu_choice(local, pre, devices[i].props())
+                }),
+                halo: plan
+                    .and_then(|p| p.halo_method)
+                    .unwrap_or_else(|| HaloMethod::fixed(local.nrows())),
+            }
+        };
+        let partition = self.partition.clone();
+        let for_updates = self.value_updates == Some(true);
+        let backend = if for_updates {
+            autopcg_solver::blocks::gpu::prepare_blocks_gpu_for_updates(
+                devices,
+                &problem,
+                partition,
+                choose,
+                &mut report,
+            )
+        } else {
+            autopcg_solver::blocks::gpu::prepare_blocks_gpu(
+                devices,
+                &problem,
+                partition,
+                choose,
+                &mut report,
+            )
+        }?;
+        if for_updates && !backend.takes_value_updates() {
+            self.value_updates = Some(false);
+        }
         self.backend = Some(Box::new(backend));
         self.set_report(report);
         Ok(())
@@ -573,17 +596,35 @@ impl BlockExec {
         }
     }
 
-    /// New values of the matrix `a` (same pattern, already checked by the caller): on GPUs the
-    /// block backend is built again from them (split, plans and placement kept); on the CPU
-    /// the blocks are built at the next solve anyway. Returns the time it took.
-    pub(crate) fn refresh(&mut self, a: &CsrMatrix) -> Result<SetupTimes, Error> {
+    /// New values of the matrix `a` (same pattern, already checked by the caller: finite, every
+    /// diagonal entry positive; `max_abs` their largest magnitude). On GPUs the first update
+    /// builds the block backend again from them (split, plans and placement kept), made to
+    /// take later values on the device; later updates copy each block's values to its device,
+    /// where its operand and preconditioner are made again
+    /// ([`autopcg_solver::blocks::gpu::BlockGpuBackend::update_values`]), unless the values
+    /// need another scale of the matrix or a block operand is kept in COO (a new backend
+    /// then). On the CPU the blocks are built at the next solve anyway. Returns the time it
+    /// took.
+    pub(crate) fn refresh(&mut self, a: &CsrMatrix, max_abs: f64) -> Result<SetupTimes, Error> {
         let t = Instant::now();
         #[cfg(feature = "gpu")]
         if self.on_gpu() {
+            if let Some(be) = self.backend.as_mut() {
+                if let Some((precond_ms, parts)) = be.update_values(a, max_abs)? {
+                    let total = t.elapsed().as_secs_f64() * 1e3;
+                    return Ok(SetupTimes {
+                        precond_ms,
+                        backend_ms: (total - precond_ms).max(0.0),
+                        ..SetupTimes::default()
+                    }
+                    .with_backend_parts(parts));
+                }
+            }
+            self.value_updates.get_or_insert(true);
             self.build_gpu(a, &vec![0.0; a.nrows()], None)?;
         }
         #[cfg(not(feature = "gpu"))]
-        let _ = a;
+        let _ = (a, max_abs);
         Ok(SetupTimes {
             backend_ms: t.elapsed().as_secs_f64() * 1e3,
             ..SetupTimes::default()

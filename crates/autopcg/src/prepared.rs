@@ -33,8 +33,12 @@
 //!   for stencils), and it is not built.
 //! - Split into row blocks ([`crate::Solver::blocks`], [`crate::Solver::gpus`]): on GPUs the
 //!   block backend is built once and a solve copies the right-hand side and initial guess into
-//!   it; on the CPU the blocks are built at every solve; `update_values` builds the block
-//!   backend again from the new values (the split, sub-plans and placement are kept).
+//!   it; on the CPU the blocks are built at every solve. On GPUs the first `update_values`
+//!   builds the block backend again from the new values (the split, sub-plans and placement
+//!   are kept), made to take later values on the devices: each block's local and halo values
+//!   are split from the new values on the host and copied to its device, where its operand is
+//!   converted again and its preconditioner recomputed
+//!   ([`autopcg_solver::blocks::gpu::BlockGpuBackend::update_values`]).
 use std::borrow::Cow;
 use std::ops::ControlFlow;
 use std::time::Instant;
@@ -565,7 +569,7 @@ impl<'a> PreparedSolver<'a> {
                 }));
             }
             copy_values(&mut self.a, values)?;
-            return e.refresh(&self.a);
+            return e.refresh(&self.a, stats.max_abs);
         }
         let t0 = Instant::now();
         let refresh = value_refresh(&mut self.refresh, &self.a, &self.plan)?;

@@ -1,4 +1,5 @@
-//! `autopcg bench prepared` on the CPU: the report is complete and self-consistent.
+//! `autopcg bench prepared` on the CPU: the report is complete and self-consistent, whole and
+//! split into row blocks.
 mod common;
 use common::{json, run, stderr};
 
@@ -9,8 +10,8 @@ fn prepared_bench_reports_setup_fit_and_a_correct_update() {
     let m = m.to_str().unwrap();
     let o = run(&["matgen", "poisson2d", "--n", "40", "--out", m]);
     assert!(o.status.success(), "{}", stderr(&o));
-    for precond in ["jacobi", "ssor-ai"] {
-        let o = run(&[
+    for (precond, blocks) in [("jacobi", None), ("ssor-ai", None), ("ssor-ai", Some("3"))] {
+        let mut args = vec![
             "bench",
             "prepared",
             m,
@@ -23,11 +24,21 @@ fn prepared_bench_reports_setup_fit_and_a_correct_update() {
             "--tols",
             "1e-3,1e-6,1e-9",
             "--json",
-        ]);
+        ];
+        if let Some(n) = blocks {
+            args.extend(["--blocks", n]);
+        }
+        let o = run(&args);
         assert!(o.status.success(), "{precond}: {}", stderr(&o));
         let r = json(&o);
         assert_eq!(r["n"], 1600);
-        assert!(r["device"].as_str().unwrap().starts_with("cpu"));
+        let device = r["device"].as_str().unwrap();
+        assert!(device.starts_with("cpu"), "{device}");
+        assert_eq!(
+            device.contains("3 row blocks"),
+            blocks.is_some(),
+            "{device}"
+        );
         let points = r["points"].as_array().unwrap();
         assert_eq!(points.len(), 3);
         // Tighter tolerances take more iterations and meet their tolerance.

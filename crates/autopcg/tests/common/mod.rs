@@ -24,7 +24,9 @@ pub fn true_residual(a: &CsrMatrix, x: &[f64], b: &[f64]) -> f64 {
 /// A prepared solver split into row blocks on `device` (3 blocks of a 3D Poisson, Jacobi):
 /// three right-hand sides, each solved like a one-shot block solve with the true residual below
 /// the tolerance, the later ones with no backend setup where the backend is kept (GPU); then
-/// new values (the matrix times 2) and a solve of the new system.
+/// new values (the matrix times 2) and a solve of the new system; a bad diagonal refused; then
+/// two more updates, which on GPUs are taken on the devices, each solving as a one-shot block
+/// solve of its values does (on GPUs bit for bit).
 #[allow(dead_code)]
 pub fn prepared_blocks_solve_many_and_take_new_values(device: autopcg::Device) {
     use autopcg::sparse::families::poisson3d_7pt;
@@ -51,12 +53,17 @@ pub fn prepared_blocks_solve_many_and_take_new_values(device: autopcg::Device) {
         }
     }
     let doubled: Vec<f64> = a.data().iter().map(|v| 2.0 * v).collect();
-    p.update_values(&doubled).unwrap();
+    let u = p.update_values(&doubled).unwrap();
     let mut a2 = a.clone();
     a2.data_mut().copy_from_slice(&doubled);
     let b = rhs(&a2, 7);
     let s = p.solve(&b).unwrap();
     assert!(true_residual(&a2, &s.x, &b) <= 1e-8);
+    if device == autopcg::Device::Gpu {
+        // The first update builds the block backend again, made to take later values on
+        // the device.
+        assert_eq!(u.precond_ms, 0.0, "{u:?}");
+    }
     // A bad diagonal is refused and changes nothing.
     let mut bad = doubled.clone();
     let d = a.indptr()[0] as usize
@@ -68,4 +75,35 @@ pub fn prepared_blocks_solve_many_and_take_new_values(device: autopcg::Device) {
     bad[d] = -1.0;
     assert!(p.update_values(&bad).is_err());
     assert!(true_residual(&a2, &p.solve(&b).unwrap().x, &b) <= 1e-8);
+    // Later updates (the diagonal times 1.5, then 2.5): on GPUs values only, the blocks'
+    // operands and preconditioners made again on their devices; each solve is that of a
+    // solver prepared for the values.
+    for f in [1.5, 2.5] {
+        let mut next = doubled.clone();
+        for &q in &a.diagonal_positions() {
+            next[q as usize] *= f;
+        }
+        let u = p.update_values(&next).unwrap();
+        if device == autopcg::Device::Gpu {
+            assert!(
+                u.precond_ms > 0.0 && u.upload_ms > 0.0,
+                "diagonal x {f}: {u:?}"
+            );
+            assert_eq!(u.load_ms, 0.0, "diagonal x {f}: {u:?}");
+        }
+        let mut an = a.clone();
+        an.data_mut().copy_from_slice(&next);
+        let s = p.solve(&b).unwrap();
+        assert!(true_residual(&an, &s.x, &b) <= 1e-8, "diagonal x {f}");
+        let once = Solver::new(&an)
+            .device(device)
+            .precond(PrecondKind::Jacobi)
+            .blocks(3)
+            .solve(&b)
+            .unwrap();
+        assert_eq!(s.info.iterations, once.info.iterations, "diagonal x {f}");
+        if device == autopcg::Device::Gpu {
+            assert!(s.x == once.x, "diagonal x {f}: the solutions differ");
+        }
+    }
 }

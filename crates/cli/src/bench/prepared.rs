@@ -43,6 +43,13 @@ pub(crate) struct PreparedBenchArgs {
     /// Use the lower triangle of a `general` file that is not symmetric, mirrored.
     #[arg(long)]
     assume_symmetric: bool,
+    /// Split the matrix into N row blocks, as `solve --blocks N` (on the CPU, or all on GPU 0
+    /// with --device gpu): what a prepared block solver pays.
+    #[arg(long, value_name = "N", conflicts_with = "gpus")]
+    blocks: Option<usize>,
+    /// One row block per GPU on N GPUs (or auto), as `solve --gpus`.
+    #[arg(long, value_name = "N|auto")]
+    gpus: Option<autopcg::GpuCount>,
     /// Print JSON.
     #[arg(long)]
     json: bool,
@@ -99,6 +106,22 @@ struct Report {
     updated_iterations: usize,
     updated_true_relative_residual: f64,
     fresh_iterations: usize,
+}
+
+/// `s` split into row blocks as `--blocks` or `--gpus` say.
+fn split_solver(
+    s: Solver<'_>,
+    blocks: Option<usize>,
+    gpus: Option<autopcg::GpuCount>,
+) -> Solver<'_> {
+    let s = match blocks {
+        Some(n) => s.blocks(n),
+        None => s,
+    };
+    match gpus {
+        Some(g) => s.gpus(g),
+        None => s,
+    }
 }
 
 /// The median (the mean of the middle two of an even count).
@@ -168,11 +191,14 @@ pub(crate) fn bench_prepared(a: PreparedBenchArgs) -> Result<()> {
     let name = a.matrix.display().to_string();
     let kind = a.ssor.kind(a.precond)?;
     let params = PcgParams::new().with_tol(1e-8)?.with_max_iter(a.max_iter)?;
-    let builder = Solver::new(&m)
-        .precond(kind)
-        .ssor_form_auto(a.ssor.form_auto())
-        .params(params)
-        .device(a.device);
+    let split = |s| split_solver(s, a.blocks, a.gpus);
+    let builder = split(
+        Solver::new(&m)
+            .precond(kind)
+            .ssor_form_auto(a.ssor.form_auto())
+            .params(params)
+            .device(a.device),
+    );
     let reps = a.repeat as usize;
     eprintln!(
         "prepared solver on {name} (n = {}, nnz = {}): {} repetitions",
@@ -261,12 +287,14 @@ pub(crate) fn bench_prepared(a: PreparedBenchArgs) -> Result<()> {
     let mut fresh_m = m.clone();
     fresh_m.data_mut().copy_from_slice(&last_values);
     let fresh = outcome(
-        Solver::new(&fresh_m)
-            .precond(p.precond())
-            .ssor_form_auto(false)
-            .params(p.params().clone())
-            .device(a.device)
-            .solve(&b),
+        split(
+            Solver::new(&fresh_m)
+                .precond(p.precond())
+                .ssor_form_auto(false)
+                .params(p.params().clone())
+                .device(a.device),
+        )
+        .solve(&b),
     )?;
 
     let report = Report {
