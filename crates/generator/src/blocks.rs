@@ -182,7 +182,9 @@ fn slowest_us(p: &BlockPlans) -> f64 {
 /// ([`default_row_costs`]); when the model predicted every block's iteration, the split is
 /// moved by [`rebalance`] towards the predicted times (fully and damped, see
 /// [`REBALANCE_DAMPING`]), every candidate is planned again, and the one whose slowest block
-/// is predicted fastest is kept when it beats the first split. Without a model (or on the CPU) the split by
+/// is predicted fastest is kept when it beats the first split. No move is tried when the
+/// slowest block is predicted within [`BALANCED_WITHIN`] of the blocks' mean (a move could
+/// gain no more than that). Without a model (or on the CPU) the split by
 /// rows and nonzeros stands: the bandwidth bound is proportional to those costs already.
 pub fn plan_blocks_balanced(
     req: &PlanRequest,
@@ -216,10 +218,25 @@ pub fn plan_blocks_balanced(
             "no model prediction for every block",
         ));
     }
+    // Moving rows does not change the blocks' summed time much (the same rows run), so the
+    // slowest block can come down to about their mean and no further: when it is within
+    // BALANCED_WITHIN of the mean, the candidates (each a split and a plan of every block,
+    // as much again as the first) are not worth trying.
+    let block_us: Vec<f64> = plans.blocks.iter().map(|b| b.predicted_us).collect();
+    let mean_us = block_us.iter().sum::<f64>() / block_us.len() as f64;
+    if initial_us <= mean_us * (1.0 + BALANCED_WITHIN) {
+        return Ok(kept(
+            partition,
+            plans,
+            &format!(
+                "the slowest block is predicted within {}% of the blocks' mean",
+                BALANCED_WITHIN * 100.0
+            ),
+        ));
+    }
     // A block's time is not proportional to its cost (launches and tails are fixed, formats
     // change with the rows): move the rows by the full ratio of predicted time to cost and by
     // damped ratios, plan each candidate and keep the fastest slowest block.
-    let block_us: Vec<f64> = plans.blocks.iter().map(|b| b.predicted_us).collect();
     let own = partition.block_costs(&costs);
     let mut best: Option<(RowPartition, BlockPlans, f64)> = None;
     let mut tried: Vec<RowPartition> = vec![partition.clone()];
@@ -260,6 +277,10 @@ pub fn plan_blocks_balanced(
         )),
     }
 }
+
+/// How close to the blocks' mean predicted time the slowest block must be for
+/// [`plan_blocks_balanced`] to keep the split by rows and nonzeros without trying moves.
+pub const BALANCED_WITHIN: f64 = 0.01;
 
 /// The exponents `d` of the candidate moves of [`plan_blocks_balanced`]: block `b`'s cost is
 /// scaled to `cost_b (time_b / cost_b)^d` before the rows are split again (`d = 1`: time taken

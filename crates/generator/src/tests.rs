@@ -361,6 +361,24 @@ fn uneven_halves() -> CsrMatrix {
     families::block_diag(&[stencil, flat]).unwrap()
 }
 
+/// A homogeneous stencil split by rows and nonzeros is balanced as predicted: the moves (a
+/// split and a plan of every block each) are not tried.
+#[test]
+fn balanced_predictions_keep_the_split_without_trying_moves() {
+    use crate::blocks::plan_blocks_balanced;
+    let m = model();
+    let a = families::poisson3d_7pt(48, 48, 48).unwrap();
+    let b = plan_blocks_balanced(&with_model(&a, PrecondKind::Jacobi, &m), 3).unwrap();
+    assert!(b.plans.blocks.iter().all(|p| p.modelled));
+    assert_eq!(b.balance.by, "rows and nonzeros", "{:?}", b.balance);
+    let why = b.balance.kept_because.as_deref().unwrap_or_default();
+    assert!(why.contains("within 1% of the blocks' mean"), "{why}");
+    assert_eq!(
+        b.partition,
+        autopcg_sparse::blocks::RowPartition::by_default_costs(&a, 3).unwrap()
+    );
+}
+
 #[test]
 fn block_rows_move_by_the_models_predictions() {
     use crate::blocks::plan_blocks_balanced;
