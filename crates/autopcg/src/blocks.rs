@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use autopcg_solver::blocks::{solve_blocks_cpu_with, BlockProblem, BlockReport};
 #[cfg(feature = "gpu")]
-use autopcg_solver::{blocks::BlockGpuChoice, gpu::HaloMethod};
+use autopcg_solver::{blocks::BlockGpuChoice, gpu::BackendTimes, gpu::HaloMethod};
 use autopcg_solver::{IterRecord, PcgError, PcgParams, Plan, PrecondKind};
 use autopcg_sparse::blocks::RowPartition;
 use autopcg_sparse::CsrMatrix;
@@ -445,8 +445,9 @@ impl BlockExec {
         #[cfg(feature = "gpu")]
         if exec.placed.devices.is_some() {
             let t = Instant::now();
-            exec.build_gpu(a, &vec![0.0; a.nrows()], None)?;
+            let parts = exec.build_gpu(a, &vec![0.0; a.nrows()], None)?;
             exec.setup.backend_ms = t.elapsed().as_secs_f64() * 1e3;
+            exec.setup = exec.setup.with_backend_parts(parts);
         }
         Ok(exec)
     }
@@ -454,11 +455,17 @@ impl BlockExec {
     /// Builds the block backend for `a` with the right-hand side `b` and initial guess `x0` on
     /// the placed GPUs, each block running its sub-plan's choices for its local part and for
     /// its halo part (the fixed rules where there is no plan: the fallback plan of the local
-    /// part, CSR scalar at 256 threads per block for the halo part).
+    /// part, CSR scalar at 256 threads per block for the halo part). Returns what it spent on
+    /// copies, conversions and kernel loading.
     #[cfg(feature = "gpu")]
-    fn build_gpu(&mut self, a: &CsrMatrix, b: &[f64], x0: Option<&[f64]>) -> Result<(), Error> {
+    fn build_gpu(
+        &mut self,
+        a: &CsrMatrix,
+        b: &[f64],
+        x0: Option<&[f64]>,
+    ) -> Result<BackendTimes, Error> {
         let Some(devices) = self.placed.devices.as_ref() else {
-            return Ok(());
+            return Ok(BackendTimes::default());
         };
         let problem = BlockProblem::new(a, b, &self.kind, &self.params).with_x0(x0);
         let plans = &self.plans;
@@ -496,9 +503,10 @@ impl BlockExec {
         if for_updates && !backend.takes_value_updates() {
             self.value_updates = Some(false);
         }
+        let parts = backend.setup_times();
         self.backend = Some(Box::new(backend));
         self.set_report(report);
-        Ok(())
+        Ok(parts)
     }
 
     /// Keeps the split's report, completed with where the blocks run and how they were planned.
@@ -621,7 +629,12 @@ impl BlockExec {
                 }
             }
             self.value_updates.get_or_insert(true);
-            self.build_gpu(a, &vec![0.0; a.nrows()], None)?;
+            let parts = self.build_gpu(a, &vec![0.0; a.nrows()], None)?;
+            return Ok(SetupTimes {
+                backend_ms: t.elapsed().as_secs_f64() * 1e3,
+                ..SetupTimes::default()
+            }
+            .with_backend_parts(parts));
         }
         #[cfg(not(feature = "gpu"))]
         let _ = (a, max_abs);
@@ -650,8 +663,9 @@ impl BlockExec {
             if !fits {
                 // A right-hand side of another magnitude: the system is scaled anew.
                 let tb = Instant::now();
-                self.build_gpu(a, b, x0)?;
+                let parts = self.build_gpu(a, b, x0)?;
                 setup.backend_ms = tb.elapsed().as_secs_f64() * 1e3;
+                setup = setup.with_backend_parts(parts);
             }
             setup.rhs_ms = t0.elapsed().as_secs_f64() * 1e3 - setup.backend_ms;
             let be = self

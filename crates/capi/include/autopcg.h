@@ -175,8 +175,7 @@ typedef struct {
   double total_ms;
   // The last `autopcg_update_values` (preconditioner and uploads; 0 before any).
   double update_ms;
-  // Of `backend_ms`: host-to-device copies and allocations (0 on the CPU and for row
-  // blocks, whose backend is not timed in parts).
+  // Of `backend_ms`: host-to-device copies and allocations (0 on the CPU).
   double upload_ms;
   // Of `backend_ms`: format conversions on the device.
   double convert_ms;

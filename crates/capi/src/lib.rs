@@ -158,8 +158,7 @@ pub struct AutopcgSetup {
     pub total_ms: f64,
     /// The last `autopcg_update_values` (preconditioner and uploads; 0 before any).
     pub update_ms: f64,
-    /// Of `backend_ms`: host-to-device copies and allocations (0 on the CPU and for row
-    /// blocks, whose backend is not timed in parts).
+    /// Of `backend_ms`: host-to-device copies and allocations (0 on the CPU).
     pub upload_ms: f64,
     /// Of `backend_ms`: format conversions on the device.
     pub convert_ms: f64,

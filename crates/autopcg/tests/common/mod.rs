@@ -39,6 +39,11 @@ pub fn prepared_blocks_solve_many_and_take_new_values(device: autopcg::Device) {
     let mut p = solver.prepare().unwrap();
     assert_eq!(p.n(), a.nrows());
     assert!(p.device().contains("3 row blocks"), "{}", p.device());
+    if device == autopcg::Device::Gpu {
+        // The block backend's setup is timed in parts: its uploads are among them.
+        let s = p.setup();
+        assert!(s.upload_ms > 0.0 && s.upload_ms <= s.backend_ms, "{s:?}");
+    }
     for seed in 0..3 {
         let b = rhs(&a, seed);
         let s = p.solve(&b).unwrap();

@@ -72,7 +72,9 @@ use super::{
     check_block_system, scaled_split, BlockPrecond, BlockProblem, BlockReport, BlockSolve,
 };
 use crate::backend::{IterRecord, PcgBackend};
-use crate::gpu::ops::{preload_dot3, preload_vector, DeviceOperator, DevicePrecond};
+use crate::gpu::ops::{
+    preload_dot3, preload_vector, upload_part, DeviceOperator, DevicePrecond, Stopwatch,
+};
 use crate::gpu::poll::{poll_records, PollState};
 use crate::gpu::refresh::DeviceRefresh;
 use crate::gpu::{BackendTimes, GpuPlanChoice, HaloMethod};
@@ -201,6 +203,8 @@ pub struct BlockGpuBackend {
     /// Largest |a_ij| of the unscaled matrix (NaN when the backend was built without it, and
     /// [`BlockGpuBackend::set_problem`] then always asks for a new backend).
     a_max: f64,
+    /// What building the backend spent on copies, conversions and kernel loading.
+    times: BackendTimes,
 }
 
 impl std::fmt::Debug for BlockGpuBackend {
@@ -331,6 +335,7 @@ impl BlockGpuBackend {
         }
         let (lane_of, lanes) = make_lanes(devices)?;
         let threads = choices.first().map_or(256, |c| c.local.dot3.config.threads);
+        let mut times = BackendTimes::default();
         let mut blocks = Vec::with_capacity(nb);
         let mut sends = Vec::with_capacity(nb);
         let mut halos = Vec::with_capacity(nb);
@@ -341,17 +346,21 @@ impl BlockGpuBackend {
             .zip(choices)
             .zip(devices.iter().zip(&lane_of))
         {
-            blocks.push(upload_block(dev, lane, blk, p, c, b, x0)?);
+            blocks.push(upload_block(dev, lane, blk, p, c, b, x0, &mut times)?);
+            let mut sw = Stopwatch::new(Some(&mut times));
             sends.push(dev.alloc_zeros(blk.send_len())?);
             halos.push(dev.alloc_zeros(blk.halo_len())?);
+            sw.lap(dev, upload_part)?;
         }
         let mut slots = Vec::with_capacity(lanes.len());
         let mut scalars = Vec::with_capacity(lanes.len());
         for lane in &lanes {
+            let mut sw = Stopwatch::new(Some(&mut times));
             slots.push(lane.dev.alloc_zeros(3 * nb)?);
             scalars.push(CgScalars::new(&lane.dev, INITIAL_HISTORY)?);
+            sw.lap(&lane.dev, upload_part)?;
         }
-        let backend = BlockGpuBackend {
+        let mut backend = BlockGpuBackend {
             n,
             row_ranges: split.blocks().iter().map(|b| b.rows.clone()).collect(),
             lanes,
@@ -367,9 +376,20 @@ impl BlockGpuBackend {
             scale,
             a_norm: inf_norm(a),
             a_max: f64::NAN,
+            times: BackendTimes::default(),
         };
+        let t = std::time::Instant::now();
         backend.preload()?;
+        times.load_ms += t.elapsed().as_secs_f64() * 1e3;
+        backend.times = times;
         Ok(backend)
+    }
+
+    /// What building the backend spent on host-to-device copies and allocations
+    /// (`upload_ms`), format conversions (`convert_ms`) and compiling and loading kernels
+    /// (`load_ms`), over every block.
+    pub fn setup_times(&self) -> BackendTimes {
+        self.times
     }
 
     fn preload(&self) -> Result<(), PcgError> {
@@ -794,6 +814,8 @@ enum Squared {
     T,
 }
 
+/// Puts block `blk` on `dev`, adding the time of its copies and conversions to `times`.
+#[allow(clippy::too_many_arguments)]
 fn upload_block(
     dev: &GpuDevice,
     lane: usize,
@@ -802,21 +824,37 @@ fn upload_block(
     block_choice: &BlockGpuChoice,
     b: &[f64],
     x0: Option<&[f64]>,
+    times: &mut BackendTimes,
 ) -> Result<DeviceBlock, PcgError> {
     let m = blk.nrows();
     let props = dev.props();
     let choice = &block_choice.local;
     choice.check(m, pre, props)?;
     block_choice.halo.check(props)?;
-    let local = DeviceOperator::upload(dev, &blk.local, choice.a.method, &choice.padding, "A")?;
-    let pre_dev = DevicePrecond::upload(dev, pre, &choice.precond, &choice.padding)?;
+    let local = DeviceOperator::upload_timed(
+        dev,
+        &blk.local,
+        choice.a.method,
+        &choice.padding,
+        "A",
+        Some(&mut *times),
+    )?;
+    let pre_dev = DevicePrecond::upload_timed(
+        dev,
+        pre,
+        &choice.precond,
+        &choice.padding,
+        Some(&mut *times),
+    )?;
+    // The halo part and the vectors: one upload phase.
+    let mut sw = Stopwatch::new(Some(times));
     let halo = if blk.halo.nnz() > 0 {
         Some(DeviceCsr::upload(dev, &blk.halo)?)
     } else {
         None
     };
     let rows = blk.rows.clone();
-    Ok(DeviceBlock {
+    let block = DeviceBlock {
         lane,
         choice: choice.clone(),
         local,
@@ -850,7 +888,9 @@ fn upload_block(
             dev,
             DotKernel::LastBlock.default_config(m as u64, props).blocks,
         )?,
-    })
+    };
+    sw.lap(dev, upload_part)?;
+    Ok(block)
 }
 
 impl PcgBackend for BlockGpuBackend {

@@ -139,19 +139,9 @@ impl DeviceOperator {
     /// never waits for a single-threaded host pass over the matrix and the bus carries the
     /// compact CSR arrays); COO is converted on the host. Adds whatever the method's kernel
     /// needs beside the matrix (the merge-path CSR kernel's workspace).
-    pub(crate) fn upload(
-        dev: &GpuDevice,
-        a: &CsrMatrix,
-        method: SpmvMethod,
-        limits: &PaddingLimits,
-        operand: &str,
-    ) -> Result<DeviceOperator, PcgError> {
-        Self::upload_timed(dev, a, method, limits, operand, None)
-    }
-
-    /// [`DeviceOperator::upload`], adding the time of its copies and allocations (the
-    /// merge-path workspace's small kernel included) and of its conversion to `times` when
-    /// given (see [`Stopwatch`]).
+    ///
+    /// Adds the time of its copies and allocations (the merge-path workspace's small kernel
+    /// included) and of its conversion to `times` when given (see [`Stopwatch`]).
     pub(crate) fn upload_timed(
         dev: &GpuDevice,
         a: &CsrMatrix,
@@ -460,18 +450,8 @@ pub(crate) enum DevicePrecond {
 }
 
 impl DevicePrecond {
-    /// Uploads `pre` as `choice` says (the two must match: checked by the caller).
-    pub(crate) fn upload(
-        dev: &GpuDevice,
-        pre: &Preconditioner,
-        choice: &PrecondChoice,
-        limits: &PaddingLimits,
-    ) -> Result<DevicePrecond, PcgError> {
-        Self::upload_timed(dev, pre, choice, limits, None)
-    }
-
-    /// [`DevicePrecond::upload`], adding the time of its copies and conversions to `times`
-    /// when given (see [`Stopwatch`]).
+    /// Uploads `pre` as `choice` says (the two must match: checked by the caller), adding the
+    /// time of its copies and conversions to `times` when given (see [`Stopwatch`]).
     pub(crate) fn upload_timed(
         dev: &GpuDevice,
         pre: &Preconditioner,
