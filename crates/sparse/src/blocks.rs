@@ -449,41 +449,136 @@ impl BlockSplit {
 /// Rows, local part, halo part, halo columns and per-row halo entries before the block.
 type Parts = (Range<usize>, CsrMatrix, CsrMatrix, Vec<Index>, Vec<Index>);
 
-/// The parts of the rows `rows` of `a`.
+/// The parts of the rows `rows` of `a`, rows in parallel (chunks of [`VALUE_ROWS`]). Since
+/// columns are sorted within a row, a row's local entries are one run of it: the columns in
+/// `rows`; the rest are its halo entries, kept in the row's order.
 fn split_rows(a: &CsrMatrix, rows: Range<usize>) -> Result<Parts, SparseError> {
     let (start, end) = (rows.start, rows.end);
-    let own = |j: usize| (start..end).contains(&j);
-    let mut halo_cols: Vec<Index> = rows
-        .clone()
-        .flat_map(|i| a.row(i).0.iter().copied())
-        .filter(|&j| !own(j as usize))
+    // Row `i`'s local run at `lo..hi` within its entries `0..len`.
+    let run = |i: usize| {
+        let cols = a.row(i).0;
+        let lo = cols.partition_point(|&j| (j as usize) < start);
+        let hi = lo + cols[lo..].partition_point(|&j| (j as usize) < end);
+        (lo, hi, cols.len())
+    };
+    let chunks: Vec<Range<usize>> = (start..end)
+        .step_by(VALUE_ROWS)
+        .map(|c| c..(c + VALUE_ROWS).min(end))
         .collect();
-    halo_cols.sort_unstable();
+    let mut halo_cols: Vec<Index> = chunks
+        .par_iter()
+        .flat_map_iter(|c| {
+            c.clone().flat_map(move |i| {
+                let (lo, hi, _) = run(i);
+                let cols = a.row(i).0;
+                cols[..lo].iter().chain(&cols[hi..]).copied()
+            })
+        })
+        .collect();
+    halo_cols.par_sort_unstable();
     halo_cols.dedup();
-    let (mut lp, mut li, mut lv) = (vec![0 as Index], Vec::new(), Vec::new());
-    let (mut hp, mut hi, mut hv) = (vec![0 as Index], Vec::new(), Vec::new());
-    let mut before = Vec::with_capacity(rows.len());
-    for i in rows.clone() {
-        let (cols, vals) = a.row(i);
-        before.push(cols.partition_point(|&j| (j as usize) < start) as Index);
-        for (&j, &v) in cols.iter().zip(vals) {
-            let j = j as usize;
-            if own(j) {
-                li.push((j - start) as Index);
-                lv.push(v);
-            } else {
-                // Present by construction: every halo column was collected above.
-                let k = halo_cols.partition_point(|&c| (c as usize) < j);
-                hi.push(k as Index);
-                hv.push(v);
-            }
-        }
-        lp.push(li.len() as Index);
-        hp.push(hi.len() as Index);
+    let counts: Vec<(usize, usize)> = chunks
+        .par_iter()
+        .map(|c| {
+            c.clone().fold((0, 0), |(l, h), i| {
+                let (lo, hi, len) = run(i);
+                (l + hi - lo, h + len - (hi - lo))
+            })
+        })
+        .collect();
+    let local_nnz: usize = counts.iter().map(|c| c.0).sum();
+    let halo_nnz: usize = counts.iter().map(|c| c.1).sum();
+    if Index::try_from(local_nnz.max(halo_nnz)).is_err() {
+        return Err(SparseError::Structure(format!(
+            "rows {start}..{end} hold more entries than 32-bit indices address"
+        )));
     }
     let n = end - start;
+    let mut lp = vec![0 as Index; n + 1];
+    let mut hp = vec![0 as Index; n + 1];
+    let (mut li, mut lv) = (vec![0 as Index; local_nnz], vec![0.0; local_nnz]);
+    let (mut hi_, mut hv) = (vec![0 as Index; halo_nnz], vec![0.0; halo_nnz]);
+    let mut before = vec![0 as Index; n];
+    // Every chunk's pieces of the output arrays, with the offsets its entries start at.
+    struct Piece<'o> {
+        rows: Range<usize>,
+        local_at: usize,
+        halo_at: usize,
+        lp: &'o mut [Index],
+        hp: &'o mut [Index],
+        before: &'o mut [Index],
+        li: &'o mut [Index],
+        lv: &'o mut [f64],
+        hi: &'o mut [Index],
+        hv: &'o mut [f64],
+    }
+    let mut pieces = Vec::with_capacity(chunks.len());
+    {
+        let (mut lp_rest, mut hp_rest) = (&mut lp[1..], &mut hp[1..]);
+        let mut before_rest = before.as_mut_slice();
+        let (mut li_rest, mut lv_rest) = (li.as_mut_slice(), lv.as_mut_slice());
+        let (mut hi_rest, mut hv_rest) = (hi_.as_mut_slice(), hv.as_mut_slice());
+        let (mut local_at, mut halo_at) = (0, 0);
+        for (c, &(l, h)) in chunks.iter().zip(&counts) {
+            let r = c.len();
+            let (lp_head, t) = lp_rest.split_at_mut(r);
+            lp_rest = t;
+            let (hp_head, t) = hp_rest.split_at_mut(r);
+            hp_rest = t;
+            let (before_head, t) = before_rest.split_at_mut(r);
+            before_rest = t;
+            let (li_head, t) = li_rest.split_at_mut(l);
+            li_rest = t;
+            let (lv_head, t) = lv_rest.split_at_mut(l);
+            lv_rest = t;
+            let (hi_head, t) = hi_rest.split_at_mut(h);
+            hi_rest = t;
+            let (hv_head, t) = hv_rest.split_at_mut(h);
+            hv_rest = t;
+            pieces.push(Piece {
+                rows: c.clone(),
+                local_at,
+                halo_at,
+                lp: lp_head,
+                hp: hp_head,
+                before: before_head,
+                li: li_head,
+                lv: lv_head,
+                hi: hi_head,
+                hv: hv_head,
+            });
+            local_at += l;
+            halo_at += h;
+        }
+    }
+    let halo_cols_ref = &halo_cols;
+    pieces.into_par_iter().for_each(|p| {
+        let (mut lk, mut hk) = (0, 0);
+        for (r, i) in p.rows.clone().enumerate() {
+            let (lo, hi, _) = run(i);
+            let (cols, vals) = a.row(i);
+            p.before[r] = lo as Index;
+            for (&j, &v) in cols[lo..hi].iter().zip(&vals[lo..hi]) {
+                p.li[lk] = (j as usize - start) as Index;
+                p.lv[lk] = v;
+                lk += 1;
+            }
+            for (&j, &v) in cols[..lo]
+                .iter()
+                .zip(&vals[..lo])
+                .chain(cols[hi..].iter().zip(&vals[hi..]))
+            {
+                // Present by construction: every halo column was collected above.
+                p.hi[hk] = halo_cols_ref.partition_point(|&c| c < j) as Index;
+                p.hv[hk] = v;
+                hk += 1;
+            }
+            p.lp[r] = (p.local_at + lk) as Index;
+            p.hp[r] = (p.halo_at + hk) as Index;
+        }
+    });
     let local = CsrMatrix::try_from_parts(n, n, lp, li, lv)?;
-    let halo = CsrMatrix::try_from_parts(n, halo_cols.len(), hp, hi, hv)?;
+    let halo = CsrMatrix::try_from_parts(n, halo_cols.len(), hp, hi_, hv)?;
     Ok((rows, local, halo, halo_cols, before))
 }
 
@@ -635,6 +730,37 @@ mod tests {
             assert!(b == 0 || !halo.is_empty(), "block {b} couples to others");
         }
         assert!(block_values(&a, 5..n + 1).is_err());
+        // Every block's rows, local entries (columns shifted back) and halo entries (columns
+        // looked up) merged by column are the matrix's rows: the split loses and adds nothing,
+        // across the chunks its rows are processed in.
+        for (b, blk) in fresh.blocks().iter().enumerate() {
+            let start = p.range(b).start;
+            assert_eq!(blk.rows, p.range(b));
+            for (r, i) in blk.rows.clone().enumerate() {
+                let (lc, lv) = blk.local.row(r);
+                let (hc, hv) = blk.halo.row(r);
+                let mut merged: Vec<(Index, f64)> = lc
+                    .iter()
+                    .map(|&c| c + start as Index)
+                    .zip(lv.iter().copied())
+                    .chain(
+                        hc.iter()
+                            .map(|&k| blk.halo_cols[k as usize])
+                            .zip(hv.iter().copied()),
+                    )
+                    .collect();
+                merged.sort_by_key(|e| e.0);
+                let (ac, av) = a.row(i);
+                let want: Vec<(Index, f64)> = ac.iter().copied().zip(av.iter().copied()).collect();
+                assert_eq!(merged, want, "block {b}, row {i}");
+                assert_eq!(
+                    blk.halo_before[r] as usize,
+                    ac.partition_point(|&c| (c as usize) < start),
+                    "block {b}, row {i}"
+                );
+            }
+            assert!(blk.halo_cols.windows(2).all(|w| w[0] < w[1]), "block {b}");
+        }
     }
 
     #[test]
