@@ -605,7 +605,7 @@ impl BlockExec {
     }
 
     /// New values of the matrix `a` (same pattern, already checked by the caller: finite, every
-    /// diagonal entry positive; `max_abs` their largest magnitude). On GPUs the first update
+    /// diagonal entry positive; `stats` their statistics). On GPUs the first update
     /// builds the block backend again from them (split, plans and placement kept), made to
     /// take later values on the device; later updates copy each block's values to its device,
     /// where its operand and preconditioner are made again
@@ -613,12 +613,16 @@ impl BlockExec {
     /// need another scale of the matrix or a block operand is kept in COO (a new backend
     /// then). On the CPU the blocks are built at the next solve anyway. Returns the time it
     /// took.
-    pub(crate) fn refresh(&mut self, a: &CsrMatrix, max_abs: f64) -> Result<SetupTimes, Error> {
+    pub(crate) fn refresh(
+        &mut self,
+        a: &CsrMatrix,
+        stats: &autopcg_solver::ValueStats,
+    ) -> Result<SetupTimes, Error> {
         let t = Instant::now();
         #[cfg(feature = "gpu")]
         if self.on_gpu() {
             if let Some(be) = self.backend.as_mut() {
-                if let Some((precond_ms, parts)) = be.update_values(a, max_abs)? {
+                if let Some((precond_ms, parts)) = be.update_values(a, stats)? {
                     let total = t.elapsed().as_secs_f64() * 1e3;
                     return Ok(SetupTimes {
                         precond_ms,
@@ -637,7 +641,7 @@ impl BlockExec {
             .with_backend_parts(parts));
         }
         #[cfg(not(feature = "gpu"))]
-        let _ = (a, max_abs);
+        let _ = (a, stats);
         Ok(SetupTimes {
             backend_ms: t.elapsed().as_secs_f64() * 1e3,
             ..SetupTimes::default()

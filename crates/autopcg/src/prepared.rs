@@ -569,7 +569,7 @@ impl<'a> PreparedSolver<'a> {
                 }));
             }
             copy_values(&mut self.a, values)?;
-            return e.refresh(&self.a, stats.max_abs);
+            return e.refresh(&self.a, &stats);
         }
         let t0 = Instant::now();
         let refresh = value_refresh(&mut self.refresh, &self.a, &self.plan)?;

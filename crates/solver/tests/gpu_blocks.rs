@@ -29,7 +29,7 @@ use autopcg_solver::blocks::{
 };
 use autopcg_solver::gpu::{solve_gpu, HaloMethod, PrecondChoice, SpmvChoice, SpmvMethod};
 use autopcg_solver::scaling::max_abs;
-use autopcg_solver::{pcg, PcgInfo, PcgParams, PrecondKind, Preconditioner, SsorForm};
+use autopcg_solver::{pcg, PcgInfo, PcgParams, PrecondKind, Preconditioner, SsorForm, ValueStats};
 use autopcg_sparse::blocks::{BlockSplit, RowPartition};
 use autopcg_sparse::families::{poisson2d_5pt, poisson3d_7pt, random_powerlaw_spd};
 use autopcg_sparse::CsrMatrix;
@@ -529,7 +529,9 @@ fn value_updates_match_a_backend_made_from_the_values(dev: GpuDevice) {
                 .unwrap_or_else(|e| panic!("{tag}: {e}"));
                 let coo = matches!(methods(8)[mi], SpmvMethod::Coo { .. });
                 assert_eq!(be.takes_value_updates(), !coo, "{tag}");
-                let taken = be.update_values(&a2, max_abs(a2.data())).unwrap();
+                let taken = be
+                    .update_values(&a2, &ValueStats::of(a2.indptr(), a2.data()))
+                    .unwrap();
                 if coo {
                     assert!(taken.is_none(), "{tag}");
                     continue;
@@ -573,7 +575,9 @@ fn value_updates_match_a_backend_made_from_the_values(dev: GpuDevice) {
                 huge.data_mut()
                     .iter_mut()
                     .for_each(|v| *v *= 2f64.powi(600));
-                let taken = be.update_values(&huge, max_abs(huge.data())).unwrap();
+                let taken = be
+                    .update_values(&huge, &ValueStats::of(huge.indptr(), huge.data()))
+                    .unwrap();
                 assert!(taken.is_none(), "{tag}");
             }
         }

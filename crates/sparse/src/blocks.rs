@@ -594,6 +594,19 @@ pub fn block_values(
     a: &CsrMatrix,
     rows: Range<usize>,
 ) -> Result<(Vec<f64>, Vec<f64>), SparseError> {
+    let (mut local, mut halo) = (Vec::new(), Vec::new());
+    block_values_into(a, rows, &mut local, &mut halo)?;
+    Ok((local, halo))
+}
+
+/// [`block_values`] into `local` and `halo`, resized to the parts' lengths: vectors kept from
+/// one update to the next are overwritten in place (no fresh memory to fault in).
+pub fn block_values_into(
+    a: &CsrMatrix,
+    rows: Range<usize>,
+    local: &mut Vec<f64>,
+    halo: &mut Vec<f64>,
+) -> Result<(), SparseError> {
     if rows.start > rows.end || rows.end > a.nrows() || !a.is_square() {
         return Err(SparseError::Structure(format!(
             "rows {}..{} of a {} x {} matrix are no row block",
@@ -626,8 +639,8 @@ pub fn block_values(
         .collect();
     let local_nnz = counts.iter().map(|c| c.0).sum();
     let halo_nnz = counts.iter().map(|c| c.1).sum();
-    let mut local = vec![0.0; local_nnz];
-    let mut halo = vec![0.0; halo_nnz];
+    local.resize(local_nnz, 0.0);
+    halo.resize(halo_nnz, 0.0);
     let mut tasks = Vec::with_capacity(chunks.len());
     let (mut lrest, mut hrest) = (local.as_mut_slice(), halo.as_mut_slice());
     for (c, &(l, h)) in chunks.into_iter().zip(&counts) {
@@ -648,7 +661,7 @@ pub fn block_values(
             hk += len - (hi - lo);
         }
     });
-    Ok((local, halo))
+    Ok(())
 }
 
 #[cfg(test)]

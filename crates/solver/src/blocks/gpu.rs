@@ -63,7 +63,7 @@ use autopcg_gpu::kernels::vector::{
     cg_update, xpay, CgVectors, UpdateU, VectorKernel, VectorVariant,
 };
 use autopcg_gpu::{CgScalars, DeviceCsr, DeviceVec, GpuDevice, LaunchConfig};
-use autopcg_sparse::blocks::{block_values, BlockSplit, HaloBlock, RowPartition};
+use autopcg_sparse::blocks::{block_values_into, BlockSplit, HaloBlock, RowPartition};
 use autopcg_sparse::CsrMatrix;
 use rayon::prelude::*;
 
@@ -78,7 +78,7 @@ use crate::gpu::ops::{
 use crate::gpu::poll::{poll_records, PollState};
 use crate::gpu::refresh::DeviceRefresh;
 use crate::gpu::{BackendTimes, GpuPlanChoice, HaloMethod};
-use crate::scaling::{inf_norm, ldexp, scale_slice, ScaleFactors};
+use crate::scaling::{inf_norm, ldexp, scale_slice, ScaleFactors, ValueStats};
 use crate::{pcg, PcgError, PrecondKind, Preconditioner, SolveFailure, ValueRefresh};
 
 /// Iterations the device history holds before it first grows.
@@ -205,6 +205,9 @@ pub struct BlockGpuBackend {
     a_max: f64,
     /// What building the backend spent on copies, conversions and kernel loading.
     times: BackendTimes,
+    /// Per block, the host arrays value updates split the new values into (kept from one
+    /// update to the next).
+    update_values: Vec<(Vec<f64>, Vec<f64>)>,
 }
 
 impl std::fmt::Debug for BlockGpuBackend {
@@ -377,6 +380,7 @@ impl BlockGpuBackend {
             a_norm: inf_norm(a),
             a_max: f64::NAN,
             times: BackendTimes::default(),
+            update_values: Vec::new(),
         };
         let t = std::time::Instant::now();
         backend.preload()?;
@@ -474,8 +478,9 @@ impl BlockGpuBackend {
 
     /// New values of the matrix the backend was made from: `a` is the whole unscaled matrix
     /// with the new values (its pattern the old one's), checked by the caller (finite, every
-    /// diagonal entry positive), and `max_abs` their largest magnitude. Each block's local and
-    /// halo values are taken from `a` on the host ([`block_values`], scaled as the backend's
+    /// diagonal entry positive), and `stats` their statistics ([`ValueStats::of`] them: the
+    /// largest magnitude decides the scale, `||A||_inf` is kept). Each block's local and
+    /// halo values are taken from `a` on the host ([`block_values_into`], scaled as the backend's
     /// system is) and copied to the block's device, where its operand is converted again and
     /// its preconditioner recomputed from them ([`DeviceRefresh`]): values alone cross the bus,
     /// and the values equal those a backend made from `a` holds (up to the sign of a zero).
@@ -489,7 +494,7 @@ impl BlockGpuBackend {
     pub fn update_values(
         &mut self,
         a: &CsrMatrix,
-        max_abs: f64,
+        stats: &ValueStats,
     ) -> Result<Option<(f64, BackendTimes)>, PcgError> {
         if a.nrows() != self.n || a.ncols() != self.n {
             return Err(PcgError::Dimension(format!(
@@ -499,23 +504,29 @@ impl BlockGpuBackend {
                 self.n
             )));
         }
-        let exp = ScaleFactors::from_maxima(max_abs, 1.0).matrix_exp;
+        let exp = ScaleFactors::from_maxima(stats.max_abs, 1.0).matrix_exp;
         if !self.takes_value_updates() || exp != self.scale.matrix_exp {
             return Ok(None);
         }
-        // Every block's values, split and scaled as a backend made from `a` has them.
-        let values = self
+        // Every block's values, split and scaled as a backend made from `a` has them, into
+        // the arrays the last update used.
+        let mut values = std::mem::take(&mut self.update_values);
+        values.resize_with(self.blocks.len(), Default::default);
+        let split = self
             .row_ranges
             .par_iter()
-            .map(|rows| {
-                let (mut local, mut halo) = block_values(a, rows.clone())
+            .zip(values.par_iter_mut())
+            .try_for_each(|(rows, (local, halo))| {
+                block_values_into(a, rows.clone(), local, halo)
                     .map_err(|e| PcgError::Dimension(format!("new block values: {e}")))?;
-                scale_slice(&mut local, exp);
-                scale_slice(&mut halo, exp);
-                Ok((local, halo))
-            })
-            .collect::<Result<Vec<_>, PcgError>>()?;
-        for (b, (blk, (local, halo))) in self.blocks.iter_mut().zip(&values).enumerate() {
+                scale_slice(local, exp);
+                scale_slice(halo, exp);
+                Ok::<(), PcgError>(())
+            });
+        self.update_values = values;
+        split?;
+        let values = &self.update_values;
+        for (b, (blk, (local, halo))) in self.blocks.iter_mut().zip(values).enumerate() {
             let halo_nnz = blk.halo.as_ref().map_or(0, DeviceCsr::nnz);
             if !blk.local.can_stage(local.len()) || halo_nnz != halo.len() {
                 return Err(PcgError::Dimension(format!(
@@ -535,7 +546,7 @@ impl BlockGpuBackend {
         }
         let mut times = BackendTimes::default();
         let mut precond_ms = 0.0;
-        for (blk, (local, halo)) in self.blocks.iter_mut().zip(&values) {
+        for (blk, (local, halo)) in self.blocks.iter_mut().zip(values) {
             let dev = &self.lanes[blk.lane].dev;
             let limits = &blk.choice.padding;
             blk.local.stage_values(
@@ -560,8 +571,8 @@ impl BlockGpuBackend {
             precond_ms += refresh.run(dev, src, &mut blk.pre, limits, Some(&mut times))?;
         }
         // Scaling by a power of two scales every row sum exactly.
-        self.a_norm = ldexp(inf_norm(a), exp);
-        self.a_max = max_abs;
+        self.a_norm = ldexp(stats.inf_norm, exp);
+        self.a_max = stats.max_abs;
         self.poll.reset();
         Ok(Some((precond_ms, times)))
     }
