@@ -22,6 +22,7 @@ use autopcg_catalog::{DeviceProps, LinkProps};
 use autopcg_solver::gpu::HaloMethod;
 use autopcg_solver::{PcgError, PlanStep};
 use autopcg_sparse::blocks::{default_row_costs, BlockSplit, HaloBlock, RowPartition};
+use rayon::prelude::*;
 use serde::Serialize;
 
 use crate::{plan, PlanError, PlanRequest, SolvePlan, Target};
@@ -120,30 +121,35 @@ pub fn plan_blocks(req: &PlanRequest, split: &BlockSplit) -> Result<BlockPlans, 
         Target::Gpu(p) => bandwidth_gbs(p),
         Target::Cpu { .. } => DEFAULT_BANDWIDTH_GBS,
     };
-    let mut blocks = Vec::with_capacity(split.blocks().len());
-    for blk in split.blocks() {
-        let mut r = req.clone();
-        r.matrix = &blk.local;
-        r.precond = kind;
-        let local = plan(&r)?;
-        let HaloPlan {
-            step: halo,
-            us: halo_us,
-            method: halo_method,
-        } = halo_step(req, blk);
-        let (predicted_us, modelled) = match (local.predicted_iteration_ms, halo_us) {
-            (Some(ms), Some(h)) => (ms * 1e3 + h, true),
-            _ => (roofline_block_us(blk, bw), false),
-        };
-        blocks.push(BlockPlan {
-            rows: blk.rows.clone(),
-            local,
-            halo,
-            halo_method,
-            predicted_us,
-            modelled,
-        });
-    }
+    // The blocks are planned concurrently (each plan's own passes are parallel too, but
+    // parts of a plan run on one thread).
+    let blocks = split
+        .blocks()
+        .par_iter()
+        .map(|blk| {
+            let mut r = req.clone();
+            r.matrix = &blk.local;
+            r.precond = kind;
+            let local = plan(&r)?;
+            let HaloPlan {
+                step: halo,
+                us: halo_us,
+                method: halo_method,
+            } = halo_step(req, blk);
+            let (predicted_us, modelled) = match (local.predicted_iteration_ms, halo_us) {
+                (Some(ms), Some(h)) => (ms * 1e3 + h, true),
+                _ => (roofline_block_us(blk, bw), false),
+            };
+            Ok(BlockPlan {
+                rows: blk.rows.clone(),
+                local,
+                halo,
+                halo_method,
+                predicted_us,
+                modelled,
+            })
+        })
+        .collect::<Result<Vec<_>, PlanError>>()?;
     Ok(BlockPlans { blocks })
 }
 
