@@ -449,22 +449,73 @@ impl BlockSplit {
 /// Rows, local part, halo part, halo columns and per-row halo entries before the block.
 type Parts = (Range<usize>, CsrMatrix, CsrMatrix, Vec<Index>, Vec<Index>);
 
-/// The parts of the rows `rows` of `a`, rows in parallel (chunks of [`VALUE_ROWS`]). Since
-/// columns are sorted within a row, a row's local entries are one run of it: the columns in
-/// `rows`; the rest are its halo entries, kept in the row's order.
+/// Rows per parallel task of the passes over a block's rows ([`RowRuns`]).
+const ROWS_PER_TASK: usize = 4096;
+
+/// The rows `start..end` of `a` for parallel passes: cut into chunks of [`ROWS_PER_TASK`] rows,
+/// with the local and halo entries of each chunk. Since columns are sorted within a row, a
+/// row's local entries are one run of it (the columns in `start..end`); its halo entries are
+/// what lies before and after that run.
+struct RowRuns<'a> {
+    a: &'a CsrMatrix,
+    start: usize,
+    end: usize,
+    chunks: Vec<Range<usize>>,
+    /// Per chunk: its local and halo entries.
+    counts: Vec<(usize, usize)>,
+}
+
+impl<'a> RowRuns<'a> {
+    fn new(a: &'a CsrMatrix, rows: Range<usize>) -> Self {
+        let (start, end) = (rows.start, rows.end);
+        let chunks: Vec<Range<usize>> = (start..end)
+            .step_by(ROWS_PER_TASK)
+            .map(|c| c..(c + ROWS_PER_TASK).min(end))
+            .collect();
+        let mut runs = RowRuns {
+            a,
+            start,
+            end,
+            chunks,
+            counts: Vec::new(),
+        };
+        runs.counts = runs
+            .chunks
+            .par_iter()
+            .map(|c| {
+                c.clone().fold((0, 0), |(l, h), i| {
+                    let (lo, hi, len) = runs.run(i);
+                    (l + hi - lo, h + len - (hi - lo))
+                })
+            })
+            .collect();
+        runs
+    }
+
+    /// Row `i`'s local run at `lo..hi` within its entries `0..len`: `(lo, hi, len)`.
+    fn run(&self, i: usize) -> (usize, usize, usize) {
+        let cols = self.a.row(i).0;
+        let lo = cols.partition_point(|&j| (j as usize) < self.start);
+        let hi = lo + cols[lo..].partition_point(|&j| (j as usize) < self.end);
+        (lo, hi, cols.len())
+    }
+
+    fn local_nnz(&self) -> usize {
+        self.counts.iter().map(|c| c.0).sum()
+    }
+
+    fn halo_nnz(&self) -> usize {
+        self.counts.iter().map(|c| c.1).sum()
+    }
+}
+
+/// The parts of the rows `rows` of `a`, rows in parallel ([`RowRuns`]): a row's local run
+/// goes to the local part, the rest of it to the halo part, each in the row's order.
 fn split_rows(a: &CsrMatrix, rows: Range<usize>) -> Result<Parts, SparseError> {
     let (start, end) = (rows.start, rows.end);
-    // Row `i`'s local run at `lo..hi` within its entries `0..len`.
-    let run = |i: usize| {
-        let cols = a.row(i).0;
-        let lo = cols.partition_point(|&j| (j as usize) < start);
-        let hi = lo + cols[lo..].partition_point(|&j| (j as usize) < end);
-        (lo, hi, cols.len())
-    };
-    let chunks: Vec<Range<usize>> = (start..end)
-        .step_by(VALUE_ROWS)
-        .map(|c| c..(c + VALUE_ROWS).min(end))
-        .collect();
+    let runs = RowRuns::new(a, rows.clone());
+    let run = |i: usize| runs.run(i);
+    let chunks = &runs.chunks;
     let mut halo_cols: Vec<Index> = chunks
         .par_iter()
         .flat_map_iter(|c| {
@@ -477,17 +528,8 @@ fn split_rows(a: &CsrMatrix, rows: Range<usize>) -> Result<Parts, SparseError> {
         .collect();
     halo_cols.par_sort_unstable();
     halo_cols.dedup();
-    let counts: Vec<(usize, usize)> = chunks
-        .par_iter()
-        .map(|c| {
-            c.clone().fold((0, 0), |(l, h), i| {
-                let (lo, hi, len) = run(i);
-                (l + hi - lo, h + len - (hi - lo))
-            })
-        })
-        .collect();
-    let local_nnz: usize = counts.iter().map(|c| c.0).sum();
-    let halo_nnz: usize = counts.iter().map(|c| c.1).sum();
+    let counts = &runs.counts;
+    let (local_nnz, halo_nnz) = (runs.local_nnz(), runs.halo_nnz());
     if Index::try_from(local_nnz.max(halo_nnz)).is_err() {
         return Err(SparseError::Structure(format!(
             "rows {start}..{end} hold more entries than 32-bit indices address"
@@ -519,7 +561,7 @@ fn split_rows(a: &CsrMatrix, rows: Range<usize>) -> Result<Parts, SparseError> {
         let (mut li_rest, mut lv_rest) = (li.as_mut_slice(), lv.as_mut_slice());
         let (mut hi_rest, mut hv_rest) = (hi_.as_mut_slice(), hv.as_mut_slice());
         let (mut local_at, mut halo_at) = (0, 0);
-        for (c, &(l, h)) in chunks.iter().zip(&counts) {
+        for (c, &(l, h)) in chunks.iter().zip(counts) {
             let r = c.len();
             let (lp_head, t) = lp_rest.split_at_mut(r);
             lp_rest = t;
@@ -582,9 +624,6 @@ fn split_rows(a: &CsrMatrix, rows: Range<usize>) -> Result<Parts, SparseError> {
     Ok((rows, local, halo, halo_cols, before))
 }
 
-/// Rows per parallel task of [`block_values`].
-const VALUE_ROWS: usize = 4096;
-
 /// The values of the local and halo parts [`BlockSplit::new`] makes of the rows `rows` of `a`,
 /// in their order, without making the split again: for new values of the pattern a split was
 /// made from. Since columns are sorted within a row, a row's local entries are one run of it
@@ -616,34 +655,13 @@ pub fn block_values_into(
             a.ncols()
         )));
     }
-    let (start, end) = (rows.start, rows.end);
-    // Row `i`'s entries: its local run at `lo..hi` within its entries `0..len`.
-    let run = |i: usize| {
-        let cols = a.row(i).0;
-        let lo = cols.partition_point(|&j| (j as usize) < start);
-        let hi = lo + cols[lo..].partition_point(|&j| (j as usize) < end);
-        (lo, hi, cols.len())
-    };
-    let chunks: Vec<Range<usize>> = (start..end)
-        .step_by(VALUE_ROWS)
-        .map(|c| c..(c + VALUE_ROWS).min(end))
-        .collect();
-    let counts: Vec<(usize, usize)> = chunks
-        .par_iter()
-        .map(|c| {
-            c.clone().fold((0, 0), |(l, h), i| {
-                let (lo, hi, len) = run(i);
-                (l + hi - lo, h + len - (hi - lo))
-            })
-        })
-        .collect();
-    let local_nnz = counts.iter().map(|c| c.0).sum();
-    let halo_nnz = counts.iter().map(|c| c.1).sum();
-    local.resize(local_nnz, 0.0);
-    halo.resize(halo_nnz, 0.0);
-    let mut tasks = Vec::with_capacity(chunks.len());
+    let runs = RowRuns::new(a, rows);
+    let run = |i: usize| runs.run(i);
+    local.resize(runs.local_nnz(), 0.0);
+    halo.resize(runs.halo_nnz(), 0.0);
+    let mut tasks = Vec::with_capacity(runs.chunks.len());
     let (mut lrest, mut hrest) = (local.as_mut_slice(), halo.as_mut_slice());
-    for (c, &(l, h)) in chunks.into_iter().zip(&counts) {
+    for (c, &(l, h)) in runs.chunks.iter().cloned().zip(&runs.counts) {
         let (lhead, ltail) = lrest.split_at_mut(l);
         let (hhead, htail) = hrest.split_at_mut(h);
         tasks.push((c, lhead, hhead));
