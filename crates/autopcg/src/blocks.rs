@@ -612,7 +612,7 @@ impl BlockExec {
     /// ([`autopcg_solver::blocks::gpu::BlockGpuBackend::update_values`]), unless the values
     /// need another scale of the matrix or a block operand is kept in COO (a new backend
     /// then). On the CPU the blocks are built at the next solve anyway. Returns the time it
-    /// took.
+    /// took. On an error the GPU backend is dropped: the next solve builds it from `a`.
     pub(crate) fn refresh(
         &mut self,
         a: &CsrMatrix,
@@ -621,8 +621,12 @@ impl BlockExec {
         let t = Instant::now();
         #[cfg(feature = "gpu")]
         if self.on_gpu() {
-            if let Some(be) = self.backend.as_mut() {
-                if let Some((precond_ms, parts)) = be.update_values(a, stats)? {
+            let updated = match self.backend.as_mut() {
+                Some(be) => be.update_values(a, stats),
+                None => Ok(None),
+            };
+            let parts = match updated {
+                Ok(Some((precond_ms, parts))) => {
                     let total = t.elapsed().as_secs_f64() * 1e3;
                     return Ok(SetupTimes {
                         precond_ms,
@@ -631,9 +635,15 @@ impl BlockExec {
                     }
                     .with_backend_parts(parts));
                 }
-            }
-            self.value_updates.get_or_insert(true);
-            let parts = self.build_gpu(a, &vec![0.0; a.nrows()], None)?;
+                Ok(None) => {
+                    self.value_updates.get_or_insert(true);
+                    self.build_gpu(a, &vec![0.0; a.nrows()], None)
+                }
+                Err(e) => Err(e.into()),
+            };
+            // A backend left with part of the new values, or with the old ones, must not
+            // serve a solve: the next one builds it from `a`.
+            let parts = parts.inspect_err(|_| self.backend = None)?;
             return Ok(SetupTimes {
                 backend_ms: t.elapsed().as_secs_f64() * 1e3,
                 ..SetupTimes::default()
