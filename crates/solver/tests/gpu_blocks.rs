@@ -27,7 +27,7 @@ use autopcg_solver::blocks::{
     solve_blocks_cpu, solve_blocks_gpu, BlockGpuBackend, BlockGpuChoice, BlockPrecond,
     BlockProblem, BlockReport,
 };
-use autopcg_solver::gpu::{solve_gpu, HaloMethod, PrecondChoice, SpmvChoice, SpmvMethod};
+use autopcg_solver::gpu::{solve_gpu, HaloMethod, SpmvMethod};
 use autopcg_solver::scaling::max_abs;
 use autopcg_solver::{pcg, PcgInfo, PcgParams, PrecondKind, Preconditioner, SsorForm, ValueStats};
 use autopcg_sparse::blocks::{BlockSplit, RowPartition};
@@ -37,6 +37,7 @@ use std::ops::ControlFlow;
 
 mod blocks_common;
 use blocks_common::fixtures_and_poisson;
+mod common;
 
 const TOL: f64 = 1e-8;
 const BLOCKS: [usize; 3] = [1, 2, 4];
@@ -492,10 +493,6 @@ fn value_updates_match_a_backend_made_from_the_values(dev: GpuDevice) {
             .with_form(SsorForm::Explicit),
         PrecondKind::ssor_ai2().with_omega(0.9),
     ];
-    let spmv = |method: SpmvMethod| SpmvChoice {
-        method,
-        predicted_ms: None,
-    };
     for devices in [vec![dev.clone(); 3], own_handles(&dev, 2)] {
         let nd = devices.len();
         let part = RowPartition::by_default_costs(&a1, nd).unwrap();
@@ -504,19 +501,7 @@ fn value_updates_match_a_backend_made_from_the_values(dev: GpuDevice) {
                 let tag = format!("{nd} handles, method {mi}, {kind}");
                 let choose = |i: usize, local: &CsrMatrix, pre: &Preconditioner| {
                     let method = methods(local.nrows())[mi];
-                    let mut c = gpu_choice(local, pre, devices[i].props());
-                    c.a = spmv(method);
-                    c.precond = match c.precond {
-                        PrecondChoice::Factored { scale, kt, .. } => PrecondChoice::Factored {
-                            k: spmv(method),
-                            scale,
-                            kt,
-                        },
-                        PrecondChoice::Explicit { .. } => {
-                            PrecondChoice::Explicit { m: spmv(method) }
-                        }
-                        other => other,
-                    };
+                    let c = common::with_spmv(gpu_choice(local, pre, devices[i].props()), method);
                     BlockGpuChoice::fixed_halo(c, local.nrows())
                 };
                 let mut be = prepare_blocks_gpu_for_updates(

@@ -566,25 +566,13 @@ fn new_values_refresh_every_format_in_place(dev: GpuDevice) {
             .with_omega(0.9)
             .with_form(SsorForm::Explicit),
     ];
-    let spmv = |method: SpmvMethod| SpmvChoice {
-        method,
-        predicted_ms: None,
-    };
     for method in methods {
         for kind in kinds {
             let choice = |pre: &Preconditioner| {
-                let mut c = autopcg_generator::fallback::gpu_choice(&a1, pre, &props);
-                c.a = spmv(method);
-                c.precond = match c.precond {
-                    PrecondChoice::Factored { scale, kt, .. } => PrecondChoice::Factored {
-                        k: spmv(method),
-                        scale,
-                        kt,
-                    },
-                    PrecondChoice::Explicit { .. } => PrecondChoice::Explicit { m: spmv(method) },
-                    other => other,
-                };
-                c
+                common::with_spmv(
+                    autopcg_generator::fallback::gpu_choice(&a1, pre, &props),
+                    method,
+                )
             };
             let pre1 = Preconditioner::build(&a1, &kind).unwrap();
             let c = choice(&pre1);

@@ -382,6 +382,7 @@ impl BlockGpuBackend {
             times: BackendTimes::default(),
             update_values: Vec::new(),
         };
+        // Loading is host work (over every lane's device): timed without a synchronisation.
         let t = std::time::Instant::now();
         backend.preload()?;
         times.load_ms += t.elapsed().as_secs_f64() * 1e3;
@@ -555,10 +556,9 @@ impl BlockGpuBackend {
                 Some(&mut times),
             )?;
             if let Some(h) = blk.halo.as_mut() {
-                let t = std::time::Instant::now();
+                let mut sw = Stopwatch::new(Some(&mut times));
                 h.upload_values(dev, halo)?;
-                dev.synchronize()?;
-                times.upload_ms += t.elapsed().as_secs_f64() * 1e3;
+                sw.lap(dev, upload_part)?;
             }
             blk.local
                 .convert_staged(dev, limits, "A", Some(&mut times))?;

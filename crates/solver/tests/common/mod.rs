@@ -533,3 +533,23 @@ pub fn sweep(
     }
     println!("{} systems: {tally:?}", systems.len());
 }
+
+/// `c` with A's product and the preconditioner's operator product (K, or the explicit M) run
+/// by `method`, unpredicted (the rest of the plan kept).
+pub fn with_spmv(
+    mut c: autopcg_solver::gpu::GpuPlanChoice,
+    method: autopcg_solver::gpu::SpmvMethod,
+) -> autopcg_solver::gpu::GpuPlanChoice {
+    use autopcg_solver::gpu::{PrecondChoice, SpmvChoice};
+    let spmv = SpmvChoice {
+        method,
+        predicted_ms: None,
+    };
+    c.a = spmv;
+    c.precond = match c.precond {
+        PrecondChoice::Factored { scale, kt, .. } => PrecondChoice::Factored { k: spmv, scale, kt },
+        PrecondChoice::Explicit { .. } => PrecondChoice::Explicit { m: spmv },
+        other => other,
+    };
+    c
+}
