@@ -483,23 +483,14 @@ impl BlockExec {
         };
         let partition = self.partition.clone();
         let for_updates = self.value_updates == Some(true);
-        let backend = if for_updates {
-            autopcg_solver::blocks::gpu::prepare_blocks_gpu_for_updates(
-                devices,
-                &problem,
-                partition,
-                choose,
-                &mut report,
-            )
-        } else {
-            autopcg_solver::blocks::gpu::prepare_blocks_gpu(
-                devices,
-                &problem,
-                partition,
-                choose,
-                &mut report,
-            )
-        }?;
+        let backend = autopcg_solver::blocks::gpu::prepare_blocks_gpu_with(
+            devices,
+            &problem,
+            partition,
+            choose,
+            &mut report,
+            for_updates,
+        )?;
         if for_updates && !backend.takes_value_updates() {
             self.value_updates = Some(false);
         }

@@ -22,7 +22,7 @@
 use autopcg_catalog::{SpmvKernel, CSR_LANES};
 use autopcg_generator::fallback::gpu_choice;
 use autopcg_gpu::{GpuDevice, LaunchConfig};
-use autopcg_solver::blocks::gpu::{prepare_blocks_gpu, prepare_blocks_gpu_for_updates};
+use autopcg_solver::blocks::gpu::{prepare_blocks_gpu, prepare_blocks_gpu_with};
 use autopcg_solver::blocks::{
     solve_blocks_cpu, solve_blocks_gpu, BlockGpuBackend, BlockGpuChoice, BlockPrecond,
     BlockProblem, BlockReport,
@@ -438,7 +438,7 @@ fn a_halo_launch_without_whole_warps_is_refused(dev: GpuDevice) {
     assert!(rel_residual(&a, &backend.x().unwrap()) <= 10.0 * TOL);
 }
 
-/// New values on a block backend made to take them (`prepare_blocks_gpu_for_updates`, as a
+/// New values on a block backend made to take them (`prepare_blocks_gpu_with` for value updates, as a
 /// prepared solver split into blocks makes it from its first value update on), with every
 /// block's operands (A's local part, K and K^T or M) in each format a plan may choose, for
 /// each preconditioner, on 3 blocks sharing one handle and on 2 handles of their own: the
@@ -504,12 +504,13 @@ fn value_updates_match_a_backend_made_from_the_values(dev: GpuDevice) {
                     let c = common::with_spmv(gpu_choice(local, pre, devices[i].props()), method);
                     BlockGpuChoice::fixed_halo(c, local.nrows())
                 };
-                let mut be = prepare_blocks_gpu_for_updates(
+                let mut be = prepare_blocks_gpu_with(
                     &devices,
                     &BlockProblem::new(&a1, &zeros, &kind, &p),
                     part.clone(),
                     choose,
                     &mut None,
+                    true,
                 )
                 .unwrap_or_else(|e| panic!("{tag}: {e}"));
                 let coo = matches!(methods(8)[mi], SpmvMethod::Coo { .. });

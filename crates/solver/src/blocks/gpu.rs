@@ -157,7 +157,7 @@ struct DeviceBlock {
     halo_method: HaloMethod,
     pre: DevicePrecond,
     /// The preconditioner recomputed on the device after new values (prepared by
-    /// [`prepare_blocks_gpu_for_updates`]; see [`BlockGpuBackend::update_values`]).
+    /// [`prepare_blocks_gpu_with`]; see [`BlockGpuBackend::update_values`]).
     refresh: Option<DeviceRefresh>,
     send_idx: DeviceVec<u32>,
     gather_cfg: LaunchConfig,
@@ -472,7 +472,7 @@ impl BlockGpuBackend {
     }
 
     /// Whether [`BlockGpuBackend::update_values`] can take new values (the backend was made by
-    /// [`prepare_blocks_gpu_for_updates`] and every block could prepare them).
+    /// [`prepare_blocks_gpu_with`] for value updates and every block could prepare them).
     pub fn takes_value_updates(&self) -> bool {
         self.blocks.iter().all(|b| b.refresh.is_some())
     }
@@ -481,10 +481,11 @@ impl BlockGpuBackend {
     /// with the new values (its pattern the old one's), checked by the caller (finite, every
     /// diagonal entry positive), and `stats` their statistics ([`ValueStats::of`] them: the
     /// largest magnitude decides the scale, `||A||_inf` is kept). Each block's local and
-    /// halo values are taken from `a` on the host ([`block_values_into`], scaled as the backend's
-    /// system is) and copied to the block's device, where its operand is converted again and
-    /// its preconditioner recomputed from them ([`DeviceRefresh`]): values alone cross the bus,
-    /// and the values equal those a backend made from `a` holds (up to the sign of a zero).
+    /// halo values are taken from `a` on the host ([`block_values_into`], scaled as the
+    /// backend's system is) and copied to the block's device, where its operand is converted
+    /// again and its preconditioner recomputed from them (the unsplit refresh's kernels,
+    /// `autopcg_gpu::kernels::refresh`): values alone cross the bus, and the values equal
+    /// those a backend made from `a` holds (up to the sign of a zero).
     /// The right-hand side must be set again ([`BlockGpuBackend::set_problem`]) before the
     /// next solve.
     ///
@@ -1044,25 +1045,15 @@ pub fn prepare_blocks_gpu(
     choose: impl FnMut(usize, &CsrMatrix, &Preconditioner) -> BlockGpuChoice,
     report: &mut Option<BlockReport>,
 ) -> Result<BlockGpuBackend, PcgError> {
-    prepare_blocks(devices, p, partition, choose, report, false)
+    prepare_blocks_gpu_with(devices, p, partition, choose, report, false)
 }
 
-/// [`prepare_blocks_gpu`] for a backend that takes new values of the matrix
-/// ([`BlockGpuBackend::update_values`]) where every block can (see
+/// [`prepare_blocks_gpu`], and with `value_updates` a backend that takes new values of the
+/// matrix ([`BlockGpuBackend::update_values`]) where every block can (see
 /// [`BlockGpuBackend::takes_value_updates`]): it also keeps every block operand's CSR values
 /// and uploads the patterns its preconditioner's device refresh needs (for the explicit SSOR-AI
 /// form, `K` and `K^T` of every block, built on the host here).
-pub fn prepare_blocks_gpu_for_updates(
-    devices: &[GpuDevice],
-    p: &BlockProblem<'_>,
-    partition: RowPartition,
-    choose: impl FnMut(usize, &CsrMatrix, &Preconditioner) -> BlockGpuChoice,
-    report: &mut Option<BlockReport>,
-) -> Result<BlockGpuBackend, PcgError> {
-    prepare_blocks(devices, p, partition, choose, report, true)
-}
-
-fn prepare_blocks(
+pub fn prepare_blocks_gpu_with(
     devices: &[GpuDevice],
     p: &BlockProblem<'_>,
     partition: RowPartition,
