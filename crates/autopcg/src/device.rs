@@ -48,3 +48,14 @@ pub fn open_gpu(ordinal: usize) -> Result<GpuDevice, String> {
     }
     GpuDevice::open(ordinal).map_err(|e| format!("GPU {ordinal} could not be opened: {e}"))
 }
+
+/// Starts opening GPU `ordinal` on a thread of its own, so that creating its context overlaps
+/// the caller's work (reading a matrix): the next [`open_gpu`] of the device waits for it and
+/// takes the handle. Without the `gpu` feature, or where no GPU is usable, it does nothing
+/// visible (the later [`open_gpu`] says why there is no GPU).
+pub fn open_gpu_ahead(ordinal: usize) {
+    #[cfg(feature = "gpu")]
+    GpuDevice::open_ahead(ordinal);
+    #[cfg(not(feature = "gpu"))]
+    let _ = ordinal;
+}

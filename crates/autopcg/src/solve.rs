@@ -20,7 +20,9 @@ mod saved;
 pub struct SetupTimes {
     /// Checking the matrix (its symmetry, unless [`Solver::check_symmetry`] turned it off).
     pub check_ms: f64,
-    /// Opening the device and finding and reading the model file.
+    /// Opening the device and finding and reading the model file. Where the device was opened
+    /// ahead ([`crate::open_gpu_ahead`]: `autopcg solve` does so while it reads the matrix),
+    /// only the wait for what was left of the open is counted.
     pub device_ms: f64,
     /// Building the preconditioner (both SSOR-AI forms when the model compared them).
     pub precond_ms: f64,

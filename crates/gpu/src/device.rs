@@ -182,6 +182,12 @@ fn idle_handles() -> &'static Mutex<HashMap<usize, Vec<Arc<DeviceState>>>> {
     IDLE.get_or_init(|| Mutex::new(HashMap::new()))
 }
 
+/// Opens started by [`GpuDevice::open_ahead`] and not yet waited for, per ordinal.
+fn opens_ahead() -> &'static Mutex<HashMap<usize, std::thread::JoinHandle<()>>> {
+    static AHEAD: OnceLock<Mutex<HashMap<usize, std::thread::JoinHandle<()>>>> = OnceLock::new();
+    AHEAD.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
 impl Drop for GpuDevice {
     /// The last clone of a handle from [`GpuDevice::open`] leaves its context and stream to
     /// the next `open` of the device (up to [`IDLE_HANDLES_PER_DEVICE`] are kept): opening
@@ -289,7 +295,51 @@ impl GpuDevice {
     /// loaded kernels with every other handle this process opened this way. The handle has a
     /// stream no live handle uses: a new one, or that of a handle whose last clone was
     /// dropped (see the `Drop` of [`GpuDevice`]).
+    ///
+    /// An open of the same device started by [`GpuDevice::open_ahead`] is waited for first,
+    /// and its handle taken.
     pub fn open(ordinal: usize) -> Result<GpuDevice, GpuError> {
+        let ahead = opens_ahead()
+            .lock()
+            .ok()
+            .and_then(|mut m| m.remove(&ordinal));
+        if let Some(opening) = ahead {
+            // A failed open ahead left nothing: the open below fails again and reports why.
+            let _ = opening.join();
+        }
+        GpuDevice::open_kept_or_new(ordinal)
+    }
+
+    /// Starts [`GpuDevice::open`]`(ordinal)` on a thread of its own and returns at once, so
+    /// that creating the context (a quarter of a second on a large GPU, in a new process)
+    /// overlaps the caller's own work, such as reading its input. The handle is kept for the
+    /// next `open(ordinal)`, which waits for this one to finish. Does nothing when an open of
+    /// the device is already under way or a handle is kept; an error (no driver, no such
+    /// device) is not reported here but by the later `open`, which tries again.
+    pub fn open_ahead(ordinal: usize) {
+        let Ok(mut ahead) = opens_ahead().lock() else {
+            return;
+        };
+        let kept = idle_handles()
+            .lock()
+            .map(|idle| idle.get(&ordinal).is_some_and(|v| !v.is_empty()))
+            .unwrap_or(false);
+        if kept || ahead.contains_key(&ordinal) {
+            return;
+        }
+        let opening = std::thread::Builder::new()
+            .name(format!("open gpu {ordinal}"))
+            .spawn(move || {
+                // Dropping the handle keeps it (the Drop of GpuDevice) for the next open.
+                let _ = GpuDevice::open_kept_or_new(ordinal);
+            });
+        if let Ok(handle) = opening {
+            ahead.insert(ordinal, handle);
+        }
+    }
+
+    /// A kept handle of device `ordinal`, or a new one.
+    fn open_kept_or_new(ordinal: usize) -> Result<GpuDevice, GpuError> {
         let kept = idle_handles()
             .lock()
             .ok()

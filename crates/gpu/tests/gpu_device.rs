@@ -23,6 +23,9 @@ fn probing_never_panics() {
     }
     if !avail {
         assert!(GpuDevice::open(0).is_err());
+        // Opening ahead fails quietly; the open after it says why.
+        GpuDevice::open_ahead(0);
+        assert!(GpuDevice::open(0).is_err());
     }
 }
 
@@ -214,6 +217,46 @@ fn dropped_handles_are_reused(dev: GpuDevice) {
     // Not the private handle: the one kept last before it.
     assert_eq!(GpuDevice::open(ord).unwrap().stream_id(), other_id);
     drop(third);
+}
+
+/// A handle opened ahead, on a thread of its own, is the next `open`'s and works on this
+/// thread; with a handle kept already, opening ahead opens nothing; a device that is not there
+/// is reported by the `open` after it.
+fn an_open_ahead_hands_its_handle_to_open(dev: GpuDevice) {
+    let ord = dev.ordinal();
+    // Take every kept handle, so that the open ahead has to create one.
+    let held: Vec<GpuDevice> = (0..=autopcg_gpu::device::IDLE_HANDLES_PER_DEVICE)
+        .map(|_| GpuDevice::open(ord).unwrap())
+        .collect();
+    GpuDevice::open_ahead(ord);
+    GpuDevice::open_ahead(ord); // under way already: nothing more
+    let ahead = GpuDevice::open(ord).unwrap();
+    let id = ahead.stream_id();
+    assert!(held.iter().all(|h| h.stream_id() != id));
+    let x = ahead.upload(&[1.0, 2.0]).unwrap();
+    let mut y = ahead.alloc_zeros::<f64>(2).unwrap();
+    axpy(
+        &ahead,
+        VectorVariant::Grid,
+        LaunchConfig::new(32, 1),
+        2.0,
+        &x,
+        &mut y,
+    )
+    .unwrap();
+    assert_eq!(ahead.download(&y).unwrap(), vec![2.0, 4.0]);
+    drop((x, y));
+    drop(ahead);
+    // Kept: opening ahead leaves it, and the next open takes it.
+    GpuDevice::open_ahead(ord);
+    assert_eq!(GpuDevice::open(ord).unwrap().stream_id(), id);
+    drop(held);
+    let count = GpuDevice::discover().unwrap().len();
+    GpuDevice::open_ahead(count);
+    assert!(matches!(
+        GpuDevice::open(count),
+        Err(GpuError::NoDevice { .. })
+    ));
 }
 
 fn memory_round_trips(dev: GpuDevice) {
@@ -463,6 +506,7 @@ autopcg_gpu::test_main! {
         disk_cache_is_used_and_repaired_on_the_device,
         opened_handles_share_loaded_kernels,
         dropped_handles_are_reused,
+        an_open_ahead_hands_its_handle_to_open,
         memory_round_trips,
         staged_copies_round_trip,
         filled_uploads_write_each_element_once,
