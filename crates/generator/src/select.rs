@@ -15,10 +15,11 @@ use autopcg_catalog::{
 };
 use autopcg_model::file::ModelFile;
 use autopcg_model::spmv::SpmvPrediction;
-use autopcg_model::work::{spmv_work, SpmvWork};
+use autopcg_model::work::{spmv_work_counted, SpmvWork, WorkTally};
 use autopcg_solver::gpu::{Dot3Choice, SpmvChoice, UpdateChoice};
-use autopcg_sparse::features::{features_knowing, KnownSymmetry, MatrixFeatures};
+use autopcg_sparse::features::{FeatureCounter, KnownSymmetry, MatrixFeatures, RowTally};
 use autopcg_sparse::CsrMatrix;
+use rayon::prelude::*;
 
 use crate::explain::{StepExplain, StepOption, RUNNERS_UP};
 use crate::SelectError;
@@ -51,7 +52,7 @@ pub fn method_of(p: &SpmvPrediction, w: &SpmvWork, props: &DeviceProps) -> Optio
 /// operand that is never formed can be judged from counts alone.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SpmvCounts {
-    /// The work counts ([`spmv_work`]).
+    /// The work counts ([`spmv_work`](autopcg_model::work::spmv_work)).
     pub work: SpmvWork,
     /// The structural features ([`autopcg_sparse::features::features`]).
     pub features: MatrixFeatures,
@@ -64,10 +65,53 @@ impl SpmvCounts {
     }
 
     /// [`SpmvCounts::of`] with what is known of `b`'s symmetry (the same counts; see
-    /// [`features_knowing`]).
+    /// [`features_knowing`](autopcg_sparse::features::features_knowing)).
+    ///
+    /// One parallel pass over the rows counts the features (row lengths, diagonals, whether
+    /// every diagonal value is positive) and the work (x lines, distances, warp slots)
+    /// together: on a large matrix the choice is bound by reading the indices, which separate
+    /// feature and work passes read twice. The counts equal those passes' but for
+    /// `work.row_len_std`, exact here where
+    /// [`spmv_work`](autopcg_model::work::spmv_work) sums in floating point. A symmetry
+    /// search, when one is needed, runs beside the pass.
     pub fn of_knowing(b: &CsrMatrix, known: KnownSymmetry) -> Self {
-        let (work, features) = rayon::join(|| spmv_work(b), || features_knowing(b, known));
-        SpmvCounts { work, features }
+        /// Rows per task of the pass.
+        const ROWS: usize = 8192;
+        let (n, m) = (b.nrows(), b.ncols());
+        let counter = FeatureCounter::new(n, m);
+        let (ptr, idx, val) = (b.indptr(), b.indices(), b.data());
+        let init = || (RowTally::default(), WorkTally::default(), true);
+        let ((rows, work, diag_positive), symmetric) = rayon::join(
+            || {
+                (0..n.div_ceil(ROWS))
+                    .into_par_iter()
+                    .fold(init, |(mut rows, mut work, mut diag), c| {
+                        for i in c * ROWS..((c + 1) * ROWS).min(n) {
+                            let (lo, hi) = (ptr[i] as usize, ptr[i + 1] as usize);
+                            let cols = &idx[lo..hi];
+                            counter.add_row(&mut rows, i, cols);
+                            work.add_row(i, cols);
+                            // `features_knowing`'s test: a(i, i) > 0, absent entries 0.
+                            if diag && i < m {
+                                diag = cols
+                                    .binary_search(&(i as u32))
+                                    .is_ok_and(|q| val[lo + q] > 0.0);
+                            }
+                        }
+                        (rows, work, diag)
+                    })
+                    .reduce(init, |(r1, w1, d1), (r2, w2, d2)| {
+                        (r1.merge(r2), w1.merge(w2), d1 && d2)
+                    })
+            },
+            || known.symmetric(b),
+        );
+        let (mut features, hist) = counter.finish(rows, symmetric);
+        features.diag_positive = diag_positive;
+        SpmvCounts {
+            work: spmv_work_counted(&features, &hist, &work),
+            features,
+        }
     }
 }
 

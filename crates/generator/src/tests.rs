@@ -150,6 +150,66 @@ fn count_cases() -> Vec<(&'static str, CsrMatrix)> {
     ]
 }
 
+/// The counts of a stored matrix, from its one pass, are those of the separate feature and
+/// work passes: on the count cases, rectangular and empty-row matrices, a diagonal with a zero,
+/// a negative or a NaN entry or a missing one, and under every statement of symmetry.
+#[test]
+fn one_pass_counts_equal_the_separate_passes() {
+    use autopcg_model::work::spmv_work;
+    use autopcg_sparse::features::{features_knowing, KnownSymmetry};
+    let diag = |d: [f64; 4]| {
+        let (mut r, mut c, mut v) = (vec![], vec![], vec![]);
+        for i in 0..4u32 {
+            if !d[i as usize].is_infinite() {
+                r.push(i);
+                c.push(i);
+                v.push(d[i as usize]);
+            }
+            if i > 0 {
+                r.extend([i, i - 1]);
+                c.extend([i - 1, i]);
+                v.extend([-1.0, -1.5]);
+            }
+        }
+        CsrMatrix::from_triplets(4, 4, &r, &c, &v).unwrap()
+    };
+    let mut cases = count_cases();
+    cases.extend([
+        ("zero diagonal", diag([2.0, 0.0, 2.0, 2.0])),
+        ("negative diagonal", diag([2.0, 2.0, 2.0, -1.0])),
+        ("NaN diagonal", diag([f64::NAN, 2.0, 2.0, 2.0])),
+        ("missing diagonal", diag([2.0, 2.0, f64::INFINITY, 2.0])),
+        ("positive diagonal", diag([2.0, 2.0, 2.0, 2.0])),
+        (
+            "rectangular, empty rows",
+            CsrMatrix::from_triplets(5, 9, &[0, 0, 3, 3, 3], &[0, 8, 1, 3, 7], &[1.0; 5]).unwrap(),
+        ),
+        (
+            "tall",
+            CsrMatrix::from_triplets(9, 3, &[0, 4, 8], &[0, 2, 1], &[1.0; 3]).unwrap(),
+        ),
+        ("large", families::poisson3d_7pt(40, 41, 42).unwrap()),
+    ]);
+    for (name, a) in &cases {
+        for known in [KnownSymmetry::Unknown, KnownSymmetry::Symmetric] {
+            let one = SpmvCounts::of_knowing(a, known);
+            assert_eq!(one.features, features_knowing(a, known), "{name} {known:?}");
+            let (mut w, v) = (one.work.clone(), spmv_work(a));
+            assert!(
+                (w.row_len_std - v.row_len_std).abs() <= 1e-12 * v.row_len_std.max(1.0),
+                "{name}"
+            );
+            w.row_len_std = v.row_len_std;
+            assert_eq!(w, v, "{name}");
+        }
+    }
+    // The features differ where the diagonal does: the pass reads the values.
+    let f = |d| SpmvCounts::of(&diag(d)).features.diag_positive;
+    assert!(f([2.0, 2.0, 2.0, 2.0]));
+    assert!(!f([2.0, 0.0, 2.0, 2.0]));
+    assert!(!f([2.0, 2.0, f64::INFINITY, 2.0]));
+}
+
 #[test]
 fn the_counted_explicit_structure_is_the_formed_patterns() {
     for (name, a) in count_cases() {
