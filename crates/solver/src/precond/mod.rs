@@ -48,7 +48,9 @@ mod refresh;
 mod rows;
 
 pub use refresh::ValueRefresh;
-use rows::{fill_by_rows, gram_pattern, gram_pattern_fold, gram_product, gram_rows, ssor_k};
+use rows::{
+    fill_by_rows, gram_pattern, gram_pattern_fold, gram_product, gram_rows, ssor_k, ssor_kt1,
+};
 
 /// How the SSOR-AI preconditioner is applied.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
@@ -307,7 +309,12 @@ impl Preconditioner {
                 let k = ssor_k(a, &d, omega, order)?;
                 let scale = omega * (2.0 - omega);
                 let s: Vec<f64> = d.par_iter().map(|&v| scale / v).collect();
-                let kt = k.transpose();
+                // First order on a symmetric pattern: K^T read off A's pattern and K's rows.
+                let kt = match order {
+                    1 => ssor_kt1(a, &k)?,
+                    _ => None,
+                }
+                .unwrap_or_else(|| k.transpose());
                 match form {
                     SsorForm::Factored => Ok(Preconditioner::SsorFactored { k, kt, inv_diag: s }),
                     SsorForm::Explicit => Ok(Preconditioner::SsorExplicit {

@@ -294,10 +294,155 @@ pub(super) fn ssor_k(
 ) -> Result<CsrMatrix, PcgError> {
     let n = a.nrows();
     if order == 1 {
-        return build_by_rows(n, n, ssor_k_rows(a, d, omega, None));
+        return ssor_k1(a, d, omega);
     }
     let x = ssor_x(a, d, omega)?;
     build_by_rows(n, n, ssor_k_rows(a, d, omega, Some(&x)))
+}
+
+/// The row pointer of an `n`-row matrix whose row `i` has `len(i)` entries, found per chunk of
+/// [`ROW_CHUNK`] rows in parallel, with each chunk's number of entries (the length of its slice
+/// of the result).
+fn row_pointer(
+    n: usize,
+    len: impl Fn(usize) -> usize + Sync,
+) -> Result<(Vec<u32>, Vec<usize>), PcgError> {
+    let rows = |c: usize| c * ROW_CHUNK..((c + 1) * ROW_CHUNK).min(n);
+    let chunk_nnz: Vec<usize> = (0..n.div_ceil(ROW_CHUNK))
+        .into_par_iter()
+        .map(|c| rows(c).map(&len).sum())
+        .collect();
+    let mut starts = Vec::with_capacity(chunk_nnz.len());
+    let mut total = 0u64;
+    for &c in &chunk_nnz {
+        starts.push(total);
+        total += c as u64;
+    }
+    if total >= u64::from(u32::MAX) {
+        return Err(PcgError::Backend(format!(
+            "preconditioner has more than {} nonzeros, beyond 32-bit indices",
+            u32::MAX - 1
+        )));
+    }
+    let mut indptr = vec![0u32; n + 1];
+    indptr[1..]
+        .par_chunks_mut(ROW_CHUNK)
+        .zip(starts.par_iter())
+        .enumerate()
+        .for_each(|(c, (out, &start))| {
+            let mut at = start;
+            for (o, i) in out.iter_mut().zip(rows(c)) {
+                at += len(i) as u64;
+                *o = at as u32;
+            }
+        });
+    Ok((indptr, chunk_nnz))
+}
+
+/// Index and value arrays of `chunk_nnz.iter().sum()` entries, and each chunk's slices of them.
+fn chunk_slices<'a>(
+    indices: &'a mut [u32],
+    data: &'a mut [f64],
+    chunk_nnz: &[usize],
+) -> Vec<(&'a mut [u32], &'a mut [f64])> {
+    let mut parts = Vec::with_capacity(chunk_nnz.len());
+    let (mut ri, mut rd) = (indices, data);
+    for &len in chunk_nnz {
+        let (hi, ti) = ri.split_at_mut(len);
+        let (hd, td) = rd.split_at_mut(len);
+        parts.push((hi, hd));
+        ri = ti;
+        rd = td;
+    }
+    parts
+}
+
+/// First-order `K = I - X`, written in place: row `i` of K is the part of row `i` of `a` left
+/// of the diagonal, scaled, then the unit diagonal, so the row pointer is known before any
+/// value is computed and every chunk of rows writes its own slice of the result (no row
+/// buffers copied after). The entries, their order and their expression are
+/// [`ssor_k_rows`]'s (a test compares the two).
+fn ssor_k1(a: &CsrMatrix, d: &[f64], omega: f64) -> Result<CsrMatrix, PcgError> {
+    let n = a.nrows();
+    let (ptr, idx, val) = (a.indptr(), a.indices(), a.data());
+    // Entries of row i left of the diagonal (columns are sorted).
+    let left =
+        |i: usize| idx[ptr[i] as usize..ptr[i + 1] as usize].partition_point(|&j| (j as usize) < i);
+    let row_start = |i: usize| ptr[i] as usize;
+    let (indptr, chunk_nnz) = row_pointer(n, |i| left(i) + 1)?;
+    let nnz = chunk_nnz.iter().sum();
+    let mut indices = vec![0u32; nnz];
+    let mut data = vec![0f64; nnz];
+    chunk_slices(&mut indices, &mut data, &chunk_nnz)
+        .into_par_iter()
+        .enumerate()
+        .for_each(|(c, (oi, od))| {
+            let mut q = 0;
+            for i in c * ROW_CHUNK..((c + 1) * ROW_CHUNK).min(n) {
+                let (lo, l) = (row_start(i), left(i));
+                for (&j, &aij) in idx[lo..lo + l].iter().zip(&val[lo..lo + l]) {
+                    oi[q] = j;
+                    od[q] = -(omega * aij / d[j as usize]);
+                    q += 1;
+                }
+                oi[q] = i as u32;
+                od[q] = 1.0;
+                q += 1;
+            }
+        });
+    CsrMatrix::try_from_parts(n, n, indptr, indices, data).map_err(sparse_err)
+}
+
+/// `K^T` of a first-order `k` built from `a` ([`ssor_k1`]), without transposing, when `a`'s
+/// pattern is symmetric: row `i` of K^T then holds the diagonal and the columns of row `i` of
+/// `a` right of it, and the value of entry `(i, j)` is K's `(j, i)`, found by a search in row
+/// `j` of K. A transpose scatters every entry through per-thread column counts (`threads * n`
+/// words); this reads K's short rows instead. `None` when the pattern is not symmetric (an
+/// entry is not found in K, or the counts differ: with both ways found, the entries correspond
+/// one to one), for the caller to transpose. Equal to `k.transpose()` (a test compares them).
+pub(super) fn ssor_kt1(a: &CsrMatrix, k: &CsrMatrix) -> Result<Option<CsrMatrix>, PcgError> {
+    let n = a.nrows();
+    let (ptr, idx) = (a.indptr(), a.indices());
+    // Entries of row i right of the diagonal.
+    let right = |i: usize| {
+        let row = &idx[ptr[i] as usize..ptr[i + 1] as usize];
+        row.len() - row.partition_point(|&j| (j as usize) <= i)
+    };
+    let (indptr, chunk_nnz) = row_pointer(n, |i| right(i) + 1)?;
+    let nnz: usize = chunk_nnz.iter().sum();
+    if nnz != k.nnz() {
+        return Ok(None);
+    }
+    let (kp, ki, kv) = (k.indptr(), k.indices(), k.data());
+    // K's entry (j, i), if stored.
+    let k_at = |j: usize, i: u32| {
+        let (lo, hi) = (kp[j] as usize, kp[j + 1] as usize);
+        ki[lo..hi].binary_search(&i).ok().map(|q| kv[lo + q])
+    };
+    let mut indices = vec![0u32; nnz];
+    let mut data = vec![0f64; nnz];
+    let found: Result<(), ()> = chunk_slices(&mut indices, &mut data, &chunk_nnz)
+        .into_par_iter()
+        .enumerate()
+        .try_for_each(|(c, (oi, od))| {
+            let mut q = 0;
+            for i in c * ROW_CHUNK..((c + 1) * ROW_CHUNK).min(n) {
+                let hi = ptr[i + 1] as usize;
+                let first = std::iter::once(i as u32);
+                for j in first.chain(idx[hi - right(i)..hi].iter().copied()) {
+                    oi[q] = j;
+                    od[q] = k_at(j as usize, i as u32).ok_or(())?;
+                    q += 1;
+                }
+            }
+            Ok(())
+        });
+    if found.is_err() {
+        return Ok(None);
+    }
+    CsrMatrix::try_from_parts(n, n, indptr, indices, data)
+        .map(Some)
+        .map_err(sparse_err)
 }
 
 /// Recomputes the values of `k` (built by [`ssor_k`] from a matrix of `a`'s pattern) for `a`.
@@ -464,5 +609,64 @@ mod tests {
         out.clear();
         acc.drain_sorted(&mut out);
         assert_eq!(out, vec![(5, 1.0)]);
+    }
+
+    /// The in-place first-order K is the row builder's, bit for bit: stencils, an irregular
+    /// random matrix, rows with no entry left of the diagonal, and sizes around the chunk.
+    #[test]
+    fn first_order_k_in_place_is_the_row_builders() {
+        use autopcg_sparse::families;
+        let cases = [
+            families::poisson3d_7pt(13, 11, 17).unwrap(),
+            families::poisson2d_5pt(ROW_CHUNK + 1, 3).unwrap(),
+            families::random_powerlaw_spd(3 * ROW_CHUNK - 5, 9.0, 1.3, 11).unwrap(),
+            CsrMatrix::identity(ROW_CHUNK).unwrap(),
+            crate::precond::poisson1d(1),
+        ];
+        for a in &cases {
+            let d = a.diagonal();
+            for omega in [1.0, 0.7] {
+                let n = a.nrows();
+                let want = build_by_rows(n, n, ssor_k_rows(a, &d, omega, None)).unwrap();
+                let got = ssor_k1(a, &d, omega).unwrap();
+                assert_eq!(got.indptr(), want.indptr());
+                assert_eq!(got.indices(), want.indices());
+                let bits = |m: &CsrMatrix| m.data().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&got), bits(&want));
+                // Its transpose, found without transposing.
+                let kt = ssor_kt1(a, &got).unwrap().expect("a symmetric pattern");
+                let want = got.transpose();
+                assert_eq!(kt.indptr(), want.indptr());
+                assert_eq!(kt.indices(), want.indices());
+                assert_eq!(bits(&kt), bits(&want));
+            }
+        }
+    }
+
+    /// A pattern that is not symmetric is left to the transpose: an entry whose mirror is
+    /// missing (in either triangle), or two in one triangle against one in the other.
+    #[test]
+    fn first_order_kt_refuses_an_asymmetric_pattern() {
+        let tri = |r: &[u32], c: &[u32]| {
+            let (mut rr, mut cc) = ((0..4).collect::<Vec<u32>>(), (0..4).collect::<Vec<u32>>());
+            rr.extend(r);
+            cc.extend(c);
+            let v = vec![1.0; rr.len()];
+            CsrMatrix::from_triplets(4, 4, &rr, &cc, &v).unwrap()
+        };
+        for a in [
+            tri(&[3], &[0]),
+            tri(&[0], &[3]),
+            tri(&[3, 2, 0], &[0, 1, 3]),
+            tri(&[3, 0, 1], &[1, 3, 3]),
+            // As many entries each side, one without its mirror each side.
+            tri(&[3, 1], &[0, 2]),
+        ] {
+            let k = ssor_k1(&a, &a.diagonal(), 1.0).unwrap();
+            assert_eq!(ssor_kt1(&a, &k).unwrap(), None);
+        }
+        let sym = tri(&[3, 0], &[0, 3]);
+        let k = ssor_k1(&sym, &sym.diagonal(), 1.0).unwrap();
+        assert_eq!(ssor_kt1(&sym, &k).unwrap(), Some(k.transpose()));
     }
 }
