@@ -39,6 +39,29 @@ fn check_fits(nrows: usize, ncols: usize, nnz: usize) -> Result<(), SparseError>
     Ok(())
 }
 
+/// True when CSR arrays of `nnz` values are well formed for `ncols` columns: the row pointer
+/// starts at 0, never decreases and ends at the number of columns stored, which is `nnz`; in
+/// every row the columns strictly increase and stay below `ncols`. Checked by all threads, in
+/// chunks of rows (the check of sprs runs on one thread, and a large matrix is built often:
+/// a preconditioner's factors, a transpose).
+fn well_formed(ncols: usize, indptr: &[Index], indices: &[Index], nnz: usize) -> bool {
+    const ROWS: usize = 8192;
+    let n = indptr.len().saturating_sub(1);
+    if indptr.first() != Some(&0) || indptr[n] as usize != indices.len() || indices.len() != nnz {
+        return false;
+    }
+    indptr.par_chunks(ROWS).enumerate().all(|(c, _)| {
+        let rows = c * ROWS..((c + 1) * ROWS).min(n);
+        rows.into_iter().all(|i| {
+            let (lo, hi) = (indptr[i] as usize, indptr[i + 1] as usize);
+            lo <= hi
+                && hi <= indices.len()
+                && indices[lo..hi].windows(2).all(|w| w[0] < w[1])
+                && indices[lo..hi].last().is_none_or(|&j| (j as usize) < ncols)
+        })
+    })
+}
+
 impl CsrMatrix {
     /// Builds a matrix from raw CSR arrays, validating the structure.
     pub fn try_from_parts(
@@ -56,6 +79,23 @@ impl CsrMatrix {
                 nrows + 1
             )));
         }
+        if well_formed(ncols, &indptr, &indices, data.len()) {
+            // SAFETY: `well_formed` checked what `CsMatI::try_new` checks (row pointers from 0
+            // to nnz, never decreasing; columns strictly increasing in each row and below
+            // ncols; as many values as columns), and `check_fits` that u32 holds every index.
+            return Ok(CsrMatrix {
+                inner: unsafe {
+                    CsMatI::new_unchecked(
+                        sprs::CompressedStorage::CSR,
+                        (nrows, ncols),
+                        indptr,
+                        indices,
+                        data,
+                    )
+                },
+            });
+        }
+        // Malformed: sprs's check says what is wrong.
         CsMatI::try_new((nrows, ncols), indptr, indices, data)
             .map(|inner| CsrMatrix { inner })
             .map_err(|(_, _, _, e)| SparseError::Structure(e.to_string()))
@@ -571,6 +611,39 @@ impl CsrMatrix {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The parallel check accepts what sprs accepts and refuses, with sprs's message, what it
+    /// refuses; rows span several chunks of the check.
+    #[test]
+    fn parts_are_checked_as_sprs_checks_them() {
+        let parts = |p: &[u32], i: &[u32], nnz: usize, ncols: usize| {
+            CsrMatrix::try_from_parts(p.len() - 1, ncols, p.to_vec(), i.to_vec(), vec![1.0; nnz])
+        };
+        assert!(parts(&[0, 2, 3], &[0, 2, 1], 3, 3).is_ok());
+        assert!(parts(&[0, 0, 0], &[], 0, 3).is_ok());
+        assert!(parts(&[0], &[], 0, 0).is_ok());
+        for (p, i, nnz, ncols) in [
+            (&[0u32, 2, 3][..], &[2u32, 0, 1][..], 3, 3), // unsorted row
+            (&[0, 2, 3], &[0, 0, 1], 3, 3),               // repeated column
+            (&[0, 2, 3], &[0, 3, 1], 3, 3),               // column out of range
+            (&[0, 2, 1], &[0, 1], 2, 3),                  // decreasing row pointer
+            (&[0, 2, 3], &[0, 1, 2], 2, 3),               // values and columns differ
+            (&[1, 2, 3], &[0, 1, 2], 3, 3),               // pointer not from 0
+        ] {
+            let got = parts(p, i, nnz, ncols);
+            assert!(
+                matches!(got, Err(SparseError::Structure(_))),
+                "{p:?} {i:?}: {got:?}"
+            );
+        }
+        // A long matrix: one bad row in a late chunk of the check.
+        let n = 50_000usize;
+        let p: Vec<u32> = (0..=n as u32).collect();
+        let mut i: Vec<u32> = (0..n as u32).collect();
+        assert!(parts(&p, &i, n, n).is_ok());
+        i[40_001] = n as u32;
+        assert!(parts(&p, &i, n, n).is_err());
+    }
 
     #[test]
     fn triplets_sum_duplicates_in_order_and_sort_columns() {
