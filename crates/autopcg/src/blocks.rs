@@ -695,6 +695,7 @@ impl BlockExec {
             plan: self.plan(),
             notes: self.notes.clone(),
             precond_applied: precond_applied(&self.kind).to_string(),
+            precond: self.kind,
             model: None,
             explain: Vec::new(),
             predicted_iteration_ms: None,

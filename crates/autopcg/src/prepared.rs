@@ -200,11 +200,11 @@ impl<'a> PreparedSolver<'a> {
             },
         };
         let mut req = PlanRequest::new(&a, s.precond, target);
-        if s.check_symmetry {
-            // Checked above, to the tolerance of the features (a test pins that they agree):
-            // the SpMV choice need not search for an asymmetric pair again.
-            req.symmetry = autopcg_generator::KnownSymmetry::Symmetric;
-        }
+        // Checked above, to the tolerance of the features (a test pins that they agree), or
+        // known to the caller, who turned the check off for a matrix it knows to be symmetric
+        // (`Solver::check_symmetry`): the SpMV choice need not search for an asymmetric pair
+        // again, a pass over the whole matrix.
+        req.symmetry = autopcg_generator::KnownSymmetry::Symmetric;
         req.ssor_form_auto = s.ssor_form_auto;
         req.expected_iterations = s.expected_iterations;
         req.check_every = s.check_every.or(s.params.check_every);
@@ -999,6 +999,7 @@ fn finish(
         plan: plan.steps.clone(),
         notes: notes.clone(),
         precond_applied: plan.precond_applied().to_string(),
+        precond: plan.kind,
         model: plan.model.clone(),
         explain: plan.explain.clone(),
         predicted_iteration_ms: plan.predicted_iteration_ms,

@@ -88,6 +88,9 @@ pub struct Solution {
     /// The preconditioner as applied (`ssor-ai-factored` or `ssor-ai-explicit` once the form is
     /// settled).
     pub precond_applied: String,
+    /// The preconditioner as applied: SSOR-AI's omega resolved for the matrix (when it was
+    /// left automatic) and its form settled.
+    pub precond: PrecondKind,
     /// The model file that chose the plan, when one did.
     pub model: Option<String>,
     /// How a model chose each step (empty without a model).
@@ -170,7 +173,8 @@ impl<'a> Solver<'a> {
     /// [`CsrMatrix::from_lower_triangle`] instead of failing later as not SPD. Turn it off
     /// for a matrix known to be symmetric (one read from a `symmetric` Matrix Market file, or
     /// built by a family) to save the check, which costs about one SpMV with a binary search
-    /// per entry.
+    /// per entry. Either way the plan then takes the matrix as symmetric (its features are
+    /// not searched for an asymmetric pair again).
     pub fn check_symmetry(mut self, on: bool) -> Self {
         self.check_symmetry = on;
         self
