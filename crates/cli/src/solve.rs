@@ -174,15 +174,12 @@ pub(crate) fn solve(a: SolveArgs) -> Result<u8, Fail> {
         Some(p) => Some(SavedPlan::load(p)?),
         None => None,
     };
-    // The preconditioner as asked (omega resolved for the matrix), or the plan's.
+    // The preconditioner as asked (an automatic omega is resolved in the setup, and reported
+    // from the solution), or the plan's.
     let (kind, precond_text) = match &saved {
         Some(s) => (s.precond.kind()?, s.precond.kind.clone()),
-        None => {
-            let kind = asked.resolved_for(&m);
-            (kind, kind.to_string())
-        }
+        None => (asked, asked.to_string()),
     };
-    let omega = kind.omega().unwrap_or(1.0);
     let params = PcgParams::new()
         .with_tol(a.tol)?
         .with_max_iter(a.max_iter)?
@@ -352,6 +349,7 @@ pub(crate) fn solve(a: SolveArgs) -> Result<u8, Fail> {
         0.0
     };
     let is_ssor = matches!(kind, PrecondKind::SsorAi { .. });
+    let omega = sol.precond.omega().unwrap_or(1.0);
     if a.run.json {
         let report = SolveReport {
             matrix: a.matrix.display().to_string(),

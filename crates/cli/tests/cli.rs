@@ -33,6 +33,16 @@ fn solve_json_has_the_contract_fields_and_converges() {
     assert_eq!(j["converged"], true);
     assert!(j["relative_residual"].as_f64().unwrap() < 1e-8);
     assert!(!j["plan"]["steps"].as_array().unwrap().is_empty());
+    // The default SSOR-AI's automatic omega, resolved in the setup, is the one reported.
+    let a = autopcg::sparse::mm::read_matrix(
+        std::path::Path::new("../../matrices/bcsstk01.mtx"),
+        &Default::default(),
+    )
+    .unwrap()
+    .matrix;
+    let w = autopcg::solver::auto_omega(&a);
+    assert!(w < 1.0, "bcsstk01 shrinks omega: {w}");
+    assert_eq!(j["omega"].as_f64(), Some(w), "{j}");
 }
 
 #[test]
