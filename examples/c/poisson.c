@@ -32,6 +32,9 @@ int main(int argc, char **argv) {
     }
     int32_t n = m * m;
     const double shift = 0.5;
+    /* The GPU's context is created while the matrix is assembled below. */
+    if (strcmp(device, "cpu") != 0)
+        check(autopcg_open_gpu_ahead(0), "autopcg_open_gpu_ahead");
 
     /* The 5-point stencil, rows in order, columns sorted inside each row. */
     int32_t *indptr = malloc(sizeof(int32_t) * (size_t)(n + 1));

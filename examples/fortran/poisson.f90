@@ -45,6 +45,10 @@ program poisson
       stop "device: expected auto, cpu or gpu"
     end select
   end if
+  ! The GPU's context is created while the matrix is assembled below.
+  if (opts%device /= AUTOPCG_DEVICE_CPU) then
+    call check(autopcg_open_gpu_ahead(0_c_int), "autopcg_open_gpu_ahead")
+  end if
 
   ! The lower triangle (column <= row), 1-based, rows in order.
   allocate (indptr(n + 1), indices(3 * n), values(3 * n))

@@ -99,7 +99,7 @@ module autopcg
   public :: autopcg_get_n, autopcg_get_nnz, autopcg_get_info, autopcg_get_iterations
   public :: autopcg_get_residual, autopcg_get_setup, autopcg_destroy
   public :: autopcg_device, autopcg_precond, autopcg_last_error, autopcg_status_string
-  public :: autopcg_version
+  public :: autopcg_version, autopcg_open_gpu_ahead
   ! The C strings above as Fortran strings.
   public :: autopcg_error_message, autopcg_device_name, autopcg_precond_name
   public :: autopcg_status_name, autopcg_version_string
@@ -268,6 +268,15 @@ module autopcg
       import :: c_ptr
       type(c_ptr) :: p
     end function autopcg_version
+
+    ! Starts opening GPU ordinal (0 for the first) in the background, so that its context is
+    ! created while the caller assembles its matrix; the next handle on that GPU takes it.
+    function autopcg_open_gpu_ahead(ordinal) result(status) &
+        bind(C, name="autopcg_open_gpu_ahead")
+      import :: c_int
+      integer(c_int), value :: ordinal
+      integer(c_int) :: status
+    end function autopcg_open_gpu_ahead
 
     function c_strlen(p) result(len) bind(C, name="strlen")
       import :: c_ptr, c_size_t

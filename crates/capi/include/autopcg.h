@@ -281,6 +281,14 @@ const char *autopcg_precond(const autopcg_solver *s);
 // Destroys a handle (NULL is accepted and ignored).
 void autopcg_destroy(autopcg_solver *s);
 
+// Starts opening GPU `ordinal` (0 for the first) on a thread of its own and returns at once,
+// so that creating its context (about a quarter of a second in a new process) overlaps the
+// caller's own work, such as assembling the matrix: the next handle set up on that GPU takes
+// the opened device and waits only for what is left of the open. Without a usable GPU
+// nothing happens here (a handle asked to use one then says why). `AUTOPCG_ERR_BAD_INPUT`
+// for a negative ordinal.
+int autopcg_open_gpu_ahead(int ordinal);
+
 // The calling thread's message for the last call that failed, or "" when the last call
 // succeeded. Valid until the next autopcg call on this thread.
 const char *autopcg_last_error(void);

@@ -883,6 +883,25 @@ pub unsafe extern "C" fn autopcg_destroy(s: *mut AutopcgSolver) {
     }));
 }
 
+/// Starts opening GPU `ordinal` (0 for the first) on a thread of its own and returns at once,
+/// so that creating its context (about a quarter of a second in a new process) overlaps the
+/// caller's own work, such as assembling the matrix: the next handle set up on that GPU takes
+/// the opened device and waits only for what is left of the open. Without a usable GPU
+/// nothing happens here (a handle asked to use one then says why). `AUTOPCG_ERR_BAD_INPUT`
+/// for a negative ordinal.
+#[no_mangle]
+pub extern "C" fn autopcg_open_gpu_ahead(ordinal: c_int) -> c_int {
+    status::guard(|| {
+        let ordinal = usize::try_from(ordinal).map_err(|_| {
+            Failure::bad_input(format!(
+                "autopcg_open_gpu_ahead: ordinal = {ordinal}: expected 0 or more"
+            ))
+        })?;
+        autopcg::open_gpu_ahead(ordinal);
+        Ok(())
+    })
+}
+
 /// The calling thread's message for the last call that failed, or "" when the last call
 /// succeeded. Valid until the next autopcg call on this thread.
 #[no_mangle]

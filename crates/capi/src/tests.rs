@@ -642,7 +642,7 @@ use std::collections::{BTreeMap, BTreeSet};
 fn fortran_module_matches_the_header() {
     let (fns, consts) = header_items();
     assert!(fns.contains("autopcg_create_i32") && fns.contains("autopcg_solve_many"));
-    assert_eq!(fns.len(), 20, "{fns:?}");
+    assert_eq!(fns.len(), 21, "{fns:?}");
     assert_eq!(consts.len(), 23, "{consts:?}");
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let f = std::fs::read_to_string(dir.join("fortran/autopcg.f90")).unwrap();
@@ -745,4 +745,27 @@ fn bad_block_and_gpu_options_are_refused_with_a_message() {
         let e = last_error();
         assert!(e.contains(needle), "{blocks} {gpus}: {e}");
     }
+}
+
+/// Opening a GPU ahead takes any ordinal from 0 (where there is no such GPU, nothing happens
+/// until a handle asks for one) and refuses a negative one; a handle set up after it, on the
+/// device `auto` picks, solves as usual.
+#[test]
+fn opening_a_gpu_ahead_then_setting_up() {
+    assert_eq!(autopcg_open_gpu_ahead(-1), AUTOPCG_ERR_BAD_INPUT);
+    assert!(last_error().contains("ordinal = -1"), "{}", last_error());
+    assert_eq!(autopcg_open_gpu_ahead(0), AUTOPCG_OK);
+    assert_eq!(last_error(), "");
+    assert_eq!(autopcg_open_gpu_ahead(4096), AUTOPCG_OK);
+    let mut o = defaults();
+    unsafe { autopcg_options_init(&mut o) };
+    let (st, h) = create_poisson(10, &o);
+    assert_eq!(st, AUTOPCG_OK, "{}", last_error());
+    let (p, c, v) = poisson(10, 0);
+    let b = vec![1.0; p.len() - 1];
+    let mut x = vec![0.0; b.len()];
+    let st = unsafe { autopcg_solve(h, b.as_ptr(), x.as_mut_ptr(), ptr::null(), ptr::null_mut()) };
+    assert_eq!(st, AUTOPCG_OK, "{}", last_error());
+    assert!(residual(&p, &c, &v, 0, &x, &b) <= 1e-8);
+    unsafe { autopcg_destroy(h) };
 }
