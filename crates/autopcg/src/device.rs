@@ -59,3 +59,11 @@ pub fn open_gpu_ahead(ordinal: usize) {
     #[cfg(not(feature = "gpu"))]
     let _ = ordinal;
 }
+
+/// Waits for the opens [`open_gpu_ahead`] started that no [`open_gpu`] has taken yet; call it
+/// before a process exits early (see `GpuDevice::finish_opens_ahead`). Nothing without the `gpu`
+/// feature.
+pub fn finish_gpu_opens_ahead() {
+    #[cfg(feature = "gpu")]
+    GpuDevice::finish_opens_ahead();
+}

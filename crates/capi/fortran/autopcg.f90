@@ -99,7 +99,7 @@ module autopcg
   public :: autopcg_get_n, autopcg_get_nnz, autopcg_get_info, autopcg_get_iterations
   public :: autopcg_get_residual, autopcg_get_setup, autopcg_destroy
   public :: autopcg_device, autopcg_precond, autopcg_last_error, autopcg_status_string
-  public :: autopcg_version, autopcg_open_gpu_ahead
+  public :: autopcg_version, autopcg_open_gpu_ahead, autopcg_finish_opens_ahead
   ! The C strings above as Fortran strings.
   public :: autopcg_error_message, autopcg_device_name, autopcg_precond_name
   public :: autopcg_status_name, autopcg_version_string
@@ -277,6 +277,14 @@ module autopcg
       integer(c_int), value :: ordinal
       integer(c_int) :: status
     end function autopcg_open_gpu_ahead
+
+    ! Waits for the opens started by autopcg_open_gpu_ahead that no handle has taken yet: call
+    ! it before stopping without creating a handle.
+    function autopcg_finish_opens_ahead() result(status) &
+        bind(C, name="autopcg_finish_opens_ahead")
+      import :: c_int
+      integer(c_int) :: status
+    end function autopcg_finish_opens_ahead
 
     function c_strlen(p) result(len) bind(C, name="strlen")
       import :: c_ptr, c_size_t

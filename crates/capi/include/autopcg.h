@@ -285,9 +285,15 @@ void autopcg_destroy(autopcg_solver *s);
 // so that creating its context (about a quarter of a second in a new process) overlaps the
 // caller's own work, such as assembling the matrix: the next handle set up on that GPU takes
 // the opened device and waits only for what is left of the open. Without a usable GPU
-// nothing happens here (a handle asked to use one then says why). `AUTOPCG_ERR_BAD_INPUT`
-// for a negative ordinal.
+// nothing happens here (a handle asked to use one then says why). A program that may exit
+// before it creates that handle calls `autopcg_finish_opens_ahead` first: the driver's exit
+// handlers must not run while a context is being created. `AUTOPCG_ERR_BAD_INPUT` for a
+// negative ordinal.
 int autopcg_open_gpu_ahead(int ordinal);
+
+// Waits for the opens `autopcg_open_gpu_ahead` started that no handle has taken yet (the
+// opened devices stay for later handles). Always `AUTOPCG_OK`.
+int autopcg_finish_opens_ahead(void);
 
 // The calling thread's message for the last call that failed, or "" when the last call
 // succeeded. Valid until the next autopcg call on this thread.

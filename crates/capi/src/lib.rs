@@ -887,8 +887,10 @@ pub unsafe extern "C" fn autopcg_destroy(s: *mut AutopcgSolver) {
 /// so that creating its context (about a quarter of a second in a new process) overlaps the
 /// caller's own work, such as assembling the matrix: the next handle set up on that GPU takes
 /// the opened device and waits only for what is left of the open. Without a usable GPU
-/// nothing happens here (a handle asked to use one then says why). `AUTOPCG_ERR_BAD_INPUT`
-/// for a negative ordinal.
+/// nothing happens here (a handle asked to use one then says why). A program that may exit
+/// before it creates that handle calls `autopcg_finish_opens_ahead` first: the driver's exit
+/// handlers must not run while a context is being created. `AUTOPCG_ERR_BAD_INPUT` for a
+/// negative ordinal.
 #[no_mangle]
 pub extern "C" fn autopcg_open_gpu_ahead(ordinal: c_int) -> c_int {
     status::guard(|| {
@@ -898,6 +900,16 @@ pub extern "C" fn autopcg_open_gpu_ahead(ordinal: c_int) -> c_int {
             ))
         })?;
         autopcg::open_gpu_ahead(ordinal);
+        Ok(())
+    })
+}
+
+/// Waits for the opens `autopcg_open_gpu_ahead` started that no handle has taken yet (the
+/// opened devices stay for later handles). Always `AUTOPCG_OK`.
+#[no_mangle]
+pub extern "C" fn autopcg_finish_opens_ahead() -> c_int {
+    status::guard(|| {
+        autopcg::finish_gpu_opens_ahead();
         Ok(())
     })
 }

@@ -110,7 +110,11 @@ fn main() -> ExitCode {
             return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
         }
     };
-    match try_main(cli) {
+    let outcome = try_main(cli);
+    // A GPU opened ahead and never used (the input was refused) is still being opened: the
+    // process must not exit under it.
+    autopcg::finish_gpu_opens_ahead();
+    match outcome {
         Ok(code) => ExitCode::from(code),
         Err(f) => {
             eprintln!("autopcg: error: {}", error_chain(&f.err));

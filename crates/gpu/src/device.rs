@@ -338,6 +338,21 @@ impl GpuDevice {
         }
     }
 
+    /// Waits for every open [`GpuDevice::open_ahead`] started that no [`GpuDevice::open`] has
+    /// taken yet (their handles stay kept for a later open). A process should not exit while a
+    /// context is being created on another thread, where the driver's exit handlers could run
+    /// under it: a program that may stop before it opens the device it opened ahead (an error
+    /// in its input) calls this first.
+    pub fn finish_opens_ahead() {
+        let pending: Vec<std::thread::JoinHandle<()>> = opens_ahead()
+            .lock()
+            .map(|mut m| m.drain().map(|(_, h)| h).collect())
+            .unwrap_or_default();
+        for opening in pending {
+            let _ = opening.join();
+        }
+    }
+
     /// A kept handle of device `ordinal`, or a new one.
     fn open_kept_or_new(ordinal: usize) -> Result<GpuDevice, GpuError> {
         let kept = idle_handles()
