@@ -50,9 +50,8 @@ fn well_formed(ncols: usize, indptr: &[Index], indices: &[Index], nnz: usize) ->
     if indptr.first() != Some(&0) || indptr[n] as usize != indices.len() || indices.len() != nnz {
         return false;
     }
-    indptr.par_chunks(ROWS).enumerate().all(|(c, _)| {
-        let rows = c * ROWS..((c + 1) * ROWS).min(n);
-        rows.into_iter().all(|i| {
+    (0..n.div_ceil(ROWS)).into_par_iter().all(|c| {
+        (c * ROWS..((c + 1) * ROWS).min(n)).all(|i| {
             let (lo, hi) = (indptr[i] as usize, indptr[i + 1] as usize);
             lo <= hi
                 && hi <= indices.len()

@@ -44,42 +44,18 @@ where
             (lens, idx, val)
         })
         .collect();
-    let mut indptr = Vec::with_capacity(nrows + 1);
-    indptr.push(0u32);
-    let mut total: u64 = 0;
-    for (lens, _, _) in &chunks {
-        for &l in lens {
-            total += l as u64;
-            if total >= u32::MAX as u64 {
-                return Err(PcgError::Backend(format!(
-                    "preconditioner has more than {} nonzeros, beyond 32-bit indices",
-                    u32::MAX - 1
-                )));
-            }
-            indptr.push(total as u32);
-        }
-    }
-    let nnz = total as usize;
+    let (indptr, chunk_nnz) =
+        row_pointer(nrows, |i| chunks[i / ROW_CHUNK].0[i % ROW_CHUNK] as usize)?;
+    let nnz = chunk_nnz.iter().sum();
     let mut indices = vec![0u32; nnz];
     let mut data = vec![0f64; nnz];
-    {
-        let mut parts = Vec::with_capacity(chunks.len());
-        let (mut ri, mut rd): (&mut [u32], &mut [f64]) = (&mut indices, &mut data);
-        for (_, ci, _) in &chunks {
-            let (hi, ti) = ri.split_at_mut(ci.len());
-            let (hd, td) = rd.split_at_mut(ci.len());
-            parts.push((hi, hd));
-            ri = ti;
-            rd = td;
-        }
-        parts
-            .into_par_iter()
-            .zip(chunks.par_iter())
-            .for_each(|((oi, od), (_, ci, cd))| {
-                oi.copy_from_slice(ci);
-                od.copy_from_slice(cd);
-            });
-    }
+    chunk_slices(&mut indices, &mut data, &chunk_nnz)
+        .into_par_iter()
+        .zip(chunks.par_iter())
+        .for_each(|((oi, od), (_, ci, cd))| {
+            oi.copy_from_slice(ci);
+            od.copy_from_slice(cd);
+        });
     CsrMatrix::try_from_parts(nrows, ncols, indptr, indices, data).map_err(sparse_err)
 }
 
