@@ -151,11 +151,15 @@ impl SpmvCandidate {
         self.format == self.kernel.format()
     }
 
-    /// The launches of this candidate on a matrix of shape `shape`, or `None` for cuSPARSE,
-    /// for a candidate without a launch rule, or one whose format and kernel disagree.
+    /// The launches of this candidate on a matrix of shape `shape` (for cuSPARSE, the
+    /// algorithm, which launches its own kernels), or `None` for a candidate of the pool
+    /// without a launch rule, or one whose format and kernel disagree.
     pub fn method_for(&self, shape: SpmvShape, props: &DeviceProps) -> Option<SpmvMethod> {
         if !self.is_consistent() {
             return None;
+        }
+        if let SpmvImpl::Cusparse(alg) = self.kernel {
+            return Some(SpmvMethod::Cusparse { alg });
         }
         let threads = self.threads?;
         let g = self.grid?;
@@ -185,7 +189,7 @@ impl SpmvCandidate {
                 coo_kernel: ck,
                 coo_config: cfg(ck, shape.hyb_coo_nnz),
             },
-            SpmvImpl::Cusparse(_) => return None,
+            SpmvImpl::Cusparse(alg) => SpmvMethod::Cusparse { alg },
         })
     }
 }
@@ -294,6 +298,12 @@ pub enum SpmvMethod {
         /// Launch of the COO part.
         coo_config: LaunchConfig,
     },
+    /// CSR with cuSPARSE's generic SpMV and this algorithm (cuSPARSE chooses its own
+    /// launches, so the plan stores none).
+    Cusparse {
+        /// The algorithm.
+        alg: CusparseAlg,
+    },
 }
 
 impl SpmvMethod {
@@ -305,10 +315,17 @@ impl SpmvMethod {
             SpmvMethod::Dia { .. } => Format::Dia,
             SpmvMethod::Coo { .. } => Format::Coo,
             SpmvMethod::Hyb { .. } => Format::Hyb,
+            SpmvMethod::Cusparse { .. } => Format::Csr,
         }
     }
 
-    /// The kernels launched, in order, with their configurations.
+    /// True for cuSPARSE's SpMV.
+    pub fn is_cusparse(&self) -> bool {
+        matches!(self, SpmvMethod::Cusparse { .. })
+    }
+
+    /// The kernels of the pool launched, in order, with their configurations (none for
+    /// cuSPARSE, which launches kernels of its own).
     pub fn launches(&self) -> Vec<(SpmvKernel, LaunchConfig)> {
         match *self {
             SpmvMethod::Csr { kernel, config } | SpmvMethod::Coo { kernel, config } => {
@@ -322,6 +339,7 @@ impl SpmvMethod {
                 coo_config,
                 ..
             } => vec![(SpmvKernel::Ell, ell_config), (coo_kernel, coo_config)],
+            SpmvMethod::Cusparse { .. } => Vec::new(),
         }
     }
 
@@ -334,6 +352,7 @@ impl SpmvMethod {
             SpmvMethod::Ell { .. } => SpmvImpl::Kernel(SpmvKernel::Ell),
             SpmvMethod::Dia { .. } => SpmvImpl::Kernel(SpmvKernel::Dia),
             SpmvMethod::Hyb { coo_kernel, .. } => SpmvImpl::Hyb(coo_kernel),
+            SpmvMethod::Cusparse { alg } => SpmvImpl::Cusparse(alg),
         }
     }
 
@@ -342,8 +361,12 @@ impl SpmvMethod {
         self.implementation().to_string()
     }
 
-    /// Launch configuration(s) in words, `+`-joined for HYB.
+    /// Launch configuration(s) in words, `+`-joined for HYB; for cuSPARSE, that the library
+    /// launches.
     pub fn config_text(&self) -> String {
+        if self.is_cusparse() {
+            return "launched by cuSPARSE".into();
+        }
         let cfgs: Vec<String> = self.launches().iter().map(|(_, c)| c.words()).collect();
         cfgs.join(" + ")
     }
@@ -416,7 +439,19 @@ mod tests {
             nnz: 5000,
             hyb_coo_nnz: 100,
         };
-        assert_eq!(cu.method_for(shape, &p), None);
+        let m = cu.method_for(shape, &p).unwrap();
+        assert_eq!(
+            m,
+            SpmvMethod::Cusparse {
+                alg: CusparseAlg::CsrAlg2
+            }
+        );
+        assert!(m.is_cusparse() && m.launches().is_empty() && m.check("A", &p).is_ok());
+        assert_eq!(m.format(), Format::Csr);
+        assert_eq!(m.kernel_name(), "cusparse_spmv_csr_alg2");
+        let j = serde_json::to_string(&m).unwrap();
+        assert_eq!(j, r#"{"Cusparse":{"alg":"cusparse_spmv_csr_alg2"}}"#);
+        assert_eq!(serde_json::from_str::<SpmvMethod>(&j).unwrap(), m);
         let hyb = SpmvCandidate::own(SpmvImpl::Hyb(SpmvKernel::CooAtomic), 128, GridPolicy::Cover);
         let m = hyb.method_for(shape, &p).unwrap();
         assert_eq!(m.kernel_name(), "spmv_ell+spmv_coo_atomic");

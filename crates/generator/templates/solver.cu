@@ -20,6 +20,11 @@
 //   - a record whose recurrence halted (gamma <= 0, (A p, p) <= 0: not SPD; NaN or infinity:
 //     breakdown) ends the solve;
 //   - at the iteration limit the true residual decides convergence.
+//
+// An operand the plan hands to cuSPARSE (APG_CUSPARSE_<op> in plan.h) is kept in CSR and
+// multiplied by cusparseSpMV with the plan's algorithm (apg_cusparse_spmv below): its handle,
+// descriptors and preprocessed buffer are made once, when it is first placed. Only such a
+// plan (APG_USES_CUSPARSE) includes cusparse.h; CMakeLists.txt links cuSPARSE only for it.
 #include <cuda_runtime.h>
 
 #include <chrono>
@@ -34,6 +39,10 @@
 #include "../include/autopcg_generated.h"
 #include "host_build.hpp"
 #include "plan.h"
+
+#if APG_USES_CUSPARSE
+#include <cusparse.h>
+#endif
 
 namespace {
 
@@ -65,6 +74,34 @@ void cuda_check(cudaError_t e, const char *call) {
         }                                                                                        \
     } while (0)
 
+#if APG_USES_CUSPARSE
+// The message of a failed cuSPARSE call: the call as written, the status's name and meaning.
+std::string cusparse_message(cusparseStatus_t s, const char *call) {
+    return std::string(call) + ": " + cusparseGetErrorName(s) + ": " + cusparseGetErrorString(s);
+}
+
+void cusparse_check(cusparseStatus_t s, const char *call) {
+    if (s != CUSPARSE_STATUS_SUCCESS) throw CudaFailure{cusparse_message(s, call)};
+}
+
+// The first failure of a cuSPARSE call queued by a launch function (thrown by launches_done,
+// like a failure kept by APG_LAUNCH: nothing is thrown while a graph is being captured).
+thread_local std::string g_cusparse_failure;
+
+void cusparse_launch_failed(const std::string &what) {
+    if (g_cusparse_failure.empty()) g_cusparse_failure = what;
+}
+
+// A cuSPARSE call of the setup: throws at once.
+#define APG_CUSPARSE(call) cusparse_check((call), #call)
+// A cuSPARSE call of a launch function: the first failure is kept for launches_done.
+#define APG_CUSPARSE_LAUNCH(call)                                                                \
+    do {                                                                                         \
+        cusparseStatus_t s_ = (call);                                                            \
+        if (s_ != CUSPARSE_STATUS_SUCCESS) cusparse_launch_failed(cusparse_message(s_, #call));  \
+    } while (0)
+#endif
+
 // Throws the first failure of the launches since the last call, if any.
 void launches_done(const char *phase) {
     cudaError_t e = g_launch_error;
@@ -72,6 +109,13 @@ void launches_done(const char *phase) {
     g_launch_error = cudaSuccess;
     g_launch_call = nullptr;
     if (e != cudaSuccess) cuda_check(e, call);
+#if APG_USES_CUSPARSE
+    if (!g_cusparse_failure.empty()) {
+        std::string what;
+        what.swap(g_cusparse_failure);
+        throw CudaFailure{what};
+    }
+#endif
     e = cudaGetLastError();
     if (e != cudaSuccess) {
         throw CudaFailure{std::string("launching the kernels of ") + phase + ": " +
@@ -154,8 +198,38 @@ struct ApgOperand {
     uint32_t *coo_rows = nullptr, *coo_cols = nullptr;
     double *coo_vals = nullptr;
     size_t n_coo_rows = 0, n_coo_cols = 0, n_coo_vals = 0;
+#if APG_USES_CUSPARSE
+    // cuSPARSE's SpMV (an operand the plan hands to cuSPARSE; null otherwise): the handle, bound
+    // to the solver's stream; the CSR descriptor over indptr, indices and vals (value updates
+    // upload into those same arrays, so it stays valid); the vector descriptors, pointed at x
+    // and y by every product (at the placeholders x0 and y0 until the first); and the work
+    // buffer cusparseSpMV_preprocess prepared for the algorithm.
+    cusparseHandle_t cusparse = nullptr;
+    cudaStream_t cusparse_stream = nullptr;
+    cusparseSpMVAlg_t cusparse_alg = CUSPARSE_SPMV_ALG_DEFAULT;
+    cusparseSpMatDescr_t cusparse_mat = nullptr;
+    cusparseDnVecDescr_t cusparse_x = nullptr, cusparse_y = nullptr;
+    double *cusparse_x0 = nullptr, *cusparse_y0 = nullptr;
+    unsigned char *cusparse_buffer = nullptr;
+#endif
 
+    // Frees everything (the caller has waited for the stream and destroyed the graphs that
+    // use these buffers).
     void release() {
+#if APG_USES_CUSPARSE
+        // The descriptors and the handle go first: they refer to the arrays and the buffer.
+        if (cusparse_x) cusparseDestroyDnVec(cusparse_x);
+        if (cusparse_y) cusparseDestroyDnVec(cusparse_y);
+        if (cusparse_mat) cusparseDestroySpMat(cusparse_mat);
+        if (cusparse) cusparseDestroy(cusparse);
+        cusparse_x = cusparse_y = nullptr;
+        cusparse_mat = nullptr;
+        cusparse = nullptr;
+        cusparse_stream = nullptr;
+        dfree(cusparse_buffer);
+        dfree(cusparse_x0);
+        dfree(cusparse_y0);
+#endif
         dfree(indptr);
         dfree(indices);
         dfree(vals);
@@ -208,6 +282,77 @@ struct ApgSolver {
     std::vector<double> residual_history;
     double device_ms = 0, precond_ms = 0, backend_ms = 0;
 };
+
+#if APG_USES_CUSPARSE
+namespace {
+
+// alpha and beta of every product y = 1 * op(B) x + 0 * y (host scalars: the default pointer
+// mode, read when the call is made, so a captured graph keeps them).
+constexpr double kCusparseOne = 1.0, kCusparseZero = 0.0;
+
+// Makes op's cuSPARSE state for y = op x with `alg`, once, after its CSR arrays are placed (on
+// the stream st; the preprocessing is queued after their upload): handle bound to st, the CSR
+// descriptor (32-bit indices, base zero, f64), the vector descriptors over placeholders, the
+// work buffer of cusparseSpMV_bufferSize, and cusparseSpMV_preprocess. Allocates and may wait:
+// setup only, never during a capture.
+void cusparse_prepare(ApgOperand &op, cusparseSpMVAlg_t alg, cudaStream_t st, const char *name) {
+    const uint64_t limit = 0x7fffffffull;
+    if (op.nrows > limit || op.ncols > limit || op.nnz > limit) {
+        throw apg::Error(std::string(name) + " is too large for cuSPARSE's 32-bit indices");
+    }
+    try {
+        op.cusparse_alg = alg;
+        op.cusparse_stream = st;
+        APG_CUSPARSE(cusparseCreate(&op.cusparse));
+        APG_CUSPARSE(cusparseSetStream(op.cusparse, st));
+        APG_CUSPARSE(cusparseCreateCsr(&op.cusparse_mat, op.nrows, op.ncols, op.nnz, op.indptr,
+                                       op.indices, op.vals, CUSPARSE_INDEX_32I, CUSPARSE_INDEX_32I,
+                                       CUSPARSE_INDEX_BASE_ZERO, CUDA_R_64F));
+        op.cusparse_x0 = dalloc<double>(op.ncols);
+        op.cusparse_y0 = dalloc<double>(op.nrows);
+        APG_CUSPARSE(cusparseCreateDnVec(&op.cusparse_x, op.ncols, op.cusparse_x0, CUDA_R_64F));
+        APG_CUSPARSE(cusparseCreateDnVec(&op.cusparse_y, op.nrows, op.cusparse_y0, CUDA_R_64F));
+        size_t bytes = 0;
+        APG_CUSPARSE(cusparseSpMV_bufferSize(op.cusparse, CUSPARSE_OPERATION_NON_TRANSPOSE,
+                                             &kCusparseOne, op.cusparse_mat, op.cusparse_x,
+                                             &kCusparseZero, op.cusparse_y, CUDA_R_64F, alg,
+                                             &bytes));
+        op.cusparse_buffer = dalloc<unsigned char>(bytes);
+        APG_CUSPARSE(cusparseSpMV_preprocess(op.cusparse, CUSPARSE_OPERATION_NON_TRANSPOSE,
+                                             &kCusparseOne, op.cusparse_mat, op.cusparse_x,
+                                             &kCusparseZero, op.cusparse_y, CUDA_R_64F, alg,
+                                             op.cusparse_buffer));
+    } catch (const CudaFailure &f) {
+        throw CudaFailure{std::string("preparing cuSPARSE's SpMV of ") + name + ": " + f.what};
+    }
+}
+
+} // namespace
+
+// y = m x by cuSPARSE's SpMV with `alg` on the stream st, for the launch functions of
+// plan_kernels.cuh: the vector descriptors are pointed at x and y, then cusparseSpMV runs with
+// the preprocessed buffer. It only queues work (no allocation, no synchronisation), so a graph
+// can capture it; a failure is kept for launches_done. The algorithm and the stream must be the
+// ones the operand was prepared with (an internal error otherwise).
+static void apg_cusparse_spmv(const ApgOperand &m, cusparseSpMVAlg_t alg, const double *x,
+                              double *y, cudaStream_t st) {
+    if (m.nnz == 0) {
+        APG_LAUNCH(cudaMemsetAsync(y, 0, sizeof(double) * (size_t)m.nrows, st));
+        return;
+    }
+    if (m.cusparse_mat == nullptr || m.cusparse_alg != alg || m.cusparse_stream != st) {
+        cusparse_launch_failed("cuSPARSE's SpMV was called for an operand not prepared for that "
+                               "algorithm on that stream (internal error)");
+        return;
+    }
+    // The vector descriptor takes a non-const pointer; cuSPARSE only reads x.
+    APG_CUSPARSE_LAUNCH(cusparseDnVecSetValues(m.cusparse_x, const_cast<double *>(x)));
+    APG_CUSPARSE_LAUNCH(cusparseDnVecSetValues(m.cusparse_y, y));
+    APG_CUSPARSE_LAUNCH(cusparseSpMV(m.cusparse, CUSPARSE_OPERATION_NON_TRANSPOSE, &kCusparseOne,
+                                     m.cusparse_mat, m.cusparse_x, &kCusparseZero, m.cusparse_y,
+                                     CUDA_R_64F, alg, m.cusparse_buffer));
+}
+#endif
 
 #include "plan_kernels.cuh"
 
@@ -268,9 +413,16 @@ std::string device_slug(const std::string &name) {
 apg::PaddingLimits plan_limits() { return apg::PaddingLimits{APG_PAD_MAX_FILL, APG_PAD_MAX_BYTES}; }
 
 // Converts `m` to `format` on the host and uploads it into `op` (allocating on the first call;
-// later calls must have the same sizes).
+// later calls must have the same sizes). `cusparse_alg` is the cusparseSpMVAlg_t of an operand
+// cuSPARSE multiplies (CSR; its cuSPARSE state is made on the first call and kept), -1 when a
+// kernel of the plan does.
 void place_operand(ApgOperand &op, const apg::Csr &m, int format, long long hyb_split,
-                   bool merge, const ApgDeviceLimits &props, cudaStream_t st, const char *name) {
+                   bool merge, int cusparse_alg, const ApgDeviceLimits &props, cudaStream_t st,
+                   const char *name) {
+    if (cusparse_alg >= 0 && (format != APG_FORMAT_CSR || !APG_USES_CUSPARSE)) {
+        throw apg::Error(std::string(name) + ": cuSPARSE needs CSR and a build with cuSPARSE "
+                                             "(plan.h disagrees with itself: internal error)");
+    }
     const bool first = op.format < 0;
     op.format = format;
     op.nrows = m.nrows;
@@ -294,6 +446,11 @@ void place_operand(ApgOperand &op, const apg::Csr &m, int format, long long hyb_
                 apg_merge_partition(op, grid_stride_blocks(props, tiles + 1, APG_AUX_THREADS), st);
             }
         }
+#if APG_USES_CUSPARSE
+        if (cusparse_alg >= 0 && first && m.nrows > 0 && m.nnz() > 0) {
+            cusparse_prepare(op, (cusparseSpMVAlg_t)cusparse_alg, st, name);
+        }
+#endif
         break;
     case APG_FORMAT_ELL: {
         apg::Ell e = apg::to_ell(m, plan_limits());
@@ -345,16 +502,20 @@ void build_and_place(ApgSolver &S, const apg::Csr &a) {
     auto t1 = std::chrono::steady_clock::now();
     cudaStream_t st = S.stream;
 #if APG_HAS_A
-    place_operand(S.A, a, APG_FMT_A, APG_HYB_SPLIT_A, APG_MERGE_A, S.props, st, "A");
+    place_operand(S.A, a, APG_FMT_A, APG_HYB_SPLIT_A, APG_MERGE_A, APG_CUSPARSE_ALG_A,
+                  S.props, st, "A");
 #endif
 #if APG_HAS_K
-    place_operand(S.K, pre.k, APG_FMT_K, APG_HYB_SPLIT_K, APG_MERGE_K, S.props, st, "K");
+    place_operand(S.K, pre.k, APG_FMT_K, APG_HYB_SPLIT_K, APG_MERGE_K, APG_CUSPARSE_ALG_K,
+                  S.props, st, "K");
 #endif
 #if APG_HAS_KT
-    place_operand(S.KT, pre.kt, APG_FMT_KT, APG_HYB_SPLIT_KT, APG_MERGE_KT, S.props, st, "K^T");
+    place_operand(S.KT, pre.kt, APG_FMT_KT, APG_HYB_SPLIT_KT, APG_MERGE_KT, APG_CUSPARSE_ALG_KT,
+                  S.props, st, "K^T");
 #endif
 #if APG_HAS_M
-    place_operand(S.M, pre.m, APG_FMT_M, APG_HYB_SPLIT_M, APG_MERGE_M, S.props, st, "M");
+    place_operand(S.M, pre.m, APG_FMT_M, APG_HYB_SPLIT_M, APG_MERGE_M, APG_CUSPARSE_ALG_M,
+                  S.props, st, "M");
 #endif
     if (!pre.inv_diag.empty()) place(S.inv_diag, S.n_inv_diag, pre.inv_diag, st, "the diagonal");
     APG_CUDA(cudaStreamSynchronize(st));

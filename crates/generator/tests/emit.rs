@@ -8,20 +8,30 @@
 //! - the emitted C, C++ and Fortran host files pass the compilers' syntax checks (each
 //!   reported ignored when its compiler is missing; failed with AUTOPCG_REQUIRE_TOOLS=1);
 //! - the host-side preconditioner and format conversions of the emitted solver
-//!   (host_build.hpp) produce the same bits as the Rust code they mirror.
+//!   (host_build.hpp) produce the same bits as the Rust code they mirror;
+//! - a plan that hands SpMV steps to cuSPARSE says so in plan.h, its launch functions call
+//!   the driver's cuSPARSE product (not a kernel), CMake links cuSPARSE, and no kernel file
+//!   (what NVRTC compiles) holds cuSPARSE; a plan without cuSPARSE neither includes nor links
+//!   it;
+//! - with nvcc and CMake, the emitted solvers of a plan with cuSPARSE and of one without build
+//!   (linking cuSPARSE for the first only) and, where a CUDA device is present, solve their
+//!   matrix (reported ignored without nvcc and CMake; failed with AUTOPCG_REQUIRE_TOOLS=1).
 mod common;
+#[path = "support/cusparse_plans.rs"]
+mod cusparse_plans;
 
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::Command;
 
-use autopcg_generator::emit::{self, kernels, FileKind};
+use autopcg_generator::emit::{self, kernels, plan_files, FileKind};
 use autopcg_generator::model_device_props;
 use autopcg_generator::saved::{SavedPlan, SavedPlanError, PLAN_SCHEMA};
 use autopcg_solver::{PrecondKind, Preconditioner, SsorForm};
 use autopcg_sparse::{CooMatrix, CsrMatrix, DiaMatrix, EllMatrix, HybMatrix, PaddingLimits};
 use common::harness::{self, Case};
 use common::*;
+use cusparse_plans::cusparse_plans;
 
 fn main() -> std::process::ExitCode {
     harness::run(vec![
@@ -37,9 +47,19 @@ fn main() -> std::process::ExitCode {
             "emission_holds_exactly_the_plans_kernels_and_fills_every_template",
             emission_holds_exactly_the_plans_kernels_and_fills_every_template,
         ),
+        Case::cpu(
+            "cusparse_steps_call_cusparse_and_only_their_plans_link_it",
+            cusparse_steps_call_cusparse_and_only_their_plans_link_it,
+        ),
         Case::nvrtc(
             "emitted_kernels_compile_with_nvrtc",
             emitted_kernels_compile_with_nvrtc,
+        ),
+        Case::tool(
+            "emitted_solvers_build_with_cmake_and_nvcc",
+            "nvcc and cmake (the CUDA toolkit)",
+            nvcc_with_cmake,
+            emitted_solvers_build_with_cmake_and_nvcc,
         ),
         Case::tool(
             "emitted_cpp_files_pass_the_syntax_check",
@@ -68,9 +88,16 @@ fn main() -> std::process::ExitCode {
     ])
 }
 
+/// [`plans`] and the plans with cuSPARSE steps.
+fn all_plans() -> Vec<(String, SavedPlan)> {
+    let mut v = plans();
+    v.extend(cusparse_plans());
+    v
+}
+
 fn plan_json_round_trips_and_rebuilds_the_same_plan() {
     let b13 = fixture("bcsstk13");
-    for (name, p) in plans() {
+    for (name, p) in all_plans() {
         let text = p.to_json().unwrap();
         let back = SavedPlan::parse(&text, Path::new("plan.json")).unwrap();
         assert_eq!(back, p, "{name}");
@@ -202,7 +229,7 @@ fn permute_last_two_rows_and_columns(a: &CsrMatrix) -> CsrMatrix {
 }
 
 fn emission_holds_exactly_the_plans_kernels_and_fills_every_template() {
-    for (name, p) in plans() {
+    for (name, p) in all_plans() {
         let files = emit::emit(&p).unwrap();
         let want = kernels::entry_points(p.choice());
         let mut seen = 0;
@@ -258,10 +285,210 @@ fn emission_holds_exactly_the_plans_kernels_and_fills_every_template() {
     }
 }
 
+/// The text of the emitted file `path`.
+fn text<'a>(files: &'a [emit::EmittedFile], path: &str) -> &'a str {
+    &files
+        .iter()
+        .find(|f| f.path == path)
+        .unwrap_or_else(|| panic!("{path} not emitted"))
+        .text
+}
+
+/// The launch function `apg_spmv_<op>` of plan_kernels.cuh with the comment line above it,
+/// through its closing brace.
+fn spmv_function<'a>(kernels: &'a str, op: &str) -> &'a str {
+    let sig = kernels
+        .find(&format!("static void apg_spmv_{op}("))
+        .unwrap_or_else(|| panic!("no apg_spmv_{op}"));
+    let start = kernels[..sig].rfind("// SpMV with").unwrap_or(sig);
+    let end = sig + kernels[sig..].find("\n}\n").unwrap() + 3;
+    &kernels[start..end]
+}
+
+/// The lines of `source` (C or C++) that name something of the cuSPARSE API (`cusparseX...`,
+/// `CUSPARSE_...`, `CUDA_R_64F`, `<cusparse.h>`) outside an `#if APG_USES_CUSPARSE` block:
+/// what a build without cuSPARSE would see of it. Comments are not looked at.
+fn cusparse_outside_its_guard(source: &str) -> Vec<String> {
+    let mut guards: Vec<bool> = Vec::new();
+    let mut out = Vec::new();
+    for (i, line) in source.lines().enumerate() {
+        let t = line.trim_start();
+        if t.starts_with("#if") {
+            guards.push(t.contains("APG_USES_CUSPARSE") && !t.contains('!'));
+            continue;
+        }
+        if t.starts_with("#el") {
+            // The other branch of a cuSPARSE guard is what a build without it compiles.
+            if let Some(g) = guards.last_mut() {
+                *g = false;
+            }
+            continue;
+        }
+        if t.starts_with("#endif") {
+            guards.pop();
+            continue;
+        }
+        if guards.iter().any(|&g| g) {
+            continue;
+        }
+        let code = line.split("//").next().unwrap_or_default();
+        let api = code
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '.'))
+            .any(|w| {
+                w.strip_prefix("cusparse")
+                    .is_some_and(|rest| rest.starts_with(|c: char| c.is_ascii_uppercase()))
+                    || w.starts_with("CUSPARSE_")
+                    || w == "CUDA_R_64F"
+                    || w == "cusparse.h"
+            });
+        if api {
+            out.push(format!("{}: {line}", i + 1));
+        }
+    }
+    out
+}
+
+fn cusparse_steps_call_cusparse_and_only_their_plans_link_it() {
+    let link = "target_link_libraries(autopcg_generated PUBLIC CUDA::cusparse)";
+    for (name, p) in cusparse_plans() {
+        let files = emit::emit(&p).unwrap();
+        let (plan_h, kernels_cuh) = (
+            text(&files, "src/plan.h"),
+            text(&files, "src/plan_kernels.cuh"),
+        );
+        let (cmake, readme) = (text(&files, "CMakeLists.txt"), text(&files, "README.md"));
+        let by_cusparse = plan_files::cusparse_operands(p.choice());
+        assert!(!by_cusparse.is_empty(), "{name}");
+        assert!(plan_h.contains("\n#define APG_USES_CUSPARSE 1\n"), "{name}");
+        for op in ["A", "K", "KT", "M"] {
+            if !plan_h.contains(&format!("#define APG_HAS_{op} 1\n")) {
+                continue;
+            }
+            let f = spmv_function(kernels_cuh, op);
+            match by_cusparse.iter().find(|(o, _)| *o == op) {
+                Some(&(_, alg)) => {
+                    let e = plan_files::cusparse_alg_enumerator(alg);
+                    for line in [
+                        format!("#define APG_FMT_{op} APG_FORMAT_CSR"),
+                        format!("#define APG_MERGE_{op} 0"),
+                        format!("#define APG_CUSPARSE_{op} 1"),
+                        format!("#define APG_CUSPARSE_ALG_{op} {e}"),
+                    ] {
+                        assert!(plan_h.contains(&format!("{line}\n")), "{name}: {line}");
+                    }
+                    // The step calls the driver's cuSPARSE product with the plan's algorithm:
+                    // no kernel launch, no launch configuration.
+                    assert!(
+                        f.ends_with(&format!(
+                            "static void apg_spmv_{op}(const ApgOperand &m, const double *x, \
+                             double *y, cudaStream_t st) {{\n    if (m.nrows == 0) return;\n    \
+                             apg_cusparse_spmv(m, {e}, x, y, st);\n}}\n"
+                        )),
+                        "{name}: {f}"
+                    );
+                    assert!(
+                        f.starts_with(&format!(
+                            "// SpMV with {op}: cuSPARSE's cusparseSpMV with {e} ({alg}), CSR"
+                        )),
+                        "{name}: {f}"
+                    );
+                }
+                None => {
+                    assert!(plan_h.contains(&format!("#define APG_CUSPARSE_{op} 0\n")));
+                    assert!(plan_h.contains(&format!("#define APG_CUSPARSE_ALG_{op} (-1)\n")));
+                    assert!(f.contains("<<<") && !f.contains("cusparse"), "{name}: {f}");
+                }
+            }
+        }
+        assert!(cmake.contains(link), "{name}: {cmake}");
+        assert!(
+            cmake.contains("if(CUDAToolkit_VERSION VERSION_LESS 12.4)"),
+            "{name}"
+        );
+        assert!(
+            readme.contains("so the solver includes `cusparse.h` and links cuSPARSE")
+                && readme.contains("`CUDA::cudart` and `CUDA::cusparse` in CMake"),
+            "{name}: {readme}"
+        );
+        // cuSPARSE is host code: nothing of it in a file NVRTC compiles.
+        for f in &files {
+            if matches!(f.kind, FileKind::Kernel | FileKind::KernelHeader) {
+                assert!(
+                    !f.text.to_ascii_lowercase().contains("cusparse"),
+                    "{name}: {}",
+                    f.path
+                );
+            }
+        }
+    }
+    // The A-only plan, pinned whole where it matters.
+    let (_, p) = cusparse_plans().swap_remove(0);
+    let files = emit::emit(&p).unwrap();
+    let plan_h = text(&files, "src/plan.h");
+    assert!(plan_h.contains(
+        "#define APG_FMT_A APG_FORMAT_CSR\n#define APG_HYB_SPLIT_A (-1LL)\n#define APG_MERGE_A \
+         0\n#define APG_CUSPARSE_A 1\n#define APG_CUSPARSE_ALG_A CUSPARSE_SPMV_CSR_ALG2\n"
+    ));
+    assert!(text(&files, "README.md")
+        .contains("The plan hands the SpMV with A (CUSPARSE_SPMV_CSR_ALG2)"));
+    assert!(
+        text(&files, "README.md").contains("| `cusparse_spmv_csr_alg2` | launched by cuSPARSE |")
+    );
+
+    // Plans without cuSPARSE (the forced ones at least; the model may come to choose cuSPARSE
+    // for the others): not included (solver.cu names its API only under APG_USES_CUSPARSE,
+    // which is 0) and not linked.
+    let without: Vec<(String, SavedPlan)> = plans()
+        .into_iter()
+        .filter(|(_, p)| !plan_files::uses_cusparse(p.choice()))
+        .collect();
+    assert!(
+        without.len() >= 2,
+        "{} plans without cuSPARSE",
+        without.len()
+    );
+    for (name, p) in without {
+        let files = emit::emit(&p).unwrap();
+        let plan_h = text(&files, "src/plan.h");
+        assert!(plan_h.contains("\n#define APG_USES_CUSPARSE 0\n"), "{name}");
+        assert!(!plan_h.contains("CUSPARSE_SPMV"), "{name}");
+        for op in ["A", "K", "KT", "M"] {
+            assert!(!plan_h.contains(&format!("#define APG_CUSPARSE_{op} 1")));
+        }
+        assert!(
+            !text(&files, "src/plan_kernels.cuh")
+                .to_ascii_lowercase()
+                .contains("cusparse"),
+            "{name}"
+        );
+        let cmake = text(&files, "CMakeLists.txt");
+        assert!(!cmake.contains("CUDA::cusparse"), "{name}");
+        assert!(cmake.contains("cuSPARSE is not linked"), "{name}");
+        let readme = text(&files, "README.md");
+        assert!(readme.contains("does not use or link cuSPARSE"), "{name}");
+        assert!(!readme.contains("CUDA::cusparse"), "{name}");
+        for f in &files {
+            if f.path.starts_with("src/") || f.path.starts_with("include/") {
+                let bad = cusparse_outside_its_guard(&f.text);
+                assert!(bad.is_empty(), "{name}: {}: {bad:#?}", f.path);
+            }
+        }
+    }
+    // The guard scan itself sees what it must.
+    assert_eq!(
+        cusparse_outside_its_guard(
+            "#if APG_USES_CUSPARSE\n#include <cusparse.h>\n#else\ncusparseSpMV();\n#endif\n\
+             // cusparseSpMV in a comment\nint cusparse_alg = APG_CUSPARSE_ALG_A;\n\
+             #if X\nCUSPARSE_SPMV_CSR_ALG2;\n#endif\n"
+        ),
+        ["4: cusparseSpMV();", "9: CUSPARSE_SPMV_CSR_ALG2;"]
+    );
+}
+
 fn emitted_kernels_compile_with_nvrtc() {
     use autopcg_gpu::compile::{base_options, compile_source, image_has_entry, Target};
     let mut checked = 0;
-    for (name, p) in plans() {
+    for (name, p) in all_plans() {
         let files = emit::emit(&p).unwrap();
         let headers: Vec<(String, String)> = files
             .iter()
@@ -313,6 +540,88 @@ fn write_emitted(p: &SavedPlan, dir: &Path) {
     emit::write(dir, &emit::emit(p).unwrap()).unwrap();
 }
 
+/// nvcc (on the PATH, or the toolkit's usual place) when cmake runs too.
+fn nvcc_with_cmake() -> Option<String> {
+    find_tool(&["cmake"])?;
+    find_tool(&["nvcc", "/usr/local/cuda/bin/nvcc"])
+}
+
+/// The solver of the plan with A by cuSPARSE and the model's own plan for the same matrix,
+/// each configured and built by CMake with `nvcc` (no GPU needed): cuSPARSE is on the link
+/// line of the first only. Where a CUDA device is present each also solves its matrix (with
+/// `--any-device`: the plans are for the H200, and another GPU of sm_90 runs them).
+fn emitted_solvers_build_with_cmake_and_nvcc(nvcc: &str) {
+    let tmp = tempfile::tempdir().unwrap();
+    let (cu_label, cu_plan) = cusparse_plans().swap_remove(0);
+    // Forced to ELL with Jacobi: no operand the model could hand to cuSPARSE.
+    let (label, plan) = plans().swap_remove(2);
+    assert!(!plan_files::uses_cusparse(plan.choice()), "{label}");
+    let device = autopcg_gpu::testing::Needs::Device.missing();
+    for (i, (label, p, cusparse)) in [(cu_label, cu_plan, true), (label, plan, false)]
+        .into_iter()
+        .enumerate()
+    {
+        let dir = tmp.path().join(format!("solver{i}"));
+        let build = dir.join("build");
+        write_emitted(&p, &dir);
+        check(
+            Command::new("cmake")
+                .arg("-S")
+                .arg(&dir)
+                .arg("-B")
+                .arg(&build)
+                .args(["-G", "Unix Makefiles", "-DCMAKE_BUILD_TYPE=Release"])
+                .arg(format!("-DCMAKE_CUDA_COMPILER={nvcc}")),
+            &format!("{label}: cmake configure"),
+        );
+        check(
+            Command::new("cmake")
+                .arg("--build")
+                .arg(&build)
+                .args(["-j", "2"]),
+            &format!("{label}: cmake --build"),
+        );
+        let link = std::fs::read_to_string(build.join("CMakeFiles/autopcg_gen_solve.dir/link.txt"))
+            .unwrap();
+        assert_eq!(link.contains("cusparse"), cusparse, "{label}: {link}");
+        if let Some(why) = &device {
+            println!("{label}: built; not run ({why})");
+            continue;
+        }
+        let mtx = fixture_path(label.split(' ').next().unwrap_or_default());
+        let o = Command::new(build.join("autopcg_gen_solve"))
+            .arg(&mtx)
+            .args(["--json", "--any-device"])
+            .output()
+            .unwrap();
+        let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
+            panic!(
+                "{label}: not JSON ({e}): {}\n{}",
+                String::from_utf8_lossy(&o.stdout),
+                String::from_utf8_lossy(&o.stderr)
+            )
+        });
+        assert_eq!(o.status.code(), Some(0), "{label}: {j}");
+        assert_eq!(j["reason"], "converged", "{label}: {j}");
+        assert!(
+            j["relative_residual"].as_f64().unwrap() <= 1e-8,
+            "{label}: {j}"
+        );
+        let kernels: Vec<&str> = j["plan"]["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|s| s["kernel"].as_str())
+            .collect();
+        assert_eq!(
+            kernels.contains(&"cusparse_spmv_csr_alg2"),
+            cusparse,
+            "{label}: {kernels:?}"
+        );
+        println!("{label}: {} iterations on {}", j["iterations"], j["device"]);
+    }
+}
+
 /// The host files of the explicit-SSOR plan over DIA, written to a temporary folder.
 fn emitted_host_files() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
@@ -330,14 +639,19 @@ fn emitted_cpp_files_pass_the_syntax_check(cxx: &str) {
             .arg(d.join("src/main.cpp")),
         "main.cpp",
     );
-    let tu = d.join("src/host_check.cpp");
-    std::fs::write(&tu, "#include \"host_build.hpp\"\n#include \"plan.h\"\n#include \"../include/autopcg_generated.h\"\nint main() { return APG_PLAN_ARCH > 0 ? 0 : 1; }\n").unwrap();
-    check(
-        Command::new(cxx)
-            .args(["-std=c++17", "-fsyntax-only", "-Wall", "-Wextra", "-Werror"])
-            .arg(&tu),
-        "host_build.hpp, plan.h",
-    );
+    // plan.h of a plan with cuSPARSE too (its algorithm names stay unexpanded here).
+    let cu = tempfile::tempdir().unwrap();
+    write_emitted(&cusparse_plans().swap_remove(2).1, cu.path());
+    for d in [d, cu.path()] {
+        let tu = d.join("src/host_check.cpp");
+        std::fs::write(&tu, "#include \"host_build.hpp\"\n#include \"plan.h\"\n#include \"../include/autopcg_generated.h\"\nint main() { return APG_PLAN_ARCH > 0 && APG_USES_CUSPARSE >= 0 ? 0 : 1; }\n").unwrap();
+        check(
+            Command::new(cxx)
+                .args(["-std=c++17", "-fsyntax-only", "-Wall", "-Wextra", "-Werror"])
+                .arg(&tu),
+            "host_build.hpp, plan.h",
+        );
+    }
 }
 
 fn emitted_c_header_passes_the_syntax_check(cc: &str) {

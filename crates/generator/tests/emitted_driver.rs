@@ -12,18 +12,29 @@
 //! 2%; the sums differ in order from the GPU's). It does not check the CUDA kernels
 //! themselves (NVRTC compiles them in tests/emit.rs; they run on a GPU host) nor timings.
 //!
+//! Plans that hand SpMV steps to cuSPARSE run the same way against a host cuSPARSE
+//! (tests/support/cusparse.h, implemented in mock_cuda.cpp): the driver's handle, descriptors,
+//! buffer and preprocessing, each product captured into the graphs with the right vectors, and
+//! new values through the same descriptors. Their solver objects must call cuSPARSE, and those
+//! of the other plans must not (checked with `nm` where it runs); the host cusparse.h refuses to
+//! be included by a solver whose plan does not use cuSPARSE.
+//!
 //! Needs clang with CUDA support (clang++, clang++-14 .. 21, or AUTOPCG_TEST_CLANG); without
 //! it the tests are reported ignored (failed with AUTOPCG_REQUIRE_TOOLS=1).
 mod common;
+#[path = "support/cusparse_plans.rs"]
+mod cusparse_plans;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use autopcg_generator::emit;
+use autopcg_generator::emit::{self, plan_files};
 use autopcg_generator::saved::SavedPlan;
 use autopcg_solver::{PcgParams, PrecondKind};
+use autopcg_sparse::CsrMatrix;
 use common::harness::{self, Case};
 use common::*;
+use cusparse_plans::cusparse_plans;
 
 fn main() -> std::process::ExitCode {
     const CLANG: &str = "clang with CUDA support (clang++, clang++-14 .. 21 or AUTOPCG_TEST_CLANG)";
@@ -33,6 +44,12 @@ fn main() -> std::process::ExitCode {
             CLANG,
             cuda_clang,
             the_emitted_driver_runs_every_plan_like_the_rust_solver,
+        ),
+        Case::tool(
+            "the_emitted_driver_runs_cusparse_plans_like_the_rust_solver",
+            CLANG,
+            cuda_clang,
+            the_emitted_driver_runs_cusparse_plans_like_the_rust_solver,
         ),
         Case::tool(
             "the_emitted_command_checks_matrix_and_device_and_stops_as_told",
@@ -166,79 +183,158 @@ fn cpu_iterations(name: &str, plan: &SavedPlan) -> usize {
     info.iterations
 }
 
-fn the_emitted_driver_runs_every_plan_like_the_rust_solver(clang: &str) {
-    let tmp = tempfile::tempdir().unwrap();
-    let plans = plans();
-    // Each plan's compile and emulated run is serial: run the plans side by side (they are
-    // independent), then check them in order.
-    let outputs: Vec<Output> = std::thread::scope(|s| {
+/// The cuSPARSE functions `object` leaves undefined (to be linked), or `None` without `nm`.
+fn cusparse_imports(object: &Path) -> Option<Vec<String>> {
+    let nm = find_tool(&["nm", "llvm-nm"])?;
+    let o = check(Command::new(nm).arg("-u").arg(object), "nm");
+    Some(
+        String::from_utf8_lossy(&o.stdout)
+            .split_whitespace()
+            .filter(|w| w.starts_with("cusparse"))
+            .map(str::to_string)
+            .collect(),
+    )
+}
+
+/// Builds every plan of `plans` in its own folder under `tmp` and runs its command on its
+/// fixture with `--json`, side by side (each plan's compile and run is serial, and the plans
+/// are independent); the outputs and the solver objects, in order.
+fn build_and_run_all(
+    clang: &str,
+    plans: &[(String, SavedPlan)],
+    tmp: &Path,
+) -> Vec<(Output, PathBuf)> {
+    std::thread::scope(|s| {
         let jobs: Vec<_> = plans
             .iter()
             .enumerate()
             .map(|(i, (label, plan))| {
-                let dir = tmp.path().join(format!("p{i}"));
+                let dir = tmp.join(format!("p{i}"));
                 s.spawn(move || {
-                    build(clang, plan, &dir);
+                    let (solver_o, _) = build(clang, plan, &dir);
                     let mtx = fixture_path(label.split(' ').next().unwrap_or_default());
-                    run(&dir, &[mtx.to_str().unwrap(), "--json"], &[])
+                    (run(&dir, &[mtx.to_str().unwrap(), "--json"], &[]), solver_o)
                 })
             })
             .collect();
         jobs.into_iter()
             .map(|j| j.join().expect("a plan's build and run"))
             .collect()
-    });
-    for ((label, plan), o) in plans.into_iter().zip(outputs) {
-        let name = label.split(' ').next().unwrap_or_default().to_string();
-        let j = json(&o);
-        assert_eq!(o.status.code(), Some(0), "{label}: {j}");
-        assert_eq!(j["converged"], true, "{label}");
-        assert_eq!(j["reason"], "converged", "{label}");
-        assert!(
-            j["relative_residual"].as_f64().unwrap() <= 1e-8,
-            "{label}: {j}"
-        );
-        assert!(j["error_vs_ones"].as_f64().is_some(), "{label}");
-        for k in [
-            "iterations",
-            "relative_residual",
-            "recurrence_relative_residual",
-            "read_ms",
-            "setup_ms",
-            "setup",
-            "solve_ms",
-            "ms_per_iteration",
-            "device",
-            "precond",
-            "omega",
-            "tol",
-            "precond_applied",
-            "check_every",
-            "plan",
-            "model",
-            "predicted_ms_per_iteration",
-            "notes",
-        ] {
-            assert!(j.get(k).is_some(), "{label}: {k} missing");
-        }
-        assert_eq!(
-            j["precond_applied"],
-            plan.precond.applied.as_str(),
-            "{label}"
-        );
-        assert_eq!(
-            j["plan"]["steps"].as_array().map(Vec::len),
-            Some(plan.block().steps.len()),
-            "{label}"
-        );
-        let got = j["iterations"].as_u64().unwrap() as f64;
-        let want = cpu_iterations(&name, &plan) as f64;
-        assert!(
-            (got - want).abs() <= 0.02 * want + 1.0,
-            "{label}: {got} iterations, the Rust CPU solver {want}"
-        );
-        println!("{label}: {got} iterations (Rust CPU {want})");
+    })
+}
+
+/// Checks the emulated run `o` of `plan` (labelled as in [`plans`]): converged, the fields of
+/// `autopcg solve --json`, and the iterations of the Rust CPU solver within 2%.
+fn check_run(label: &str, plan: &SavedPlan, o: &Output) {
+    let name = label.split(' ').next().unwrap_or_default().to_string();
+    let j = json(o);
+    assert_eq!(o.status.code(), Some(0), "{label}: {j}");
+    assert_eq!(j["converged"], true, "{label}");
+    assert_eq!(j["reason"], "converged", "{label}");
+    assert!(
+        j["relative_residual"].as_f64().unwrap() <= 1e-8,
+        "{label}: {j}"
+    );
+    assert!(j["error_vs_ones"].as_f64().is_some(), "{label}");
+    for k in [
+        "iterations",
+        "relative_residual",
+        "recurrence_relative_residual",
+        "read_ms",
+        "setup_ms",
+        "setup",
+        "solve_ms",
+        "ms_per_iteration",
+        "device",
+        "precond",
+        "omega",
+        "tol",
+        "precond_applied",
+        "check_every",
+        "plan",
+        "model",
+        "predicted_ms_per_iteration",
+        "notes",
+    ] {
+        assert!(j.get(k).is_some(), "{label}: {k} missing");
     }
+    assert_eq!(
+        j["precond_applied"],
+        plan.precond.applied.as_str(),
+        "{label}"
+    );
+    assert_eq!(
+        j["plan"]["steps"].as_array().map(Vec::len),
+        Some(plan.block().steps.len()),
+        "{label}"
+    );
+    let got = j["iterations"].as_u64().unwrap() as f64;
+    let want = cpu_iterations(&name, plan) as f64;
+    assert!(
+        (got - want).abs() <= 0.02 * want + 1.0,
+        "{label}: {got} iterations, the Rust CPU solver {want}"
+    );
+    println!("{label}: {got} iterations (Rust CPU {want})");
+}
+
+fn the_emitted_driver_runs_every_plan_like_the_rust_solver(clang: &str) {
+    let tmp = tempfile::tempdir().unwrap();
+    let plans = plans();
+    let runs = build_and_run_all(clang, &plans, tmp.path());
+    for ((label, plan), (o, solver_o)) in plans.iter().zip(&runs) {
+        check_run(label, plan, o);
+        // A plan without cuSPARSE calls nothing of it (and does not include cusparse.h: the
+        // host one refuses to be); the model may come to hand some of these plans' operands to
+        // it.
+        let uses = plan_files::uses_cusparse(plan.choice());
+        if let Some(imports) = cusparse_imports(solver_o) {
+            assert_eq!(imports.is_empty(), !uses, "{label}: {imports:?}");
+        }
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(err.contains(" cuSPARSE products"), uses, "{label}: {err}");
+    }
+}
+
+fn the_emitted_driver_runs_cusparse_plans_like_the_rust_solver(clang: &str) {
+    let tmp = tempfile::tempdir().unwrap();
+    let plans = cusparse_plans();
+    let runs = build_and_run_all(clang, &plans, tmp.path());
+    for ((label, plan), (o, solver_o)) in plans.iter().zip(&runs) {
+        check_run(label, plan, o);
+        if let Some(imports) = cusparse_imports(solver_o) {
+            for f in [
+                "cusparseCreateCsr",
+                "cusparseSpMV_preprocess",
+                "cusparseSpMV",
+            ] {
+                assert!(
+                    imports.iter().any(|i| i == f),
+                    "{label}: {f} in {imports:?}"
+                );
+            }
+        }
+        // The products ran through the host cuSPARSE (graphs replay them).
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(" cuSPARSE products"), "{label}: {err}");
+        let j = json(o);
+        let kernels: Vec<&str> = j["plan"]["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|s| s["kernel"].as_str())
+            .collect();
+        assert!(
+            kernels.iter().any(|k| k.starts_with("cusparse_spmv_")),
+            "{label}: {kernels:?}"
+        );
+    }
+    // New values of the same pattern go through the descriptors made at setup (bcsstk01, with
+    // A and M by cuSPARSE).
+    let (label, plan) = &plans[2];
+    assert!(label.starts_with("bcsstk01 "), "{label}");
+    let dir = tmp.path().join("update");
+    let (solver_o, mock_o) = build(clang, plan, &dir);
+    check_update_values(clang, &dir, &solver_o, &mock_o, &fixture("bcsstk01"));
 }
 
 fn the_emitted_command_checks_matrix_and_device_and_stops_as_told(clang: &str) {
@@ -327,7 +423,13 @@ fn the_emitted_command_checks_matrix_and_device_and_stops_as_told(clang: &str) {
     assert!(j["replacements"].as_u64().unwrap() >= 1, "{j}");
     assert!(j["relative_residual"].as_f64().unwrap() < 1e-12, "{j}");
 
-    // The C API: new values for the same pattern.
+    check_update_values(clang, &dir, &solver_o, &mock_o, &a);
+}
+
+/// The C API harness (tests/support/update_values.cpp) linked with the solver in `dir`: a
+/// solve with `a`, new values (2 a) for the same pattern, and the same solve again, which must
+/// take the same iterations and give the same solution.
+fn check_update_values(clang: &str, dir: &Path, solver_o: &Path, mock_o: &Path, a: &CsrMatrix) {
     let exe = dir.join("update_values");
     check(
         Command::new(clang)
@@ -336,8 +438,8 @@ fn the_emitted_command_checks_matrix_and_device_and_stops_as_told(clang: &str) {
             .arg("-I")
             .arg(dir.join("include"))
             .arg(support().join("update_values.cpp"))
-            .arg(&solver_o)
-            .arg(&mock_o),
+            .arg(solver_o)
+            .arg(mock_o),
         "update_values.cpp",
     );
     let mut bin = Vec::new();

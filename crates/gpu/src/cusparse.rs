@@ -1,13 +1,15 @@
 //! cuSPARSE's generic SpMV over a [`DeviceCsr`]: the vendor baseline the SpMV benchmark
-//! measures our kernels against.
+//! measures our kernels against, and an operand a plan chooses where the model predicts
+//! cuSPARSE faster than the pool.
 //!
-//! [`CusparseSpmv`] owns a cuSPARSE handle bound to the device's stream, a CSR descriptor over
-//! the matrix's device arrays (32-bit indices, base zero, f64), two dense-vector descriptors and
-//! the work buffer `cusparseSpMV_bufferSize` asks for; `cusparseSpMV_preprocess` runs once at
-//! construction. Every handle and descriptor is released on drop. cuSPARSE is loaded at run time:
-//! without `libcusparse` construction fails with [`GpuError::LibraryMissing`] rather than a
-//! panic. A status other than success is reported as [`GpuError::Launch`] naming the call and
-//! the status (cuSPARSE checks its arguments before queuing work).
+//! [`CusparseSpmv`] (borrowing the matrix) and [`CusparseCsr`] (owning it) keep a cuSPARSE
+//! handle bound to the device's stream, a CSR descriptor over the matrix's device arrays
+//! (32-bit indices, base zero, f64), two dense-vector descriptors and the work buffer
+//! `cusparseSpMV_bufferSize` asks for; `cusparseSpMV_preprocess` runs once at construction.
+//! Every handle and descriptor is released on drop. cuSPARSE is loaded at run time: without
+//! `libcusparse` construction fails with [`GpuError::LibraryMissing`] rather than a panic. A
+//! status other than success is reported as [`GpuError::Launch`] naming the call and the
+//! status (cuSPARSE checks its arguments before queuing work).
 use std::ffi::c_void;
 use std::fmt;
 
@@ -83,13 +85,40 @@ pub fn cusparse_version() -> Result<(i32, i32, i32), GpuError> {
     })
 }
 
-/// A prepared cuSPARSE SpMV `y = A x` for one CSR matrix on one device, with one algorithm.
+/// The device addresses and sizes of a CSR matrix's arrays: what a cuSPARSE descriptor made
+/// over the matrix points at. A descriptor is only used with a matrix whose arrays are these.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct CsrArrays {
+    indptr: u64,
+    indices: u64,
+    vals: u64,
+    shape: (usize, usize, usize),
+}
+
+impl CsrArrays {
+    fn of(a: &DeviceCsr, stream: &cudarc::driver::CudaStream) -> Self {
+        let (indptr, _g1) = a.indptr.buf.device_ptr(stream);
+        let (indices, _g2) = a.indices.buf.device_ptr(stream);
+        let (vals, _g3) = a.vals.buf.device_ptr(stream);
+        CsrArrays {
+            indptr,
+            indices,
+            vals,
+            shape: (a.nrows(), a.ncols(), a.nnz()),
+        }
+    }
+}
+
+/// cuSPARSE's state for the SpMV of one CSR matrix with one algorithm: the handle (on the
+/// device's stream), the matrix and vector descriptors, and the preprocessed work buffer.
 ///
-/// Borrows the device and the matrix: the CSR descriptor points into the matrix's device
-/// arrays, so the matrix must outlive it.
-pub struct CusparseSpmv<'a> {
-    dev: &'a GpuDevice,
-    a: &'a DeviceCsr,
+/// It does not borrow the matrix: it records the addresses of the matrix's arrays
+/// ([`CsrArrays`]) and every [`Prepared::run`] is handed the matrix and checks them, so the
+/// descriptor is only ever used while the arrays it points at are alive, and a matrix whose
+/// arrays were replaced is refused instead of read.
+struct Prepared {
+    dev: GpuDevice,
+    arrays: CsrArrays,
     alg: CusparseAlg,
     handle: csys::cusparseHandle_t,
     mat: csys::cusparseSpMatDescr_t,
@@ -97,22 +126,16 @@ pub struct CusparseSpmv<'a> {
     vec_y: csys::cusparseDnVecDescr_t,
     buffer: Option<CudaSlice<u8>>,
     buffer_bytes: usize,
-    preprocessed: bool,
     // Placeholders the vector descriptors point at until the first `run`.
     scratch: (DeviceVec<f64>, DeviceVec<f64>),
 }
 
-impl fmt::Debug for CusparseSpmv<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("CusparseSpmv")
-            .field("alg", &self.alg)
-            .field("nrows", &self.a.nrows())
-            .field("nnz", &self.a.nnz())
-            .field("buffer_bytes", &self.buffer_bytes)
-            .field("preprocessed", &self.preprocessed)
-            .finish()
-    }
-}
+// SAFETY: the handle and descriptors are cuSPARSE objects that may be used from any thread as
+// long as calls on them are not concurrent (each call makes the device's context current
+// first). `Prepared` is not `Sync`, and every call on the objects goes through a value owned by
+// one thread at a time (`&mut self`, or `&self` of a value that cannot be shared across
+// threads), so moving it to another thread cannot create concurrent access.
+unsafe impl Send for Prepared {}
 
 const ONE: f64 = 1.0;
 const ZERO: f64 = 0.0;
@@ -140,13 +163,9 @@ macro_rules! spmv_call {
     };
 }
 
-impl<'a> CusparseSpmv<'a> {
-    /// Creates the handle (on `dev`'s stream) and descriptors, allocates the work buffer and
-    /// runs `cusparseSpMV_preprocess`. Fails with [`GpuError::LibraryMissing`] when cuSPARSE
-    /// cannot be loaded, with [`GpuError::InvalidInput`] when the matrix exceeds cuSPARSE's
-    /// signed 32-bit indices, and with [`GpuError::Launch`] when cuSPARSE refuses a call (for
-    /// example an algorithm this version does not support: `CUSPARSE_STATUS_NOT_SUPPORTED`).
-    pub fn new(dev: &'a GpuDevice, a: &'a DeviceCsr, alg: CusparseAlg) -> Result<Self, GpuError> {
+impl Prepared {
+    /// See [`CusparseSpmv::new`].
+    fn new(dev: &GpuDevice, a: &DeviceCsr, alg: CusparseAlg) -> Result<Self, GpuError> {
         cusparse_available()?;
         let limit = i32::MAX as usize;
         for (name, v) in [("nrows", a.nrows()), ("ncols", a.ncols()), ("nnz", a.nnz())] {
@@ -164,11 +183,12 @@ impl<'a> CusparseSpmv<'a> {
             dev.alloc_zeros::<f64>(a.ncols())?,
             dev.alloc_zeros(a.nrows())?,
         );
+        let arrays = CsrArrays::of(a, dev.stream());
         guarded("libcusparse", move || {
             // Fields start null; Drop releases whatever was created when a later step fails.
-            let mut s = CusparseSpmv {
-                dev,
-                a,
+            let mut s = Prepared {
+                dev: dev.clone(),
+                arrays,
                 alg,
                 handle: std::ptr::null_mut(),
                 mat: std::ptr::null_mut(),
@@ -176,7 +196,6 @@ impl<'a> CusparseSpmv<'a> {
                 vec_y: std::ptr::null_mut(),
                 buffer: None,
                 buffer_bytes: 0,
-                preprocessed: false,
                 scratch,
             };
             s.setup()?;
@@ -185,7 +204,7 @@ impl<'a> CusparseSpmv<'a> {
     }
 
     fn setup(&mut self) -> Result<(), GpuError> {
-        let (dev, a, alg) = (self.dev, self.a, self.alg);
+        let (dev, a, alg) = (&self.dev, self.arrays, self.alg);
         let stream = dev.stream();
         // SAFETY: cusparseCreate writes a handle through a valid pointer; the context is current.
         check("cusparseCreate", alg, unsafe {
@@ -197,23 +216,20 @@ impl<'a> CusparseSpmv<'a> {
         check("cusparseSetStream", alg, unsafe {
             csys::cusparseSetStream(self.handle, raw_stream)
         })?;
-
-        let (ptr, _g1) = a.indptr.buf.device_ptr(stream);
-        let (idx, _g2) = a.indices.buf.device_ptr(stream);
-        let (val, _g3) = a.vals.buf.device_ptr(stream);
-        // SAFETY: the three pointers are device allocations of nrows + 1, nnz and nnz elements
-        // (validated on upload; u32 indices below 2^31 read as int32 are the same values);
-        // cuSPARSE's SpMV only reads them. The descriptor is destroyed before `a` can go away
-        // (lifetime 'a).
+        let (nrows, ncols, nnz) = a.shape;
+        // SAFETY: the three addresses are device allocations of nrows + 1, nnz and nnz
+        // elements (validated on upload; u32 indices below 2^31 read as int32 are the same
+        // values) of the matrix `new` was handed; cuSPARSE's SpMV only reads them, and every
+        // later use of the descriptor checks that the matrix it is handed has these arrays.
         check("cusparseCreateCsr", alg, unsafe {
             csys::cusparseCreateCsr(
                 &mut self.mat,
-                a.nrows() as i64,
-                a.ncols() as i64,
-                a.nnz() as i64,
-                ptr as *mut c_void,
-                idx as *mut c_void,
-                val as *mut c_void,
+                nrows as i64,
+                ncols as i64,
+                nnz as i64,
+                a.indptr as *mut c_void,
+                a.indices as *mut c_void,
+                a.vals as *mut c_void,
                 csys::cusparseIndexType_t::CUSPARSE_INDEX_32I,
                 csys::cusparseIndexType_t::CUSPARSE_INDEX_32I,
                 csys::cusparseIndexBase_t::CUSPARSE_INDEX_BASE_ZERO,
@@ -226,7 +242,7 @@ impl<'a> CusparseSpmv<'a> {
         check("cusparseCreateDnVec", "x", unsafe {
             csys::cusparseCreateDnVec(
                 &mut self.vec_x,
-                a.ncols() as i64,
+                ncols as i64,
                 sx as *mut c_void,
                 csys::cudaDataType::CUDA_R_64F,
             )
@@ -235,7 +251,7 @@ impl<'a> CusparseSpmv<'a> {
         check("cusparseCreateDnVec", "y", unsafe {
             csys::cusparseCreateDnVec(
                 &mut self.vec_y,
-                a.nrows() as i64,
+                nrows as i64,
                 sy as *mut c_void,
                 csys::cudaDataType::CUDA_R_64F,
             )
@@ -271,7 +287,6 @@ impl<'a> CusparseSpmv<'a> {
                 buf
             )
         })?;
-        self.preprocessed = true;
         Ok(())
     }
 
@@ -285,38 +300,43 @@ impl<'a> CusparseSpmv<'a> {
         }
     }
 
-    /// The algorithm.
-    pub fn alg(&self) -> CusparseAlg {
-        self.alg
-    }
-
-    /// Bytes of the work buffer cuSPARSE asked for.
-    pub fn buffer_bytes(&self) -> usize {
-        self.buffer_bytes
-    }
-
-    /// Whether `cusparseSpMV_preprocess` ran (it always does when construction succeeds).
-    pub fn preprocessed(&self) -> bool {
-        self.preprocessed
-    }
-
-    /// Queues `y = A x` on the device's stream (does not wait). `x` must hold ncols and `y`
-    /// nrows elements.
-    pub fn run(&mut self, x: &DeviceVec<f64>, y: &mut DeviceVec<f64>) -> Result<(), GpuError> {
+    /// Queues `y = A x` on the device's stream (does not wait). `a` must be the matrix the
+    /// state was prepared for, with the same arrays (checked: a matrix whose arrays were
+    /// replaced is refused); `x` must hold ncols and `y` nrows elements. Allocates nothing
+    /// and does not synchronise, so it can be captured in a graph.
+    fn run(
+        &self,
+        a: &DeviceCsr,
+        x: &DeviceVec<f64>,
+        y: &mut DeviceVec<f64>,
+    ) -> Result<(), GpuError> {
         let name = self.alg.to_string();
-        if x.len() != self.a.ncols() {
-            return Err(GpuError::launch(
-                &name,
-                format!("x has {} elements, expected {}", x.len(), self.a.ncols()),
-            ));
-        }
-        if y.len() != self.a.nrows() {
-            return Err(GpuError::launch(
-                &name,
-                format!("y has {} elements, expected {}", y.len(), self.a.nrows()),
-            ));
-        }
         let stream = self.dev.stream();
+        if CsrArrays::of(a, stream) != self.arrays {
+            return Err(GpuError::launch(
+                &name,
+                "the matrix is not the one cuSPARSE was prepared for (its arrays were \
+                 replaced); prepare it again (internal error)",
+            ));
+        }
+        let (_, ncols, _) = self.arrays.shape;
+        let nrows = self.arrays.shape.0;
+        if x.len() != ncols {
+            return Err(GpuError::launch(
+                &name,
+                format!("x has {} elements, expected {ncols}", x.len()),
+            ));
+        }
+        if y.len() != nrows {
+            return Err(GpuError::launch(
+                &name,
+                format!("y has {} elements, expected {nrows}", y.len()),
+            ));
+        }
+        self.dev
+            .context()
+            .bind_to_thread()
+            .during(|| "making the device's context current for cuSPARSE".into())?;
         let buf = self.buffer_ptr();
         let (px, _gx) = x.buf.device_ptr(stream);
         let (py, _gy) = y.buf.device_ptr_mut(stream);
@@ -332,8 +352,10 @@ impl<'a> CusparseSpmv<'a> {
                 csys::cusparseDnVecSetValues(vy, py as *mut c_void)
             })?;
             // SAFETY: handle, matrix and vector descriptors are live and describe buffers of
-            // matching sizes; the work buffer is the one preprocessed; alpha and beta are host
-            // scalars; y and x are distinct allocations (a & and a &mut borrow).
+            // matching sizes (the matrix's arrays are the ones the descriptor was made over,
+            // checked above, and `a` keeps them alive for this call); the work buffer is the
+            // one preprocessed; alpha and beta are host scalars; y and x are distinct
+            // allocations (a & and a &mut borrow).
             check("cusparseSpMV", alg, unsafe {
                 spmv_call!(cusparseSpMV, (handle, mat, vx, vy), alg, buf)
             })
@@ -341,7 +363,7 @@ impl<'a> CusparseSpmv<'a> {
     }
 }
 
-impl Drop for CusparseSpmv<'_> {
+impl Drop for Prepared {
     fn drop(&mut self) {
         // Errors cannot be reported from drop; the resources are released either way.
         let _ = self.dev.context().bind_to_thread();
@@ -367,6 +389,119 @@ impl Drop for CusparseSpmv<'_> {
         self.vec_y = std::ptr::null_mut();
         self.mat = std::ptr::null_mut();
         self.handle = std::ptr::null_mut();
+    }
+}
+
+/// A prepared cuSPARSE SpMV `y = A x` for one CSR matrix on one device, with one algorithm,
+/// borrowing the matrix (the benchmark's form; [`CusparseCsr`] owns its matrix).
+pub struct CusparseSpmv<'a> {
+    a: &'a DeviceCsr,
+    prepared: Prepared,
+}
+
+impl fmt::Debug for CusparseSpmv<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CusparseSpmv")
+            .field("alg", &self.prepared.alg)
+            .field("nrows", &self.a.nrows())
+            .field("nnz", &self.a.nnz())
+            .field("buffer_bytes", &self.prepared.buffer_bytes)
+            .finish()
+    }
+}
+
+impl<'a> CusparseSpmv<'a> {
+    /// Creates the handle (on `dev`'s stream) and descriptors, allocates the work buffer and
+    /// runs `cusparseSpMV_preprocess`. Fails with [`GpuError::LibraryMissing`] when cuSPARSE
+    /// cannot be loaded, with [`GpuError::InvalidInput`] when the matrix exceeds cuSPARSE's
+    /// signed 32-bit indices, and with [`GpuError::Launch`] when cuSPARSE refuses a call (for
+    /// example an algorithm this version does not support: `CUSPARSE_STATUS_NOT_SUPPORTED`).
+    pub fn new(dev: &'a GpuDevice, a: &'a DeviceCsr, alg: CusparseAlg) -> Result<Self, GpuError> {
+        Ok(CusparseSpmv {
+            a,
+            prepared: Prepared::new(dev, a, alg)?,
+        })
+    }
+
+    /// The algorithm.
+    pub fn alg(&self) -> CusparseAlg {
+        self.prepared.alg
+    }
+
+    /// Bytes of the work buffer cuSPARSE asked for.
+    pub fn buffer_bytes(&self) -> usize {
+        self.prepared.buffer_bytes
+    }
+
+    /// Whether `cusparseSpMV_preprocess` ran (it always does when construction succeeds).
+    pub fn preprocessed(&self) -> bool {
+        true
+    }
+
+    /// Queues `y = A x` on the device's stream (does not wait). `x` must hold ncols and `y`
+    /// nrows elements.
+    pub fn run(&mut self, x: &DeviceVec<f64>, y: &mut DeviceVec<f64>) -> Result<(), GpuError> {
+        self.prepared.run(self.a, x, y)
+    }
+}
+
+/// A CSR matrix on the device with cuSPARSE's SpMV prepared for it: the form a solver keeps
+/// as an operand whose plan says cuSPARSE.
+///
+/// New values of the same pattern are written into the matrix's arrays in place
+/// ([`CusparseCsr::matrix_mut`] and [`DeviceCsr::upload_values`] or
+/// [`DeviceCsr::fill_values`]); cuSPARSE's preprocessing depends on the pattern only, so it
+/// stays. Should the arrays themselves be replaced, [`CusparseCsr::run`] refuses to run rather
+/// than read them.
+pub struct CusparseCsr {
+    // Declared first: dropped (descriptors destroyed) before the arrays they point at.
+    prepared: Prepared,
+    a: DeviceCsr,
+}
+
+impl fmt::Debug for CusparseCsr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CusparseCsr")
+            .field("alg", &self.prepared.alg)
+            .field("nrows", &self.a.nrows())
+            .field("nnz", &self.a.nnz())
+            .field("buffer_bytes", &self.prepared.buffer_bytes)
+            .finish()
+    }
+}
+
+impl CusparseCsr {
+    /// Prepares cuSPARSE's SpMV with `alg` for `a` and keeps both (errors as
+    /// [`CusparseSpmv::new`]).
+    pub fn new(dev: &GpuDevice, a: DeviceCsr, alg: CusparseAlg) -> Result<Self, GpuError> {
+        let prepared = Prepared::new(dev, &a, alg)?;
+        Ok(CusparseCsr { prepared, a })
+    }
+
+    /// The algorithm.
+    pub fn alg(&self) -> CusparseAlg {
+        self.prepared.alg
+    }
+
+    /// Bytes of the work buffer cuSPARSE asked for.
+    pub fn buffer_bytes(&self) -> usize {
+        self.prepared.buffer_bytes
+    }
+
+    /// The matrix.
+    pub fn matrix(&self) -> &DeviceCsr {
+        &self.a
+    }
+
+    /// The matrix, to write new values of the same pattern into (see the type's notes).
+    pub fn matrix_mut(&mut self) -> &mut DeviceCsr {
+        &mut self.a
+    }
+
+    /// Queues `y = A x` on the device's stream (does not wait; allocates nothing, so it can
+    /// be captured in a graph). `x` must hold ncols and `y` nrows elements.
+    pub fn run(&self, x: &DeviceVec<f64>, y: &mut DeviceVec<f64>) -> Result<(), GpuError> {
+        self.prepared.run(&self.a, x, y)
     }
 }
 

@@ -18,8 +18,8 @@
 //!   captured once and replayed with one call.
 //! - [`scalars`]: the device scalar buffer of Chronopoulos–Gear PCG ([`CgScalars`]).
 //! - [`launch`], [`timer`]: [`LaunchConfig`], [`GpuTimer`] and [`time_kernel`].
-//! - [`cusparse`]: cuSPARSE's generic SpMV over a [`DeviceCsr`] ([`CusparseSpmv`]), the vendor
-//!   baseline.
+//! - [`cusparse`]: cuSPARSE's generic SpMV over a [`DeviceCsr`]: the vendor baseline of the
+//!   benchmark ([`CusparseSpmv`]) and an operand a plan may choose ([`CusparseCsr`]).
 //! - [`bench`](mod@bench): the SpMV benchmark ([`bench_spmv`]: every format, kernel and launch
 //!   configuration, plus cuSPARSE) and the triad bandwidth ([`measure_triad_gbps`]).
 //! - [`testing`]: how GPU tests find a device or skip.
@@ -46,7 +46,7 @@ pub mod timer;
 pub use bench::{bench_spmv, measure_triad_gbps, SpmvBench, SpmvBenchOptions, SpmvRecord};
 pub use cache::{CacheStats, KernelCache};
 pub use compile::Target;
-pub use cusparse::{CusparseAlg, CusparseSpmv};
+pub use cusparse::{CusparseAlg, CusparseCsr, CusparseSpmv};
 pub use device::{DeviceInfo, DeviceProps, GpuDevice, Kernel, KernelAttrs};
 pub use error::GpuError;
 pub use formats::{DeviceCoo, DeviceCsr, DeviceDia, DeviceEll, DeviceHyb, Format};

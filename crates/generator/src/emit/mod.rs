@@ -17,6 +17,12 @@
 //!
 //! Emission is templates plus the plan: the templates (`crates/generator/templates/`) are the
 //! same for every plan, and the only plan-specific text is generated here from the plan.
+//!
+//! cuSPARSE: a plan that hands an operand's SpMV to cuSPARSE gets `APG_USES_CUSPARSE 1` in
+//! plan.h (solver.cu then includes cusparse.h and keeps the cuSPARSE state of that operand),
+//! a CMake line linking `CUDA::cusparse` (the `{{CUSPARSE_LINK}}` placeholder, see
+//! [`cmake_cusparse_link`]) and a README that says so; any other plan neither includes nor
+//! links cuSPARSE. The kernel files, which NVRTC compiles, never hold cuSPARSE calls.
 use std::path::{Path, PathBuf};
 
 use crate::saved::{SavedPlan, SavedPlanError};
@@ -141,6 +147,47 @@ fn steps_table(plan: &SavedPlan) -> String {
     t
 }
 
+/// The operands whose SpMV `plan` hands to cuSPARSE, with their algorithms, in words
+/// (`A (CUSPARSE_SPMV_CSR_ALG2) and K (...)`), or `None` when it hands none.
+fn cusparse_words(plan: &SavedPlan) -> Option<String> {
+    let ops = plan_files::cusparse_operands(plan.choice());
+    if ops.is_empty() {
+        return None;
+    }
+    let each: Vec<String> = ops
+        .iter()
+        .map(|(name, alg)| {
+            format!(
+                "{} ({})",
+                if *name == "KT" { "K^T" } else { name },
+                plan_files::cusparse_alg_enumerator(*alg)
+            )
+        })
+        .collect();
+    Some(each.join(" and "))
+}
+
+/// The oldest CUDA toolkit whose cuSPARSE has everything the emitted solver calls
+/// (`cusparseSpMV_preprocess` came with 12.4).
+pub const CUSPARSE_MIN_CUDA: &str = "12.4";
+
+/// The text of the `{{CUSPARSE_LINK}}` placeholder of `CMakeLists.txt`: for a plan that hands
+/// an operand to cuSPARSE, a check of the toolkit's version and the line linking
+/// `CUDA::cusparse`; otherwise a comment saying that cuSPARSE is not linked.
+pub fn cmake_cusparse_link(plan: &SavedPlan) -> String {
+    match cusparse_words(plan) {
+        Some(words) => format!(
+            "# The plan hands the SpMV with {words} to cuSPARSE: link it.\n\
+             if(CUDAToolkit_VERSION VERSION_LESS {CUSPARSE_MIN_CUDA})\n  \
+             message(FATAL_ERROR \"this plan runs cuSPARSE's SpMV with cusparseSpMV_preprocess, \
+             which needs CUDA {CUSPARSE_MIN_CUDA} or newer; found CUDA ${{CUDAToolkit_VERSION}}\")\n\
+             endif()\n\
+             target_link_libraries(autopcg_generated PUBLIC CUDA::cusparse)"
+        ),
+        None => "# Every SpMV of the plan is a kernel of its own: cuSPARSE is not linked.".into(),
+    }
+}
+
 /// The files every solver holds that are filled from a template with nothing but the
 /// generator's version, in the order [`emit`] writes them: the path in the output folder, the
 /// template's name and text, and the kind of file.
@@ -237,11 +284,13 @@ pub fn emit(plan: &SavedPlan) -> Result<Vec<EmittedFile>, EmitError> {
             &[
                 ("VERSION", plan.generated_by.clone()),
                 ("ARCH", plan.device.arch.to_string()),
+                ("CUSPARSE_LINK", cmake_cusparse_link(plan)),
             ],
         )?,
         kind: FileKind::Other,
     });
     let m = &plan.matrix;
+    let cusparse = cusparse_words(plan);
     let readme = template::fill(
         "README.md",
         template::README_MD,
@@ -293,6 +342,29 @@ pub fn emit(plan: &SavedPlan) -> Result<Vec<EmittedFile>, EmitError> {
             ),
             ("STEPS", steps_table(plan)),
             ("KERNELS", kernel_list),
+            (
+                "CUSPARSE_BUILD",
+                match &cusparse {
+                    Some(words) => format!(
+                        "The plan hands the SpMV with {words} to cuSPARSE (`cusparseSpMV`, \
+                         preprocessed once at setup) instead of a kernel of its own, so the \
+                         solver includes `cusparse.h` and links cuSPARSE (`CUDA::cusparse`); it \
+                         needs CUDA {CUSPARSE_MIN_CUDA} or newer."
+                    ),
+                    None => "Every SpMV of the plan is a kernel of its own: the solver does not \
+                             use or link cuSPARSE."
+                        .to_string(),
+                },
+            ),
+            (
+                "LINK_LIBRARIES",
+                if cusparse.is_some() {
+                    "the CUDA runtime and cuSPARSE (`CUDA::cudart` and `CUDA::cusparse` in CMake)"
+                        .to_string()
+                } else {
+                    "the CUDA runtime (`CUDA::cudart` in CMake)".to_string()
+                },
+            ),
         ],
     )?;
     files.push(EmittedFile {

@@ -6,6 +6,12 @@
 //! - `src/plan_kernels.cuh`: the chosen kernel files, included, and one launch function per
 //!   step with the chosen kernel and its launch configuration as literals.
 //!
+//! An operand the plan hands to cuSPARSE (`SpmvMethod::Cusparse`) is stored in CSR; plan.h
+//! says so and names its `cusparseSpMVAlg_t` (`APG_CUSPARSE_<op>`, `APG_CUSPARSE_ALG_<op>`,
+//! and `APG_USES_CUSPARSE` for the whole plan), and its launch function calls
+//! `apg_cusparse_spmv` of the driver, which runs `cusparseSpMV` with that algorithm. cuSPARSE
+//! calls are host code: they are never written into a kernel file (the files NVRTC compiles).
+//!
 //! The host driver template (`templates/solver.cu`) includes both and is otherwise the same
 //! for every plan.
 use std::fmt::Write as _;
@@ -13,7 +19,7 @@ use std::fmt::Write as _;
 use autopcg_catalog::kernels::{
     merge_smem_bytes, MERGE_FIXUP, MERGE_PARTITION, MERGE_SMEM_PER_WARP, MERGE_TILE,
 };
-use autopcg_catalog::Dot3Kernel;
+use autopcg_catalog::{CusparseAlg, Dot3Kernel};
 use autopcg_catalog::{
     LaunchConfig, PrecondKernel, SpmvKernel, SpmvMethod, VectorOp, DEFAULT_THREADS,
 };
@@ -40,9 +46,10 @@ fn operands(choice: &GpuPlanChoice) -> Vec<(&'static str, SpmvMethod)> {
     v
 }
 
+/// The `APG_FORMAT_*` constant of the format `m` stores its operand in (CSR for cuSPARSE).
 fn format_const(m: &SpmvMethod) -> &'static str {
     match m {
-        SpmvMethod::Csr { .. } => "APG_FORMAT_CSR",
+        SpmvMethod::Csr { .. } | SpmvMethod::Cusparse { .. } => "APG_FORMAT_CSR",
         SpmvMethod::Ell { .. } => "APG_FORMAT_ELL",
         SpmvMethod::Dia { .. } => "APG_FORMAT_DIA",
         SpmvMethod::Coo { .. } => "APG_FORMAT_COO",
@@ -50,6 +57,7 @@ fn format_const(m: &SpmvMethod) -> &'static str {
     }
 }
 
+/// True when `m` is the pool's merge-path CSR kernel (it needs a partition workspace).
 fn uses_merge(m: &SpmvMethod) -> bool {
     matches!(
         m,
@@ -60,11 +68,44 @@ fn uses_merge(m: &SpmvMethod) -> bool {
     )
 }
 
+/// The `cusparseSpMVAlg_t` enumerator (cusparse.h) of `alg`.
+pub fn cusparse_alg_enumerator(alg: CusparseAlg) -> &'static str {
+    match alg {
+        CusparseAlg::Default => "CUSPARSE_SPMV_ALG_DEFAULT",
+        CusparseAlg::CsrAlg1 => "CUSPARSE_SPMV_CSR_ALG1",
+        CusparseAlg::CsrAlg2 => "CUSPARSE_SPMV_CSR_ALG2",
+    }
+}
+
+/// The cuSPARSE algorithm of `m`, or `None` when one of the pool's kernels runs it.
+fn cusparse_alg(m: &SpmvMethod) -> Option<CusparseAlg> {
+    match *m {
+        SpmvMethod::Cusparse { alg } => Some(alg),
+        _ => None,
+    }
+}
+
+/// True when cuSPARSE multiplies at least one operand of `choice`: the emitted solver then
+/// includes cusparse.h and links cuSPARSE (and only then).
+pub fn uses_cusparse(choice: &GpuPlanChoice) -> bool {
+    operands(choice).iter().any(|(_, m)| m.is_cusparse())
+}
+
+/// The operands of `choice` that cuSPARSE multiplies, with their algorithms, in the order of
+/// [`OPERANDS`] (names as in the emitted code: `A`, `K`, `KT`, `M`).
+pub fn cusparse_operands(choice: &GpuPlanChoice) -> Vec<(&'static str, CusparseAlg)> {
+    operands(choice)
+        .into_iter()
+        .filter_map(|(name, m)| cusparse_alg(&m).map(|alg| (name, alg)))
+        .collect()
+}
+
 /// A C double literal that reads back as exactly `x` (shortest round trip).
 fn c_double(x: f64) -> String {
     format!("{x:?}")
 }
 
+/// Appends `#define name value` to `h`.
 fn def(h: &mut String, name: &str, value: String) {
     let _ = writeln!(h, "#define {name} {value}");
 }
@@ -115,6 +156,12 @@ pub fn plan_header(plan: &SavedPlan, banner: &str) -> Result<String, EmitError> 
     def(&mut h, "APG_PRECOND_NAME", c_string(&p.kind));
     def(&mut h, "APG_PRECOND_APPLIED", c_string(&p.applied));
     h.push('\n');
+    h.push_str(
+        "// Per operand the plan stores: APG_CUSPARSE_<op> is 1 where cuSPARSE's SpMV multiplies \
+         it\n// (stored in CSR), with the cusparseSpMVAlg_t APG_CUSPARSE_ALG_<op>; (-1) where a \
+         kernel of\n// the plan does. APG_USES_CUSPARSE: whether the solver includes and links \
+         cuSPARSE.\n",
+    );
     let ops = operands(c);
     for name in OPERANDS {
         let found = ops.iter().find(|(n, _)| *n == name);
@@ -135,8 +182,24 @@ pub fn plan_header(plan: &SavedPlan, banner: &str) -> Result<String, EmitError> 
                 &format!("APG_MERGE_{name}"),
                 u8::from(uses_merge(m)).to_string(),
             );
+            let alg = cusparse_alg(m);
+            def(
+                &mut h,
+                &format!("APG_CUSPARSE_{name}"),
+                u8::from(alg.is_some()).to_string(),
+            );
+            def(
+                &mut h,
+                &format!("APG_CUSPARSE_ALG_{name}"),
+                alg.map_or("(-1)", cusparse_alg_enumerator).into(),
+            );
         }
     }
+    def(
+        &mut h,
+        "APG_USES_CUSPARSE",
+        u8::from(uses_cusparse(c)).to_string(),
+    );
     def(
         &mut h,
         "APG_ANY_MERGE",
@@ -208,6 +271,7 @@ pub fn json_members(plan: &SavedPlan) -> Result<String, EmitError> {
     ))
 }
 
+/// A JSON number of `x`, `null` when absent or not finite.
 fn json_number(x: Option<f64>) -> String {
     match x {
         Some(v) if v.is_finite() => format!("{v:?}"),
@@ -220,9 +284,16 @@ fn launch(cfg: LaunchConfig, smem: u32) -> String {
     format!("<<<{}u, {}u, {smem}u, st>>>", cfg.blocks, cfg.threads)
 }
 
-/// The body of `y = B x` for the operand `m` (an `ApgOperand`) with `method`.
+/// The body of `y = B x` for the operand `m` (an `ApgOperand`) with `method`. For cuSPARSE it
+/// is a call of the driver's `apg_cusparse_spmv` (templates/solver.cu): `cusparseSpMV` with the
+/// plan's algorithm on the stream `st` (alpha 1, beta 0, f64, not transposed), over the
+/// descriptors and the preprocessed buffer made when the operand was placed.
 fn spmv_body(method: &SpmvMethod) -> String {
     match *method {
+        SpmvMethod::Cusparse { alg } => format!(
+            "    apg_cusparse_spmv(m, {}, x, y, st);\n",
+            cusparse_alg_enumerator(alg)
+        ),
         SpmvMethod::Csr { kernel, config } if kernel == SpmvKernel::CsrMerge => format!(
             "    {kernel}{l}(m.nrows, m.nnz, m.indptr, m.indices, m.vals, x, y, m.tile_rows, \
              m.carry_rows, m.carry_vals);\n    \
@@ -266,6 +337,8 @@ fn spmv_body(method: &SpmvMethod) -> String {
     }
 }
 
+/// The body of the fused three-dot reduction `d`: the start's (the iteration given) or the
+/// next iterations' (read from the scalars).
 fn dot3_body(d: &Dot3Choice, next: bool) -> String {
     let cfg = d.config;
     let t = cfg.threads;
@@ -294,6 +367,8 @@ fn dot3_body(d: &Dot3Choice, next: bool) -> String {
     }
 }
 
+/// The comment line above a step's launch function: what it does, the kernel, its launch and
+/// the model's prediction when there is one.
 fn step_comment(what: &str, kernel: &str, cfg: &str, predicted: Option<f64>) -> String {
     let p = predicted
         .map(|p| format!(", predicted {p:.4} ms"))
@@ -317,11 +392,28 @@ pub fn plan_kernels(
         let _ = writeln!(s, "#include \"../kernels/{f}\"");
     }
     s.push('\n');
+    if uses_cusparse(c) {
+        s.push_str(
+            "// cuSPARSE multiplies the operands whose SpMV says so, through apg_cusparse_spmv \
+             (solver.cu):\n// the library chooses and launches its own kernels.\n\n",
+        );
+    }
     for (name, m) in operands(c) {
+        let (kernel, cfg) = match cusparse_alg(&m) {
+            Some(alg) => (
+                format!(
+                    "cuSPARSE's cusparseSpMV with {} ({})",
+                    cusparse_alg_enumerator(alg),
+                    m.kernel_name()
+                ),
+                "CSR, launched by cuSPARSE".to_string(),
+            ),
+            None => (m.kernel_name(), m.config_text()),
+        };
         s.push_str(&step_comment(
             &format!("SpMV with {name}"),
-            &m.kernel_name(),
-            &m.config_text(),
+            &kernel,
+            &cfg,
             None,
         ));
         let _ = write!(

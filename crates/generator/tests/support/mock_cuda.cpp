@@ -10,6 +10,14 @@
 // where a kernel needs them (threads per block of the reductions, covering launches, whole
 // warps).
 //
+// cuSPARSE's generic SpMV (cusparse.h here) is implemented too, for plans that hand an operand
+// to it: a product runs the CSR product in row order, like a kernel launch (recorded during a
+// capture, with the vector addresses the descriptors hold when it is called). The calls the
+// solver must keep out of a capture (creation, buffer size, preprocessing) end the run when
+// captured, and a product needs the handle bound to a stream, y = 1 * A x + 0 * y, and the
+// buffer and algorithm of the preprocessing. At exit the number of products run is printed on
+// stderr ("mock_cuda: N cuSPARSE products"), when there were any.
+//
 // MOCK_DEVICE_NAME sets the device name (default "NVIDIA H200", compute capability 9.0).
 #include <cmath>
 #include <cstdint>
@@ -505,6 +513,187 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t e, cudaStream_t) {
     if (g_capture) die("a graph launch during capture");
     for (auto &op : e->ops) op();
     return cudaSuccess;
+}
+
+} // extern "C"
+
+// ------------------------------------------------------------------------------ cuSPARSE
+
+// The types of cusparse.h (same names and values; only what the solver uses).
+enum cusparseStatus_t { CUSPARSE_STATUS_SUCCESS = 0 };
+enum cudaDataType { CUDA_R_64F = 1 };
+enum cusparseOperation_t { CUSPARSE_OPERATION_NON_TRANSPOSE = 0 };
+enum cusparseIndexType_t { CUSPARSE_INDEX_32I = 2 };
+enum cusparseIndexBase_t { CUSPARSE_INDEX_BASE_ZERO = 0 };
+enum cusparseSpMVAlg_t { CUSPARSE_SPMV_ALG_DEFAULT = 0, CUSPARSE_SPMV_CSR_ALG1 = 2, CUSPARSE_SPMV_CSR_ALG2 = 3 };
+
+struct cusparseContext {
+    cudaStream_t stream;
+};
+struct cusparseSpMatDescr {
+    int64_t rows, cols, nnz;
+    const u32 *ptr, *idx;
+    const double *vals;
+    // What cusparseSpMV_preprocess was given (a product must use the same).
+    bool prepared;
+    int alg;
+    void *buffer;
+};
+struct cusparseDnVecDescr {
+    int64_t size;
+    double *values;
+};
+typedef cusparseContext *cusparseHandle_t;
+typedef cusparseSpMatDescr *cusparseSpMatDescr_t;
+typedef const cusparseSpMatDescr *cusparseConstSpMatDescr_t;
+typedef cusparseDnVecDescr *cusparseDnVecDescr_t;
+typedef const cusparseDnVecDescr *cusparseConstDnVecDescr_t;
+
+static long long g_cusparse_products = 0;
+
+static void report_cusparse_products() {
+    if (g_cusparse_products > 0) {
+        std::fprintf(stderr, "mock_cuda: %lld cuSPARSE products\n", g_cusparse_products);
+    }
+}
+
+static void not_captured(const char *call) {
+    if (g_capture) die(std::string(call) + " during capture");
+}
+
+// The buffer the mock asks for: ALG2 keeps a copy of the row pointers (checked by every
+// product, so a buffer freed or overwritten after the preprocessing is seen); the others none.
+static size_t mock_buffer_bytes(const cusparseSpMatDescr *a, int alg) {
+    return alg == CUSPARSE_SPMV_CSR_ALG2 ? sizeof(u64) * (size_t)(a->rows + 1) : 0;
+}
+
+// The arguments every SpMV call checks: y = 1 * A x + 0 * y in f64 with an algorithm for CSR,
+// on a handle bound to a stream, vectors of the matrix's sizes.
+static void spmv_args(const char *call, cusparseHandle_t h, cusparseOperation_t op, const void *alpha,
+                      cusparseConstSpMatDescr_t a, cusparseConstDnVecDescr_t x, const void *beta,
+                      cusparseConstDnVecDescr_t y, cudaDataType compute, int alg) {
+    const std::string c = call;
+    if (h == nullptr || h->stream == nullptr) die(c + ": the handle is bound to no stream");
+    if (op != CUSPARSE_OPERATION_NON_TRANSPOSE) die(c + ": not A x");
+    if (compute != CUDA_R_64F) die(c + ": not computed in f64");
+    if (alg != CUSPARSE_SPMV_ALG_DEFAULT && alg != CUSPARSE_SPMV_CSR_ALG1 && alg != CUSPARSE_SPMV_CSR_ALG2) {
+        die(c + ": not an SpMV algorithm for CSR");
+    }
+    if (*static_cast<const double *>(alpha) != 1.0 || *static_cast<const double *>(beta) != 0.0) {
+        die(c + ": alpha is not 1 or beta not 0");
+    }
+    if (a == nullptr || x == nullptr || y == nullptr) die(c + ": a NULL descriptor");
+    if (x->size != a->cols || y->size != a->rows) die(c + ": vector sizes differ from the matrix's");
+}
+
+extern "C" {
+
+cusparseStatus_t cusparseCreate(cusparseHandle_t *h) {
+    not_captured("cusparseCreate");
+    static bool registered = false;
+    if (!registered) std::atexit(report_cusparse_products);
+    registered = true;
+    *h = new cusparseContext{nullptr};
+    return CUSPARSE_STATUS_SUCCESS;
+}
+cusparseStatus_t cusparseDestroy(cusparseHandle_t h) {
+    delete h;
+    return CUSPARSE_STATUS_SUCCESS;
+}
+cusparseStatus_t cusparseSetStream(cusparseHandle_t h, cudaStream_t s) {
+    h->stream = s;
+    return CUSPARSE_STATUS_SUCCESS;
+}
+const char *cusparseGetErrorName(cusparseStatus_t) { return "CUSPARSE_STATUS_MOCK"; }
+const char *cusparseGetErrorString(cusparseStatus_t) { return "mock cuSPARSE error"; }
+
+cusparseStatus_t cusparseCreateCsr(cusparseSpMatDescr_t *d, int64_t rows, int64_t cols, int64_t nnz, void *ptr,
+                                   void *idx, void *vals, cusparseIndexType_t ptr_type,
+                                   cusparseIndexType_t idx_type, cusparseIndexBase_t base, cudaDataType type) {
+    not_captured("cusparseCreateCsr");
+    if (ptr_type != CUSPARSE_INDEX_32I || idx_type != CUSPARSE_INDEX_32I) die("cusparseCreateCsr: not 32-bit indices");
+    if (base != CUSPARSE_INDEX_BASE_ZERO) die("cusparseCreateCsr: not base zero");
+    if (type != CUDA_R_64F) die("cusparseCreateCsr: not f64 values");
+    if (ptr == nullptr || idx == nullptr || vals == nullptr) die("cusparseCreateCsr: a NULL array");
+    const u32 *p = static_cast<const u32 *>(ptr);
+    if (p[0] != 0 || (int64_t)p[rows] != nnz) die("cusparseCreateCsr: the row pointers do not span nnz");
+    *d = new cusparseSpMatDescr{rows, cols, nnz, p, static_cast<const u32 *>(idx),
+                                static_cast<const double *>(vals), false, -1, nullptr};
+    return CUSPARSE_STATUS_SUCCESS;
+}
+cusparseStatus_t cusparseDestroySpMat(cusparseConstSpMatDescr_t d) {
+    delete d;
+    return CUSPARSE_STATUS_SUCCESS;
+}
+cusparseStatus_t cusparseCreateDnVec(cusparseDnVecDescr_t *d, int64_t size, void *values, cudaDataType type) {
+    not_captured("cusparseCreateDnVec");
+    if (type != CUDA_R_64F) die("cusparseCreateDnVec: not f64 values");
+    if (values == nullptr) die("cusparseCreateDnVec: NULL values");
+    *d = new cusparseDnVecDescr{size, static_cast<double *>(values)};
+    return CUSPARSE_STATUS_SUCCESS;
+}
+cusparseStatus_t cusparseDestroyDnVec(cusparseConstDnVecDescr_t d) {
+    delete d;
+    return CUSPARSE_STATUS_SUCCESS;
+}
+cusparseStatus_t cusparseDnVecSetValues(cusparseDnVecDescr_t d, void *values) {
+    if (values == nullptr) die("cusparseDnVecSetValues: NULL values");
+    d->values = static_cast<double *>(values);
+    return CUSPARSE_STATUS_SUCCESS;
+}
+
+cusparseStatus_t cusparseSpMV_bufferSize(cusparseHandle_t h, cusparseOperation_t op, const void *alpha,
+                                         cusparseConstSpMatDescr_t a, cusparseConstDnVecDescr_t x,
+                                         const void *beta, cusparseDnVecDescr_t y, cudaDataType compute,
+                                         cusparseSpMVAlg_t alg, size_t *bytes) {
+    not_captured("cusparseSpMV_bufferSize");
+    spmv_args("cusparseSpMV_bufferSize", h, op, alpha, a, x, beta, y, compute, alg);
+    *bytes = mock_buffer_bytes(a, alg);
+    return CUSPARSE_STATUS_SUCCESS;
+}
+
+cusparseStatus_t cusparseSpMV_preprocess(cusparseHandle_t h, cusparseOperation_t op, const void *alpha,
+                                         cusparseConstSpMatDescr_t a, cusparseConstDnVecDescr_t x,
+                                         const void *beta, cusparseDnVecDescr_t y, cudaDataType compute,
+                                         cusparseSpMVAlg_t alg, void *buffer) {
+    not_captured("cusparseSpMV_preprocess");
+    spmv_args("cusparseSpMV_preprocess", h, op, alpha, a, x, beta, y, compute, alg);
+    const size_t bytes = mock_buffer_bytes(a, alg);
+    if (bytes > 0 && buffer == nullptr) die("cusparseSpMV_preprocess: no buffer");
+    // Queued on the handle's stream, after the upload of the arrays (the mock's stream runs
+    // everything at once).
+    u64 *keep = static_cast<u64 *>(buffer);
+    for (size_t i = 0; bytes > 0 && i <= (size_t)a->rows; ++i) keep[i] = a->ptr[i];
+    cusparseSpMatDescr *m = const_cast<cusparseSpMatDescr *>(a);
+    m->prepared = true;
+    m->alg = alg;
+    m->buffer = buffer;
+    return CUSPARSE_STATUS_SUCCESS;
+}
+
+cusparseStatus_t cusparseSpMV(cusparseHandle_t h, cusparseOperation_t op, const void *alpha,
+                              cusparseConstSpMatDescr_t a, cusparseConstDnVecDescr_t x, const void *beta,
+                              cusparseDnVecDescr_t y, cudaDataType compute, cusparseSpMVAlg_t alg, void *buffer) {
+    spmv_args("cusparseSpMV", h, op, alpha, a, x, beta, y, compute, alg);
+    if (!a->prepared || a->alg != (int)alg || a->buffer != buffer) {
+        die("cusparseSpMV: not the algorithm and buffer of the preprocessing");
+    }
+    // What the launch takes now: the arrays, the vectors the descriptors point at.
+    const int64_t rows = a->rows;
+    const u32 *ptr = a->ptr, *idx = a->idx;
+    const double *vals = a->vals, *xv = x->values;
+    double *yv = y->values;
+    const u64 *keep = mock_buffer_bytes(a, alg) > 0 ? static_cast<const u64 *>(buffer) : nullptr;
+    run_or_record([=]() {
+        ++g_cusparse_products;
+        for (int64_t i = 0; i < rows; ++i) {
+            if (keep && keep[i] != ptr[i]) die("cusparseSpMV: the preprocessed buffer changed");
+            double s = 0.0;
+            for (u32 k = ptr[i]; k < ptr[i + 1]; ++k) s += vals[k] * xv[idx[k]];
+            yv[i] = s;
+        }
+    });
+    return CUSPARSE_STATUS_SUCCESS;
 }
 
 } // extern "C"

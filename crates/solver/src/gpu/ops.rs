@@ -8,8 +8,8 @@ use autopcg_gpu::kernels::precond::{diag_scale, jacobi_apply, PrecondKernel};
 use autopcg_gpu::kernels::spmv::{spmv_coo, spmv_csr, spmv_dia, spmv_ell, spmv_hyb, SpmvKernel};
 use autopcg_gpu::kernels::vector::VectorKernel;
 use autopcg_gpu::{
-    DeviceCoo, DeviceCsr, DeviceDia, DeviceEll, DeviceHyb, DeviceVec, GpuDevice, GpuError,
-    KernelSource, ModuleSpec,
+    CusparseCsr, DeviceCoo, DeviceCsr, DeviceDia, DeviceEll, DeviceHyb, DeviceVec, GpuDevice,
+    GpuError, KernelSource, ModuleSpec,
 };
 use autopcg_sparse::{CooMatrix, CsrMatrix, PaddingLimits, SparseError};
 
@@ -84,6 +84,9 @@ enum DeviceMatrix {
     Dia(DeviceDia),
     Coo(DeviceCoo),
     Hyb(DeviceHyb),
+    /// CSR with cuSPARSE's SpMV prepared for it (boxed: its handle and descriptors make it
+    /// the largest variant by far).
+    Cusparse(Box<CusparseCsr>),
 }
 
 /// A matrix on the device with the way its SpMV runs.
@@ -138,7 +141,8 @@ impl DeviceOperator {
     /// conversion kernels, which build the same arrays as the host conversions, so the GPU
     /// never waits for a single-threaded host pass over the matrix and the bus carries the
     /// compact CSR arrays); COO is converted on the host. Adds whatever the method's kernel
-    /// needs beside the matrix (the merge-path CSR kernel's workspace).
+    /// needs beside the matrix (the merge-path CSR kernel's workspace; for cuSPARSE, its
+    /// handle, descriptors and preprocessed buffer, timed as the conversion).
     ///
     /// Adds the time of its copies and allocations (the merge-path workspace's small kernel
     /// included) and of its conversion to `times` when given (see [`Stopwatch`]).
@@ -158,6 +162,13 @@ impl DeviceOperator {
                 m.prepare_for(dev, kernel)?;
                 sw.lap(dev, upload_part)?;
                 DeviceMatrix::Csr(m)
+            }
+            SpmvMethod::Cusparse { alg } => {
+                let m = DeviceCsr::upload(dev, a)?;
+                sw.lap(dev, upload_part)?;
+                let m = CusparseCsr::new(dev, m, alg)?;
+                sw.lap(dev, convert_part)?;
+                DeviceMatrix::Cusparse(Box::new(m))
             }
             SpmvMethod::Coo { .. } => {
                 let coo = CooMatrix::from_csr(a);
@@ -203,6 +214,13 @@ impl DeviceOperator {
                 m.upload_values(dev, a.data())?;
                 sw.lap(dev, upload_part)?;
             }
+            // cuSPARSE's preprocessing depends on the pattern only: it stays.
+            (DeviceMatrix::Cusparse(c), _)
+                if c.matrix().nnz() == a.nnz() && c.matrix().nrows() == a.nrows() =>
+            {
+                c.matrix_mut().upload_values(dev, a.data())?;
+                sw.lap(dev, upload_part)?;
+            }
             (DeviceMatrix::Ell(_) | DeviceMatrix::Dia(_) | DeviceMatrix::Hyb(_), method) => {
                 let source = match self.source.take() {
                     Some(mut s) if s.nnz() == a.nnz() && s.nrows() == a.nrows() => {
@@ -230,6 +248,7 @@ impl DeviceOperator {
     pub(crate) fn device_csr_source(&mut self) -> Option<&mut DeviceCsr> {
         match &mut self.mat {
             DeviceMatrix::Csr(m) => Some(m),
+            DeviceMatrix::Cusparse(c) => Some(c.matrix_mut()),
             DeviceMatrix::Ell(_) | DeviceMatrix::Dia(_) | DeviceMatrix::Hyb(_) => {
                 self.source.as_mut()
             }
@@ -243,7 +262,7 @@ impl DeviceOperator {
     /// (nothing done) for a COO operand, which keeps none.
     pub(crate) fn keep_source(&mut self, dev: &GpuDevice, b: &CsrMatrix) -> Result<bool, PcgError> {
         match &self.mat {
-            DeviceMatrix::Csr(_) => Ok(true),
+            DeviceMatrix::Csr(_) | DeviceMatrix::Cusparse(_) => Ok(true),
             DeviceMatrix::Ell(_) | DeviceMatrix::Dia(_) | DeviceMatrix::Hyb(_) => {
                 if self.source.is_none() {
                     self.source = Some(DeviceCsr::upload(dev, b)?);
@@ -346,6 +365,7 @@ impl DeviceOperator {
                     ..
                 },
             ) => spmv_hyb(dev, m, ell_config, coo_kernel, coo_config, x, y),
+            (DeviceMatrix::Cusparse(m), SpmvMethod::Cusparse { .. }) => m.run(x, y),
             (_, method) => Err(GpuError::launch(
                 method.kernel_name(),
                 "the uploaded matrix is in another format (internal error)",
