@@ -41,8 +41,8 @@ pub fn amortised_ms(
     Some(predicted_ms + conversion / iterations.max(1.0))
 }
 
-/// The method a SpMV prediction stands for on a matrix with work `w`, or `None` for cuSPARSE
-/// or a candidate this build cannot run.
+/// The method a SpMV prediction stands for on a matrix with work `w` (cuSPARSE's algorithms
+/// included), or `None` for a candidate this build cannot run.
 pub fn method_of(p: &SpmvPrediction, w: &SpmvWork, props: &DeviceProps) -> Option<SpmvMethod> {
     p.candidate.method_for(w.shape(), props)
 }
@@ -165,7 +165,6 @@ pub fn select_spmv_counted(
         .spmv
         .predict(w)
         .into_iter()
-        .filter(|p| !p.candidate.is_cusparse())
         .filter_map(|p| {
             let m = method_of(&p, w, props)?;
             m.check(step, props).ok()?;

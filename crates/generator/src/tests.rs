@@ -727,3 +727,70 @@ fn without_a_model_the_halo_runs_csr_scalar_at_256_threads_and_on_the_cpu_nothin
         );
     }
 }
+
+#[test]
+fn cusparse_is_chosen_where_it_is_predicted_fastest_and_not_elsewhere() {
+    use autopcg_catalog::{
+        CusparseAlg, GridPolicy, SpmvCandidate, SpmvImpl, SpmvKernel, SpmvMethod,
+    };
+    use autopcg_model::spmv::{CandidateModel, Term};
+    let props = DeviceProps::hopper_like();
+    let a = families::poisson2d_5pt(100, 100).unwrap();
+    // Two candidates with a launch cost only: whichever is cheaper is chosen.
+    let two = |cusparse_ms: f64| {
+        let mut m = model();
+        let own = SpmvCandidate::own(
+            SpmvImpl::Kernel(SpmvKernel::CsrScalar),
+            256,
+            GridPolicy::Cover,
+        );
+        let cu = SpmvCandidate::cusparse(CusparseAlg::CsrAlg2);
+        m.spmv.candidates = vec![
+            CandidateModel::with_coefficients(own, |t| match t {
+                Term::Launch => 0.010,
+                _ => 0.0,
+            }),
+            CandidateModel::with_coefficients(cu, |t| match t {
+                Term::Launch => cusparse_ms,
+                _ => 0.0,
+            }),
+        ];
+        m
+    };
+    let (faster, e) = select_spmv(&two(0.008), "spmv A", &a, &props, 100.0).unwrap();
+    assert_eq!(
+        faster.method,
+        SpmvMethod::Cusparse {
+            alg: CusparseAlg::CsrAlg2
+        }
+    );
+    assert_eq!(e.options[0].name, "csr/cusparse_spmv_csr_alg2/-/-");
+    let (slower, _) = select_spmv(&two(0.012), "spmv A", &a, &props, 100.0).unwrap();
+    assert_eq!(slower.method.kernel_name(), "spmv_csr_scalar");
+    // The committed H200 model: cuSPARSE's first algorithm for the SSOR-AI factors of a
+    // power-law matrix (predicted 10% under the merge-path kernel), the pool's for a stencil.
+    let m = model();
+    let p = families::random_powerlaw_spd(30_000, 12.0, 1.4, 3).unwrap();
+    let kind = PrecondKind::SsorAi {
+        order: 2,
+        omega: Some(auto_omega(&p)),
+        form: SsorForm::Factored,
+    };
+    let pl = plan(&with_model(&p, kind, &m)).unwrap();
+    let gpu = pl.gpu.expect("a GPU plan");
+    let PrecondChoice::Factored { k, kt, .. } = &gpu.precond else {
+        panic!("factored form expected: {:?}", gpu.precond)
+    };
+    for c in [k, kt] {
+        assert_eq!(
+            c.method,
+            SpmvMethod::Cusparse {
+                alg: CusparseAlg::CsrAlg1
+            }
+        );
+    }
+    let s = families::poisson3d_7pt(40, 40, 40).unwrap();
+    let pl = plan(&with_model(&s, PrecondKind::None, &m)).unwrap();
+    let a_method = pl.gpu.expect("a GPU plan").a.method;
+    assert!(!a_method.is_cusparse(), "{a_method:?}");
+}

@@ -255,8 +255,10 @@ impl SpmvModel {
             let Some(m) = matrices.get(id.as_str()) else {
                 continue;
             };
-            for (c, &t) in &mt.own {
-                per.entry(*c)
+            // cuSPARSE's algorithms are candidates like the pool's: a plan runs whichever is
+            // predicted fastest.
+            for (c, t) in mt.runnable() {
+                per.entry(c)
                     .or_default()
                     .push((m.work.nnz, m.id.as_str(), &m.work, t));
             }

@@ -32,6 +32,38 @@ impl MatrixTimes {
         v
     }
 
+    /// Every candidate a plan may run with its time: the own candidates, then each cuSPARSE
+    /// algorithm (as [`SpmvCandidate::cusparse`]).
+    pub fn runnable(&self) -> impl Iterator<Item = (SpmvCandidate, f64)> + '_ {
+        self.own.iter().map(|(c, &t)| (*c, t)).chain(
+            self.cusparse
+                .iter()
+                .map(|(a, &t)| (SpmvCandidate::cusparse(*a), t)),
+        )
+    }
+
+    /// [`MatrixTimes::runnable`] in [`model_order`].
+    pub fn runnable_in_model_order(&self) -> Vec<(SpmvCandidate, f64)> {
+        let mut v: Vec<(SpmvCandidate, f64)> = self.runnable().collect();
+        v.sort_by(|a, b| model_order(&a.0, &b.0));
+        v
+    }
+
+    /// The fastest candidate a plan may run, own or cuSPARSE, and its time (the first in
+    /// [`model_order`] on a tie).
+    pub fn best(&self) -> Option<(SpmvCandidate, f64)> {
+        self.runnable()
+            .min_by(|a, b| a.1.total_cmp(&b.1).then_with(|| model_order(&a.0, &b.0)))
+    }
+
+    /// The measured time of candidate `c`, own or cuSPARSE.
+    pub fn time_of_candidate(&self, c: &SpmvCandidate) -> Option<f64> {
+        match c.kernel {
+            SpmvImpl::Cusparse(alg) => self.cusparse.get(&alg).copied(),
+            _ => self.own.get(c).copied(),
+        }
+    }
+
     /// The fastest cuSPARSE algorithm's time.
     pub fn best_cusparse(&self) -> Option<f64> {
         self.cusparse.values().copied().min_by(f64::total_cmp)
