@@ -5,8 +5,8 @@
 //! [`CusparseSpmv`] (borrowing the matrix) and [`CusparseCsr`] (owning it) keep a cuSPARSE
 //! handle bound to the device's stream, a CSR descriptor over the matrix's device arrays
 //! (32-bit indices, base zero, f64), two dense-vector descriptors and the work buffer
-//! `cusparseSpMV_bufferSize` asks for; `cusparseSpMV_preprocess` runs once at construction.
-//! Every handle and descriptor is released on drop. cuSPARSE is loaded at run time: without
+//! `cusparseSpMV_bufferSize` asks for; `cusparseSpMV_preprocess` and one product (which loads
+//! cuSPARSE's kernels) run once at construction. Every handle and descriptor is released on drop. cuSPARSE is loaded at run time: without
 //! `libcusparse` construction fails with [`GpuError::LibraryMissing`] rather than a panic. A
 //! status other than success is reported as [`GpuError::Launch`] naming the call and the
 //! status (cuSPARSE checks its arguments before queuing work).
@@ -199,7 +199,25 @@ impl Prepared {
                 scratch,
             };
             s.setup()?;
+            s.warm_up()?;
             Ok(s)
+        })
+    }
+
+    /// One product on the placeholder vectors: cuSPARSE loads the modules of its kernels on
+    /// their first launch (several milliseconds), which belongs to the setup, not to the first
+    /// solve or the capture of its graph.
+    fn warm_up(&self) -> Result<(), GpuError> {
+        let buf = self.buffer_ptr();
+        // SAFETY: as for the preprocessing; the vector descriptors point at the placeholders,
+        // which self owns.
+        check("cusparseSpMV", "warm-up", unsafe {
+            spmv_call!(
+                cusparseSpMV,
+                (self.handle, self.mat, self.vec_x, self.vec_y),
+                self.alg,
+                buf
+            )
         })
     }
 
