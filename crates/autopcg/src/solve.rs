@@ -191,8 +191,10 @@ impl<'a> Solver<'a> {
         self.ssor_form_auto = on;
         self
     }
-    /// Iterations a format conversion is amortised over when the model chooses formats
-    /// (default [`autopcg_generator::EXPECTED_ITERATIONS`]).
+    /// Iterations a format conversion, and the one-time setup of a step run by cuSPARSE, are
+    /// amortised over when the model chooses formats (default
+    /// [`autopcg_generator::EXPECTED_ITERATIONS`]); a prepared solver that will solve many
+    /// times may pass the iterations of all its solves.
     pub fn expected_iterations(mut self, iters: f64) -> Self {
         self.expected_iterations = iters;
         self
