@@ -45,9 +45,10 @@ pub fn amortised_ms(
 /// library, its handle, descriptors and preprocessing, and the first product, which loads the
 /// library's kernels. The profile does not measure it; this is the setup difference measured
 /// on the H200 host (2026-11-24, `tools/cusparse_step_check.sh`: the model's plan against the
-/// same plan with its SpMV steps handed to cuSPARSE's CSR_ALG1, medians of three): +42 ms on
-/// a power-law matrix of 3e5 rows and 9e6 entries without a preconditioner (A by cuSPARSE),
-/// +25 ms on one of 3e4 rows with second-order SSOR-AI (K and K^T by cuSPARSE). It is charged
+/// same plan with its SpMV steps handed to cuSPARSE's CSR_ALG1, medians of three): +44 ms on
+/// a power-law matrix of 3e5 rows and 9e6 entries and +33 ms on 3D Poisson 128^3, both without
+/// a preconditioner (A by cuSPARSE), of which 22-25 ms in the conversion part; 38 lies between
+/// the two (an earlier run of the same comparison gave +35 and +42 ms). It is charged
 /// like a conversion, spread over the expected iterations, so that cuSPARSE is chosen only
 /// where its faster products repay it.
 pub const CUSPARSE_SETUP_MS: f64 = 38.0;
