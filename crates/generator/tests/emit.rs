@@ -607,12 +607,7 @@ fn emitted_solvers_build_with_cmake_and_nvcc(nvcc: &str) {
             j["relative_residual"].as_f64().unwrap() <= 1e-8,
             "{label}: {j}"
         );
-        let kernels: Vec<&str> = j["plan"]["steps"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter_map(|s| s["kernel"].as_str())
-            .collect();
+        let kernels = cusparse_plans::step_kernels(&j);
         assert_eq!(
             kernels.contains(&"cusparse_spmv_csr_alg2"),
             cusparse,

@@ -90,3 +90,12 @@ pub fn cusparse_plans() -> Vec<(String, SavedPlan)> {
         ),
     ]
 }
+
+/// The kernel of every step of the plan in the JSON an emitted solver prints (`plan.steps`,
+/// which must be there).
+pub fn step_kernels(j: &serde_json::Value) -> Vec<&str> {
+    let steps = j["plan"]["steps"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no plan.steps in {j}"));
+    steps.iter().filter_map(|s| s["kernel"].as_str()).collect()
+}
