@@ -1,6 +1,7 @@
 //! Times the host work of a plan on a generated 3D Poisson matrix: the counts the SpMV choice
 //! reads (one pass against the separate feature and work passes), SSOR-AI's build and the
-//! transpose its K^T no longer needs, the count of the explicit product's structure, and a
+//! transpose its K^T no longer needs, the count of the explicit product's structure, its
+//! pattern and the product formed (what a plan that chooses the explicit form spends), and a
 //! whole plan with the committed H200 model (matrix known symmetric, as a checked one is).
 //!
 //! `cargo run --release -p autopcg-generator --example select_timing -- [N] [REPEATS]` (the
@@ -39,9 +40,12 @@ fn main() {
     };
     let (transpose, _) = best_ms(repeats, || k.transpose());
     let (counted, _) = best_ms(repeats, || autopcg_generator::explicit_counts(&pre));
+    let (pattern, _) = best_ms(repeats, || pre.explicit_pattern().unwrap());
+    let (formed, _) = best_ms(repeats, || pre.to_explicit().unwrap());
     println!(
         "ssor-ai: build {build:.1} ms (a transpose of K alone: {transpose:.1} ms), count of \
-         the explicit product {counted:.1} ms"
+         the explicit product {counted:.1} ms, its pattern {pattern:.1} ms, the product \
+         formed {formed:.1} ms"
     );
     for kind in [PrecondKind::None, PrecondKind::ssor_ai()] {
         let (ms, p) = best_ms(repeats, || {
