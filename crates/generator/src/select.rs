@@ -41,28 +41,6 @@ pub fn amortised_ms(
     Some(predicted_ms + conversion / iterations.max(1.0))
 }
 
-/// What an operand run by cuSPARSE costs once, beyond its SpMVs, in milliseconds: loading the
-/// library, its handle, descriptors and preprocessing, and the first product, which loads the
-/// library's kernels. The profile does not measure it; this is the setup difference measured
-/// on the H200 host (2026-11-24, `tools/cusparse_step_check.sh`: the model's plan against the
-/// same plan with its SpMV steps handed to cuSPARSE's CSR_ALG1, medians of three): +44 ms on
-/// a power-law matrix of 3e5 rows and 9e6 entries and +33 ms on 3D Poisson 128^3, both without
-/// a preconditioner (A by cuSPARSE), of which 22-25 ms in the conversion part; 38 lies between
-/// the two (an earlier run of the same comparison gave +35 and +42 ms). It is charged
-/// like a conversion, spread over the expected iterations, so that cuSPARSE is chosen only
-/// where its faster products repay it.
-pub const CUSPARSE_SETUP_MS: f64 = 38.0;
-
-/// The conversion cost the choice charges prediction `p`: the model's conversion (0 for CSR)
-/// or, for cuSPARSE, [`CUSPARSE_SETUP_MS`].
-pub fn conversion_charge(p: &SpmvPrediction) -> Option<f64> {
-    if p.candidate.is_cusparse() {
-        Some(CUSPARSE_SETUP_MS)
-    } else {
-        p.conversion_ms
-    }
-}
-
 /// The method a SpMV prediction stands for on a matrix with work `w` (cuSPARSE's algorithms
 /// included), or `None` for a candidate this build cannot run.
 pub fn method_of(p: &SpmvPrediction, w: &SpmvWork, props: &DeviceProps) -> Option<SpmvMethod> {
@@ -191,7 +169,7 @@ pub fn select_spmv_counted(
             let m = method_of(&p, w, props)?;
             m.check(step, props).ok()?;
             let csr = m.format() == autopcg_catalog::Format::Csr;
-            let score = amortised_ms(p.predicted_ms, conversion_charge(&p), csr, iters)?;
+            let score = amortised_ms(p.predicted_ms, p.conversion_ms, csr, iters)?;
             Some((score, p, m))
         })
         .collect();
@@ -208,7 +186,7 @@ pub fn select_spmv_counted(
         .map(|(s, p, _)| StepOption {
             name: p.name(),
             predicted_ms: p.predicted_ms,
-            conversion_ms: conversion_charge(p),
+            conversion_ms: p.conversion_ms,
             score_ms: *s,
         })
         .collect();

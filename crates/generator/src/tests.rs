@@ -774,7 +774,10 @@ fn cusparse_is_chosen_where_it_is_predicted_fastest_and_not_elsewhere() {
         }
     );
     assert_eq!(e.options[0].name, "csr/cusparse_spmv_csr_alg2/-/-");
-    assert_eq!(e.options[0].conversion_ms, Some(select::CUSPARSE_SETUP_MS));
+    assert_eq!(
+        e.options[0].conversion_ms,
+        Some(autopcg_model::spmv::CUSPARSE_SETUP_MS)
+    );
     let (slower, _) = select_spmv(&two(0.012), "spmv A", &a, &props, 1e6).unwrap();
     assert_eq!(slower.method.kernel_name(), "spmv_csr_scalar");
     // Over 500 iterations 2 us per product do not repay it.

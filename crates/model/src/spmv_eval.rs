@@ -270,8 +270,7 @@ pub fn evaluate_against(
         let best_name = best_c.name();
         let mut errs = Vec::new();
         for (c, ms) in t.runnable_in_model_order() {
-            let c = &c;
-            let Some(cm) = model.candidates.iter().find(|x| &x.candidate == c) else {
+            let Some(cm) = model.candidates.iter().find(|x| x.candidate == c) else {
                 continue;
             };
             // Only candidates the model offers on this matrix (see `format_applies`).

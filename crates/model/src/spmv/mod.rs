@@ -116,6 +116,19 @@ use crate::ModelError;
 use conversion::fit_conversions;
 use fit::{fit_candidate, Points};
 
+/// What an operand run by cuSPARSE costs once, beyond its SpMVs, in milliseconds: loading the
+/// library, its handle, descriptors and preprocessing, and the first product, which loads the
+/// library's kernels. It stands where a conversion's cost stands for the pool's formats
+/// ([`SpmvPrediction::conversion_ms`]), so that every choice spreading conversions over the
+/// expected iterations spreads it too, and cuSPARSE is chosen only where its faster products
+/// repay it. The profile does not measure it; this is the setup difference measured on the
+/// H200 host (2026-11-24, `tools/cusparse_step_check.sh`: the model's plan against the same
+/// plan with its SpMV steps handed to cuSPARSE's CSR_ALG1, medians of three): +44 ms on a
+/// power-law matrix of 3e5 rows and 9e6 entries and +33 ms on 3D Poisson 128^3, both without
+/// a preconditioner (A by cuSPARSE), of which 22-25 ms in the conversion part; 38 lies between
+/// the two (an earlier run of the same comparison gave +35 and +42 ms).
+pub const CUSPARSE_SETUP_MS: f64 = 38.0;
+
 /// A candidate's predicted time on a matrix.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SpmvPrediction {
@@ -124,7 +137,8 @@ pub struct SpmvPrediction {
     /// Predicted milliseconds per SpMV.
     pub predicted_ms: f64,
     /// Predicted milliseconds to convert the CSR matrix to the candidate's format (0 for CSR;
-    /// `None` where no conversion model covers the format).
+    /// [`CUSPARSE_SETUP_MS`] for cuSPARSE; `None` where no conversion model covers the
+    /// format).
     pub conversion_ms: Option<f64>,
 }
 
@@ -395,7 +409,11 @@ impl SpmvModel {
                 (t.is_finite() && t > 0.0).then(|| SpmvPrediction {
                     candidate: c.candidate,
                     predicted_ms: t,
-                    conversion_ms: self.predict_conversion(c.candidate.format, w),
+                    conversion_ms: if c.candidate.is_cusparse() {
+                        Some(CUSPARSE_SETUP_MS)
+                    } else {
+                        self.predict_conversion(c.candidate.format, w)
+                    },
                 })
             })
             .collect();

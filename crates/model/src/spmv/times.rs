@@ -25,13 +25,6 @@ impl MatrixTimes {
             .min_by(|a, b| a.1.total_cmp(&b.1).then_with(|| model_order(a.0, b.0)))
     }
 
-    /// The own candidates and their times in [`model_order`].
-    pub fn own_in_model_order(&self) -> Vec<(&SpmvCandidate, f64)> {
-        let mut v: Vec<(&SpmvCandidate, f64)> = self.own.iter().map(|(c, &t)| (c, t)).collect();
-        v.sort_by(|a, b| model_order(a.0, b.0));
-        v
-    }
-
     /// Every candidate a plan may run with its time: the own candidates, then each cuSPARSE
     /// algorithm (as [`SpmvCandidate::cusparse`]).
     pub fn runnable(&self) -> impl Iterator<Item = (SpmvCandidate, f64)> + '_ {
