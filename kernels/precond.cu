@@ -70,6 +70,8 @@ extern "C" __global__ void diag_scale_v2(u64 n, const double *__restrict__ d,
 //   ssor_k1_values    K = I - X, X = omega L D^-1, on K's pattern; a thread per row
 //   ssor_k2_values    K = I - X + X^2 on K's pattern; a thread per row
 //   gather_values     out[p] = in[src[p]]  (K^T's values from K's)
+//   gather_scaled_values  out[p] = in[src[p]] * (scale / a_jj), j = to_idx[p]  (K^T diag(s)
+//                     from K, s_j = scale / a_jj: the factored form's stored K^T S)
 //   ssor_gram_values  M = K^T diag(s) K on M's pattern, s_q = scale / a_qq; a thread per row
 
 extern "C" __global__ void precond_inv_diag(u64 n, const double *__restrict__ a_vals,
@@ -164,6 +166,18 @@ extern "C" __global__ void gather_values(u64 n, const u32 *__restrict__ src,
                                          double *__restrict__ out) {
     for (u64 p = GLOBAL_TID; p < n; p += GLOBAL_THREADS) {
         out[p] = in[src[p]];
+    }
+}
+
+extern "C" __global__ void gather_scaled_values(u64 n, const u32 *__restrict__ src,
+                                                const double *__restrict__ in,
+                                                const u32 *__restrict__ to_idx,
+                                                const double *__restrict__ a_vals,
+                                                const u32 *__restrict__ diag, double scale,
+                                                double *__restrict__ out) {
+    for (u64 p = GLOBAL_TID; p < n; p += GLOBAL_THREADS) {
+        // s_j rounded as precond_inv_diag rounds it, then the product rounded once.
+        out[p] = __dmul_rn(in[src[p]], __ddiv_rn(scale, a_vals[diag[to_idx[p]]]));
     }
 }
 

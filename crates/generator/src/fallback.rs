@@ -111,7 +111,6 @@ pub fn precond_choice(pre: &Preconditioner, n: usize, props: &DeviceProps) -> Pr
         }
         Preconditioner::SsorFactored { k, kt, .. } => PrecondChoice::Factored {
             k: spmv_choice(k),
-            scale: elementwise(PrecondKernel::DiagScale(Loads::Double2), n, props),
             kt: spmv_choice(kt),
         },
         Preconditioner::SsorExplicit { m } => PrecondChoice::Explicit { m: spmv_choice(m) },

@@ -413,7 +413,7 @@ fn select_plan(
     // K and K^T are triangular, M symmetric, by construction.
     let tri = KnownSymmetry::Triangular;
     choice.precond = match (pre, choice.precond) {
-        (Preconditioner::SsorFactored { k, kt, .. }, PrecondChoice::Factored { scale, .. }) => {
+        (Preconditioner::SsorFactored { k, kt, .. }, PrecondChoice::Factored { .. }) => {
             let ((ck, ek), (ckt, ekt)) = match form {
                 Some(f) => (f.k.clone(), f.kt.clone()),
                 None => (
@@ -423,11 +423,7 @@ fn select_plan(
             };
             explain.push(ek);
             explain.push(ekt);
-            PrecondChoice::Factored {
-                k: ck,
-                scale,
-                kt: ckt,
-            }
+            PrecondChoice::Factored { k: ck, kt: ckt }
         }
         (Preconditioner::SsorExplicit { m }, PrecondChoice::Explicit { .. }) => {
             let (cm, em) = match form {

@@ -1,6 +1,7 @@
-//! SSOR-AI's application form (method.md 2 and 3.4): factored (SpMV with K, a diagonal
-//! scaling, SpMV with K^T) or explicit (one SpMV with M = K^T D^-1 K), chosen by predicted
-//! time per application once the explicit product is known not to be far larger than A.
+//! SSOR-AI's application form (method.md 2 and 3.4): factored (SpMV with K, then SpMV with
+//! K^T with the diagonal scaling folded into its columns) or explicit (one SpMV with
+//! M = K^T D^-1 K), chosen by predicted time per application once the explicit product is
+//! known not to be far larger than A.
 #[cfg(feature = "model")]
 use autopcg_catalog::DeviceProps;
 #[cfg(feature = "model")]
@@ -105,10 +106,9 @@ pub fn explicit_counts(pre: &Preconditioner) -> Option<SpmvCounts> {
 }
 
 /// Picks SSOR-AI's application form by predicted time per application: SpMV(K) + SpMV(K^T)
-/// for the factored form against SpMV(M) for the explicit one, M known by its counts
-/// ([`explicit_counts`], or [`SpmvCounts::of`] the formed product). The factored form also
-/// runs a diagonal scaling (one vector pass), which is not profiled and not counted: the
-/// comparison favours the factored form by that pass.
+/// for the factored form (its diagonal scaling is folded into the stored K^T, so the two
+/// products are all it runs) against SpMV(M) for the explicit one, M known by its counts
+/// ([`explicit_counts`], or [`SpmvCounts::of`] the formed product).
 #[cfg(feature = "model")]
 pub fn choose_ssor_form(
     model: &ModelFile,
@@ -137,9 +137,7 @@ pub fn choose_ssor_form(
         explain: StepExplain {
             step: "ssor-ai form".into(),
             options,
-            why: "least predicted SpMV time per application (the factored form's diagonal \
-                  scaling, a vector pass, is not counted)"
-                .into(),
+            why: "least predicted SpMV time per application".into(),
             classifier: None,
         },
         k,

@@ -243,7 +243,7 @@ enum PrecondKind { kNone = 0, kJacobi = 1, kSsorFactored = 2, kSsorExplicit = 3 
 struct Precond {
     int kind = kNone;
     std::vector<double> inv_diag; // Jacobi: 1 / d; factored SSOR-AI: omega (2 - omega) / d
-    Csr k, kt;                    // factored SSOR-AI
+    Csr k, kt;                    // factored SSOR-AI: K and K^T diag(inv_diag)
     Csr m;                        // explicit SSOR-AI
 };
 
@@ -268,6 +268,9 @@ inline Precond build_precond(const Csr &a, int kind, int order, double omega) {
     for (size_t i = 0; i < d.size(); ++i) s[i] = scale / d[i];
     Csr kt = transpose(k);
     if (kind == kSsorFactored) {
+        // K^T diag(s): the diagonal scaling folded into K^T's columns, so that the solver
+        // applies M^-1 = K^T diag(s) K with two products.
+        for (size_t q = 0; q < kt.vals.size(); ++q) kt.vals[q] *= s[kt.indices[q]];
         p.k = std::move(k);
         p.kt = std::move(kt);
         p.inv_diag = std::move(s);

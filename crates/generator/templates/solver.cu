@@ -517,7 +517,10 @@ void build_and_place(ApgSolver &S, const apg::Csr &a) {
     place_operand(S.M, pre.m, APG_FMT_M, APG_HYB_SPLIT_M, APG_MERGE_M, APG_CUSPARSE_ALG_M,
                   S.props, st, "M");
 #endif
-    if (!pre.inv_diag.empty()) place(S.inv_diag, S.n_inv_diag, pre.inv_diag, st, "the diagonal");
+    // Jacobi's inverse diagonal (factored SSOR-AI's scaling is in K^T's values already).
+    if (APG_PRECOND == APG_PRECOND_JACOBI) {
+        place(S.inv_diag, S.n_inv_diag, pre.inv_diag, st, "the diagonal");
+    }
     APG_CUDA(cudaStreamSynchronize(st));
     launches_done("setup");
     S.backend_ms += ms_since(t1);

@@ -427,8 +427,8 @@ impl ScaleFactors {
     }
 
     /// The preconditioner of the scaled matrix from the one built for the original:
-    /// `M^-1` times `2^-matrix_exp` (the Jacobi and SSOR-AI diagonal factors, or the explicit
-    /// product's entries; `K` and `K^T` are unchanged). Borrowed when the exponent is 0 or
+    /// `M^-1` times `2^-matrix_exp` (the Jacobi and SSOR-AI diagonal factors with the factored
+    /// form's `K^T diag(s)`, or the explicit product's entries; `K` is unchanged). Borrowed when the exponent is 0 or
     /// there is no preconditioner.
     pub fn scale_preconditioner<'a>(&self, p: &'a Preconditioner) -> Cow<'a, Preconditioner> {
         let e = -self.matrix_exp;
@@ -438,8 +438,11 @@ impl ScaleFactors {
         let mut s = p.clone();
         match &mut s {
             Preconditioner::None => {}
-            Preconditioner::Jacobi { inv_diag } | Preconditioner::SsorFactored { inv_diag, .. } => {
-                scale_slice(inv_diag, e)
+            Preconditioner::Jacobi { inv_diag } => scale_slice(inv_diag, e),
+            // K does not change; K^T diag(s) scales with s.
+            Preconditioner::SsorFactored { kt, inv_diag, .. } => {
+                scale_slice(inv_diag, e);
+                scale_slice(kt.data_mut(), e);
             }
             Preconditioner::SsorExplicit { m } => scale_slice(m.data_mut(), e),
         }

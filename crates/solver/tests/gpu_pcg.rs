@@ -11,7 +11,6 @@ mod common;
 use std::ops::ControlFlow;
 
 use autopcg_gpu::kernels::dot::Dot3Kernel;
-use autopcg_gpu::kernels::precond::Loads;
 use autopcg_gpu::kernels::spmv::SpmvKernel;
 use autopcg_gpu::kernels::vector::VectorVariant;
 use autopcg_gpu::{CusparseAlg, GpuDevice, LaunchConfig};
@@ -466,31 +465,15 @@ fn other_formats_and_kernels_match_the_cpu(dev: GpuDevice) {
         &params(1e-10, 5000, 1),
     )
     .unwrap();
-    let stride = |work: u64, t: u32| LaunchConfig::grid_stride(work, t, &props);
     let methods = forced_methods(&props, n);
     let variants = [
-        (
-            VectorVariant::Elem,
-            Dot3Kernel::TwoPass,
-            128u32,
-            Loads::Scalar,
-        ),
-        (
-            VectorVariant::ElemV2,
-            Dot3Kernel::LastBlock,
-            512,
-            Loads::Double2,
-        ),
-        (
-            VectorVariant::Grid,
-            Dot3Kernel::TwoPass,
-            1024,
-            Loads::Scalar,
-        ),
+        (VectorVariant::Elem, Dot3Kernel::TwoPass, 128u32),
+        (VectorVariant::ElemV2, Dot3Kernel::LastBlock, 512),
+        (VectorVariant::Grid, Dot3Kernel::TwoPass, 1024),
     ];
     let pre = Preconditioner::build(&a, &PrecondKind::ssor_ai()).unwrap();
     for (mi, method) in methods.iter().enumerate() {
-        let (vv, dk, dt, loads) = variants[mi % variants.len()];
+        let (vv, dk, dt) = variants[mi % variants.len()];
         let mut c = autopcg_generator::fallback::gpu_choice(&a, &pre, &props);
         c.a = SpmvChoice {
             method: *method,
@@ -499,11 +482,6 @@ fn other_formats_and_kernels_match_the_cpu(dev: GpuDevice) {
         c.precond = PrecondChoice::Factored {
             k: SpmvChoice {
                 method: *method,
-                predicted_ms: None,
-            },
-            scale: autopcg_solver::gpu::ElementwiseChoice {
-                loads,
-                config: stride(n, 256),
                 predicted_ms: None,
             },
             kt: autopcg_generator::fallback::spmv_choice(&a),

@@ -60,12 +60,8 @@ pub fn entry_points(choice: &GpuPlanChoice) -> BTreeMap<KernelSource, Vec<String
             KernelSource::Precond,
             PrecondKernel::Jacobi(e.loads).to_string(),
         ),
-        PrecondChoice::Factored { k, scale, kt } => {
+        PrecondChoice::Factored { k, kt } => {
             spmv(&k.method, &mut add);
-            add(
-                KernelSource::Precond,
-                PrecondKernel::DiagScale(scale.loads).to_string(),
-            );
             spmv(&kt.method, &mut add);
         }
         PrecondChoice::Explicit { m } => spmv(&m.method, &mut add),

@@ -444,12 +444,10 @@ pub fn plan_kernels(
             PrecondKernel::Jacobi(e.loads),
             launch(e.config, 0)
         ),
-        PrecondChoice::Factored { scale, .. } => format!(
-            "    apg_spmv_K(S.K, r, S.t, st);\n    {}{}({n}, S.inv_diag, S.t);\n    \
-             apg_spmv_KT(S.KT, S.t, u, st);\n",
-            PrecondKernel::DiagScale(scale.loads),
-            launch(scale.config, 0)
-        ),
+        // K^T is stored with its columns scaled (K^T diag(s)): two products, no scaling pass.
+        PrecondChoice::Factored { .. } => {
+            "    apg_spmv_K(S.K, r, S.t, st);\n    apg_spmv_KT(S.KT, S.t, u, st);\n".to_string()
+        }
         PrecondChoice::Explicit { .. } => "    apg_spmv_M(S.M, r, u, st);\n".to_string(),
     };
     let steps = &plan.block().steps;

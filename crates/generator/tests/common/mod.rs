@@ -102,15 +102,10 @@ pub fn force(p: &mut SavedPlan, f: &Forced) {
             e.loads = f.loads;
             PrecondChoice::Jacobi(e)
         }
-        PrecondChoice::Factored {
-            mut k,
-            mut scale,
-            mut kt,
-        } => {
+        PrecondChoice::Factored { mut k, mut kt } => {
             k.method = pre.next().unwrap_or(k.method);
             kt.method = pre.next().unwrap_or(kt.method);
-            scale.loads = f.loads;
-            PrecondChoice::Factored { k, scale, kt }
+            PrecondChoice::Factored { k, kt }
         }
         PrecondChoice::Explicit { mut m } => {
             m.method = pre.next().unwrap_or(m.method);

@@ -1,7 +1,8 @@
 //! Value refreshes of the preconditioners on the device (entry points in `precond.cu`): for new
 //! values of `A` on its kept pattern, Jacobi's inverse diagonal, SSOR-AI's truncated inverse
-//! `K` (order 1 or 2), `K^T` by a gather and the explicit product `K^T diag(s) K`, each written
-//! into the values of a pattern built on the host once. The values equal those the host build
+//! `K` (order 1 or 2), `K^T` (or the factored form's `K^T diag(s)`) by a gather and the
+//! explicit product `K^T diag(s) K`, each written into the values of a pattern built on the
+//! host once. The values equal those the host build
 //! computes from the same `A` (the same expressions, summed in the same order, rounded term by
 //! term), up to the sign of a zero.
 //!
@@ -28,17 +29,20 @@ pub enum RefreshKernel {
     SsorK2,
     /// `out[p] = in[src[p]]`.
     Gather,
+    /// `out[p] = in[src[p]] * (s / a_jj)`, `j` the column of entry `p` of the output.
+    GatherScaled,
     /// `M = K^T diag(s) K`, `s_q = scale / a_qq`.
     Gram,
 }
 
 impl RefreshKernel {
     /// Every refresh kernel.
-    pub const ALL: [RefreshKernel; 5] = [
+    pub const ALL: [RefreshKernel; 6] = [
         RefreshKernel::InvDiag,
         RefreshKernel::SsorK1,
         RefreshKernel::SsorK2,
         RefreshKernel::Gather,
+        RefreshKernel::GatherScaled,
         RefreshKernel::Gram,
     ];
 }
@@ -50,6 +54,7 @@ impl fmt::Display for RefreshKernel {
             RefreshKernel::SsorK1 => "ssor_k1_values",
             RefreshKernel::SsorK2 => "ssor_k2_values",
             RefreshKernel::Gather => "gather_values",
+            RefreshKernel::GatherScaled => "gather_scaled_values",
             RefreshKernel::Gram => "ssor_gram_values",
         })
     }
@@ -268,6 +273,47 @@ pub fn gather_values(
     }
 }
 
+/// `to`'s values gathered from `from`'s and scaled by column: `to.vals[p] = from.vals[src[p]] *
+/// (scale / a_jj)` with `j` the column of entry `p` of `to` (`K^T diag(s)` from `K`, `s_j =
+/// scale / a_jj`, each factor rounded as the host build rounds it).
+pub fn gather_scaled_values(
+    dev: &GpuDevice,
+    src: &DeviceGather,
+    from: &DeviceCsr,
+    a: &DeviceCsr,
+    diag: &DeviceDiagonal,
+    scale: f64,
+    to: &mut DeviceCsr,
+) -> Result<(), GpuError> {
+    let kernel = RefreshKernel::GatherScaled;
+    diag.check(kernel, a)?;
+    check_len(&kernel, "from", from.nnz(), src.from_len)?;
+    check_len(&kernel, "to", to.nnz(), src.len())?;
+    check_len(&kernel, "to's columns", to.ncols(), diag.len())?;
+    if src.is_empty() {
+        return Ok(());
+    }
+    let n = src.len() as u64;
+    let l = cover(dev, kernel, src.len())?;
+    // SAFETY: matches `gather_scaled_values(u64 n, const u32 *src, const double *in,
+    // const u32 *to_idx, const double *a_vals, const u32 *diag, double scale, double *out)`;
+    // src holds n entries below nnz(from) (checked on upload and above); to is a validated CSR
+    // matrix of n entries whose columns are below its column count, which is diag's length;
+    // diag holds positions below nnz(a); out (to's values) aliases no input.
+    unsafe {
+        l.run(|b| {
+            b.arg(&n)
+                .arg(&src.src.buf)
+                .arg(&from.vals.buf)
+                .arg(&to.indices.buf)
+                .arg(&a.vals.buf)
+                .arg(&diag.pos.buf)
+                .arg(&scale)
+                .arg(&mut to.vals.buf);
+        })
+    }
+}
+
 /// The values of the explicit product `M = K^T diag(s) K`, `s_q = scale / a_qq`, written into
 /// `m`, which holds the pattern the host build made; `kt` is `K^T` with its values.
 pub fn gram_values(
@@ -324,6 +370,7 @@ mod tests {
                 "ssor_k1_values",
                 "ssor_k2_values",
                 "gather_values",
+                "gather_scaled_values",
                 "ssor_gram_values"
             ]
         );

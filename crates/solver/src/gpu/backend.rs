@@ -4,7 +4,7 @@
 //! synchronisation:
 //! - [`PcgBackend::update_vectors`]: one `cg_update` launch, which reads alpha and beta from the
 //!   device scalar buffer ([`CgScalars`]) and does nothing once the recurrence has halted;
-//! - [`PcgBackend::apply_preconditioner`]: SpMV(K), `diag_scale`, SpMV(K^T), or SpMV(M); nothing
+//! - [`PcgBackend::apply_preconditioner`]: SpMV(K) then SpMV(K^T diag(s)), or SpMV(M); nothing
 //!   without a preconditioner (u is r: the update, the SpMV and the dots read r, so there is no
 //!   copy) or with Jacobi (fused into the update, which writes the next u = D^-1 r; the start
 //!   of a solve applies it once with `jacobi_apply`);

@@ -107,7 +107,7 @@ pub struct Dot3Choice {
     pub predicted_ms: Option<f64>,
 }
 
-/// An element-wise preconditioner kernel (Jacobi, or the diagonal scaling of factored SSOR-AI).
+/// An element-wise preconditioner kernel (Jacobi's).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct ElementwiseChoice {
     /// Scalar or double2 loads.
@@ -125,13 +125,12 @@ pub enum PrecondChoice {
     None,
     /// `u = inv_diag .* r`.
     Jacobi(ElementwiseChoice),
-    /// Factored SSOR-AI: `t = K r; t = inv_diag .* t; u = K^T t`.
+    /// Factored SSOR-AI: `t = K r; u = (K^T diag(s)) t` (the diagonal scaling is folded into
+    /// the stored `K^T`, see [`Preconditioner::SsorFactored`]).
     Factored {
         /// SpMV with K.
         k: SpmvChoice,
-        /// The diagonal scaling.
-        scale: ElementwiseChoice,
-        /// SpMV with K^T.
+        /// SpMV with K^T diag(s).
         kt: SpmvChoice,
     },
     /// Explicit SSOR-AI: `u = M r`.
@@ -243,14 +242,8 @@ impl GpuPlanChoice {
                 e.config,
                 props,
             )?,
-            PrecondChoice::Factored { k, scale, kt } => {
+            PrecondChoice::Factored { k, kt } => {
                 k.method.check("K", props)?;
-                check_config(
-                    "M",
-                    &PrecondKernel::DiagScale(scale.loads).to_string(),
-                    scale.config,
-                    props,
-                )?;
                 kt.method.check("K^T", props)?;
             }
             PrecondChoice::Explicit { m } => m.method.check("M", props)?,
@@ -332,16 +325,9 @@ impl GpuPlanChoice {
                 "u = D^-1 r written by the update: no kernel",
                 None,
             ),
-            PrecondChoice::Factored { k, scale, kt } => {
+            PrecondChoice::Factored { k, kt } => {
                 spmv(&mut plan, "precond (K)", k);
-                plan.push(
-                    "precond (scale)",
-                    "-",
-                    &PrecondKernel::DiagScale(scale.loads).to_string(),
-                    scale.config.words(),
-                    scale.predicted_ms,
-                );
-                spmv(&mut plan, "precond (K^T)", kt);
+                spmv(&mut plan, "precond (K^T S)", kt);
             }
             PrecondChoice::Explicit { m } => spmv(&mut plan, "precond (M)", m),
         }

@@ -4,7 +4,7 @@ use std::time::Instant;
 
 use autopcg_gpu::kernels::convert::{csr_to_dia, csr_to_ell, csr_to_hyb, ConvertKernel};
 use autopcg_gpu::kernels::dot::Dot3Kernel;
-use autopcg_gpu::kernels::precond::{diag_scale, jacobi_apply, PrecondKernel};
+use autopcg_gpu::kernels::precond::{jacobi_apply, PrecondKernel};
 use autopcg_gpu::kernels::spmv::{spmv_coo, spmv_csr, spmv_dia, spmv_ell, spmv_hyb, SpmvKernel};
 use autopcg_gpu::kernels::vector::VectorKernel;
 use autopcg_gpu::{
@@ -410,9 +410,8 @@ pub(crate) fn preload_precond_choice(
     match choice {
         PrecondChoice::None => Ok(()),
         PrecondChoice::Jacobi(how) => preload_precond(dev, PrecondKernel::Jacobi(how.loads)),
-        PrecondChoice::Factored { k, scale, kt } => {
+        PrecondChoice::Factored { k, kt } => {
             preload_method(dev, k.method)?;
-            preload_precond(dev, PrecondKernel::DiagScale(scale.loads))?;
             preload_method(dev, kt.method)
         }
         PrecondChoice::Explicit { m } => preload_method(dev, m.method),
@@ -458,11 +457,9 @@ pub(crate) enum DevicePrecond {
         inv_diag: DeviceVec<f64>,
         how: ElementwiseChoice,
     },
-    /// `t = K r; t = inv_diag .* t; u = K^T t`.
+    /// `t = K r; u = (K^T diag(s)) t` (the scaling is in the stored `K^T`).
     Factored {
         k: Box<DeviceOperator>,
-        inv_diag: DeviceVec<f64>,
-        scale: ElementwiseChoice,
         kt: Box<DeviceOperator>,
     },
     /// `u = M r`.
@@ -494,20 +491,14 @@ impl DevicePrecond {
                 }
             }
             (
-                Preconditioner::SsorFactored { k, kt, inv_diag },
-                PrecondChoice::Factored {
-                    k: kc,
-                    scale,
-                    kt: ktc,
-                },
+                Preconditioner::SsorFactored { k, kt, .. },
+                PrecondChoice::Factored { k: kc, kt: ktc },
             ) => {
                 let op = |m: &CsrMatrix, method, name, times: Option<&mut BackendTimes>| {
                     DeviceOperator::upload_timed(dev, m, method, limits, name, times).map(Box::new)
                 };
                 DevicePrecond::Factored {
                     k: op(k, kc.method, "K", times.as_deref_mut())?,
-                    inv_diag: vector(inv_diag, times.as_deref_mut())?,
-                    scale: *scale,
                     kt: op(kt, ktc.method, "K^T", times)?,
                 }
             }
@@ -549,18 +540,11 @@ impl DevicePrecond {
                 vector(d, inv_diag, times)?;
             }
             (
-                DevicePrecond::Factored {
-                    k, inv_diag, kt, ..
-                },
-                Preconditioner::SsorFactored {
-                    k: hk,
-                    kt: hkt,
-                    inv_diag: d,
-                },
+                DevicePrecond::Factored { k, kt },
+                Preconditioner::SsorFactored { k: hk, kt: hkt, .. },
             ) => {
                 k.refresh(dev, hk, limits, "K", times.as_deref_mut())?;
-                kt.refresh(dev, hkt, limits, "K^T", times.as_deref_mut())?;
-                vector(d, inv_diag, times)?;
+                kt.refresh(dev, hkt, limits, "K^T", times)?;
             }
             (DevicePrecond::Explicit { m }, Preconditioner::SsorExplicit { m: hm }) => {
                 m.refresh(dev, hm, limits, "M", times)?;
@@ -589,14 +573,8 @@ impl DevicePrecond {
             DevicePrecond::Jacobi { inv_diag, how } => {
                 jacobi_apply(dev, how.loads, how.config, inv_diag, r, u)
             }
-            DevicePrecond::Factored {
-                k,
-                inv_diag,
-                scale,
-                kt,
-            } => {
+            DevicePrecond::Factored { k, kt } => {
                 k.apply(dev, r, t)?;
-                diag_scale(dev, scale.loads, scale.config, inv_diag, t)?;
                 kt.apply(dev, t, u)
             }
             DevicePrecond::Explicit { m } => m.apply(dev, r, u),
@@ -610,9 +588,8 @@ impl DevicePrecond {
             DevicePrecond::Jacobi { how, .. } => {
                 preload_precond(dev, PrecondKernel::Jacobi(how.loads))
             }
-            DevicePrecond::Factored { k, scale, kt, .. } => {
+            DevicePrecond::Factored { k, kt } => {
                 k.preload(dev)?;
-                preload_precond(dev, PrecondKernel::DiagScale(scale.loads))?;
                 kt.preload(dev)
             }
             DevicePrecond::Explicit { m } => m.preload(dev),

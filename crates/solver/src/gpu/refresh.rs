@@ -1,13 +1,14 @@
 //! The preconditioner's values recomputed on the device after new values of `A` (same
-//! pattern) reached it: Jacobi's inverse diagonal, SSOR-AI's `K`, `K^T`, scale and explicit
-//! product, from `A`'s CSR values on the device, into the CSR values the preconditioner's
+//! pattern) reached it: Jacobi's inverse diagonal, SSOR-AI's `K`, the factored form's
+//! `K^T diag(s)` and the explicit product, from `A`'s CSR values on the device, into the CSR values the preconditioner's
 //! operands are converted from. The patterns (and where each entry of `K^T` sits in `K`) are
 //! uploaded once, from the host refresh that knows them ([`ValueRefresh`]); nothing of the new
 //! values then crosses the bus again, and the host copy of the preconditioner is left as it was
 //! (the caller recomputes it if it needs it). The values equal those
 //! [`ValueRefresh::refresh`] computes on the host (see `autopcg_gpu::kernels::refresh`).
 use autopcg_gpu::kernels::refresh::{
-    gather_values, gram_values, inv_diag, ssor_k_values, DeviceDiagonal, DeviceGather,
+    gather_scaled_values, gather_values, gram_values, inv_diag, ssor_k_values, DeviceDiagonal,
+    DeviceGather,
 };
 use autopcg_gpu::{DeviceCsr, GpuDevice};
 use autopcg_sparse::{CsrMatrix, PaddingLimits};
@@ -152,14 +153,12 @@ impl DeviceRefresh {
                     order,
                     kt_src,
                 },
-                DevicePrecond::Factored {
-                    k, inv_diag: d, kt, ..
-                },
+                DevicePrecond::Factored { k, kt },
             ) => {
                 let ks = source(k, "K")?;
                 ssor_k_values(dev, a, diag, *omega, *order, ks)?;
-                gather_values(dev, kt_src, ks, source(kt, "K^T")?)?;
-                inv_diag(dev, a, diag, *omega * (2.0 - *omega), d)?;
+                let scale = *omega * (2.0 - *omega);
+                gather_scaled_values(dev, kt_src, ks, a, diag, scale, source(kt, "K^T")?)?;
                 dev.synchronize()?;
                 let ms = t0.elapsed().as_secs_f64() * 1e3;
                 k.convert_staged(dev, limits, "K", times.as_deref_mut())?;

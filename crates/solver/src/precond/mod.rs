@@ -49,13 +49,15 @@ mod rows;
 
 pub use refresh::ValueRefresh;
 use rows::{
-    fill_by_rows, gram_pattern, gram_pattern_fold, gram_product, gram_rows, ssor_k, ssor_kt1,
+    fill_by_rows, gram_pattern, gram_pattern_fold, gram_product, gram_rows, scale_columns, ssor_k,
+    ssor_kt1,
 };
 
 /// How the SSOR-AI preconditioner is applied.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
 pub enum SsorForm {
-    /// Three steps: `t = K r; t = diag(s) t; z = K^T t`, with `K` and `K^T` both stored.
+    /// Two products: `t = K r; z = (K^T diag(s)) t`, with `K` and `K^T diag(s)` both stored
+    /// (the diagonal scaling is folded into the columns of `K^T`).
     Factored,
     /// One SpMV with the stored product `M^-1 = K^T diag(s) K`.
     Explicit,
@@ -265,13 +267,17 @@ pub enum Preconditioner {
         /// `1 / a_ii`.
         inv_diag: Vec<f64>,
     },
-    /// SSOR-AI, factored: `z = K^T (inv_diag .* (K r))`.
+    /// SSOR-AI, factored: `z = (K^T S) (K r)` with `S = diag(inv_diag)`, so that
+    /// `M^-1 = K^T S K` is applied by two products and no separate diagonal scaling.
     SsorFactored {
-        /// The truncated inverse `K` (unit lower triangular).
+        /// The truncated inverse `K` (lower triangular, unit diagonal).
         k: CsrMatrix,
-        /// `K^T`, stored explicitly (unit upper triangular).
+        /// `K^T S`: the transpose of `K` with column `j` scaled by `inv_diag[j]` (upper
+        /// triangular, diagonal `inv_diag`). Entry `(i, j)` is `K_ji * inv_diag[j]`, rounded
+        /// once.
         kt: CsrMatrix,
-        /// `w(2-w) / a_ii`, so that `M^-1 = K^T diag(inv_diag) K`.
+        /// `w(2-w) / a_ii`, the diagonal of `S` (kept for the explicit product and for value
+        /// refreshes, which scale `K^T` again).
         inv_diag: Vec<f64>,
     },
     /// SSOR-AI, explicit: `z = m r`.
@@ -309,12 +315,19 @@ impl Preconditioner {
                 let k = ssor_k(a, &d, omega, order)?;
                 let scale = omega * (2.0 - omega);
                 let s: Vec<f64> = d.par_iter().map(|&v| scale / v).collect();
-                // First order on a symmetric pattern: K^T read off A's pattern and K's rows.
+                // First order on a symmetric pattern: K^T S read off A's pattern and K's rows.
                 let kt = match order {
-                    1 => ssor_kt1(a, &k)?,
+                    1 => ssor_kt1(a, &k, &s)?,
                     _ => None,
-                }
-                .unwrap_or_else(|| k.transpose());
+                };
+                let kt = match kt {
+                    Some(kt) => kt,
+                    None => {
+                        let mut kt = k.transpose();
+                        scale_columns(&mut kt, &s)?;
+                        kt
+                    }
+                };
                 match form {
                     SsorForm::Factored => Ok(Preconditioner::SsorFactored { k, kt, inv_diag: s }),
                     SsorForm::Explicit => Ok(Preconditioner::SsorExplicit {
@@ -419,18 +432,7 @@ impl Preconditioner {
             Preconditioner::SsorFactored { k, kt, inv_diag } => {
                 assert_eq!(inv_diag.len(), r.len(), "preconditioner: wrong length");
                 let t = &mut work[..r.len()];
-                let (ptr, idx, val) = (k.indptr(), k.indices(), k.data());
-                t.par_iter_mut()
-                    .with_min_len(1024)
-                    .enumerate()
-                    .for_each(|(i, ti)| {
-                        let (a, b) = (ptr[i] as usize, ptr[i + 1] as usize);
-                        let mut acc = 0.0;
-                        for q in a..b {
-                            acc += val[q] * r[idx[q] as usize];
-                        }
-                        *ti = inv_diag[i] * acc;
-                    });
+                k.spmv(r, t);
                 kt.spmv(t, z);
             }
             Preconditioner::SsorExplicit { m } => m.spmv(r, z),

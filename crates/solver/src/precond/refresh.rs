@@ -86,6 +86,7 @@ impl ValueRefresh {
                 let d = positive_diagonal(a, &kind.to_string())?;
                 let omega = omega.unwrap_or_else(|| auto_omega(a));
                 let k = ssor_k(a, &d, omega, *order)?;
+                // Its values are refreshed (scaled) before any is read.
                 let (kt, sources) = k.transpose_with_sources();
                 (Some((k, kt)), sources)
             }
@@ -173,26 +174,32 @@ impl ValueRefresh {
         };
         let scale = omega * (2.0 - omega);
         let sources = &self.kt_sources;
-        let update_factors = |k: &mut CsrMatrix, kt: &mut CsrMatrix| -> Result<(), PcgError> {
-            ssor_k_values(k, a, d, omega, order)?;
-            let kv = k.data();
-            kt.data_mut()
-                .par_iter_mut()
-                .zip(sources.par_iter())
-                .for_each(|(t, &e)| *t = kv[e as usize]);
-            Ok(())
-        };
+        // K on its pattern, then `K^T diag(s)` gathered from it: entry p of K^T (column j)
+        // is K's entry `sources[p]` times `s[j]`, as the build rounds it.
+        let update_factors =
+            |k: &mut CsrMatrix, kt: &mut CsrMatrix, s: &[f64]| -> Result<(), PcgError> {
+                ssor_k_values(k, a, d, omega, order)?;
+                let kv = k.data();
+                let mut v: Vec<f64> = kt
+                    .indices()
+                    .par_iter()
+                    .zip(sources.par_iter())
+                    .map(|(&j, &e)| kv[e as usize] * s[j as usize])
+                    .collect();
+                kt.swap_values(&mut v)
+                    .map_err(|e| PcgError::Backend(format!("refreshing K^T: {e} (internal error)")))
+            };
         match (pre, &mut self.factors) {
             (Preconditioner::SsorFactored { k, kt, inv_diag }, None) => {
-                update_factors(k, kt)?;
                 inv_diag
                     .par_iter_mut()
                     .zip(d.par_iter())
                     .for_each(|(x, &v)| *x = scale / v);
+                update_factors(k, kt, inv_diag)?;
             }
             (Preconditioner::SsorExplicit { m }, Some((k, kt))) => {
-                update_factors(k, kt)?;
                 let s: Vec<f64> = d.par_iter().map(|&v| scale / v).collect();
+                update_factors(k, kt, &s)?;
                 fill_by_rows(m, gram_rows(kt, k, &s))?;
             }
             (p, _) => {

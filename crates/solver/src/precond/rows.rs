@@ -369,14 +369,19 @@ fn ssor_k1(a: &CsrMatrix, d: &[f64], omega: f64) -> Result<CsrMatrix, PcgError> 
     CsrMatrix::try_from_parts(n, n, indptr, indices, data).map_err(sparse_err)
 }
 
-/// `K^T` of a first-order `k` built from `a` ([`ssor_k1`]), without transposing, when `a`'s
-/// pattern is symmetric: row `i` of K^T then holds the diagonal and the columns of row `i` of
-/// `a` right of it, and the value of entry `(i, j)` is K's `(j, i)`, found by a search in row
-/// `j` of K. A transpose scatters every entry through per-thread column counts (`threads * n`
-/// words); this reads K's short rows instead. `None` when the pattern is not symmetric (an
-/// entry is not found in K, or the counts differ: with both ways found, the entries correspond
-/// one to one), for the caller to transpose. Equal to `k.transpose()` (a test compares them).
-pub(super) fn ssor_kt1(a: &CsrMatrix, k: &CsrMatrix) -> Result<Option<CsrMatrix>, PcgError> {
+/// `K^T diag(s)` of a first-order `k` built from `a` ([`ssor_k1`]), without transposing, when
+/// `a`'s pattern is symmetric: row `i` of K^T then holds the diagonal and the columns of row `i`
+/// of `a` right of it, and the value of entry `(i, j)` is K's `(j, i)`, found by a search in
+/// row `j` of K, times `s[j]`. A transpose scatters every entry through per-thread column
+/// counts (`threads * n` words); this reads K's short rows instead. `None` when the pattern is
+/// not symmetric (an entry is not found in K, or the counts differ: with both ways found, the
+/// entries correspond one to one), for the caller to transpose. Equal to `k.transpose()` with
+/// its columns scaled by [`scale_columns`] (a test compares them).
+pub(super) fn ssor_kt1(
+    a: &CsrMatrix,
+    k: &CsrMatrix,
+    s: &[f64],
+) -> Result<Option<CsrMatrix>, PcgError> {
     let n = a.nrows();
     let (ptr, idx) = (a.indptr(), a.indices());
     // Entries of row i right of the diagonal.
@@ -407,7 +412,7 @@ pub(super) fn ssor_kt1(a: &CsrMatrix, k: &CsrMatrix) -> Result<Option<CsrMatrix>
                 let first = std::iter::once(i as u32);
                 for j in first.chain(idx[hi - right(i)..hi].iter().copied()) {
                     oi[q] = j;
-                    od[q] = k_at(j as usize, i as u32).ok_or(())?;
+                    od[q] = k_at(j as usize, i as u32).ok_or(())? * s[j as usize];
                     q += 1;
                 }
             }
@@ -419,6 +424,17 @@ pub(super) fn ssor_kt1(a: &CsrMatrix, k: &CsrMatrix) -> Result<Option<CsrMatrix>
     CsrMatrix::try_from_parts(n, n, indptr, indices, data)
         .map(Some)
         .map_err(sparse_err)
+}
+
+/// Scales column `j` of `m` by `s[j]`, in place (`K^T` into `K^T diag(s)`).
+pub(super) fn scale_columns(m: &mut CsrMatrix, s: &[f64]) -> Result<(), PcgError> {
+    let mut v: Vec<f64> = m
+        .data()
+        .par_iter()
+        .zip(m.indices().par_iter())
+        .map(|(&x, &j)| x * s[j as usize])
+        .collect();
+    m.swap_values(&mut v).map_err(sparse_err)
 }
 
 /// Recomputes the values of `k` (built by [`ssor_k`] from a matrix of `a`'s pattern) for `a`.
@@ -436,21 +452,27 @@ pub(super) fn ssor_k_values(
     fill_by_rows(k, ssor_k_rows(a, d, omega, Some(&x)))
 }
 
-/// The rows of `K^T diag(s) K`, given `kt = K^T`. Entry (i, j) is the sum over k of
-/// `(K_ki K_kj) s_k`, with k ascending; the same expression in the same order for (j, i) makes
-/// the result exactly symmetric.
+/// The rows of `K^T diag(s) K`, given `kt`, a matrix with the pattern of `K^T` (its values are
+/// not read: they may be `K^T`'s or `K^T diag(s)`'s). Entry (i, j) is the sum over k of
+/// `(K_ki K_kj) s_k`, with k ascending, `K_ki` read from row k of `K`; the same expression in
+/// the same order for (j, i) makes the result exactly symmetric.
 pub(super) fn gram_rows<'a>(
     kt: &'a CsrMatrix,
     k: &'a CsrMatrix,
     s: &'a [f64],
 ) -> impl Fn(usize, &mut HashAccumulator, &mut Vec<(u32, f64)>) + Sync + 'a {
     move |i, acc, out| {
-        let (ck, vk) = kt.row(i);
+        let ck = kt.row(i).0;
         let bound = ck.iter().map(|&q| k.row_len(q as usize)).sum::<usize>();
         acc.reset(bound);
-        for (&q, &kqi) in ck.iter().zip(vk) {
+        for &q in ck {
             let sq = s[q as usize];
             let (cj, vj) = k.row(q as usize);
+            // K^T's pattern is K's transposed, so (q, i) is stored in row q.
+            let Ok(at) = cj.binary_search(&(i as u32)) else {
+                continue;
+            };
+            let kqi = vj[at];
             for (&j, &kqj) in cj.iter().zip(vj) {
                 acc.add(j, (kqi * kqj) * sq);
             }
@@ -609,9 +631,11 @@ mod tests {
                 assert_eq!(got.indices(), want.indices());
                 let bits = |m: &CsrMatrix| m.data().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
                 assert_eq!(bits(&got), bits(&want));
-                // Its transpose, found without transposing.
-                let kt = ssor_kt1(a, &got).unwrap().expect("a symmetric pattern");
-                let want = got.transpose();
+                // Its transpose with scaled columns, found without transposing.
+                let s: Vec<f64> = d.iter().map(|&v| 0.9 / v).collect();
+                let kt = ssor_kt1(a, &got, &s).unwrap().expect("a symmetric pattern");
+                let mut want = got.transpose();
+                scale_columns(&mut want, &s).unwrap();
                 assert_eq!(kt.indptr(), want.indptr());
                 assert_eq!(kt.indices(), want.indices());
                 assert_eq!(bits(&kt), bits(&want));
@@ -639,10 +663,10 @@ mod tests {
             tri(&[3, 1], &[0, 2]),
         ] {
             let k = ssor_k1(&a, &a.diagonal(), 1.0).unwrap();
-            assert_eq!(ssor_kt1(&a, &k).unwrap(), None);
+            assert_eq!(ssor_kt1(&a, &k, &[1.0; 4]).unwrap(), None);
         }
         let sym = tri(&[3, 0], &[0, 3]);
         let k = ssor_k1(&sym, &sym.diagonal(), 1.0).unwrap();
-        assert_eq!(ssor_kt1(&sym, &k).unwrap(), Some(k.transpose()));
+        assert_eq!(ssor_kt1(&sym, &k, &[1.0; 4]).unwrap(), Some(k.transpose()));
     }
 }

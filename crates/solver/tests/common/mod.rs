@@ -547,7 +547,7 @@ pub fn with_spmv(
     };
     c.a = spmv;
     c.precond = match c.precond {
-        PrecondChoice::Factored { scale, kt, .. } => PrecondChoice::Factored { k: spmv, scale, kt },
+        PrecondChoice::Factored { kt, .. } => PrecondChoice::Factored { k: spmv, kt },
         PrecondChoice::Explicit { .. } => PrecondChoice::Explicit { m: spmv },
         other => other,
     };
