@@ -13,7 +13,9 @@
 # Environment: PRECONDS (default "ssor-ai"), REPEAT (runs per side, the median is taken;
 # default 3), LOOSE_TOL (default 1e-4), AUTOPCG_BIN (default .gpu-bundle/bin/autopcg), NVCC (default: nvcc on the PATH,
 # else /usr/local/cuda/bin/nvcc), MODEL (a model file for generate; default: the GPU's, found as
-# solve finds it).
+# solve finds it), PLAN_EDIT (a command run on each generated plan.json, which it edits in
+# place, e.g. "python3 tools/plan_to_cusparse.py": the edited plan is then emitted again with
+# `generate --plan`, and both sides run it).
 # Every command's output goes to OUTDIR/logs/; the table is printed last and written to
 # OUTDIR/table.txt. Targets: iterations within 2%, time per iteration (the slope) within 5%.
 set -euo pipefail
@@ -53,6 +55,13 @@ for m in "${matrices[@]}"; do
     if ! $B generate "$m" --precond "$p" --out "$dir" ${model_args[@]+"${model_args[@]}"} \
          > "$log.generate.log" 2>&1; then
       echo "   generate failed: $log.generate.log" >&2; status=1; continue
+    fi
+    if [[ -n ${PLAN_EDIT:-} ]]; then
+      if ! $PLAN_EDIT "$dir/plan.json" > "$log.edit.log" 2>&1 \
+         || ! $B generate "$m" --plan "$dir/plan.json" --out "$dir" > "$log.regenerate.log" 2>&1; then
+        echo "   plan edit or regeneration failed: $log.edit.log $log.regenerate.log" >&2
+        status=1; continue
+      fi
     fi
     if ! cmake -S "$dir" -B "$dir/build" -DCMAKE_BUILD_TYPE=Release \
          -DCMAKE_CUDA_COMPILER="$NVCC" > "$log.cmake.log" 2>&1 \

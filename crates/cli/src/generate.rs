@@ -3,7 +3,8 @@
 //!
 //! The target is the GPU of the model named with `--model` (no GPU needed: the plan is a
 //! function of the model and the matrix), or else GPU 0 with its model found as `solve` finds
-//! it (the fallback rule when there is none).
+//! it (the fallback rule when there is none). With `--plan`, a saved plan (one edited by hand
+//! or by a tool, say) is emitted as it is: nothing is chosen and no GPU is needed.
 use std::path::PathBuf;
 
 use anyhow::{anyhow, Context};
@@ -31,6 +32,15 @@ pub(crate) struct GenerateArgs {
     /// Without it, GPU 0 is the target and its model is found as `solve` finds it.
     #[arg(long)]
     model: Option<PathBuf>,
+    /// Emit the solver of this saved plan (a plan.json) instead of choosing one: its device,
+    /// preconditioner and steps are kept as they are (its step list is rewritten from what the
+    /// steps run). The matrix must match the plan's fingerprint, as for `solve --plan`.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["precond", "omega", "ssor_form", "model", "check_every"])]
+    plan: Option<PathBuf>,
+    /// With --plan: emit it even when the matrix's fingerprint differs from the plan's (the
+    /// emitted solver still refuses another matrix unless told to run it anyway).
+    #[arg(long, requires = "plan")]
+    force: bool,
     /// Preconditioner.
     #[arg(long, value_enum, default_value_t = PrecondArg::SsorAi)]
     precond: PrecondArg,
@@ -77,6 +87,10 @@ pub(crate) fn generate(a: GenerateArgs) -> Result<u8, Fail> {
     // An automatic omega is resolved for the matrix by the plan and recorded in plan.json.
     let kind = a.ssor.kind(a.precond)?;
     let m = read_matrix(&a.matrix, a.run.assume_symmetric)?;
+    if let Some(path) = &a.plan {
+        let saved = saved_plan_for(path, &a.matrix, &m, a.force)?;
+        return write_and_report(&a, saved);
+    }
 
     // The target GPU and the model that chooses for it.
     let mut notes = Vec::new();
@@ -131,6 +145,41 @@ pub(crate) fn generate(a: GenerateArgs) -> Result<u8, Fail> {
     )?;
     notes.append(&mut saved.notes);
     saved.notes = notes;
+    write_and_report(&a, saved)
+}
+
+/// The saved plan at `path` for the matrix `m` (read from `matrix`): validated, its
+/// fingerprint checked (with `force` a mismatch becomes a note), and its step list rewritten
+/// from its choice, so that a plan whose steps were edited reports what they now run.
+fn saved_plan_for(
+    path: &std::path::Path,
+    matrix: &std::path::Path,
+    m: &autopcg::CsrMatrix,
+    force: bool,
+) -> Result<SavedPlan, Fail> {
+    let fail = |e: &dyn std::fmt::Display, hint: &str| {
+        Fail::from(anyhow!(
+            "{} ({}): {e}{hint}",
+            path.display(),
+            matrix.display()
+        ))
+    };
+    let mut saved = SavedPlan::load(path)?;
+    saved.validate().map_err(|e| fail(&e, ""))?;
+    match saved.check_matrix(m, force) {
+        Ok(note) => saved.notes.extend(note),
+        Err(e) => return Err(fail(&e, "; --force emits the plan anyway")),
+    }
+    let choice = saved.choice().clone();
+    saved.set_choice(choice).map_err(|e| fail(&e, ""))?;
+    saved
+        .notes
+        .push(format!("plan read from {}: nothing chosen again", path.display()));
+    Ok(saved)
+}
+
+/// Emits `saved`'s solver into `--out` and reports it (text or `--json`).
+fn write_and_report(a: &GenerateArgs, saved: SavedPlan) -> Result<u8, Fail> {
     let files = emit::emit(&saved)?;
     emit::write(&a.out, &files)?;
 

@@ -16,6 +16,7 @@ autopcg_gpu::test_main! {
     cpu: [
         generate_writes_the_plan_and_the_solver_without_a_gpu,
         generate_refuses_what_it_cannot_do,
+        generate_emits_a_saved_plan_as_it_is,
         solve_plan_refuses_another_matrix_and_another_device,
     ],
     gpu: [solve_plan_runs_on_the_plans_gpu],
@@ -155,6 +156,99 @@ fn generate_refuses_what_it_cannot_do() {
         ]);
         refused(&o, &["--model"]);
     }
+}
+
+/// `generate --plan`: a plan edited by a tool (A handed to cuSPARSE) is emitted as it is, its
+/// step list rewritten from what the steps run; another matrix is refused unless forced, and
+/// the options that would choose a plan cannot be given with it.
+fn generate_emits_a_saved_plan_as_it_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = generate(
+        "../../matrices/bcsstk13.mtx",
+        "../../models/nvidia-h200.json",
+        &dir.path().join("g"),
+    );
+    let text = std::fs::read_to_string(&plan).unwrap();
+    let mut j: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_ne!(
+        j["blocks"][0]["choice"]["a"]["method"],
+        serde_json::json!({"Cusparse": {"alg": "cusparse_spmv_csr_alg2"}}),
+        "the model's own plan already hands A to cuSPARSE: pick another edit"
+    );
+    j["blocks"][0]["choice"]["a"]["method"] =
+        serde_json::json!({"Cusparse": {"alg": "cusparse_spmv_csr_alg2"}});
+    let edited = dir.path().join("edited.json");
+    std::fs::write(&edited, serde_json::to_string_pretty(&j).unwrap()).unwrap();
+    let e = edited.to_str().unwrap();
+    let out = dir.path().join("e");
+    let o = run(&[
+        "generate",
+        "../../matrices/bcsstk13.mtx",
+        "--plan",
+        e,
+        "--out",
+        out.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let spmv = report["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["step"] == "spmv")
+        .expect("an spmv step");
+    assert_eq!(spmv["kernel"], "cusparse_spmv_csr_alg2", "{report}");
+    assert!(report["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|n| n.as_str().unwrap().contains("nothing chosen again")));
+    // The emitted plan.h calls cuSPARSE for A, and plan.json carries the rewritten steps.
+    let h = std::fs::read_to_string(out.join("src/plan.h")).unwrap();
+    assert!(h.contains("#define APG_USES_CUSPARSE 1"), "{h}");
+    let emitted: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("plan.json")).unwrap()).unwrap();
+    assert!(emitted["blocks"][0]["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|s| s["kernel"] == "cusparse_spmv_csr_alg2"));
+
+    // Another matrix: refused, naming the plan, unless forced.
+    let o = run(&[
+        "generate",
+        "../../matrices/bcsstk01.mtx",
+        "--plan",
+        e,
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    refused(&o, &[e, "bcsstk01.mtx", "rows differ", "--force"]);
+    let o = run(&[
+        "generate",
+        "../../matrices/bcsstk01.mtx",
+        "--plan",
+        e,
+        "--force",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stderr(&o).contains("fingerprint check forced"), "{}", stderr(&o));
+    // A plan is not chosen again: no model, preconditioner or form with it.
+    let o = run(&[
+        "generate",
+        "../../matrices/bcsstk13.mtx",
+        "--plan",
+        e,
+        "--model",
+        "../../models/nvidia-h200.json",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--model"), "{}", stderr(&o));
 }
 
 fn solve_plan_refuses_another_matrix_and_another_device() {
