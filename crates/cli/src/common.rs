@@ -25,7 +25,7 @@ pub(crate) enum FormArg {
     /// The performance model picks by predicted time when one chooses the GPU plan; factored
     /// otherwise.
     Auto,
-    /// t = K r; t = D^-1 t; z = K^T t (three sparse passes, fewer nonzeros).
+    /// t = K r; z = (K^T D^-1) t: two products, the diagonal folded into K^T (fewer nonzeros).
     Factored,
     /// One SpMV with the explicit product K^T D^-1 K.
     Explicit,

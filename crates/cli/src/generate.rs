@@ -172,9 +172,10 @@ fn saved_plan_for(
     }
     let choice = saved.choice().clone();
     saved.set_choice(choice).map_err(|e| fail(&e, ""))?;
-    saved
-        .notes
-        .push(format!("plan read from {}: nothing chosen again", path.display()));
+    saved.notes.push(format!(
+        "plan read from {}: nothing chosen again",
+        path.display()
+    ));
     Ok(saved)
 }
 

@@ -235,7 +235,11 @@ fn generate_emits_a_saved_plan_as_it_is() {
         out.to_str().unwrap(),
     ]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    assert!(stderr(&o).contains("fingerprint check forced"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("fingerprint check forced"),
+        "{}",
+        stderr(&o)
+    );
     // A plan is not chosen again: no model, preconditioner or form with it.
     let o = run(&[
         "generate",
