@@ -111,7 +111,7 @@ fn disk_cache_is_used_and_repaired_on_the_device(_dev: GpuDevice) {
     {
         let dev = GpuDevice::open_with_cache(0, KernelCache::new(Some(dir.path().into()))).unwrap();
         dev.kernel(&spec, "jacobi_apply").unwrap();
-        dev.kernel(&spec, "diag_scale").unwrap();
+        dev.kernel(&spec, "jacobi_apply_v2").unwrap();
         let s = dev.cache_stats();
         assert_eq!((s.hits, s.misses), (1, 0), "one module read once from disk");
     }
@@ -125,16 +125,18 @@ fn disk_cache_is_used_and_repaired_on_the_device(_dev: GpuDevice) {
     }
     let dev = GpuDevice::open_with_cache(0, KernelCache::new(Some(dir.path().into()))).unwrap();
     let d = dev.upload(&[2.0, 3.0, 4.0]).unwrap();
-    let mut x = dev.upload(&[1.0, 1.0, 0.5]).unwrap();
-    autopcg_gpu::kernels::precond::diag_scale(
+    let r = dev.upload(&[1.0, 1.0, 0.5]).unwrap();
+    let mut z = dev.alloc_zeros::<f64>(3).unwrap();
+    autopcg_gpu::kernels::precond::jacobi_apply(
         &dev,
         autopcg_gpu::kernels::precond::Loads::Scalar,
         LaunchConfig::new(64, 1),
         &d,
-        &mut x,
+        &r,
+        &mut z,
     )
     .unwrap();
-    assert_eq!(dev.download(&x).unwrap(), vec![2.0, 3.0, 2.0]);
+    assert_eq!(dev.download(&z).unwrap(), vec![2.0, 3.0, 2.0]);
     let s = dev.cache_stats();
     assert_eq!((s.corrupt, s.misses), (1, 1));
 }
@@ -143,10 +145,10 @@ fn disk_cache_is_used_and_repaired_on_the_device(_dev: GpuDevice) {
 /// the disk cache nor loads a module again) and each runs on its own stream.
 fn opened_handles_share_loaded_kernels(dev: GpuDevice) {
     let spec = ModuleSpec::plain(KernelSource::Precond);
-    dev.kernel(&spec, "diag_scale").unwrap();
+    dev.kernel(&spec, "jacobi_apply").unwrap();
     let before = dev.cache_stats();
     let other = GpuDevice::open(0).unwrap();
-    other.kernel(&spec, "diag_scale").unwrap();
+    other.kernel(&spec, "jacobi_apply").unwrap();
     let after = other.cache_stats();
     assert_eq!(
         (after.hits, after.misses),
@@ -156,16 +158,18 @@ fn opened_handles_share_loaded_kernels(dev: GpuDevice) {
     // Both handles launch it, each on its own stream, with their own buffers.
     for h in [&dev, &other] {
         let d = h.upload(&[2.0, 3.0]).unwrap();
-        let mut x = h.upload(&[1.0, 0.5]).unwrap();
-        autopcg_gpu::kernels::precond::diag_scale(
+        let r = h.upload(&[1.0, 0.5]).unwrap();
+        let mut z = h.alloc_zeros::<f64>(2).unwrap();
+        autopcg_gpu::kernels::precond::jacobi_apply(
             h,
             autopcg_gpu::kernels::precond::Loads::Scalar,
             LaunchConfig::new(64, 1),
             &d,
-            &mut x,
+            &r,
+            &mut z,
         )
         .unwrap();
-        assert_eq!(h.download(&x).unwrap(), vec![2.0, 1.5]);
+        assert_eq!(h.download(&z).unwrap(), vec![2.0, 1.5]);
     }
 }
 

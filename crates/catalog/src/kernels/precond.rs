@@ -29,17 +29,13 @@ parse_by_name!(Loads, [Loads::Scalar, Loads::Double2], "load width");
 pub enum PrecondKernel {
     /// `z = inv_diag .* r`.
     Jacobi(Loads),
-    /// `x = d .* x` in place.
-    DiagScale(Loads),
 }
 
 impl PrecondKernel {
     /// Every kernel of the file.
-    pub const ALL: [PrecondKernel; 4] = [
+    pub const ALL: [PrecondKernel; 2] = [
         PrecondKernel::Jacobi(Loads::Scalar),
         PrecondKernel::Jacobi(Loads::Double2),
-        PrecondKernel::DiagScale(Loads::Scalar),
-        PrecondKernel::DiagScale(Loads::Double2),
     ];
 
     /// Default configuration for n elements: [`DEFAULT_THREADS`] threads, one resident wave.
@@ -50,7 +46,7 @@ impl PrecondKernel {
     /// The load width.
     pub fn loads(self) -> Loads {
         match self {
-            PrecondKernel::Jacobi(l) | PrecondKernel::DiagScale(l) => l,
+            PrecondKernel::Jacobi(l) => l,
         }
     }
 }
@@ -59,7 +55,6 @@ impl fmt::Display for PrecondKernel {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let (op, l) = match self {
             PrecondKernel::Jacobi(l) => ("jacobi_apply", l),
-            PrecondKernel::DiagScale(l) => ("diag_scale", l),
         };
         match l {
             Loads::Scalar => f.write_str(op),

@@ -161,13 +161,6 @@ static void k_jacobi(const Launch &L) {
     for (u64 i = 0; i < n; ++i) z[i] = d[i] * r[i];
 }
 
-static void k_diag_scale(const Launch &L) {
-    const u64 n = L.get<u64>(0);
-    const double *d = L.get<const double *>(1);
-    double *x = L.get<double *>(2);
-    for (u64 i = 0; i < n; ++i) x[i] *= d[i];
-}
-
 static void csr(const Launch &L) {
     const u32 nrows = L.get<u32>(0);
     const u32 *ptr = L.get<const u32 *>(1), *idx = L.get<const u32 *>(2);
@@ -319,7 +312,7 @@ STUB(cg_update_elem) STUB(cg_update_elem_v2) STUB(cg_update_grid) STUB(cg_update
 STUB(cg_update_nopre_elem) STUB(cg_update_nopre_elem_v2) STUB(cg_update_nopre_grid)
 STUB(cg_update_nopre_grid_v2) STUB(cg_update_jacobi_elem) STUB(cg_update_jacobi_elem_v2)
 STUB(cg_update_jacobi_grid) STUB(cg_update_jacobi_grid_v2)
-STUB(xpay_grid_v2) STUB(jacobi_apply) STUB(jacobi_apply_v2) STUB(diag_scale) STUB(diag_scale_v2)
+STUB(xpay_grid_v2) STUB(jacobi_apply) STUB(jacobi_apply_v2)
 STUB(spmv_csr_scalar) STUB(spmv_csr_vector_2) STUB(spmv_csr_vector_4) STUB(spmv_csr_vector_8)
 STUB(spmv_csr_vector_16) STUB(spmv_csr_vector_32) STUB(spmv_csr_merge) STUB(spmv_csr_merge_fixup)
 STUB(spmv_csr_merge_partition) STUB(spmv_ell) STUB(spmv_dia) STUB(spmv_coo_atomic)
@@ -348,8 +341,6 @@ static KernelFn find_kernel(const void *func) {
         {(const void *)&__device_stub__xpay_grid_v2, k_xpay},
         {(const void *)&__device_stub__jacobi_apply, k_jacobi},
         {(const void *)&__device_stub__jacobi_apply_v2, k_jacobi},
-        {(const void *)&__device_stub__diag_scale, k_diag_scale},
-        {(const void *)&__device_stub__diag_scale_v2, k_diag_scale},
         {(const void *)&__device_stub__spmv_csr_scalar, k_csr_scalar},
         {(const void *)&__device_stub__spmv_csr_vector_2, k_csr_vector},
         {(const void *)&__device_stub__spmv_csr_vector_4, k_csr_vector},

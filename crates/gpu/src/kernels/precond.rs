@@ -1,5 +1,5 @@
-//! `precond.cu`: Jacobi application and diagonal scaling (the element-wise parts of the
-//! preconditioners; the rest is SpMV).
+//! `precond.cu`: Jacobi's application (the element-wise part of the preconditioners; the rest
+//! is SpMV, and the value refreshes of [`super::refresh`]).
 
 use cudarc::driver::PushKernelArg;
 
@@ -36,31 +36,6 @@ pub fn jacobi_apply(
     }
 }
 
-/// `x = d .* x` in place.
-pub fn diag_scale(
-    dev: &GpuDevice,
-    loads: Loads,
-    cfg: LaunchConfig,
-    d: &DeviceVec<f64>,
-    x: &mut DeviceVec<f64>,
-) -> Result<(), GpuError> {
-    let kernel = PrecondKernel::DiagScale(loads);
-    check_len(&kernel, "d", d.len(), x.len())?;
-    cfg.check(kernel, dev.props())?;
-    if x.is_empty() {
-        return Ok(());
-    }
-    let n = x.len() as u64;
-    let l = Launch::plain(dev, KernelSource::Precond, &kernel, cfg)?;
-    // SAFETY: matches `diag_scale[_v2](u64 n, const double *d, double *x)`; both hold n
-    // elements (checked) and are distinct buffers.
-    unsafe {
-        l.run(|b| {
-            b.arg(&n).arg(&d.buf).arg(&mut x.buf);
-        })
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -68,14 +43,6 @@ mod tests {
     #[test]
     fn names() {
         let names: Vec<String> = PrecondKernel::ALL.iter().map(|k| k.to_string()).collect();
-        assert_eq!(
-            names,
-            [
-                "jacobi_apply",
-                "jacobi_apply_v2",
-                "diag_scale",
-                "diag_scale_v2"
-            ]
-        );
+        assert_eq!(names, ["jacobi_apply", "jacobi_apply_v2"]);
     }
 }
