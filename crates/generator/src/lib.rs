@@ -215,18 +215,7 @@ impl SolvePlan {
 /// chooses every step for the target — from the model where it has an answer, else by the
 /// fallback rule with a note — and the polling cadence. The GPU plan is checked against the
 /// device before it is returned.
-///
-/// The work runs on one thread of the global rayon pool, entered once: the build and the counts
-/// make a dozen parallel passes, and each one entered from outside the pool is handed to a
-/// sleeping worker and waited for, which on a small matrix costs more than the pass itself.
-/// Inside the pool a pass too short to split runs on the calling worker, and a long one still
-/// spreads over all of them.
 pub fn plan(req: &PlanRequest) -> Result<SolvePlan, PlanError> {
-    rayon::scope(|_| plan_on_worker(req))
-}
-
-/// [`plan`]'s work, on whatever thread calls it.
-fn plan_on_worker(req: &PlanRequest) -> Result<SolvePlan, PlanError> {
     let a = req.matrix;
     let t0 = Instant::now();
     // A model may switch SSOR-AI to its explicit form.

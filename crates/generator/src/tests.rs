@@ -819,26 +819,3 @@ fn cusparse_is_chosen_where_it_is_predicted_fastest_and_not_elsewhere() {
     let a_method = pl.gpu.expect("a GPU plan").a.method;
     assert!(!a_method.is_cusparse(), "{a_method:?}");
 }
-
-/// The entry point runs its work on a worker of the rayon pool (entered once), and the plan
-/// does not depend on where it ran: the same preconditioner, bit for bit, and the same steps
-/// as the work run on the calling thread, for the explicit form (formed on the host) and the
-/// factored one.
-#[test]
-fn the_plan_runs_on_a_pool_worker_and_does_not_depend_on_it() {
-    let m = model();
-    let a = families::poisson3d_7pt(21, 19, 23).unwrap();
-    for form in [SsorForm::Explicit, SsorForm::Factored] {
-        let r = with_model(&a, PrecondKind::ssor_ai().with_form(form), &m);
-        let pooled = plan(&r).unwrap();
-        let here = plan_on_worker(&r).unwrap();
-        assert_eq!(pooled.preconditioner, here.preconditioner, "{form:?}");
-        assert_eq!(pooled.kind, here.kind);
-        assert_eq!(pooled.gpu, here.gpu);
-        assert_eq!(pooled.steps, here.steps);
-    }
-    // Called from outside the pool, the work lands on a worker.
-    assert!(rayon::current_thread_index().is_none());
-    let inside = rayon::scope(|_| rayon::current_thread_index());
-    assert!(inside.is_some());
-}
