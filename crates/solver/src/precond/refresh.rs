@@ -18,6 +18,10 @@ pub struct ValueRefresh {
     factors: Option<(CsrMatrix, CsrMatrix)>,
     /// Entry `p` of `K^T` is entry `kt_sources[p]` of `K` (empty without SSOR-AI).
     kt_sources: Vec<u32>,
+    /// Where the next values of `K^T diag(s)` are written before they are exchanged with the
+    /// matrix's (the previous values then come back here): a refresh allocates nothing once
+    /// it has run.
+    kt_spare: Vec<f64>,
 }
 
 /// Rows of `K^T` searched per parallel task by [`transpose_sources`].
@@ -101,6 +105,7 @@ impl ValueRefresh {
             kind: *kind,
             factors,
             kt_sources,
+            kt_spare: Vec::new(),
         })
     }
 
@@ -174,19 +179,20 @@ impl ValueRefresh {
         };
         let scale = omega * (2.0 - omega);
         let sources = &self.kt_sources;
+        let spare = &mut self.kt_spare;
         // K on its pattern, then `K^T diag(s)` gathered from it: entry p of K^T (column j)
-        // is K's entry `sources[p]` times `s[j]`, as the build rounds it.
-        let update_factors =
+        // is K's entry `sources[p]` times `s[j]`, as the build rounds it. The values are
+        // written into the spare array, which is then exchanged with K^T's.
+        let mut update_factors =
             |k: &mut CsrMatrix, kt: &mut CsrMatrix, s: &[f64]| -> Result<(), PcgError> {
                 ssor_k_values(k, a, d, omega, order)?;
                 let kv = k.data();
-                let mut v: Vec<f64> = kt
-                    .indices()
-                    .par_iter()
-                    .zip(sources.par_iter())
-                    .map(|(&j, &e)| kv[e as usize] * s[j as usize])
-                    .collect();
-                kt.swap_values(&mut v)
+                spare.resize(kt.nnz(), 0.0);
+                spare
+                    .par_iter_mut()
+                    .zip(kt.indices().par_iter().zip(sources.par_iter()))
+                    .for_each(|(v, (&j, &e))| *v = kv[e as usize] * s[j as usize]);
+                kt.swap_values(spare)
                     .map_err(|e| PcgError::Backend(format!("refreshing K^T: {e} (internal error)")))
             };
         match (pre, &mut self.factors) {
