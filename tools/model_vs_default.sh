@@ -1,43 +1,80 @@
 #!/usr/bin/env bash
-# One call on a GPU host: PCG solves with the plan the model chooses against the fixed rule
-# (`--model none`) on generated and shipped matrices, ms per iteration side by side.
+# One call on a GPU host: PCG solves with the plan a model chooses against the fixed rule
+# (`--model none`) on shipped and generated matrices from 1e3 to 8e6 rows, every
+# preconditioner, ms per iteration side by side (medians of REPEAT rounds, the plans
+# alternating within each round).
 # Usage, from the repository root after ../shared/tools/gpu-bundle:
 #     tools/model_vs_default.sh OUTDIR
+# Environment:
+#     MODELS  "label:model-file ..." to compare (default "model:auto fixed:none"); a label's
+#             column is its ms per iteration, the last label is the one the others are divided by
+#     MATS    matrices to run (default: all of them, smallest first; names below)
+#     PRECONDS  (default "none jacobi ssor-ai")   REPEAT (default 3)   MAX_ITER (default 3000)
 set -uo pipefail
 out=${1:?usage: tools/model_vs_default.sh OUTDIR}
-mkdir -p "$out"
+mkdir -p "$out/json"
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-B=.gpu-bundle/bin/autopcg
+B=${AUTOPCG:-.gpu-bundle/bin/autopcg}
+MODELS=${MODELS:-"model:auto fixed:none"}
+MATS=${MATS:-"1138_bus bcsstk13 s3rmt3m3 p2d100 p3d40 fem1e5 p3d64 fem4e5 p3d192 fem2m pl1m"}
+PRECONDS=${PRECONDS:-"none jacobi ssor-ai"}
+REPEAT=${REPEAT:-3}
+MAX_ITER=${MAX_ITER:-3000}
 tmp=$(mktemp -d)
-$B matgen poisson3d --n 192 --out "$tmp/p3d192.mtx" 2>/dev/null
-$B matgen fem2d --n 2000000 --seed 3 --out "$tmp/fem2m.mtx" 2>/dev/null
-$B matgen powerlaw --n 1000000 --seed 9 --out "$tmp/pl1m.mtx" 2>/dev/null
-for m in "$tmp/p3d192.mtx" "$tmp/fem2m.mtx" "$tmp/pl1m.mtx" matrices/s3rmt3m3.mtx matrices/bcsstk13.mtx; do
-  name=$(basename "$m" .mtx)
-  for p in none ssor-ai; do
-    for mode in auto none; do
-      timeout 120 $B solve "$m" --device gpu --precond "$p" --model "$mode" --json --explain \
-        > "$out/${name}_${p}_model-${mode}.json" 2> "$out/${name}_${p}_model-${mode}.err"
+trap 'rm -rf "$tmp"' EXIT
+gen() { # name -> path of the matrix (generated on first use)
+  case $1 in
+    1138_bus|bcsstk13|s3rmt3m3) echo "matrices/$1.mtx"; return ;;
+    p2d100) set -- "$1" poisson2d --n 100 ;;
+    p3d40) set -- "$1" poisson3d --n 40 ;;
+    p3d64) set -- "$1" poisson3d --n 64 ;;
+    p3d192) set -- "$1" poisson3d --n 192 ;;
+    fem1e5) set -- "$1" fem2d --n 100000 --seed 7 ;;
+    fem4e5) set -- "$1" fem2d --n 400000 --seed 5 ;;
+    fem2m) set -- "$1" fem2d --n 2000000 --seed 3 ;;
+    pl1m) set -- "$1" powerlaw --n 1000000 --seed 9 ;;
+    *) echo "unknown matrix $1" >&2; return 1 ;;
+  esac
+  local name=$1; shift
+  [ -f "$tmp/$name.mtx" ] || $B matgen "$@" --out "$tmp/$name.mtx" > /dev/null 2>&1
+  echo "$tmp/$name.mtx"
+}
+for r in $(seq 1 "$REPEAT"); do
+  for name in $MATS; do
+    m=$(gen "$name") || continue
+    for p in $PRECONDS; do
+      for mm in $MODELS; do
+        label=${mm%%:*}; file=${mm#*:}
+        timeout 300 $B solve "$m" --device gpu --precond "$p" --model "$file" \
+          --max-iter "$MAX_ITER" --json --explain \
+          > "$out/json/$name.$p.$label.$r.json" 2> "$out/json/$name.$p.$label.$r.err"
+      done
     done
   done
 done
-python3 - "$out" <<'PY'
-import json, sys, glob, os
+python3 - "$out/json" "$MODELS" "$MATS" <<'PY'
+import json, glob, os, sys, statistics as st
+d, models, mats = sys.argv[1], sys.argv[2].split(), sys.argv[3].split()
+labels = [m.split(':', 1)[0] for m in models]
 rows = {}
-for f in sorted(glob.glob(os.path.join(sys.argv[1], "*.json"))):
+for f in glob.glob(os.path.join(d, '*.json')):
+    name, p, label, r, _ = os.path.basename(f).rsplit('.', 4)
     try:
         j = json.load(open(f))
     except Exception:
         continue
-    base = os.path.basename(f)[:-5]
-    name, p, mode = base.rsplit("_", 2)
-    rows.setdefault((name, p), {})[mode] = j
-print(f"{'matrix':<12} {'precond':<8} {'iters':>6} {'model ms/it':>12} {'default ms/it':>14} {'speedup':>8}  applied (model)")
-for (name, p), d in sorted(rows.items()):
-    a, b = d.get("model-auto"), d.get("model-none")
-    if not a or not b:
-        print(f"{name:<12} {p:<8} missing"); continue
-    ma, mb = a["ms_per_iteration"], b["ms_per_iteration"]
-    print(f"{name:<12} {p:<8} {a['iterations']:>6} {ma:>12.4f} {mb:>14.4f} {mb/ma:>8.2f}  {a.get('precond_applied')}")
+    rows.setdefault((name, p), {}).setdefault(label, []).append(j)
+base = labels[-1]
+print(f"{'matrix':9} {'precond':8} {'iterations':>18} " + ' '.join(f"{l + ' us/it':>13}" for l in labels)
+      + ' ' + ' '.join(f"{l + '/' + base:>13}" for l in labels[:-1]) + '  SSOR-AI form')
+order = {m: i for i, m in enumerate(mats)}
+for (name, p), byl in sorted(rows.items(), key=lambda kv: (order.get(kv[0][0], 99), kv[0][1])):
+    med = {l: st.median(x['ms_per_iteration'] for x in byl[l]) * 1e3 for l in labels if byl.get(l)}
+    its = '/'.join(str(byl[l][0]['iterations']) if byl.get(l) else '-' for l in labels)
+    form = '/'.join((byl[l][0].get('precond_applied') or '-').replace('ssor-ai-', '') if byl.get(l) else '-'
+                    for l in labels) if p.startswith('ssor') else '-'
+    cells = ' '.join(f"{med[l]:13.2f}" if l in med else f"{'-':>13}" for l in labels)
+    ratios = ' '.join(f"{med[l] / med[base]:13.3f}" if l in med and base in med else f"{'-':>13}"
+                      for l in labels[:-1])
+    print(f"{name:9} {p:8} {its:>18} {cells} {ratios}  {form}")
 PY
-rm -rf "$tmp"
