@@ -10,6 +10,7 @@
 #             column is its ms per iteration, the last label is the one the others are divided by
 #     MATS    matrices to run (default: all of them, smallest first; names below)
 #     PRECONDS  (default "none jacobi ssor-ai")   REPEAT (default 3)   MAX_ITER (default 3000)
+#     AUTOPCG the binary to run (default .gpu-bundle/bin/autopcg)
 set -uo pipefail
 out=${1:?usage: tools/model_vs_default.sh OUTDIR}
 mkdir -p "$out/json"
