@@ -3,7 +3,9 @@
 //! Events are created with `CU_EVENT_DEFAULT` (cudarc's own default disables timing). The
 //! measurement protocol: one untimed warm-up call (it absorbs compilation, module loading and
 //! first-touch allocation), then timed repetitions until both a minimum count and a minimum
-//! total time are reached; the median is the figure to report.
+//! total time are reached; the median is the figure to report. Calls of a few microseconds are
+//! timed as the solver runs them, from replays of a CUDA graph holding a batch of them
+//! ([`time_kernel_replayed`], [`time_call`]).
 use cudarc::driver::{sys as dsys, CudaEvent};
 
 use crate::error::DriverContext;
@@ -135,6 +137,155 @@ pub fn time_kernel_batched(
     })
 }
 
+/// How a call was timed ([`time_call`], [`time_kernel_replayed`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallTiming {
+    /// Each sample one call launched alone ([`time_kernel`]).
+    Alone,
+    /// Each sample a batch of this many calls launched back to back on the stream
+    /// ([`time_kernel_batched`]).
+    Streamed(usize),
+    /// From replays of a CUDA graph holding a batch of this many calls
+    /// ([`time_kernel_replayed`]).
+    Replayed(usize),
+}
+
+impl CallTiming {
+    /// True for [`CallTiming::Replayed`].
+    pub fn replayed(self) -> bool {
+        matches!(self, CallTiming::Replayed(_))
+    }
+}
+
+/// Times a call the way the solver runs it: `batch` calls are captured once into a CUDA graph
+/// ([`GpuDevice::capture`]); after one untimed replay, each sample times two back-to-back
+/// replays (the second one's launch overlaps the first one's work, as consecutive graphs of
+/// the solver do) and is divided by `2 * batch`. Samples are taken until at least `min_reps`
+/// and `min_ms` milliseconds. Launched one by one from the host, kernels of a few microseconds
+/// are paced by the launch rate; under graph replay they run back to back on the device, and
+/// their differences (grid size, tail, work) show.
+///
+/// `launch` must follow the capture rules of [`GpuDevice::capture`]. When the calls cannot be
+/// captured, they are timed as back-to-back stream launches instead ([`time_kernel_batched`]),
+/// and the returned [`CallTiming`] says so.
+pub fn time_kernel_replayed(
+    dev: &GpuDevice,
+    mut launch: impl FnMut() -> Result<(), GpuError>,
+    batch: usize,
+    min_reps: usize,
+    min_ms: f64,
+) -> Result<(TimingStats, CallTiming), GpuError> {
+    let batch = batch.max(1);
+    // Warm-up outside the capture: kernels loaded, first-touch work done.
+    launch()?;
+    dev.synchronize()?;
+    let graph = match dev.capture(|| (0..batch).try_for_each(|_| launch())) {
+        Ok(g) if !g.is_empty() => g,
+        _ => {
+            // An operation that cannot be captured (or nothing queued): time it on the stream.
+            dev.synchronize()?;
+            let s = time_kernel_batched(dev, launch, batch, min_reps, min_ms)?;
+            return Ok((s, CallTiming::Streamed(batch)));
+        }
+    };
+    graph.launch()?;
+    dev.synchronize()?;
+    let timer = GpuTimer::new(dev)?;
+    let per_sample = 2 * batch;
+    let mut samples = Vec::new();
+    let mut total = 0.0;
+    while samples.len() < MAX_REPS && (samples.len() < min_reps.max(1) || total < min_ms) {
+        timer.start()?;
+        graph.launch()?;
+        graph.launch()?;
+        let ms = timer.stop()?;
+        total += ms;
+        samples.push(ms / per_sample as f64);
+    }
+    dev.synchronize()?;
+    let s = TimingStats::from_samples(&samples).ok_or_else(|| GpuError::InvalidInput {
+        what: "timing".into(),
+        reason: "no sample was taken".into(),
+    })?;
+    Ok((s, CallTiming::Replayed(batch)))
+}
+
+/// How [`time_call`] times calls it does not replay, and how it sizes batches.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ShortCalls {
+    /// Calls shorter than this are short, milliseconds.
+    pub below_ms: f64,
+    /// Target length of a batched sample, milliseconds.
+    pub sample_ms: f64,
+    /// Largest batch.
+    pub max_batch: usize,
+    /// Whether short calls that are not replayed are timed in stream batches (else alone).
+    pub stream_batches: bool,
+}
+
+impl ShortCalls {
+    /// 20 us, samples of 0.1 ms, batches of at most 256 calls, stream batches.
+    pub const DEFAULT: ShortCalls = ShortCalls {
+        below_ms: 0.02,
+        sample_ms: 0.1,
+        max_batch: 256,
+        stream_batches: true,
+    };
+
+    /// The batch for a call whose probe took `probe_ms`.
+    pub fn batch_for(&self, probe_ms: f64) -> usize {
+        let batch = (self.sample_ms / probe_ms.max(1e-5)).ceil();
+        (batch as usize).clamp(1, self.max_batch.max(1))
+    }
+}
+
+/// Times `launch`. With `replay`, from graph replays ([`time_kernel_replayed`]) in batches of
+/// about `short.sample_ms` sized by a probe (one warm-up and 3 calls launched alone), whatever
+/// the call's length. Without, the way calls were timed before replays were used: a call that
+/// may be short (`est_ms`, its shortest plausible time, below `short.below_ms`) is probed, and
+/// a short one is timed in stream batches (or alone, see [`ShortCalls::stream_batches`]);
+/// any other alone with [`time_kernel`].
+pub fn time_call(
+    dev: &GpuDevice,
+    mut launch: impl FnMut() -> Result<(), GpuError>,
+    est_ms: f64,
+    replay: bool,
+    short: &ShortCalls,
+    min_reps: usize,
+    min_ms: f64,
+) -> Result<(TimingStats, CallTiming), GpuError> {
+    if replay {
+        let probe = time_kernel(dev, &mut launch, 3, 0.0)?;
+        let batch = short.batch_for(probe.median_ms);
+        return time_kernel_replayed(dev, launch, batch, min_reps, min_ms);
+    }
+    if est_ms < short.below_ms && short.stream_batches {
+        let probe = time_kernel(dev, &mut launch, 3, 0.0)?;
+        if probe.median_ms < short.below_ms {
+            let batch = short.batch_for(probe.median_ms);
+            let s = time_kernel_batched(dev, &mut launch, batch, min_reps, min_ms)?;
+            return Ok((s, CallTiming::Streamed(batch)));
+        }
+    }
+    Ok((
+        time_kernel(dev, launch, min_reps, min_ms)?,
+        CallTiming::Alone,
+    ))
+}
+
+/// Bytes per row an iteration of the solver is taken to move when only its length is known
+/// (the update, reduction and preconditioner vectors, 8 of them, and a matrix of about 12
+/// entries per row in CSR): 64 + 144.
+pub const ITERATION_BYTES_PER_ROW: u64 = 208;
+
+/// Whether calls of an iteration that moves `iteration_bytes` fit the solver's situation when
+/// replayed: a replayed batch keeps a call's data in L2 from one call to the next, which the
+/// solver's iterations keep too only when the whole iteration fits; half of `l2_bytes` leaves
+/// room for what else passes through.
+pub fn replays_like_the_solver(iteration_bytes: u64, l2_bytes: u64) -> bool {
+    iteration_bytes <= l2_bytes / 2
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -149,5 +300,17 @@ mod tests {
         let s = TimingStats::from_samples(&[4.0, 1.0, 2.0, 3.0]).unwrap();
         assert_eq!(s.median_ms, 2.5);
         assert!(TimingStats::from_samples(&[]).is_none());
+    }
+
+    #[test]
+    fn short_call_batches_fill_a_sample() {
+        let p = ShortCalls::DEFAULT;
+        // 0.1 ms samples: 2 us calls go 50 to a batch, 3 us ones 34.
+        assert_eq!(p.batch_for(0.002), 50);
+        assert_eq!(p.batch_for(0.003), 34);
+        // Capped at the largest batch; never empty.
+        assert_eq!(p.batch_for(1e-6), 256);
+        assert_eq!(p.batch_for(0.0), 256);
+        assert_eq!(p.batch_for(5.0), 1);
     }
 }

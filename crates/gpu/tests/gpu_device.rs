@@ -6,8 +6,8 @@ mod common;
 use autopcg_gpu::kernels::vector::{axpy, VectorVariant};
 use autopcg_gpu::sources::catalog;
 use autopcg_gpu::{
-    gpu_available, time_kernel, time_kernel_batched, GpuDevice, GpuError, GpuTimer, KernelCache,
-    KernelSource, LaunchConfig, ModuleSpec,
+    gpu_available, time_call, time_kernel, time_kernel_batched, time_kernel_replayed, CallTiming,
+    GpuDevice, GpuError, GpuTimer, KernelCache, KernelSource, LaunchConfig, ModuleSpec, ShortCalls,
 };
 
 fn probing_never_panics() {
@@ -502,6 +502,58 @@ fn timer_and_time_kernel(dev: GpuDevice) {
     );
 }
 
+/// Calls timed from graph replays run every replayed call; without replays a short call is
+/// timed in stream batches and a long one alone.
+fn short_calls_are_timed_from_graph_replays(dev: GpuDevice) {
+    let n = 1024;
+    let x = dev.upload(&vec![1.0; n]).unwrap();
+    let mut y = dev.alloc_zeros::<f64>(n).unwrap();
+    let cfg = VectorVariant::Grid.default_config(n as u64, dev.props());
+    let (r, how) = time_kernel_replayed(
+        &dev,
+        || axpy(&dev, VectorVariant::Grid, cfg, 1.0, &x, &mut y),
+        8,
+        3,
+        0.0,
+    )
+    .unwrap();
+    assert_eq!(how, CallTiming::Replayed(8));
+    assert!(
+        r.reps >= 3 && r.min_ms > 0.0 && r.median_ms <= r.max_ms,
+        "{r:?}"
+    );
+    // Warm-up, one untimed replay of 8, then two replays of 8 per sample.
+    let launches = 1 + 8 + 2 * 8 * r.reps;
+    let y_host = dev.download(&y).unwrap();
+    assert!(
+        y_host.iter().all(|&v| v == launches as f64),
+        "{} vs {launches}",
+        y_host[0]
+    );
+    // Replayed when asked, whatever the estimate; otherwise a short call goes in stream
+    // batches (or alone when batches are off), and an estimate above the threshold skips the
+    // probe and times calls alone.
+    let short = ShortCalls::DEFAULT;
+    let mut launch = || axpy(&dev, VectorVariant::Grid, cfg, 1.0, &x, &mut y);
+    let (c, how) = time_call(&dev, &mut launch, 1.0, true, &short, 3, 0.0).unwrap();
+    assert!(how.replayed(), "{how:?} {c:?}");
+    let (_, how) = time_call(&dev, &mut launch, 0.0, false, &short, 3, 0.0).unwrap();
+    assert!(matches!(how, CallTiming::Streamed(_)), "{how:?}");
+    let alone_rule = ShortCalls {
+        stream_batches: false,
+        ..short
+    };
+    let (_, how) = time_call(&dev, &mut launch, 0.0, false, &alone_rule, 3, 0.0).unwrap();
+    assert_eq!(how, CallTiming::Alone);
+    let (alone, how) = time_call(&dev, &mut launch, 1.0, false, &short, 3, 0.0).unwrap();
+    assert_eq!(how, CallTiming::Alone);
+    println!(
+        "axpy n = {n}: {:.2} us per call from graph replays, {:.2} us launched alone",
+        c.median_ms * 1e3,
+        alone.median_ms * 1e3
+    );
+}
+
 autopcg_gpu::test_main! {
     cpu: [
         probing_never_panics,
@@ -518,5 +570,6 @@ autopcg_gpu::test_main! {
         filled_uploads_write_each_element_once,
         csr_upload_rate,
         timer_and_time_kernel,
+        short_calls_are_timed_from_graph_replays,
     ],
 }

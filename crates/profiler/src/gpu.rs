@@ -2,16 +2,29 @@
 //! timer and SpMV benchmark.
 //!
 //! Timing protocol of the vector and dot stages, per measurement: every kernel was compiled and
-//! loaded by [`Measurer::prepare`] before anything is timed; [`time_kernel`] makes one untimed
+//! loaded by [`Measurer::prepare`] before anything is timed; [`autopcg_gpu::time_kernel`] makes one untimed
 //! warm-up call, then event-timed samples until at least `min_reps` samples AND `min_ms`
 //! milliseconds; the median, the fastest and the slowest sample and the number of samples go to
 //! the record. A call that may be shorter than `batch_below_ms` (its bytes at the device's peak
 //! bandwidth say so) is first probed (a warm-up and 3 calls); if the probe confirms it, it is
-//! timed with [`time_kernel_batched`] in batches of back-to-back calls lasting about
+//! timed with [`autopcg_gpu::time_kernel_batched`] in batches of back-to-back calls lasting about
 //! `batch_sample_ms`, so that the gap between launches and the event overhead do not dominate:
 //! its record's `reps` then counts batches, and min, median and max are those of the batch
-//! means. The record schema does not say which calls were batched; the rule above does (in a
-//! full sweep, every call under 20 us).
+//! means.
+//!
+//! Reductions at lengths whose solve iteration fits in half of L2 (at most `l2_bytes / 2 /`
+//! [`ITERATION_BYTES_PER_ROW`] elements, 151k on an H200) are timed instead as the solver runs
+//! them, from replays of a CUDA graph holding a batch of calls lasting about `batch_sample_ms`
+//! ([`autopcg_gpu::time_kernel_replayed`]), every configuration of such a length alike.
+//! Launched back to back from the host, every reduction configuration there measures the host's
+//! launch pacing (about 6 us), and the trees chose 1024-thread blocks that graph replay shows
+//! about 1 us slower per iteration than 256-thread ones (bcsstk13, s3rmt3m3 and 2D Poisson
+//! 100^2 with Jacobi, H200, 2026-11-25: the model's plan with only the reduction's launch
+//! changed ran 9.26, 9.14 and 13.66 us per iteration against 10.28, 10.11 and 14.79). Above
+//! that length a replayed batch would keep the vectors in L2 from call to call, which the
+//! solver's iteration does not. The decision trees are made per length, so the two ways never
+//! meet in one decision. The record schema does not say how a call was timed; the rules above
+//! do (in a full sweep, every call under 20 us is batched).
 //!
 //! Buffers are allocated zeroed on the device (never uploaded from the host) and reused by every
 //! configuration of one length. The scalar buffer the fused update reads holds a non-zero alpha
@@ -25,8 +38,8 @@ use autopcg_gpu::kernels::vector::{
 use autopcg_gpu::scalars::{CG_ALPHA, CG_BETA, CG_SCALARS_LEN};
 use autopcg_gpu::sources::{KernelSource, ModuleSpec};
 use autopcg_gpu::{
-    time_kernel, time_kernel_batched, CgScalars, DeviceProps, DeviceVec, GpuDevice, GpuError,
-    SpmvBenchOptions, TimingStats,
+    replays_like_the_solver, time_call, CgScalars, DeviceProps, DeviceVec, GpuDevice, GpuError,
+    ShortCalls, SpmvBenchOptions, TimingStats, ITERATION_BYTES_PER_ROW,
 };
 use autopcg_model::profile::{ConversionRecord, SpmvRecord, Status, Timing};
 use autopcg_sparse::CsrMatrix;
@@ -106,24 +119,39 @@ fn timing(s: TimingStats) -> Timing {
 }
 
 /// Times `launch` by the policy (see the module documentation); `est_ms` is the call's
-/// shortest plausible time.
+/// shortest plausible time, `replay` whether its length is timed from graph replays.
 fn timed(
     dev: &GpuDevice,
-    mut launch: impl FnMut() -> Result<(), GpuError>,
+    launch: impl FnMut() -> Result<(), GpuError>,
     est_ms: f64,
+    replay: bool,
     pol: &TimingPolicy,
 ) -> Result<Timing, GpuError> {
-    if est_ms < pol.batch_below_ms {
-        let probe = time_kernel(dev, &mut launch, 3, 0.0)?;
-        let t = probe.median_ms;
-        if t < pol.batch_below_ms {
-            let batch = (pol.batch_sample_ms / t.max(1e-5)).ceil();
-            let batch = (batch as usize).clamp(1, pol.max_batch.max(1));
-            let s = time_kernel_batched(dev, &mut launch, batch, pol.min_reps, pol.min_ms)?;
-            return Ok(timing(s));
-        }
-    }
-    time_kernel(dev, &mut launch, pol.min_reps, pol.min_ms).map(timing)
+    let short = ShortCalls {
+        below_ms: pol.batch_below_ms,
+        sample_ms: pol.batch_sample_ms,
+        max_batch: pol.max_batch,
+        stream_batches: true,
+    };
+    time_call(
+        dev,
+        launch,
+        est_ms,
+        replay,
+        &short,
+        pol.min_reps,
+        pol.min_ms,
+    )
+    .map(|(s, _)| timing(s))
+}
+
+/// Whether reductions of `n` elements are timed from graph replays (see the module
+/// documentation).
+pub fn replays_reductions_at(l2_bytes: u32, n: u64) -> bool {
+    replays_like_the_solver(
+        n.saturating_mul(ITERATION_BYTES_PER_ROW),
+        u64::from(l2_bytes),
+    )
 }
 
 fn status(s: RecordStatus) -> Status {
@@ -232,6 +260,7 @@ impl Measurer for GpuMeasurer<'_> {
                         )
                     },
                     est_ms,
+                    false,
                     policy,
                 )?
             }
@@ -239,12 +268,14 @@ impl Measurer for GpuMeasurer<'_> {
                 dev,
                 || axpy(dev, v, cfg, 0.5, &b.u, &mut b.p),
                 est_ms,
+                false,
                 policy,
             )?,
             VectorKernel::Xpay(v) => timed(
                 dev,
                 || xpay(dev, v, cfg, 0.5, &b.u, &mut b.p),
                 est_ms,
+                false,
                 policy,
             )?,
         };
@@ -284,12 +315,14 @@ impl Measurer for GpuMeasurer<'_> {
             .as_mut()
             .ok_or_else(|| GpuMeasurer::missing("a reduction"))?;
         let est_ms = (8 * reduction_vectors(point.op) * b.n) as f64 / self.peak_bps * 1e3;
+        let replay = replays_reductions_at(dev.props().l2_bytes, b.n);
         let cfg = point.cfg;
         let t = match point.op {
             Reduction::Dot(k) => timed(
                 dev,
                 || dot(dev, k, cfg, &b.r, &b.u, &mut b.ws),
                 est_ms,
+                replay,
                 policy,
             )?,
             // Iteration 0 (a start) every time: the reduction is the same as at any iteration
@@ -298,6 +331,7 @@ impl Measurer for GpuMeasurer<'_> {
                 dev,
                 || dot3_advance(dev, k, cfg, &b.r, &b.u, &b.w, &mut b.ws3, &mut b.scalars, 0),
                 est_ms,
+                replay,
                 policy,
             )?,
         };
@@ -360,5 +394,21 @@ impl Measurer for GpuMeasurer<'_> {
             spmv,
             conversions,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::replays_reductions_at;
+
+    #[test]
+    fn reductions_replay_while_the_iteration_fits_in_half_of_l2() {
+        // H200: 60 MiB of L2, 208 bytes per row: up to 151236 elements.
+        assert!(replays_reductions_at(62_914_560, 151_236));
+        assert!(!replays_reductions_at(62_914_560, 151_237));
+        // H100: 50 MiB.
+        assert!(replays_reductions_at(52_428_800, 126_030));
+        assert!(!replays_reductions_at(52_428_800, 126_031));
+        assert!(!replays_reductions_at(62_914_560, u64::MAX));
     }
 }
