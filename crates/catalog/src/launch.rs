@@ -171,6 +171,39 @@ mod tests {
     use super::*;
 
     #[test]
+    fn plans_and_profiles_launch_grids_capped_at_the_work() {
+        use crate::{Dot3Kernel, DotKernel, Reduction, VectorVariant};
+        // 64000 elements: 32000 double2 items; 1024 threads cover them with 32 blocks, 256
+        // threads with 125.
+        let d3 = Reduction::Dot3(Dot3Kernel::TwoPass);
+        assert_eq!(
+            d3.launch_at(LaunchConfig::new(1024, 264), 64_000).blocks,
+            32
+        );
+        assert_eq!(
+            d3.launch_at(LaunchConfig::new(256, 1056), 64_000).blocks,
+            125
+        );
+        // Long vectors keep the configured grid.
+        assert_eq!(
+            d3.launch_at(LaunchConfig::new(256, 1056), 1 << 24).blocks,
+            1056
+        );
+        // The update covers its own items: one per element or per double2.
+        let cfg = LaunchConfig::new(512, 528);
+        assert_eq!(VectorVariant::Grid.launch_at(cfg, 64_000).blocks, 125);
+        assert_eq!(VectorVariant::GridV2.launch_at(cfg, 64_000).blocks, 63);
+        // A fixed-coverage single dot already covers its items exactly: unchanged.
+        for k in DotKernel::ALL {
+            let r = Reduction::Dot(k);
+            if let Some(e) = r.elements_per_thread() {
+                let exact = LaunchConfig::per_item(64_000u64.div_ceil(u64::from(e)), 256);
+                assert_eq!(r.launch_at(exact, 64_000), exact, "{k}");
+            }
+        }
+    }
+
+    #[test]
     fn geometry() {
         assert_eq!(LaunchConfig::per_item(0, 256).blocks, 1);
         assert_eq!(LaunchConfig::per_item(256, 256).blocks, 1);

@@ -8,8 +8,9 @@
 //! - The three-dot reduction: the `dot3` decision tree at the vector length.
 //!
 //! Grid-stride launches from the trees are capped at the blocks that cover the vector
-//! ([`autopcg_catalog::LaunchConfig::capped_at_work`]): the trees keep their block count at
-//! every length, and blocks without work cost time under graph replay.
+//! ([`autopcg_catalog::VectorVariant::launch_at`], [`Reduction::launch_at`]): the trees keep
+//! their block count at every length, blocks without work cost time, and the profile timed
+//! each configuration capped the same way.
 use autopcg_catalog::{
     DeviceProps, KernelId, LaunchConfig, Reduction, SpmvMethod, VectorKernel, DOT_BLOCK_SIZES,
 };
@@ -230,7 +231,7 @@ pub fn select_update(
             p.threads, p.blocks
         )));
     }
-    let config = LaunchConfig::new(p.threads, p.blocks).capped_at_work(variant.work(n));
+    let config = variant.launch_at(LaunchConfig::new(p.threads, p.blocks), n);
     Ok((
         UpdateChoice {
             variant,
@@ -291,7 +292,7 @@ pub fn select_dot3(model: &ModelFile, n: u64) -> Result<(Dot3Choice, StepExplain
             p.threads, p.blocks
         )));
     }
-    let config = LaunchConfig::new(p.threads, p.blocks).capped_at_work(n.div_ceil(2));
+    let config = Reduction::Dot3(kernel).launch_at(LaunchConfig::new(p.threads, p.blocks), n);
     Ok((
         Dot3Choice {
             kernel,

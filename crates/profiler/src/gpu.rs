@@ -26,6 +26,17 @@
 //! meet in one decision. The record schema does not say how a call was timed; the rules above
 //! do (in a full sweep, every call under 20 us is batched).
 //!
+//! Every vector and reduction configuration is launched as the plan launches it: a grid of a
+//! fixed block count is capped at the blocks that cover the work at the length
+//! ([`autopcg_catalog::VectorVariant::launch_at`], [`autopcg_catalog::Reduction::launch_at`]);
+//! its record keeps the configuration's own block count (the candidate the models fit), and
+//! its time is that of the capped launch. Timed uncapped, the grids of hundreds to thousands of
+//! blocks that short vectors leave mostly idle ranked the reductions by the cost of their idle
+//! blocks, while the plan ran them with a few dozen: on an H200 the fastest three-dot
+//! reduction at 57584 elements took 4.72 us uncapped (two-pass, 512 threads x 528 blocks) and
+//! 3.39 us capped (two-pass, 256 threads), and at 172215 elements, timed in stream batches,
+//! 6.40 against 5.27 us (2026-11-25, tune's vector and reduction stages measured both ways).
+//!
 //! Buffers are allocated zeroed on the device (never uploaded from the host) and reused by every
 //! configuration of one length. The scalar buffer the fused update reads holds a non-zero alpha
 //! and beta, so the update reads and writes all of its vectors as in a PCG iteration after the
@@ -226,7 +237,7 @@ impl Measurer for GpuMeasurer<'_> {
             .as_mut()
             .ok_or_else(|| GpuMeasurer::missing("a vector update"))?;
         let est_ms = (vector_bytes_per_elem(point.kernel) * b.n) as f64 / self.peak_bps * 1e3;
-        let cfg = point.cfg;
+        let cfg = point.kernel.variant().launch_at(point.cfg, b.n);
         let t = match point.kernel {
             VectorKernel::CgUpdate(v)
             | VectorKernel::CgUpdateNoPre(v)
@@ -316,7 +327,7 @@ impl Measurer for GpuMeasurer<'_> {
             .ok_or_else(|| GpuMeasurer::missing("a reduction"))?;
         let est_ms = (8 * reduction_vectors(point.op) * b.n) as f64 / self.peak_bps * 1e3;
         let replay = replays_reductions_at(dev.props().l2_bytes, b.n);
-        let cfg = point.cfg;
+        let cfg = point.op.launch_at(point.cfg, b.n);
         let t = match point.op {
             Reduction::Dot(k) => timed(
                 dev,

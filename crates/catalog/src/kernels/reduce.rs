@@ -186,6 +186,25 @@ impl Reduction {
             Reduction::Dot3(_) => None,
         }
     }
+
+    /// The work items of vectors of `n` elements: one per double2 load for the three-dot
+    /// kernels, one per `elements_per_thread` for the fixed-coverage rungs, one per element
+    /// for the other single dots.
+    pub fn work(self, n: u64) -> u64 {
+        match self {
+            Reduction::Dot3(_) => n.div_ceil(2),
+            Reduction::Dot(k) => n.div_ceil(u64::from(k.elements_per_thread().unwrap_or(1))),
+        }
+    }
+
+    /// The launch that runs the configuration `cfg` on vectors of `n` elements: its blocks
+    /// capped at those that cover the work ([`LaunchConfig::capped_at_work`]). The plan
+    /// launches a reduction so, and the profile times it so: a grid of a fixed block count
+    /// (a multiple of the resident blocks) has more blocks than work on short vectors, and
+    /// blocks without work cost time.
+    pub fn launch_at(self, cfg: LaunchConfig, n: u64) -> LaunchConfig {
+        cfg.capped_at_work(self.work(n))
+    }
 }
 
 impl fmt::Display for Reduction {

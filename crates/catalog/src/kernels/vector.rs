@@ -53,6 +53,13 @@ impl VectorVariant {
         n.div_ceil(self.elements_per_load())
     }
 
+    /// The launch that runs the configuration `cfg` on `n` elements: its blocks capped at
+    /// those that cover the work ([`LaunchConfig::capped_at_work`]). The plan launches an
+    /// update so, and the profile times it so (see [`crate::Reduction::launch_at`]).
+    pub fn launch_at(self, cfg: LaunchConfig, n: u64) -> LaunchConfig {
+        cfg.capped_at_work(self.work(n))
+    }
+
     /// True for the grid-stride variants (any block count).
     pub fn is_grid_stride(self) -> bool {
         matches!(self, VectorVariant::Grid | VectorVariant::GridV2)
