@@ -186,3 +186,82 @@ extern "C" __global__ void ssor_gram_values(u32 n, const u32 *__restrict__ kt_pt
         }
     }
 }
+
+// SSOR-AI's first-order factors built on the device from A's CSR arrays (columns ascending
+// within a row, every diagonal entry stored, a symmetric pattern), so that the host neither
+// forms them nor copies them over the bus. K = I - omega L D^-1 holds, in row i, the entries of
+// A's row i left of the diagonal and the diagonal; K^T diag(s) (s_j = scale / a_jj, scale =
+// omega (2 - omega)) holds the diagonal and the entries right of it, entry (i, j) being
+// K_ji s_j with K_ji found in A's row j. Every value is the host build's expression rounded
+// the same way (ssor_x, then the product), so both builds give the same bits.
+//
+//   ssor_k1_lengths  diag[i] = position of a_ii, len[i] = entries of row i of K; a row without
+//                    a diagonal entry lowers bad[0] to its index (bad[0] starts at n)
+//   ssor_k1_build    K's columns and values at k_ptr (the exclusive scan of len), and K^T S's
+//                    row pointers, columns and values (row i of K^T S starts at
+//                    a_ptr[i] + i - k_ptr[i]: rows before i hold every entry of A's rows before
+//                    i plus one diagonal each, less those of K); an entry of K^T S whose mirror
+//                    is not stored in A lowers bad[1] to its row (the pattern is not symmetric)
+
+extern "C" __global__ void ssor_k1_lengths(u32 n, const u32 *__restrict__ a_ptr,
+                                           const u32 *__restrict__ a_idx, u32 *__restrict__ diag,
+                                           u32 *__restrict__ len, u32 *bad) {
+    for (u64 t = GLOBAL_TID; t < n; t += GLOBAL_THREADS) {
+        const u32 i = (u32)t;
+        const u32 lo = a_ptr[i], hi = a_ptr[i + 1];
+        const u32 q = find_column(a_idx, lo, hi, i);
+        if (q == hi) {
+            atomicMin(bad, i);
+            diag[i] = lo;
+            len[i] = 1;
+        } else {
+            diag[i] = q;
+            len[i] = q - lo + 1;
+        }
+    }
+}
+
+extern "C" __global__ void ssor_k1_build(u32 n, const u32 *__restrict__ a_ptr,
+                                         const u32 *__restrict__ a_idx,
+                                         const double *__restrict__ a_vals,
+                                         const u32 *__restrict__ diag, double omega, double scale,
+                                         const u32 *__restrict__ k_ptr, u32 *__restrict__ k_idx,
+                                         double *__restrict__ k_vals, u32 *__restrict__ kt_ptr,
+                                         u32 *__restrict__ kt_idx, double *__restrict__ kt_vals,
+                                         u32 *bad) {
+    for (u64 t = GLOBAL_TID; t < n; t += GLOBAL_THREADS) {
+        const u32 i = (u32)t;
+        const u32 lo = a_ptr[i], d = diag[i], hi = a_ptr[i + 1];
+        u32 q = k_ptr[i];
+        for (u32 p = lo; p < d; ++p) {
+            const u32 j = a_idx[p];
+            k_idx[q] = j;
+            k_vals[q] = -ssor_x(omega, a_vals, diag, p, j);
+            ++q;
+        }
+        k_idx[q] = i;
+        k_vals[q] = 1.0;
+        u32 r = lo + i - k_ptr[i];
+        kt_ptr[i] = r;
+        if (i == n - 1) {
+            kt_ptr[n] = a_ptr[n] + n - k_ptr[n];
+        }
+        // K_ii s_i with K_ii = 1.
+        kt_idx[r] = i;
+        kt_vals[r] = __ddiv_rn(scale, a_vals[d]);
+        ++r;
+        for (u32 p = d + 1; p < hi; ++p) {
+            const u32 j = a_idx[p];
+            const u32 m = find_column(a_idx, a_ptr[j], diag[j], i);
+            kt_idx[r] = j;
+            if (m == diag[j]) {
+                atomicMin(bad + 1, i);
+                kt_vals[r] = 0.0;
+            } else {
+                const double kji = -ssor_x(omega, a_vals, diag, m, i);
+                kt_vals[r] = __dmul_rn(kji, __ddiv_rn(scale, a_vals[diag[j]]));
+            }
+            ++r;
+        }
+    }
+}

@@ -251,6 +251,36 @@ impl DeviceCsr {
         })
     }
 
+    /// A matrix whose arrays a kernel built on the device. Only the lengths are checked here
+    /// (`nrows + 1` row pointers, as many values as column indices): the builder answers for
+    /// the rest of what [`validate_csr`] checks of an upload.
+    pub(crate) fn from_device(
+        nrows: usize,
+        ncols: usize,
+        indptr: DeviceVec<u32>,
+        indices: DeviceVec<u32>,
+        vals: DeviceVec<f64>,
+    ) -> Result<DeviceCsr, GpuError> {
+        if indptr.len() != nrows + 1 || indices.len() != vals.len() {
+            return Err(GpuError::InvalidInput {
+                what: "CSR arrays built on the device".into(),
+                reason: format!(
+                    "{} row pointers for {nrows} rows, {} column indices and {} values",
+                    indptr.len(),
+                    indices.len(),
+                    vals.len()
+                ),
+            });
+        }
+        Ok(DeviceCsr {
+            shape: (nrows, ncols),
+            indptr,
+            indices,
+            vals,
+            merge: None,
+        })
+    }
+
     /// Overwrites the values with `vals` (new values of the same pattern, in its order): one
     /// copy of the values, the row pointers and column indices stay.
     pub fn upload_values(&mut self, dev: &GpuDevice, vals: &[f64]) -> Result<(), GpuError> {

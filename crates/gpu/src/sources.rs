@@ -119,6 +119,7 @@ pub fn catalog() -> Vec<(ModuleSpec, Vec<String>)> {
         precond::PrecondKernel,
         refresh::RefreshKernel,
         spmv::SpmvKernel,
+        ssor::SsorBuildKernel,
         vector::VectorKernel,
     };
     let mut vector: Vec<String> = VectorKernel::all().iter().map(|k| k.to_string()).collect();
@@ -149,6 +150,7 @@ pub fn catalog() -> Vec<(ModuleSpec, Vec<String>)> {
             .iter()
             .map(|k| k.to_string())
             .chain(RefreshKernel::ALL.iter().map(|k| k.to_string()))
+            .chain(SsorBuildKernel::ALL.iter().map(|k| k.to_string()))
             .collect(),
     ));
     for src in [

@@ -19,6 +19,7 @@ pub mod dot;
 pub mod precond;
 pub mod refresh;
 pub mod spmv;
+pub mod ssor;
 pub mod vector;
 
 /// Fails unless `got == want`, naming the kernel and the argument.

@@ -1,0 +1,237 @@
+//! SSOR-AI's first-order factors built on the device from `A`'s CSR arrays (entry points in
+//! `precond.cu`): `K = I - omega L D^-1` and the factored form's `K^T diag(s)`,
+//! `s_j = omega (2 - omega) / a_jj`, equal bit for bit to the host build of
+//! `autopcg-solver` from the same matrix (the same expressions, rounded the same way), so
+//! that neither factor is formed on the host nor copied over the bus.
+//!
+//! Three launches and two small copies back: the diagonal positions and K's row lengths (a
+//! thread per row, a binary search each), the exclusive scan of the lengths into K's row
+//! pointers (whose last entry, nnz(K), is read back to size the arrays), then both factors'
+//! rows (a thread per row; an entry of `K^T` finds its mirror in `A`'s row by a binary search).
+//! `K^T`'s rows are read off `A`'s upper triangle, which needs a symmetric pattern: a pattern
+//! that is not symmetric is reported as [`SsorK1Build::AsymmetricPattern`] for the caller to
+//! build on the host, as the host build transposes such a `K`.
+use std::fmt;
+
+use cudarc::driver::PushKernelArg;
+
+use super::convert::{exclusive_scan, ConvertKernel, ScanWorkspace};
+use super::{Launch, PushGroups};
+use crate::sources::{KernelSource, ModuleSpec};
+use crate::{DeviceCsr, GpuDevice, GpuError, LaunchConfig, DEFAULT_THREADS};
+
+/// A kernel of the device build; `Display` is its entry point in `precond.cu`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SsorBuildKernel {
+    /// Diagonal positions and K's row lengths.
+    Lengths,
+    /// K's and `K^T diag(s)`'s rows.
+    Build,
+}
+
+impl SsorBuildKernel {
+    /// Every kernel of the build.
+    pub const ALL: [SsorBuildKernel; 2] = [SsorBuildKernel::Lengths, SsorBuildKernel::Build];
+}
+
+impl fmt::Display for SsorBuildKernel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            SsorBuildKernel::Lengths => "ssor_k1_lengths",
+            SsorBuildKernel::Build => "ssor_k1_build",
+        })
+    }
+}
+
+/// What [`ssor_k1_factors`] made.
+#[derive(Debug)]
+pub enum SsorK1Build {
+    /// `K` and `K^T diag(s)` on the device.
+    Built {
+        /// `K = I - omega L D^-1` (lower triangular, unit diagonal).
+        k: Box<DeviceCsr>,
+        /// `K^T diag(s)` (upper triangular, diagonal `s`).
+        kt: Box<DeviceCsr>,
+    },
+    /// `A`'s pattern is not symmetric (an entry without its mirror, `first_row` 0-based, or
+    /// more entries below the diagonal than above): `K^T` cannot be read off `A`'s upper
+    /// triangle. Nothing was kept on the device.
+    AsymmetricPattern {
+        /// The first row found with an entry right of the diagonal whose mirror is not
+        /// stored (`None` when only the counts differ).
+        first_row: Option<usize>,
+    },
+}
+
+/// Compiles (or finds) and loads every kernel [`ssor_k1_factors`] launches (its own and the
+/// scan's), so that a caller can time loading apart from the build.
+pub fn preload(dev: &GpuDevice) -> Result<(), GpuError> {
+    let precond = ModuleSpec::plain(KernelSource::Precond);
+    for k in SsorBuildKernel::ALL {
+        dev.kernel(&precond, &k.to_string())?;
+    }
+    let convert = ModuleSpec::plain(KernelSource::Convert);
+    for k in [
+        ConvertKernel::ScanTileSums,
+        ConvertKernel::ScanTileOffsets,
+        ConvertKernel::ScanApply,
+    ] {
+        dev.kernel(&convert, &k.to_string())?;
+    }
+    Ok(())
+}
+
+/// A launch of `kernel` with a thread per row (grid-stride, so any block count is safe).
+fn per_row(dev: &GpuDevice, kernel: SsorBuildKernel, n: usize) -> Result<Launch<'_>, GpuError> {
+    let blocks = n.div_ceil(DEFAULT_THREADS as usize).clamp(1, 1 << 20) as u32;
+    let cfg = LaunchConfig::new(DEFAULT_THREADS, blocks);
+    cfg.check(kernel, dev.props())?;
+    Launch::plain(dev, KernelSource::Precond, &kernel, cfg)
+}
+
+/// First-order SSOR-AI's `K` and `K^T diag(s)` built on the device from `a` (a square CSR
+/// matrix as `CsrMatrix` uploads it: columns ascending within each row, no duplicates) with
+/// relaxation `omega` in (0, 2): the factors `autopcg_solver::Preconditioner::build` makes on
+/// the host for the factored form, value for value. Every diagonal entry must be stored (a row
+/// without one is an error naming it, 1-based); whether the diagonal values are positive is the
+/// caller's check, as for the host build. Waits for two small copies back (the number of
+/// entries of K, and whether the pattern was symmetric).
+pub fn ssor_k1_factors(
+    dev: &GpuDevice,
+    a: &DeviceCsr,
+    omega: f64,
+) -> Result<SsorK1Build, GpuError> {
+    let (n, m) = a.shape();
+    let invalid = |reason: String| GpuError::InvalidInput {
+        what: "SSOR-AI factors on the device".into(),
+        reason,
+    };
+    if n != m {
+        return Err(invalid(format!("a {n} x {m} matrix is not square")));
+    }
+    if !(omega.is_finite() && omega > 0.0 && omega < 2.0) {
+        return Err(invalid(format!("omega {omega} is not in (0, 2)")));
+    }
+    // Row i of K^T starts at a_ptr[i] + i - k_ptr[i] in the kernel's 32-bit arithmetic.
+    if a.nnz() as u64 + n as u64 >= u64::from(u32::MAX) {
+        return Err(invalid(format!(
+            "{} entries and {n} rows exceed the 32-bit indices of the build",
+            a.nnz()
+        )));
+    }
+    if n == 0 {
+        let empty = || {
+            DeviceCsr::from_device(
+                0,
+                0,
+                dev.alloc_zeros(1)?,
+                dev.alloc_zeros(0)?,
+                dev.alloc_zeros(0)?,
+            )
+        };
+        return Ok(SsorK1Build::Built {
+            k: Box::new(empty()?),
+            kt: Box::new(empty()?),
+        });
+    }
+    let n32 = n as u32;
+    let scale = omega * (2.0 - omega);
+    // SAFETY: ssor_k1_lengths writes diag and len for every row.
+    let mut diag = unsafe { dev.alloc_uninit::<u32>(n)? };
+    let mut len = unsafe { dev.alloc_uninit::<u32>(n)? };
+    let mut bad = dev.upload(&[n32, n32])?;
+    let l = per_row(dev, SsorBuildKernel::Lengths, n)?;
+    // SAFETY: matches `ssor_k1_lengths(u32 n, const u32 *a_ptr, const u32 *a_idx, u32 *diag,
+    // u32 *len, u32 *bad)`; a is a validated CSR matrix of n rows, diag and len hold n
+    // elements, bad 2; every read stays inside a row of a.
+    unsafe {
+        l.run(|b| {
+            b.arg(&n32)
+                .arg(&a.indptr.buf)
+                .arg(&a.indices.buf)
+                .arg(&mut diag.buf)
+                .arg(&mut len.buf)
+                .arg(&mut bad.buf);
+        })
+    }?;
+    // SAFETY: exclusive_scan writes all n + 1 entries.
+    let mut k_ptr = unsafe { dev.alloc_uninit::<u32>(n + 1)? };
+    let mut ws = ScanWorkspace::new(dev, ScanWorkspace::tiles(n, DEFAULT_THREADS))?;
+    exclusive_scan(dev, DEFAULT_THREADS, &len, &mut k_ptr, &mut ws)?;
+    drop((ws, len));
+    let first_missing = dev.download_range(&bad, 0, 1)?[0];
+    if first_missing < n32 {
+        return Err(invalid(format!(
+            "row {} stores no diagonal entry",
+            first_missing as usize + 1
+        )));
+    }
+    let nnz_k = dev.download_range(&k_ptr, n, n + 1)?[0] as usize;
+    let nnz_kt = a.nnz() + n - nnz_k;
+    if nnz_k != nnz_kt {
+        return Ok(SsorK1Build::AsymmetricPattern { first_row: None });
+    }
+    // SAFETY: ssor_k1_build writes every entry of every row of both factors (row i of K gets
+    // len[i] = k_ptr[i + 1] - k_ptr[i] entries, row i of K^T the rest of A's row i and its
+    // diagonal) and every row pointer of K^T.
+    let (mut k_idx, mut k_vals) = unsafe {
+        (
+            dev.alloc_uninit::<u32>(nnz_k)?,
+            dev.alloc_uninit::<f64>(nnz_k)?,
+        )
+    };
+    let (mut kt_ptr, mut kt_idx, mut kt_vals) = unsafe {
+        (
+            dev.alloc_uninit::<u32>(n + 1)?,
+            dev.alloc_uninit::<u32>(nnz_kt)?,
+            dev.alloc_uninit::<f64>(nnz_kt)?,
+        )
+    };
+    let l = per_row(dev, SsorBuildKernel::Build, n)?;
+    // SAFETY: matches `ssor_k1_build(u32 n, const u32 *a_ptr, const u32 *a_idx,
+    // const double *a_vals, const u32 *diag, double omega, double scale, const u32 *k_ptr,
+    // u32 *k_idx, double *k_vals, u32 *kt_ptr, u32 *kt_idx, double *kt_vals, u32 *bad)`. a is
+    // a validated CSR matrix of n rows with every diagonal position in diag (no row lacks one:
+    // checked above); k_ptr is the scan of K's row lengths, so row i of K is written inside
+    // [k_ptr[i], k_ptr[i + 1]) of arrays of k_ptr[n] = nnz_k elements; row i of K^T starts at
+    // a_ptr[i] + i - k_ptr[i] and holds a_ptr[i + 1] - diag[i] entries, so the rows tile
+    // [0, nnz(A) + n - nnz_k) = the nnz_kt elements allocated, and a_ptr[n] + n fits u32
+    // (checked above); mirror searches read inside rows of a; no output aliases an input.
+    unsafe {
+        l.run(|b| {
+            b.arg(&n32)
+                .csr(a)
+                .arg(&diag.buf)
+                .arg(&omega)
+                .arg(&scale)
+                .arg(&k_ptr.buf)
+                .arg(&mut k_idx.buf)
+                .arg(&mut k_vals.buf)
+                .arg(&mut kt_ptr.buf)
+                .arg(&mut kt_idx.buf)
+                .arg(&mut kt_vals.buf)
+                .arg(&mut bad.buf);
+        })
+    }?;
+    let first_unmirrored = dev.download_range(&bad, 1, 2)?[0];
+    if first_unmirrored < n32 {
+        return Ok(SsorK1Build::AsymmetricPattern {
+            first_row: Some(first_unmirrored as usize),
+        });
+    }
+    Ok(SsorK1Build::Built {
+        k: Box::new(DeviceCsr::from_device(n, n, k_ptr, k_idx, k_vals)?),
+        kt: Box::new(DeviceCsr::from_device(n, n, kt_ptr, kt_idx, kt_vals)?),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_the_entry_points() {
+        let names: Vec<String> = SsorBuildKernel::ALL.iter().map(|k| k.to_string()).collect();
+        assert_eq!(names, ["ssor_k1_lengths", "ssor_k1_build"]);
+    }
+}
