@@ -37,5 +37,7 @@ pub use cpu::CpuBackend;
 pub use params::{HistoryNorm, PcgError, PcgInfo, PcgParams, StopReason};
 pub use pcg::{pcg, solve_cpu, SolveFailure};
 pub use plan::{Plan, PlanStep};
-pub use precond::{auto_omega, PrecondKind, Preconditioner, SsorForm, ValueRefresh};
+pub use precond::{
+    auto_omega, PlannedPrecond, PrecondKind, PrecondRef, Preconditioner, SsorForm, ValueRefresh,
+};
 pub use scaling::{ScaleFactors, SinkStats, ValueStats, ValueStatsSink};

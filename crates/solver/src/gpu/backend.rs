@@ -40,11 +40,13 @@ use std::ops::ControlFlow;
 use autopcg_gpu::kernels::dot::{
     dot, dot3_advance, dot3_advance_next, Dot3Workspace, DotKernel, DotWorkspace,
 };
+use autopcg_gpu::kernels::ssor::{ssor_k1_factors, SsorK1Build};
 use autopcg_gpu::kernels::vector::{
     cg_update, xpay, CgVectors, UpdateU, VectorKernel, VectorOp, VectorVariant,
 };
 use autopcg_gpu::{
-    CgScalars, DeviceVec, GpuDevice, GpuError, GpuGraph, GpuTimer, LaunchConfig, TimingStats,
+    CgScalars, DeviceCsr, DeviceVec, GpuDevice, GpuError, GpuGraph, GpuTimer, LaunchConfig,
+    TimingStats,
 };
 use autopcg_sparse::CsrMatrix;
 use serde::Serialize;
@@ -52,14 +54,17 @@ use serde::Serialize;
 use crate::backend::{IterRecord, PcgBackend};
 use crate::gpu::poll::PollState;
 use crate::scaling::{first_bad_diagonal, inf_norm, max_abs, ScaleFactors, ValueStats};
-use crate::{pcg, PcgError, PcgInfo, PcgParams, Plan, Preconditioner, SolveFailure, ValueRefresh};
+use crate::{
+    pcg, PcgError, PcgInfo, PcgParams, Plan, PlannedPrecond, PrecondRef, Preconditioner,
+    SolveFailure, ValueRefresh,
+};
 
 use super::ops::{
-    load_part, preload_dot3, preload_method, preload_precond_choice, preload_vector, upload_part,
-    DeviceOperator, DevicePrecond, Stopwatch,
+    load_part, precond_part, preload_dot3, preload_method, preload_precond_choice, preload_vector,
+    upload_part, DeviceOperator, DevicePrecond, Stopwatch,
 };
 use super::refresh::DeviceRefresh;
-use super::{BackendTimes, GpuPlanChoice, MAX_GRAPH_ITERS};
+use super::{BackendTimes, GpuPlanChoice, PrecondChoice, SpmvMethod, MAX_GRAPH_ITERS};
 
 /// Iterations the device history holds before it first grows.
 pub const INITIAL_HISTORY: u32 = 1024;
@@ -166,7 +171,7 @@ impl Drop for GpuBackend {
 
 fn dimension_checks(
     a: &CsrMatrix,
-    pre: &Preconditioner,
+    pre_dim: Option<usize>,
     b: &[f64],
     x0: Option<&[f64]>,
 ) -> Result<usize, PcgError> {
@@ -197,7 +202,7 @@ fn dimension_checks(
             )));
         }
     }
-    if let Some(m) = pre.dim() {
+    if let Some(m) = pre_dim {
         if m != n {
             return Err(PcgError::Dimension(format!(
                 "preconditioner built for {m} rows, the matrix has {n}"
@@ -205,6 +210,57 @@ fn dimension_checks(
         }
     }
     Ok(n)
+}
+
+/// `A` (scaled as the backend solves it) and first-order factored SSOR-AI with relaxation
+/// `omega` on the device: `A`'s CSR arrays are uploaded once, `K` and `K^T diag(s)` built
+/// from them there, then each operand put in the format `choice` runs it in. Where `A`'s
+/// pattern is not symmetric the factors are built on the host and uploaded instead (the host
+/// build transposes K), as a preconditioner built on the host would be.
+fn operands_with_ssor_k1(
+    dev: &GpuDevice,
+    a: &CsrMatrix,
+    omega: f64,
+    choice: &GpuPlanChoice,
+    mut times: Option<&mut BackendTimes>,
+) -> Result<(DeviceOperator, DevicePrecond), PcgError> {
+    let PrecondChoice::Factored { k: kc, kt: ktc } = &choice.precond else {
+        return Err(PcgError::Backend(
+            "a GPU plan builds factored SSOR-AI without factored steps (internal error)".into(),
+        ));
+    };
+    let limits = &choice.padding;
+    let mut sw = Stopwatch::new(times.as_deref_mut());
+    let csr = DeviceCsr::upload(dev, a)?;
+    sw.lap(dev, upload_part)?;
+    let built = ssor_k1_factors(dev, &csr, omega)?;
+    sw.lap(dev, precond_part)?;
+    let pre_dev = match built {
+        SsorK1Build::Built { k, kt } => {
+            let mut op = |m, method, name| {
+                DeviceOperator::from_csr_timed(dev, m, method, limits, name, times.as_deref_mut())
+                    .map(Box::new)
+            };
+            let k = op(*k, kc.method, "K")?;
+            let kt = op(*kt, ktc.method, "K^T")?;
+            DevicePrecond::Factored { k, kt }
+        }
+        SsorK1Build::AsymmetricPattern { .. } => {
+            let mut sw = Stopwatch::new(times.as_deref_mut());
+            let host = Preconditioner::build(a, &PlannedPrecond::ssor_k1_kind(omega))?;
+            sw.lap(dev, precond_part)?;
+            DevicePrecond::upload_timed(dev, &host, &choice.precond, limits, times.as_deref_mut())?
+        }
+    };
+    let a_dev = match choice.a.method {
+        // COO is made on the host: from the host matrix, not from a copy of the device's.
+        SpmvMethod::Coo { .. } => {
+            drop(csr);
+            DeviceOperator::upload_timed(dev, a, choice.a.method, limits, "A", times)?
+        }
+        method => DeviceOperator::from_csr_timed(dev, csr, method, limits, "A", times)?,
+    };
+    Ok((a_dev, pre_dev))
 }
 
 /// Compiles (or finds) and loads every kernel the plan `choice` launches, with the auxiliary
@@ -230,18 +286,27 @@ impl GpuBackend {
     /// diagonal is positive ([`PcgError::BadDiagonal`]). A badly scaled system is uploaded
     /// scaled by powers of two ([`ScaleFactors::for_system`], the preconditioner scaled to
     /// match); the solution is scaled back when downloaded.
-    pub fn new(
+    ///
+    /// `pre` is the host's preconditioner, or first-order factored SSOR-AI for the backend to
+    /// build ([`PrecondRef::SsorK1FromA`]): then `A`'s CSR arrays are uploaded once, `K` and
+    /// `K^T diag(s)` are built from them on the device (the same values as the host build), and
+    /// only then is each operand put in the format its step runs. A pattern that is not
+    /// symmetric, from which `K^T` cannot be read off, is built on the host instead.
+    pub fn new<'p>(
         dev: &GpuDevice,
         a: &CsrMatrix,
-        pre: &Preconditioner,
+        pre: impl Into<PrecondRef<'p>>,
         b: &[f64],
         x0: Option<&[f64]>,
         choice: &GpuPlanChoice,
     ) -> Result<Self, PcgError> {
-        let n = dimension_checks(a, pre, b, x0)?;
+        let pre: PrecondRef<'_> = pre.into();
+        let n = dimension_checks(a, pre.dim(), b, x0)?;
         let props = dev.props();
         choice.check(n, pre, props)?;
-        let a_max = max_abs(a.data());
+        // The largest magnitude and row sum of A in one pass over its values.
+        let stats = ValueStats::of(a.indptr(), a.data());
+        let a_max = stats.max_abs;
         let scale = ScaleFactors::from_maxima(a_max, max_abs(b));
         if let Some((row, value)) = first_bad_diagonal(a) {
             return Err(PcgError::BadDiagonal {
@@ -251,10 +316,15 @@ impl GpuBackend {
             });
         }
         let a: Cow<'_, CsrMatrix> = scale.scale_matrix(a);
-        let pre = scale.scale_preconditioner(pre);
         let b = scale.scale_rhs(b);
         let x0 = x0.map(|x| scale.scale_solution(x));
-        let a_norm = inf_norm(&a);
+        // Scaling by a power of two scales every row sum exactly; the scaled matrix is summed
+        // again all the same, as a value update does.
+        let a_norm = if scale.matrix_exp == 0 {
+            stats.inf_norm
+        } else {
+            inf_norm(&a)
+        };
         let aux = AuxKernels {
             xpay: (
                 VectorVariant::GridV2,
@@ -271,11 +341,33 @@ impl GpuBackend {
         // copies and the conversions.
         let mut sw = Stopwatch::new(Some(&mut times));
         preload(dev, choice, &aux)?;
+        if let PrecondRef::SsorK1FromA { .. } = pre {
+            autopcg_gpu::kernels::ssor::preload(dev)?;
+        }
         sw.lap(dev, load_part)?;
         let limits = &choice.padding;
-        let a_dev =
-            DeviceOperator::upload_timed(dev, &a, choice.a.method, limits, "A", sw.times())?;
-        let pre_dev = DevicePrecond::upload_timed(dev, &pre, &choice.precond, limits, sw.times())?;
+        let (a_dev, pre_dev) = match pre {
+            PrecondRef::Built(pre) => {
+                // The preconditioner of the scaled matrix.
+                let pre = scale.scale_preconditioner(pre);
+                let a_dev = DeviceOperator::upload_timed(
+                    dev,
+                    &a,
+                    choice.a.method,
+                    limits,
+                    "A",
+                    sw.times(),
+                )?;
+                let pre_dev =
+                    DevicePrecond::upload_timed(dev, &pre, &choice.precond, limits, sw.times())?;
+                (a_dev, pre_dev)
+            }
+            // Built from the scaled matrix: K does not change with a power-of-two scaling and
+            // K^T diag(s) scales with s, as the host's scaled preconditioner does.
+            PrecondRef::SsorK1FromA { omega, .. } => {
+                operands_with_ssor_k1(dev, &a, omega, choice, sw.times())?
+            }
+        };
         // The operands' phases were timed by their own uploads: the vectors' phase starts now.
         sw.restart();
         let x = match &x0 {
@@ -421,7 +513,7 @@ impl GpuBackend {
         let dev = &handle;
         let a = self.scale.scale_matrix(a);
         let pre = self.scale.scale_preconditioner(pre);
-        self.choice.check(self.n, &pre, dev.props())?;
+        self.choice.check(self.n, &*pre, dev.props())?;
         // Nothing queued may still read the buffers and graphs replaced below.
         dev.synchronize()?;
         // Values only where the operand allows (see DeviceOperator::refresh); the graphs are

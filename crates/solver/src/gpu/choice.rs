@@ -13,7 +13,7 @@ use autopcg_catalog::{
 use autopcg_sparse::PaddingLimits;
 use serde::{Deserialize, Serialize};
 
-use crate::{PcgError, Plan, Preconditioner};
+use crate::{PcgError, Plan, PrecondRef, Preconditioner};
 
 impl From<LaunchError> for PcgError {
     fn from(e: LaunchError) -> Self {
@@ -152,20 +152,23 @@ impl PrecondChoice {
         }
     }
 
-    fn matches(&self, pre: &Preconditioner) -> bool {
-        matches!(
-            (self, pre),
-            (PrecondChoice::None, Preconditioner::None)
-                | (PrecondChoice::Jacobi(_), Preconditioner::Jacobi { .. })
-                | (
-                    PrecondChoice::Factored { .. },
-                    Preconditioner::SsorFactored { .. }
-                )
-                | (
-                    PrecondChoice::Explicit { .. },
-                    Preconditioner::SsorExplicit { .. }
-                )
-        )
+    fn matches(&self, pre: PrecondRef<'_>) -> bool {
+        match pre {
+            PrecondRef::Built(pre) => matches!(
+                (self, pre),
+                (PrecondChoice::None, Preconditioner::None)
+                    | (PrecondChoice::Jacobi(_), Preconditioner::Jacobi { .. })
+                    | (
+                        PrecondChoice::Factored { .. },
+                        Preconditioner::SsorFactored { .. }
+                    )
+                    | (
+                        PrecondChoice::Explicit { .. },
+                        Preconditioner::SsorExplicit { .. }
+                    )
+            ),
+            PrecondRef::SsorK1FromA { .. } => matches!(self, PrecondChoice::Factored { .. }),
+        }
     }
 }
 
@@ -220,12 +223,13 @@ impl GpuPlanChoice {
     /// the preconditioner step matches `pre`, each kernel reads the format it is given, every
     /// configuration fits the device (and covers n where a kernel needs a thread per item), the
     /// reduction's block size is one it is compiled for, and `graph_iters` is in range.
-    pub fn check(
+    pub fn check<'p>(
         &self,
         n: usize,
-        pre: &Preconditioner,
+        pre: impl Into<PrecondRef<'p>>,
         props: &DeviceProps,
     ) -> Result<(), PcgError> {
+        let pre = pre.into();
         if !self.precond.matches(pre) {
             return Err(PcgError::InvalidParameter(format!(
                 "the GPU plan's preconditioner step is for {} but the preconditioner is {}",

@@ -26,12 +26,15 @@ pub struct BackendTimes {
     /// Compiling (or reading from the on-disk cache) and loading the kernel modules the plan
     /// runs, the conversion kernels included.
     pub load_ms: f64,
+    /// Building the preconditioner on the device (first-order factored SSOR-AI built from the
+    /// uploaded CSR arrays of `A`, see [`crate::PlannedPrecond`]).
+    pub precond_ms: f64,
 }
 
 impl BackendTimes {
     /// The sum of the parts.
     pub fn total_ms(&self) -> f64 {
-        self.upload_ms + self.convert_ms + self.load_ms
+        self.upload_ms + self.convert_ms + self.load_ms + self.precond_ms
     }
 }
 

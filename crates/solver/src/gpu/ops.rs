@@ -76,6 +76,11 @@ pub(crate) fn load_part(t: &mut BackendTimes) -> &mut f64 {
     &mut t.load_ms
 }
 
+/// [`BackendTimes::precond_ms`].
+pub(crate) fn precond_part(t: &mut BackendTimes) -> &mut f64 {
+    &mut t.precond_ms
+}
+
 /// A matrix in one device format.
 #[derive(Debug)]
 enum DeviceMatrix {
@@ -152,35 +157,67 @@ impl DeviceOperator {
         method: SpmvMethod,
         limits: &PaddingLimits,
         operand: &str,
+        mut times: Option<&mut BackendTimes>,
+    ) -> Result<DeviceOperator, PcgError> {
+        if let SpmvMethod::Coo { .. } = method {
+            let mut sw = Stopwatch::new(times);
+            let coo = CooMatrix::from_csr(a);
+            sw.lap(dev, convert_part)?;
+            let m = DeviceCoo::upload(dev, &coo)?;
+            sw.lap(dev, upload_part)?;
+            return Ok(DeviceOperator {
+                mat: DeviceMatrix::Coo(m),
+                method,
+                source: None,
+            });
+        }
+        let mut sw = Stopwatch::new(times.as_deref_mut());
+        let csr = DeviceCsr::upload(dev, a)?;
+        sw.lap(dev, upload_part)?;
+        Self::from_csr_timed(dev, csr, method, limits, operand, times)
+    }
+
+    /// The operand made from CSR arrays already on the device (uploaded, or built there): kept
+    /// as they are for the CSR kernels (with the merge-path workspace when the kernel needs
+    /// it), handed to cuSPARSE, or converted on the device to ELL, DIA or HYB (the CSR arrays
+    /// are then dropped). COO, built on the host only, goes through a host copy of the arrays.
+    /// Adds the time of its allocations and conversion to `times` when given.
+    pub(crate) fn from_csr_timed(
+        dev: &GpuDevice,
+        mut csr: DeviceCsr,
+        method: SpmvMethod,
+        limits: &PaddingLimits,
+        operand: &str,
         times: Option<&mut BackendTimes>,
     ) -> Result<DeviceOperator, PcgError> {
         let mut sw = Stopwatch::new(times);
         let mat = match method {
             SpmvMethod::Csr { kernel, .. } => {
-                let mut m = DeviceCsr::upload(dev, a)?;
                 // The merge-path kernel's workspace, made once here, before any graph capture.
-                m.prepare_for(dev, kernel)?;
+                csr.prepare_for(dev, kernel)?;
                 sw.lap(dev, upload_part)?;
-                DeviceMatrix::Csr(m)
+                DeviceMatrix::Csr(csr)
             }
             SpmvMethod::Cusparse { alg } => {
-                let m = DeviceCsr::upload(dev, a)?;
-                sw.lap(dev, upload_part)?;
-                let m = CusparseCsr::new(dev, m, alg)?;
+                let m = CusparseCsr::new(dev, csr, alg)?;
                 sw.lap(dev, convert_part)?;
                 DeviceMatrix::Cusparse(Box::new(m))
             }
             SpmvMethod::Coo { .. } => {
-                let coo = CooMatrix::from_csr(a);
+                let (indptr, indices, data) = csr.download(dev)?;
+                let host =
+                    CsrMatrix::try_from_parts(csr.nrows(), csr.ncols(), indptr, indices, data)
+                        .map_err(|e| conversion(operand, "COO", e))?;
+                drop(csr);
+                let coo = CooMatrix::from_csr(&host);
                 sw.lap(dev, convert_part)?;
                 let m = DeviceCoo::upload(dev, &coo)?;
                 sw.lap(dev, upload_part)?;
                 DeviceMatrix::Coo(m)
             }
             _ => {
-                let csr = DeviceCsr::upload(dev, a)?;
-                sw.lap(dev, upload_part)?;
                 let m = convert(dev, &csr, method, limits, operand)?;
+                drop(csr);
                 sw.lap(dev, convert_part)?;
                 m
             }

@@ -44,14 +44,14 @@ use rayon::prelude::*;
 
 use crate::PcgError;
 
+mod planned;
 mod refresh;
 mod rows;
 
+pub use planned::{PlannedPrecond, PrecondRef};
 pub use refresh::ValueRefresh;
-use rows::{
-    fill_by_rows, gram_pattern, gram_pattern_fold, gram_product, gram_rows, scale_columns, ssor_k,
-    ssor_kt1,
-};
+pub use rows::fold_gram_pattern;
+use rows::{fill_by_rows, gram_pattern, gram_product, gram_rows, scale_columns, ssor_k, ssor_kt1};
 
 /// How the SSOR-AI preconditioner is applied.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
@@ -378,9 +378,14 @@ impl Preconditioner {
         M: Fn(T, T) -> T + Sync + Send,
     {
         match self {
-            Preconditioner::SsorFactored { k, kt, .. } => {
-                Some(gram_pattern_fold(kt, k, init, row, merge))
-            }
+            Preconditioner::SsorFactored { k, kt, .. } => Some(fold_gram_pattern(
+                k.nrows(),
+                |i| kt.row(i).0,
+                |q| k.row(q).0,
+                init,
+                row,
+                merge,
+            )),
             _ => None,
         }
     }

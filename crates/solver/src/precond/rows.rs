@@ -482,16 +482,20 @@ pub(super) fn gram_rows<'a>(
 }
 
 /// Appends to `cols` the sorted columns of row `i` of the pattern of `K^T diag(s) K`, given
-/// `kt = K^T`: the union of the patterns of the rows q of K with `K_qi` stored.
-fn gram_pattern_row(
-    kt: &CsrMatrix,
-    k: &CsrMatrix,
+/// the column patterns of the rows of `K^T` (`kt_row`) and of `K` (`k_row`): the union of the
+/// patterns of the rows q of K with `K_qi` stored.
+fn gram_pattern_row<'m, R, C>(
+    kt_row: &R,
+    k_row: &C,
     i: usize,
     acc: &mut HashAccumulator,
     cols: &mut Vec<u32>,
-) {
-    let ck = kt.row(i).0;
-    let rows = || ck.iter().map(|&q| k.row(q as usize).0);
+) where
+    R: Fn(usize) -> &'m [u32],
+    C: Fn(usize) -> &'m [u32],
+{
+    let ck = kt_row(i);
+    let rows = || ck.iter().map(|&q| k_row(q as usize));
     // The columns of row i lie between the first and the last column of these rows.
     let first = rows().filter_map(|c| c.first()).min();
     let last = rows().filter_map(|c| c.last()).max();
@@ -533,33 +537,37 @@ fn gram_pattern_row(
 /// [`gram_pattern_row`]).
 pub(super) fn gram_pattern(kt: &CsrMatrix, k: &CsrMatrix) -> Result<CsrMatrix, PcgError> {
     let n = k.ncols();
+    let (kt_row, k_row) = (|i: usize| kt.row(i).0, |q: usize| k.row(q).0);
     fill_pattern_only(n, n, |i, acc, out| {
         let mut cols = std::mem::take(&mut acc.cols);
         cols.clear();
-        gram_pattern_row(kt, k, i, acc, &mut cols);
+        gram_pattern_row(&kt_row, &k_row, i, acc, &mut cols);
         out.extend(cols.iter().map(|&j| (j, 1.0)));
         acc.cols = cols;
     })
 }
 
-/// Folds the rows of the pattern of `K^T diag(s) K` (the rows [`gram_pattern`] stores) without
-/// keeping them: chunks of [`ROW_CHUNK`] consecutive rows run in parallel, each row's sorted
-/// columns go to `row(state, i, cols)` in ascending order of `i` within a state, and the
-/// states of consecutive row ranges are merged by `merge(lower, upper)`.
-pub(super) fn gram_pattern_fold<T, I, F, M>(
-    kt: &CsrMatrix,
-    k: &CsrMatrix,
+/// Folds the rows of the pattern of `K^T diag(s) K` for an `n`-row `K` whose rows' column
+/// patterns `k_row` gives, and those of `K^T`, `kt_row` (the rows [`gram_pattern`] stores),
+/// without keeping them: chunks of [`ROW_CHUNK`] consecutive rows run in parallel, each row's
+/// sorted columns go to `row(state, i, cols)` in ascending order of `i` within a state, and
+/// the states of consecutive row ranges are merged by `merge(lower, upper)`.
+pub fn fold_gram_pattern<'m, R, C, T, I, F, M>(
+    n: usize,
+    kt_row: R,
+    k_row: C,
     init: I,
     row: F,
     merge: M,
 ) -> T
 where
+    R: Fn(usize) -> &'m [u32] + Sync,
+    C: Fn(usize) -> &'m [u32] + Sync,
     T: Send,
     I: Fn() -> T + Sync + Send,
     F: Fn(&mut T, usize, &[u32]) + Sync + Send,
     M: Fn(T, T) -> T + Sync + Send,
 {
-    let n = k.ncols();
     (0..n.div_ceil(ROW_CHUNK))
         .into_par_iter()
         .fold(
@@ -567,7 +575,7 @@ where
             |(mut state, mut acc, mut cols), c| {
                 for i in c * ROW_CHUNK..((c + 1) * ROW_CHUNK).min(n) {
                     cols.clear();
-                    gram_pattern_row(kt, k, i, &mut acc, &mut cols);
+                    gram_pattern_row(&kt_row, &k_row, i, &mut acc, &mut cols);
                     row(&mut state, i, &cols);
                 }
                 (state, acc, cols)

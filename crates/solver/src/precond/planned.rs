@@ -1,0 +1,171 @@
+//! A plan's preconditioner: built on the host, or left to the GPU backend, which builds
+//! first-order factored SSOR-AI from the matrix it has just uploaded, so that the host neither
+//! forms `K` and `K^T diag(s)` nor copies them over the bus. Whatever needs the host arrays
+//! (the CPU backend, a value refresh on the host, a transposing fallback) builds them when it
+//! first needs them ([`PlannedPrecond::host`]).
+use autopcg_sparse::CsrMatrix;
+
+use super::{PrecondKind, Preconditioner, SsorForm};
+use crate::PcgError;
+
+/// What a plan hands its backend as the preconditioner.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PlannedPrecond {
+    /// Built on the host.
+    Built(Preconditioner),
+    /// First-order SSOR-AI in the factored form, built from `A` where the solve runs (the GPU
+    /// backend builds it on the device, from the CSR arrays of `A` it uploads).
+    SsorK1FromA {
+        /// The relaxation factor, resolved for the matrix.
+        omega: f64,
+        /// Rows of the matrix it is for.
+        n: usize,
+    },
+}
+
+impl From<Preconditioner> for PlannedPrecond {
+    fn from(p: Preconditioner) -> Self {
+        PlannedPrecond::Built(p)
+    }
+}
+
+impl PlannedPrecond {
+    /// The kind this builds: its omega resolved, its form the one applied.
+    pub fn ssor_k1_kind(omega: f64) -> PrecondKind {
+        PrecondKind::SsorAi {
+            order: 1,
+            omega: Some(omega),
+            form: SsorForm::Factored,
+        }
+    }
+
+    /// The preconditioner as applied, as [`Preconditioner::kind_name`] names it.
+    pub fn kind_name(&self) -> &str {
+        match self {
+            PlannedPrecond::Built(p) => p.kind_name(),
+            PlannedPrecond::SsorK1FromA { .. } => "ssor-ai-factored",
+        }
+    }
+
+    /// The host arrays, when they are built.
+    pub fn built(&self) -> Option<&Preconditioner> {
+        match self {
+            PlannedPrecond::Built(p) => Some(p),
+            PlannedPrecond::SsorK1FromA { .. } => None,
+        }
+    }
+
+    /// True when the backend builds it from the matrix.
+    pub fn built_by_backend(&self) -> bool {
+        matches!(self, PlannedPrecond::SsorK1FromA { .. })
+    }
+
+    /// The host arrays, built from `a` first when the backend was to build them (the same
+    /// preconditioner, value for value, as the backend's). `a` must be the matrix of the plan
+    /// (or one of its pattern: the values are those of `a`).
+    pub fn host(&mut self, a: &CsrMatrix) -> Result<&mut Preconditioner, PcgError> {
+        if let PlannedPrecond::SsorK1FromA { omega, n } = *self {
+            if a.nrows() != n {
+                return Err(PcgError::Dimension(format!(
+                    "the preconditioner was planned for {n} rows, the matrix has {}",
+                    a.nrows()
+                )));
+            }
+            *self = PlannedPrecond::Built(Preconditioner::build(a, &Self::ssor_k1_kind(omega))?);
+        }
+        match self {
+            PlannedPrecond::Built(p) => Ok(p),
+            PlannedPrecond::SsorK1FromA { .. } => unreachable!("built just above"),
+        }
+    }
+
+    /// As [`Preconditioner::dim`].
+    pub fn dim(&self) -> Option<usize> {
+        self.as_ref().dim()
+    }
+
+    /// The preconditioner as a backend takes it.
+    pub fn as_ref(&self) -> PrecondRef<'_> {
+        self.into()
+    }
+}
+
+/// A preconditioner as a backend receives it: host arrays, or first-order factored SSOR-AI for
+/// the backend to build from the matrix (see [`PlannedPrecond`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum PrecondRef<'p> {
+    /// Built on the host.
+    Built(&'p Preconditioner),
+    /// First-order factored SSOR-AI with this omega for a matrix of `n` rows, built by the
+    /// backend.
+    SsorK1FromA {
+        /// The relaxation factor.
+        omega: f64,
+        /// Rows.
+        n: usize,
+    },
+}
+
+impl<'p> From<&'p Preconditioner> for PrecondRef<'p> {
+    fn from(p: &'p Preconditioner) -> Self {
+        PrecondRef::Built(p)
+    }
+}
+
+impl<'p> From<&'p PlannedPrecond> for PrecondRef<'p> {
+    fn from(p: &'p PlannedPrecond) -> Self {
+        match p {
+            PlannedPrecond::Built(p) => PrecondRef::Built(p),
+            &PlannedPrecond::SsorK1FromA { omega, n } => PrecondRef::SsorK1FromA { omega, n },
+        }
+    }
+}
+
+impl PrecondRef<'_> {
+    /// As [`Preconditioner::kind_name`].
+    pub fn kind_name(&self) -> &str {
+        match self {
+            PrecondRef::Built(p) => p.kind_name(),
+            PrecondRef::SsorK1FromA { .. } => "ssor-ai-factored",
+        }
+    }
+
+    /// As [`Preconditioner::dim`].
+    pub fn dim(&self) -> Option<usize> {
+        match self {
+            PrecondRef::Built(p) => p.dim(),
+            PrecondRef::SsorK1FromA { n, .. } => Some(*n),
+        }
+    }
+
+    /// True for the factored SSOR-AI form (built or to be built).
+    pub fn is_factored(&self) -> bool {
+        matches!(
+            self,
+            PrecondRef::Built(Preconditioner::SsorFactored { .. }) | PrecondRef::SsorK1FromA { .. }
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::precond::poisson1d;
+
+    #[test]
+    fn the_host_copy_is_the_host_build() {
+        let a = poisson1d(9);
+        let mut p = PlannedPrecond::SsorK1FromA { omega: 0.8, n: 9 };
+        assert_eq!(p.kind_name(), "ssor-ai-factored");
+        assert_eq!(p.as_ref().dim(), Some(9));
+        assert!(p.built().is_none() && p.built_by_backend());
+        let want = Preconditioner::build(&a, &PlannedPrecond::ssor_k1_kind(0.8)).unwrap();
+        assert_eq!(*p.host(&a).unwrap(), want);
+        assert_eq!(p.kind_name(), want.kind_name());
+        assert!(!p.built_by_backend());
+        // Built once: a second call returns the same arrays.
+        assert_eq!(*p.host(&a).unwrap(), want);
+        let mut q = PlannedPrecond::SsorK1FromA { omega: 0.8, n: 8 };
+        assert!(q.host(&a).unwrap_err().to_string().contains("8 rows"));
+    }
+}

@@ -1,0 +1,281 @@
+//! First-order factored SSOR-AI built on the device from `A`'s CSR arrays
+//! (`autopcg_gpu::kernels::ssor`, `PrecondRef::SsorK1FromA`): the factors equal the host
+//! build's bit for bit; patterns from which `K^T` cannot be read off are reported (and the
+//! backend builds on the host instead); a backend built this way solves exactly as one given
+//! the host's preconditioner, whatever format its factors run in, scaled systems included.
+//!
+//! Without a CUDA device the runner reports each GPU test as ignored (with
+//! AUTOPCG_REQUIRE_GPU=1 it fails instead); see autopcg_gpu::testing.
+mod common;
+
+use std::ops::ControlFlow;
+
+use autopcg_gpu::kernels::spmv::SpmvKernel;
+use autopcg_gpu::kernels::ssor::{ssor_k1_factors, SsorK1Build};
+use autopcg_gpu::{CusparseAlg, DeviceCsr, GpuDevice, GpuError, LaunchConfig};
+use autopcg_solver::gpu::{GpuBackend, GpuPlanChoice, PrecondChoice, SpmvChoice, SpmvMethod};
+use autopcg_solver::{
+    pcg, IterRecord, PcgInfo, PlannedPrecond, PrecondKind, PrecondRef, Preconditioner,
+};
+use autopcg_sparse::{families, CsrMatrix, DiaMatrix, EllMatrix, PaddingLimits};
+use common::{csr, fixtures, params, poisson3d, random_rhs, random_spd};
+
+fn matrices() -> Vec<(String, CsrMatrix)> {
+    let mut v = vec![
+        ("n = 1".to_string(), csr(1, &[(0, 0, 3.0)])),
+        ("identity 7".to_string(), CsrMatrix::identity(7).unwrap()),
+        ("poisson3d 9x7x5".to_string(), poisson3d(9, 7, 5)),
+        ("random spd 3000".to_string(), random_spd(3000, 9, true, 5)),
+        (
+            "power-law 20000".to_string(),
+            families::random_powerlaw_spd(20_000, 10.0, 1.3, 7).unwrap(),
+        ),
+        (
+            "fem 2d 30000".to_string(),
+            families::fem_p1_2d(30_000, 2).unwrap(),
+        ),
+        // Explicit zeros on both sides of the diagonal: stored entries of K and K^T.
+        (
+            "explicit zeros".to_string(),
+            csr(
+                4,
+                &[
+                    (0, 0, 2.0),
+                    (1, 1, 2.0),
+                    (2, 2, 2.0),
+                    (3, 3, 2.0),
+                    (3, 0, 0.0),
+                    (0, 3, 0.0),
+                    (2, 1, -1.0),
+                    (1, 2, -1.0),
+                ],
+            ),
+        ),
+    ];
+    v.extend(fixtures());
+    v
+}
+
+fn bits(v: &[f64]) -> Vec<u64> {
+    v.iter().map(|x| x.to_bits()).collect()
+}
+
+fn host_factors(a: &CsrMatrix, omega: f64) -> (CsrMatrix, CsrMatrix) {
+    match Preconditioner::build(a, &PlannedPrecond::ssor_k1_kind(omega)).unwrap() {
+        Preconditioner::SsorFactored { k, kt, .. } => (k, kt),
+        other => panic!("factored form expected, got {}", other.kind_name()),
+    }
+}
+
+fn device_factors_equal_the_host_build(dev: GpuDevice) {
+    for (name, a) in matrices() {
+        for omega in [1.0, 0.7] {
+            let (hk, hkt) = host_factors(&a, omega);
+            let d = DeviceCsr::upload(&dev, &a).unwrap();
+            let SsorK1Build::Built { k, kt } = ssor_k1_factors(&dev, &d, omega).unwrap() else {
+                panic!("{name}: the pattern is symmetric")
+            };
+            for (what, got, want) in [("K", &k, &hk), ("K^T S", &kt, &hkt)] {
+                let (p, i, v) = got.download(&dev).unwrap();
+                let tag = format!("{name}, omega {omega}: {what}");
+                assert_eq!(got.shape(), (want.nrows(), want.ncols()), "{tag}");
+                assert_eq!(p, want.indptr(), "{tag} row pointers");
+                assert_eq!(i, want.indices(), "{tag} columns");
+                assert_eq!(bits(&v), bits(want.data()), "{tag} values");
+            }
+        }
+    }
+}
+
+fn patterns_without_mirrors_are_reported(dev: GpuDevice) {
+    let diag = |n: usize| (0..n).map(|i| (i, i, 4.0)).collect::<Vec<_>>();
+    // More entries below the diagonal than above: found by the counts.
+    let mut t = diag(4);
+    t.extend([(3, 0, -1.0), (3, 1, -1.0), (0, 3, -1.0)]);
+    // As many each side, one without its mirror each side: found by the search.
+    let mut u = diag(4);
+    u.extend([(3, 0, -1.0), (1, 2, -1.0)]);
+    for (a, first_row) in [(csr(4, &t), None), (csr(4, &u), Some(1))] {
+        let d = DeviceCsr::upload(&dev, &a).unwrap();
+        match ssor_k1_factors(&dev, &d, 1.0).unwrap() {
+            SsorK1Build::AsymmetricPattern { first_row: r } => assert_eq!(r, first_row),
+            SsorK1Build::Built { .. } => panic!("an asymmetric pattern was built"),
+        }
+    }
+    // A row without a diagonal entry is an error naming it (1-based).
+    let a = csr(3, &[(0, 0, 1.0), (1, 1, 1.0), (2, 0, 0.5), (0, 2, 0.5)]);
+    let d = DeviceCsr::upload(&dev, &a).unwrap();
+    match ssor_k1_factors(&dev, &d, 1.0) {
+        Err(GpuError::InvalidInput { reason, .. }) => {
+            assert!(reason.contains("row 3 stores no diagonal"), "{reason}")
+        }
+        other => panic!("expected an error, got {other:?}"),
+    }
+    match ssor_k1_factors(&dev, &d, 2.0) {
+        Err(GpuError::InvalidInput { reason, .. }) => assert!(reason.contains("omega"), "{reason}"),
+        other => panic!("expected an error, got {other:?}"),
+    }
+}
+
+fn run(
+    dev: &GpuDevice,
+    a: &CsrMatrix,
+    pre: PrecondRef<'_>,
+    b: &[f64],
+    choice: &GpuPlanChoice,
+) -> (PcgInfo, Vec<IterRecord>, Vec<f64>) {
+    let mut be = GpuBackend::new(dev, a, pre, b, None, choice).unwrap();
+    assert_eq!(
+        be.setup_times().precond_ms > 0.0,
+        matches!(pre, PrecondRef::SsorK1FromA { .. }),
+        "the device build is timed as the preconditioner's"
+    );
+    let mut recs = Vec::new();
+    let info = pcg(&mut be, &params(1e-10, 4000), |r| {
+        recs.push(*r);
+        ControlFlow::Continue(())
+    })
+    .unwrap();
+    (info, recs, be.into_solution().unwrap())
+}
+
+/// The factors' SpMV methods exercised for factors `k` (and its transpose, of as many
+/// entries): CSR kernels, DIA and ELL where the host conversion takes them, COO (made through
+/// a host copy of the device's arrays) and cuSPARSE.
+fn methods(k: &CsrMatrix) -> Vec<SpmvMethod> {
+    let (n, nnz) = (k.nrows() as u64, k.nnz() as u64);
+    let cfg = |kernel: SpmvKernel| LaunchConfig::per_item(kernel.work_items(n, nnz), 256);
+    let limits = PaddingLimits::default();
+    let mut v = vec![
+        SpmvMethod::Csr {
+            kernel: SpmvKernel::CsrScalar,
+            config: cfg(SpmvKernel::CsrScalar),
+        },
+        SpmvMethod::Csr {
+            kernel: SpmvKernel::CsrVector(4),
+            config: cfg(SpmvKernel::CsrVector(4)),
+        },
+        SpmvMethod::Coo {
+            kernel: SpmvKernel::CooSegment,
+            config: cfg(SpmvKernel::CooSegment),
+        },
+        SpmvMethod::Cusparse {
+            alg: CusparseAlg::CsrAlg1,
+        },
+    ];
+    if DiaMatrix::from_csr(k, &limits).is_ok() {
+        v.push(SpmvMethod::Dia {
+            config: cfg(SpmvKernel::Dia),
+        });
+    }
+    if EllMatrix::from_csr(k, &limits).is_ok() {
+        v.push(SpmvMethod::Ell {
+            config: cfg(SpmvKernel::Ell),
+        });
+    }
+    v
+}
+
+fn backend_building_on_the_device_solves_as_the_host_build(dev: GpuDevice) {
+    let big = |a: &CsrMatrix| common::scaled(a, 1e200);
+    let cases = [
+        ("poisson3d 12^3", poisson3d(12, 12, 12)),
+        ("random spd 2000", random_spd(2000, 9, true, 3)),
+        ("poisson3d 8^3 times 1e200", big(&poisson3d(8, 8, 8))),
+    ];
+    for (name, a) in cases {
+        let n = a.nrows();
+        let b = random_rhs(n, 11);
+        let kind = PrecondKind::ssor_ai().with_omega(0.9);
+        let host = Preconditioner::build(&a, &kind).unwrap();
+        let base = autopcg_generator::fallback::gpu_choice(&a, &host, dev.props());
+        let (hk, _) = host_factors(&a, 0.9);
+        let mut choices: Vec<GpuPlanChoice> = methods(&hk)
+            .into_iter()
+            .map(|m| {
+                let s = SpmvChoice {
+                    method: m,
+                    predicted_ms: None,
+                };
+                let mut c = base.clone();
+                c.precond = PrecondChoice::Factored { k: s, kt: s };
+                c
+            })
+            .collect();
+        // A's product in COO and in CSR: A's operand made from the host matrix, or from the
+        // CSR arrays the factors were built from.
+        for m in [
+            SpmvMethod::Coo {
+                kernel: SpmvKernel::CooSegment,
+                config: LaunchConfig::per_item(
+                    SpmvKernel::CooSegment.work_items(n as u64, a.nnz() as u64),
+                    256,
+                ),
+            },
+            SpmvMethod::Csr {
+                kernel: SpmvKernel::CsrScalar,
+                config: LaunchConfig::per_item(n as u64, 256),
+            },
+        ] {
+            let mut c = base.clone();
+            c.a = SpmvChoice {
+                method: m,
+                predicted_ms: None,
+            };
+            choices.push(c);
+        }
+        for c in &choices {
+            let tag = format!("{name}: A {}, K {:?}", c.a.method.kernel_name(), c.precond);
+            let (ih, rh, xh) = run(&dev, &a, PrecondRef::Built(&host), &b, c);
+            let from_a = PrecondRef::SsorK1FromA { omega: 0.9, n };
+            let (id, rd, xd) = run(&dev, &a, from_a, &b, c);
+            assert!(ih.converged, "{tag}");
+            assert_eq!(id.iterations, ih.iterations, "{tag}");
+            assert_eq!(rd, rh, "{tag}: records differ");
+            assert_eq!(bits(&xd), bits(&xh), "{tag}: solutions differ");
+        }
+    }
+}
+
+fn an_asymmetric_pattern_is_built_on_the_host(dev: GpuDevice) {
+    // SPD values with an explicit zero stored on one side only.
+    let mut a = poisson3d(6, 6, 6);
+    let (n, mut t) = (a.nrows(), Vec::new());
+    for i in 0..n {
+        let (c, v) = a.row(i);
+        t.extend(c.iter().zip(v).map(|(&j, &x)| (i, j as usize, x)));
+    }
+    t.push((n - 1, 0, 0.0));
+    a = csr(n, &t);
+    let b = random_rhs(n, 4);
+    let host = Preconditioner::build(&a, &PlannedPrecond::ssor_k1_kind(1.0)).unwrap();
+    let c = autopcg_generator::fallback::gpu_choice(&a, &host, dev.props());
+    let (ih, rh, _) = run(&dev, &a, PrecondRef::Built(&host), &b, &c);
+    let mut be = GpuBackend::new(
+        &dev,
+        &a,
+        PrecondRef::SsorK1FromA { omega: 1.0, n },
+        &b,
+        None,
+        &c,
+    )
+    .unwrap();
+    let mut rd = Vec::new();
+    let id = pcg(&mut be, &params(1e-10, 4000), |r| {
+        rd.push(*r);
+        ControlFlow::Continue(())
+    })
+    .unwrap();
+    assert_eq!(id.iterations, ih.iterations);
+    assert_eq!(rd, rh);
+}
+
+autopcg_gpu::test_main! {
+    cpu: [],
+    gpu: [
+        device_factors_equal_the_host_build,
+        patterns_without_mirrors_are_reported,
+        backend_building_on_the_device_solves_as_the_host_build,
+        an_asymmetric_pattern_is_built_on_the_host,
+    ],
+}
