@@ -59,8 +59,8 @@ use autopcg_solver::gpu::GpuBackend;
 #[cfg(feature = "gpu")]
 use autopcg_solver::ValueStatsSink;
 use autopcg_solver::{
-    IterRecord, PcgBackend, PcgError, PcgInfo, PcgParams, Plan, PrecondKind, ValueRefresh,
-    ValueStats,
+    IterRecord, PcgBackend, PcgError, PcgInfo, PcgParams, Plan, PrecondKind, Preconditioner,
+    ValueRefresh, ValueStats,
 };
 use autopcg_sparse::CsrMatrix;
 
@@ -219,7 +219,7 @@ impl<'a> PreparedSolver<'a> {
             };
         }
         let device_ms = t0.elapsed().as_secs_f64() * 1e3;
-        let plan = autopcg_generator::plan(&req).map_err(|e| match e {
+        let mut plan = autopcg_generator::plan(&req).map_err(|e| match e {
             autopcg_generator::PlanError::Solver(p) => Error::Pcg(p),
             other => Error::Plan(other.to_string()),
         })?;
@@ -239,7 +239,12 @@ impl<'a> PreparedSolver<'a> {
             None => {
                 // Checks what a solve would check (sizes, the diagonal) now, not at the first
                 // solve.
-                CpuBackend::new(&a, &plan.preconditioner, &vec![0.0; a.nrows()], None)?;
+                CpuBackend::new(
+                    &a,
+                    plan.preconditioner.host(&a)?,
+                    &vec![0.0; a.nrows()],
+                    None,
+                )?;
                 (
                     Exec::Cpu,
                     format!("cpu ({} threads)", rayon::current_num_threads()),
@@ -327,7 +332,7 @@ impl<'a> PreparedSolver<'a> {
         .map_err(|f| f.error)?;
         let params = exec.params().clone();
         let plan = SolvePlan {
-            preconditioner: autopcg_solver::Preconditioner::None,
+            preconditioner: autopcg_solver::Preconditioner::None.into(),
             kind: exec.kind(),
             gpu: None,
             check_every: params.check_every.unwrap_or(1),
@@ -490,8 +495,12 @@ impl<'a> PreparedSolver<'a> {
                 (result, backend.solution(), rhs_ms, solve_ms)
             }
             Exec::Cpu => {
-                let mut backend = CpuBackend::new(&self.a, &self.plan.preconditioner, b, x0)
+                let pre = self
+                    .plan
+                    .preconditioner
+                    .host(&self.a)
                     .map_err(Error::from)?;
+                let mut backend = CpuBackend::new(&self.a, pre, b, x0).map_err(Error::from)?;
                 let (result, rhs_ms, solve_ms) =
                     timed_pcg(&mut backend, &self.params, progress, t0);
                 (result, Ok(backend.into_solution()), rhs_ms, solve_ms)
@@ -522,7 +531,9 @@ impl<'a> PreparedSolver<'a> {
     /// take the new values (see the module documentation: on a GPU the values alone cross the
     /// bus, and the preconditioner is recomputed there). The first call also
     /// prepares the refresh (the position of each entry of K^T in K; for the explicit SSOR-AI
-    /// form, K and K^T themselves), which its `precond_ms` includes.
+    /// form, K and K^T themselves; for first-order factored SSOR-AI that the device built at
+    /// preparation, the host copy the refresh's patterns come from), which its `precond_ms`
+    /// includes.
     ///
     /// Errors (and nothing changes): a length other than [`PreparedSolver::nnz`], a non-finite
     /// value, or values that make a diagonal entry non-positive.
@@ -572,7 +583,7 @@ impl<'a> PreparedSolver<'a> {
             return e.refresh(&self.a, &stats);
         }
         let t0 = Instant::now();
-        let refresh = value_refresh(&mut self.refresh, &self.a, &self.plan)?;
+        let refresh = value_refresh(&mut self.refresh, &self.a, &mut self.plan)?;
         // Every diagonal entry positive (what every preconditioner and the backend require) is
         // checked on the new values before anything changes; then the matrix takes them in
         // place (a borrowed one is copied the first time).
@@ -586,15 +597,17 @@ impl<'a> PreparedSolver<'a> {
         copy_values(&mut self.a, values)?;
         // Values only: every pattern is kept. With the diagonal checked, a refresh fails only
         // on an internal error.
-        refresh.refresh(&self.a, &mut self.plan.preconditioner)?;
+        let pre = self.plan.preconditioner.host(&self.a)?;
+        refresh.refresh(&self.a, pre)?;
         self.host_precond_stale = false;
         let a: &CsrMatrix = &self.a;
+        let pre: &Preconditioner = pre;
         let precond_ms = t0.elapsed().as_secs_f64() * 1e3;
         let t1 = Instant::now();
         let parts = match &mut self.exec {
             #[cfg(feature = "gpu")]
             Exec::Gpu { dev, backend } => {
-                if backend.update_matrix_with(a, &self.plan.preconditioner, &stats)? {
+                if backend.update_matrix_with(a, pre, &stats)? {
                     backend.setup_times()
                 } else {
                     let (fresh, parts) = reserved_gpu_backend(dev, a, &self.plan, &self.params)?;
@@ -603,7 +616,7 @@ impl<'a> PreparedSolver<'a> {
                 }
             }
             Exec::Cpu => {
-                CpuBackend::new(a, &self.plan.preconditioner, &vec![0.0; a.nrows()], None)?;
+                CpuBackend::new(a, pre, &vec![0.0; a.nrows()], None)?;
                 BackendTimes::default()
             }
             Exec::Blocks(_) => unreachable!("block solvers refreshed above"),
@@ -625,14 +638,25 @@ impl<'a> PreparedSolver<'a> {
     #[cfg(feature = "gpu")]
     fn update_values_staged(&mut self, values: &[f64]) -> Result<SetupTimes, Error> {
         let t0 = Instant::now();
-        let refresh = value_refresh(&mut self.refresh, &self.a, &self.plan)?;
+        // A preconditioner the device built gets its host copy here, the first time (the
+        // refresh's patterns come from it): counted as the preconditioner's time.
+        let host_build = self.plan.preconditioner.built_by_backend();
+        let refresh = value_refresh(&mut self.refresh, &self.a, &mut self.plan)?;
+        let host_build_ms = if host_build {
+            t0.elapsed().as_secs_f64() * 1e3
+        } else {
+            0.0
+        };
         let Exec::Gpu { dev, backend } = &mut self.exec else {
             unreachable!("staged updates are for a single GPU")
         };
         // Whether the preconditioner's values can be recomputed on the device, decided (and
         // its patterns uploaded, the first time) before anything changes.
-        let on_device =
-            backend.prepare_device_refresh(&self.a, refresh, &self.plan.preconditioner)?;
+        let on_device = backend.prepare_device_refresh(
+            &self.a,
+            refresh,
+            self.plan.preconditioner.host(&self.a)?,
+        )?;
         let staged = self.staged.get_or_insert_with(|| {
             let diag = self.a.diagonal_positions();
             StagedUpdate {
@@ -681,7 +705,7 @@ impl<'a> PreparedSolver<'a> {
             })?;
             return Err(e);
         }
-        let upload_ms = t0.elapsed().as_secs_f64() * 1e3;
+        let upload_ms = t0.elapsed().as_secs_f64() * 1e3 - host_build_ms;
         let dimension =
             |e: autopcg_sparse::SparseError| Error::Pcg(PcgError::Dimension(e.to_string()));
         match &mut self.a {
@@ -706,7 +730,7 @@ impl<'a> PreparedSolver<'a> {
                 let parts = backend.setup_times();
                 let backend_ms = t1.elapsed().as_secs_f64() * 1e3 - kernels_ms;
                 return Ok(SetupTimes {
-                    precond_ms: kernels_ms,
+                    precond_ms: host_build_ms + kernels_ms,
                     backend_ms: upload_ms + backend_ms.max(0.0),
                     ..SetupTimes::default()
                 }
@@ -715,12 +739,14 @@ impl<'a> PreparedSolver<'a> {
         }
         // Values only: every pattern is kept. With the diagonal checked, a refresh fails only
         // on an internal error.
-        refresh.refresh_with_diagonal(&self.a, &staged.diagonal, &mut self.plan.preconditioner)?;
+        let pre = self.plan.preconditioner.host(&self.a)?;
+        refresh.refresh_with_diagonal(&self.a, &staged.diagonal, pre)?;
         self.host_precond_stale = false;
         let precond_ms = t1.elapsed().as_secs_f64() * 1e3;
         let t2 = Instant::now();
         let a: &CsrMatrix = &self.a;
-        let parts = if backend.commit_matrix_values(a, &self.plan.preconditioner, stats.max_abs)? {
+        let pre: &Preconditioner = pre;
+        let parts = if backend.commit_matrix_values(a, pre, stats.max_abs)? {
             backend.setup_times()
         } else {
             let (fresh, parts) = reserved_gpu_backend(dev, a, &self.plan, &self.params)?;
@@ -728,7 +754,7 @@ impl<'a> PreparedSolver<'a> {
             parts
         };
         Ok(SetupTimes {
-            precond_ms,
+            precond_ms: host_build_ms + precond_ms,
             backend_ms: upload_ms + t2.elapsed().as_secs_f64() * 1e3,
             ..SetupTimes::default()
         }
@@ -787,12 +813,15 @@ fn prepare_times(
     backend_start: Instant,
     parts: BackendTimes,
 ) -> SetupTimes {
+    // A preconditioner built on the device is counted as the preconditioner's, not the
+    // backend's.
+    let backend_ms = backend_start.elapsed().as_secs_f64() * 1e3;
     SetupTimes {
         check_ms,
         device_ms,
-        precond_ms: plan.precond_ms,
+        precond_ms: plan.precond_ms + parts.precond_ms,
         select_ms,
-        backend_ms: backend_start.elapsed().as_secs_f64() * 1e3,
+        backend_ms: (backend_ms - parts.precond_ms).max(0.0),
         rhs_ms: 0.0,
         ..SetupTimes::default()
     }
@@ -820,11 +849,15 @@ fn first_bad_diagonal_of(a: &CsrMatrix, values: &[f64]) -> Option<(usize, f64)> 
 fn value_refresh<'r>(
     slot: &'r mut Option<ValueRefresh>,
     a: &CsrMatrix,
-    plan: &SolvePlan,
+    plan: &mut SolvePlan,
 ) -> Result<&'r mut ValueRefresh, Error> {
     Ok(match slot {
         Some(r) => r,
-        none => none.insert(ValueRefresh::new(a, &plan.kind, &plan.preconditioner)?),
+        none => {
+            // A preconditioner the device built is built on the host here, the first time.
+            let host = plan.preconditioner.host(a)?;
+            none.insert(ValueRefresh::new(a, &plan.kind, host)?)
+        }
     })
 }
 
@@ -838,7 +871,8 @@ fn host_precond_current(
     plan: &mut SolvePlan,
 ) -> Result<(), Error> {
     if *stale {
-        value_refresh(slot, a, plan)?.refresh(a, &mut plan.preconditioner)?;
+        let refresh = value_refresh(slot, a, plan)?;
+        refresh.refresh(a, plan.preconditioner.host(a)?)?;
         *stale = false;
     }
     Ok(())

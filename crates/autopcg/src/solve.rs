@@ -24,7 +24,9 @@ pub struct SetupTimes {
     /// ahead ([`crate::open_gpu_ahead`]: `autopcg solve` does so while it reads the matrix),
     /// only the wait for what was left of the open is counted.
     pub device_ms: f64,
-    /// Building the preconditioner (both SSOR-AI forms when the model compared them).
+    /// Building the preconditioner (both SSOR-AI forms when the model compared them): on the
+    /// host, or on the device for first-order factored SSOR-AI on a GPU (built there from the
+    /// uploaded matrix; that part is not in `backend_ms`).
     pub precond_ms: f64,
     /// Choosing the plan.
     pub select_ms: f64,

@@ -1,8 +1,10 @@
 //! Times the host work of a plan on a generated 3D Poisson matrix: the counts the SpMV choice
 //! reads (one pass against the separate feature and work passes), SSOR-AI's build and the
 //! transpose its K^T no longer needs, the count of the explicit product's structure, its
-//! pattern and the product formed (what a plan that chooses the explicit form spends), and a
-//! whole plan with the committed H200 model (matrix known symmetric, as a checked one is).
+//! pattern and the product formed (what a plan that chooses the explicit form spends); what a
+//! GPU plan reads of first-order SSOR-AI through A's pattern instead (omega, the diagonal's
+//! positions, the counts of K and K^T, the explicit product's count); and a whole plan with
+//! the committed H200 model (matrix known symmetric, as a checked one is).
 //!
 //! `cargo run --release -p autopcg-generator --example select_timing -- [N] [REPEATS]` (the
 //! N^3 7-point Poisson matrix; defaults 128 and 3). Prints the best of the repeats.
@@ -46,6 +48,19 @@ fn main() {
         "ssor-ai: build {build:.1} ms (a transpose of K alone: {transpose:.1} ms), count of \
          the explicit product {counted:.1} ms, its pattern {pattern:.1} ms, the product \
          formed {formed:.1} ms"
+    );
+    // What a GPU plan of first-order factored SSOR-AI reads instead, through A's pattern.
+    let (omega_ms, omega) = best_ms(repeats, || autopcg_solver::auto_omega(&a));
+    let (views_ms, v) = best_ms(repeats, || {
+        autopcg_generator::factors::K1Factors::of(&a).expect("views")
+    });
+    let (features_ms, _) = best_ms(repeats, || v.features(omega));
+    let (explicit_ms, _) = best_ms(repeats, || v.explicit_counts());
+    println!(
+        "ssor-ai through A's pattern: omega {omega_ms:.1} ms ({:.1} ms with the views' \
+         diagonal), diagonal positions {views_ms:.1} ms, counts of K and K^T \
+         {features_ms:.1} ms, count of the explicit product {explicit_ms:.1} ms",
+        best_ms(repeats, || v.auto_omega()).0
     );
     for kind in [PrecondKind::None, PrecondKind::ssor_ai()] {
         let (ms, p) = best_ms(repeats, || {

@@ -46,13 +46,18 @@ pub const ENTRIES_PER_LANE: f64 = 2.5;
 /// 4 lanes on a 2D P1 FEM matrix (7 entries per row), 16 lanes on s3rmt3m3 (39) and 32 on
 /// bcsstk13 (42).
 pub fn spmv_method(b: &CsrMatrix) -> SpmvMethod {
-    let n = b.nrows() as u64;
-    let kernel = spmv_kernel(
-        n,
+    spmv_method_of(
+        b.nrows() as u64,
         b.nnz() as u64,
         autopcg_sparse::dia::count_diagonals(b) as u64,
-    );
-    let config = LaunchConfig::per_item(kernel.work_items(n, b.nnz() as u64), DEFAULT_THREADS);
+    )
+}
+
+/// [`spmv_method`] of an operand of `n` rows, `nnz` entries and `ndiag` diagonals (one that
+/// need not be stored).
+pub fn spmv_method_of(n: u64, nnz: u64, ndiag: u64) -> SpmvMethod {
+    let kernel = spmv_kernel(n, nnz, ndiag);
+    let config = LaunchConfig::per_item(kernel.work_items(n, nnz), DEFAULT_THREADS);
     match kernel {
         SpmvKernel::Dia => SpmvMethod::Dia { config },
         k => SpmvMethod::Csr { kernel: k, config },
@@ -120,11 +125,22 @@ pub fn precond_choice(pre: &Preconditioner, n: usize, props: &DeviceProps) -> Pr
 /// The whole GPU plan of `a` with `pre` by the fallback rule, with one-iteration graphs.
 pub fn gpu_choice(a: &CsrMatrix, pre: &Preconditioner, props: &DeviceProps) -> GpuPlanChoice {
     let n = a.nrows();
+    gpu_choice_of(n, spmv_choice(a), precond_choice(pre, n, props), props)
+}
+
+/// The GPU plan for vectors of length `n` with the SpMV of A and the preconditioner step
+/// given, the rest by the fallback rule, with one-iteration graphs.
+pub fn gpu_choice_of(
+    n: usize,
+    a: SpmvChoice,
+    precond: PrecondChoice,
+    props: &DeviceProps,
+) -> GpuPlanChoice {
     let update = VectorVariant::GridV2;
     let dot3 = Dot3Kernel::LastBlock;
     GpuPlanChoice {
-        a: spmv_choice(a),
-        precond: precond_choice(pre, n, props),
+        a,
+        precond,
         update: UpdateChoice {
             variant: update,
             config: update.default_config(n as u64, props),

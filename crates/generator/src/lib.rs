@@ -34,12 +34,8 @@ use std::time::Instant;
 use autopcg_catalog::DeviceProps;
 #[cfg(feature = "model")]
 use autopcg_model::file::ModelFile;
-use autopcg_solver::gpu::GpuPlanChoice;
-#[cfg(feature = "model")]
-use autopcg_solver::gpu::PrecondChoice;
-#[cfg(feature = "model")]
-use autopcg_solver::SsorForm;
-use autopcg_solver::{PcgError, Plan, PrecondKind, Preconditioner};
+use autopcg_solver::gpu::{GpuPlanChoice, PrecondChoice, SpmvChoice};
+use autopcg_solver::{PcgError, Plan, PlannedPrecond, PrecondKind, Preconditioner, SsorForm};
 pub use autopcg_sparse::features::KnownSymmetry;
 use autopcg_sparse::CsrMatrix;
 
@@ -47,6 +43,7 @@ pub mod blocks;
 #[cfg(feature = "emit")]
 pub mod emit;
 pub mod explain;
+pub mod factors;
 pub mod fallback;
 #[cfg(feature = "model")]
 pub mod saved;
@@ -60,7 +57,7 @@ pub use select::{
     select_dot3, select_spmv, select_spmv_counted, select_spmv_knowing, select_update, SpmvCounts,
 };
 #[cfg(feature = "model")]
-pub use ssor::{choose_ssor_form, explicit_counts, SsorFormChoice};
+pub use ssor::{choose_ssor_form, choose_ssor_form_counted, explicit_counts, SsorFormChoice};
 
 /// Iterations a conversion is amortised over when a solve does not say how many it expects.
 /// A guess of the order of the iteration counts of the benchmark families with SSOR-AI at a
@@ -176,8 +173,11 @@ impl<'a> PlanRequest<'a> {
 /// A plan: what to build and what each step runs.
 #[derive(Debug, Clone)]
 pub struct SolvePlan {
-    /// The preconditioner, built on the host in the chosen form.
-    pub preconditioner: Preconditioner,
+    /// The preconditioner in the chosen form: built on the host, or (first-order factored
+    /// SSOR-AI on a GPU) left to the backend, which builds it on the device from `A`
+    /// ([`PlannedPrecond::SsorK1FromA`]; [`PlannedPrecond::host`] builds the host copy where one
+    /// is needed).
+    pub preconditioner: PlannedPrecond,
     /// The preconditioner as applied: its omega resolved for the matrix and its SSOR-AI form
     /// the one chosen. Building it again for new values of the same pattern gives the same
     /// plan's preconditioner.
@@ -196,9 +196,10 @@ pub struct SolvePlan {
     pub predicted_iteration_ms: Option<f64>,
     /// One-line notes (fallbacks taken and why).
     pub notes: Vec<String>,
-    /// Milliseconds spent building the preconditioner (with the count of the explicit
-    /// product's structure when a model compared the forms, and the product itself when the
-    /// explicit form was chosen).
+    /// Milliseconds spent building the preconditioner on the host (with the count of the
+    /// explicit product's structure when a model compared the forms, and the product itself
+    /// when the explicit form was chosen); for one the backend builds, resolving omega and
+    /// finding the diagonal's positions.
     pub precond_ms: f64,
     /// Milliseconds spent choosing.
     pub select_ms: f64,
@@ -215,19 +216,53 @@ impl SolvePlan {
 /// chooses every step for the target — from the model where it has an answer, else by the
 /// fallback rule with a note — and the polling cadence. The GPU plan is checked against the
 /// device before it is returned.
+///
+/// For a GPU, first-order SSOR-AI in the factored form is not built here: its factors are read
+/// through `A`'s pattern ([`factors::K1Factors`]) for the choices, and the backend builds them
+/// on the device from the `A` it uploads. The host builds them only where that does not apply
+/// (a pattern that is not symmetric, a bad diagonal, which the host build then reports), or
+/// to form the explicit product when that form is chosen.
 pub fn plan(req: &PlanRequest) -> Result<SolvePlan, PlanError> {
     let a = req.matrix;
     let t0 = Instant::now();
+    let views = match (&req.target, req.precond) {
+        (
+            Target::Gpu(_),
+            PrecondKind::SsorAi {
+                order: 1,
+                form: SsorForm::Factored,
+                ..
+            },
+        ) => factors::K1Factors::of(a),
+        _ => None,
+    };
     // A model may switch SSOR-AI to its explicit form.
     #[cfg_attr(not(feature = "model"), allow(unused_mut))]
-    let mut kind = req.precond.resolved_for(a);
+    let mut kind = match (&views, req.precond.omega()) {
+        (Some(v), None) => req.precond.with_omega(v.auto_omega()),
+        _ => req.precond.resolved_for(a),
+    };
     #[cfg_attr(not(feature = "model"), allow(unused_mut))]
-    let mut pre = Preconditioner::build(a, &kind)?;
+    let mut pre: PlannedPrecond = match (&views, kind.omega()) {
+        (Some(_), Some(omega)) => PlannedPrecond::SsorK1FromA {
+            omega,
+            n: a.nrows(),
+        },
+        _ => Preconditioner::build(a, &kind)?.into(),
+    };
+    // With the factors left to the backend: the relaxation factor and the diagonal's
+    // positions (read by the views) only.
     let mut precond_ms = t0.elapsed().as_secs_f64() * 1e3;
     let props = match &req.target {
         Target::Cpu { threads } => {
             let check_every = req.check_every.unwrap_or(CPU_CHECK_EVERY);
-            let steps = cpu_steps(&pre, *threads);
+            let Some(built) = pre.built() else {
+                return Err(PcgError::Backend(
+                    "a CPU plan without its preconditioner (internal error)".into(),
+                )
+                .into());
+            };
+            let steps = cpu_steps(built, *threads);
             #[cfg(feature = "model")]
             let notes = req
                 .model
@@ -254,19 +289,52 @@ pub fn plan(req: &PlanRequest) -> Result<SolvePlan, PlanError> {
     };
     let t1 = Instant::now();
     #[cfg(feature = "model")]
-    let m = modelled(req, props, &mut pre, &mut kind)?;
+    let m = modelled(req, props, &mut pre, &mut kind, views.as_ref())?;
     #[cfg(not(feature = "model"))]
     let m = Modelled::default();
     precond_ms += m.spent_building;
     let check_every = req.check_every.unwrap_or(GPU_CHECK_EVERY).max(1);
     let graph_iters = GpuPlanChoice::graph_iters_for(check_every);
-    let choice = m
-        .choice
-        .unwrap_or_else(|| fallback::gpu_choice(a, &pre, props))
-        .with_graph_iters(graph_iters);
+    let choice = match m.choice {
+        Some(c) => c,
+        None => match (&pre, &views) {
+            (PlannedPrecond::SsorK1FromA { omega, .. }, Some(v)) => {
+                let f = match m.k1 {
+                    Some(f) => f,
+                    None => v.features(*omega),
+                };
+                fallback::gpu_choice_of(
+                    a.nrows(),
+                    fallback::spmv_choice(a),
+                    PrecondChoice::Factored {
+                        k: SpmvChoice {
+                            method: factors::fallback_method(&f.k),
+                            predicted_ms: None,
+                        },
+                        kt: SpmvChoice {
+                            method: factors::fallback_method(&f.kt),
+                            predicted_ms: None,
+                        },
+                    },
+                    props,
+                )
+            }
+            _ => {
+                let built = pre.host(a)?;
+                fallback::gpu_choice(a, built, props)
+            }
+        },
+    }
+    .with_graph_iters(graph_iters);
     choice.check(a.nrows(), &pre, props)?;
     let steps = choice.plan();
     let select_ms = (t1.elapsed().as_secs_f64() * 1e3 - m.spent_building).max(0.0);
+    let mut notes = m.notes;
+    if pre.built_by_backend() {
+        notes.push(
+            "SSOR-AI's K and K^T diag(s) are built on the device from A's uploaded arrays".into(),
+        );
+    }
     Ok(SolvePlan {
         preconditioner: pre,
         kind,
@@ -276,7 +344,7 @@ pub fn plan(req: &PlanRequest) -> Result<SolvePlan, PlanError> {
         model: m.model_used,
         explain: m.explain,
         predicted_iteration_ms: m.predicted,
-        notes: m.notes,
+        notes,
         precond_ms,
         select_ms,
     })
@@ -291,44 +359,88 @@ struct Modelled {
     notes: Vec<String>,
     model_used: Option<String>,
     predicted: Option<f64>,
-    /// Milliseconds spent on the explicit SSOR-AI product: counting its structure to compare
-    /// the forms, and forming it when the explicit form is chosen.
+    /// Milliseconds spent on the preconditioner on the host: counting the explicit product's
+    /// structure to compare the forms, and forming it when the explicit form is chosen.
     spent_building: f64,
+    /// What the pass over `A` found of first-order SSOR-AI's factors, when it ran.
+    k1: Option<factors::K1Features>,
 }
 
 /// The model's part of a GPU plan: SSOR-AI's form by predicted time (which may replace `pre`
 /// and `kind` with the explicit form), then every modelled step; a model without an answer
-/// leaves the choice to the fallback rule, with a note.
+/// leaves the choice to the fallback rule, with a note. `views`: first-order SSOR-AI's
+/// factors read through `A`'s pattern, when `pre` is left to the backend.
 #[cfg(feature = "model")]
 fn modelled(
     req: &PlanRequest,
     props: &DeviceProps,
-    pre: &mut Preconditioner,
+    pre: &mut PlannedPrecond,
     kind: &mut PrecondKind,
+    views: Option<&factors::K1Factors>,
 ) -> Result<Modelled, PlanError> {
     let a = req.matrix;
     let mut out = Modelled::default();
     let Some(m) = req.model else {
         return Ok(out);
     };
+    // The factors' counts, read through A's pattern in one pass.
+    let views = match (views, &*pre) {
+        (Some(v), PlannedPrecond::SsorK1FromA { omega, .. }) => {
+            let f = v.features(*omega);
+            // The explicit product of factors with values that are not finite is counted as
+            // formed (see below): the host builds them first.
+            if !f.values_finite && req.ssor_form_auto {
+                pre.host(a)?;
+                None
+            } else {
+                out.k1 = Some(f);
+                Some(v)
+            }
+        }
+        _ => None,
+    };
     let mut form_choice = None;
-    if let (true, Preconditioner::SsorFactored { k, kt, .. }) = (req.ssor_form_auto, &*pre) {
+    if let (true, Some(v), Some(f)) = (req.ssor_form_auto, views, out.k1.as_ref()) {
+        let bound = v.explicit_nnz_bound();
+        if !ssor::explicit_within_bound(bound, a.nnz()) {
+            out.notes.push(bounded_note(bound, a.nnz()));
+        } else {
+            let tb = Instant::now();
+            let counts = v.explicit_counts();
+            out.spent_building = tb.elapsed().as_secs_f64() * 1e3;
+            let (ck, ckt) = &f.counts;
+            match choose_ssor_form_counted(m.file, ck, ckt, &counts, props, req.expected_iterations)
+            {
+                Ok(f) => {
+                    out.explain.push(f.explain.clone());
+                    if f.form == SsorForm::Explicit {
+                        // The explicit product is formed on the host.
+                        let tv = Instant::now();
+                        *kind = kind.with_form(SsorForm::Explicit);
+                        *pre = Preconditioner::build(a, kind)?.into();
+                        out.spent_building += tv.elapsed().as_secs_f64() * 1e3;
+                    }
+                    form_choice = Some(f);
+                }
+                Err(e) => out.notes.push(format!("SSOR-AI form left factored: {e}")),
+            }
+        }
+    } else if let (true, PlannedPrecond::Built(Preconditioner::SsorFactored { k, kt, .. })) =
+        (req.ssor_form_auto, &*pre)
+    {
         let bound = ssor::explicit_nnz_bound(k);
         if !ssor::explicit_within_bound(bound, a.nnz()) {
-            out.notes.push(format!(
-                "SSOR-AI kept factored: the explicit product could hold up to {bound:.3e} \
-                 entries ({:.1} times nnz(A))",
-                bound / a.nnz().max(1) as f64
-            ));
+            out.notes.push(bounded_note(bound, a.nnz()));
         } else {
             // The model reads the product's structure only: while K's values are finite it is
             // counted by a symbolic pass that stores nothing of it, and the product is formed
             // only when the explicit form wins. Otherwise it is formed first, and counted.
             let tb = Instant::now();
-            let (counts, formed) = if pre.values_finite() {
-                (ssor::explicit_counts(pre), None)
+            let built = pre.built().unwrap_or(&Preconditioner::None);
+            let (counts, formed) = if built.values_finite() {
+                (ssor::explicit_counts(built), None)
             } else {
-                match pre.to_explicit()? {
+                match built.to_explicit()? {
                     // The product is symmetric by construction.
                     Some(Preconditioner::SsorExplicit { m }) => (
                         Some(select::SpmvCounts::of_knowing(&m, KnownSymmetry::Symmetric)),
@@ -348,7 +460,7 @@ fn modelled(
                             let tv = Instant::now();
                             let expl = match formed {
                                 Some(m) => Some(Preconditioner::SsorExplicit { m }),
-                                None => pre.to_explicit()?,
+                                None => built.to_explicit()?,
                             };
                             out.spent_building += tv.elapsed().as_secs_f64() * 1e3;
                             let Some(expl) = expl else {
@@ -358,7 +470,7 @@ fn modelled(
                                 )
                                 .into());
                             };
-                            *pre = expl;
+                            *pre = expl.into();
                             *kind = kind.with_form(SsorForm::Explicit);
                         }
                     }
@@ -367,10 +479,15 @@ fn modelled(
             }
         }
     }
+    let k1_counts = match (&*pre, out.k1.as_ref()) {
+        (PlannedPrecond::SsorK1FromA { .. }, Some(f)) => Some(&f.counts),
+        _ => None,
+    };
     match select_plan(
         m.file,
         a,
         pre,
+        k1_counts,
         props,
         req.expected_iterations,
         form_choice.as_ref(),
@@ -390,54 +507,94 @@ fn modelled(
     Ok(out)
 }
 
+/// The note of an explicit product refused by its bound.
+#[cfg(feature = "model")]
+fn bounded_note(bound: f64, nnz_a: usize) -> String {
+    format!(
+        "SSOR-AI kept factored: the explicit product could hold up to {bound:.3e} entries \
+         ({:.1} times nnz(A))",
+        bound / nnz_a.max(1) as f64
+    )
+}
+
 /// Every modelled step of the GPU plan from `model`, the rest by the fallback rule; `form`,
 /// when [`choose_ssor_form`] already chose SSOR-AI's form, supplies the SpMV choices of K, K^T
-/// or M. Returns the choice, the explanations and the predicted milliseconds per iteration.
+/// or M; `k1_counts`, the counts of K and K^T read through `A`'s pattern when the backend
+/// builds them. Returns the choice, the explanations and the predicted milliseconds per
+/// iteration.
 #[cfg(feature = "model")]
+#[allow(clippy::too_many_arguments)]
 fn select_plan(
     model: &ModelFile,
     a: &CsrMatrix,
-    pre: &Preconditioner,
+    pre: &mut PlannedPrecond,
+    k1_counts: Option<&(SpmvCounts, SpmvCounts)>,
     props: &DeviceProps,
     expected_iterations: f64,
     form: Option<&SsorFormChoice>,
     a_symmetry: KnownSymmetry,
 ) -> Result<(GpuPlanChoice, Vec<StepExplain>, f64), SelectError> {
     let n = a.nrows() as u64;
-    let mut choice = fallback::gpu_choice(a, pre, props);
     let mut explain = Vec::new();
     let iters = expected_iterations;
     let (ca, ea) = select_spmv_knowing(model, "spmv A", a, a_symmetry, props, iters)?;
-    choice.a = ca;
     explain.push(ea);
     // K and K^T are triangular, M symmetric, by construction.
     let tri = KnownSymmetry::Triangular;
-    choice.precond = match (pre, choice.precond) {
-        (Preconditioner::SsorFactored { k, kt, .. }, PrecondChoice::Factored { .. }) => {
-            let ((ck, ek), (ckt, ekt)) = match form {
-                Some(f) => (f.k.clone(), f.kt.clone()),
-                None => (
-                    select_spmv_knowing(model, "spmv K", k, tri, props, iters)?,
-                    select_spmv_knowing(model, "spmv K^T", kt, tri, props, iters)?,
-                ),
+    let precond = match (&*pre, form) {
+        (
+            PlannedPrecond::SsorK1FromA { .. }
+            | PlannedPrecond::Built(Preconditioner::SsorFactored { .. }),
+            Some(f),
+        ) if f.form == SsorForm::Factored => {
+            explain.push(f.k.1.clone());
+            explain.push(f.kt.1.clone());
+            PrecondChoice::Factored {
+                k: f.k.0,
+                kt: f.kt.0,
+            }
+        }
+        (PlannedPrecond::Built(Preconditioner::SsorExplicit { .. }), Some(f))
+            if f.form == SsorForm::Explicit =>
+        {
+            explain.push(f.m.1.clone());
+            PrecondChoice::Explicit { m: f.m.0 }
+        }
+        (PlannedPrecond::SsorK1FromA { .. }, None) => {
+            let Some((k, kt)) = k1_counts else {
+                return Err(SelectError::NoChoice {
+                    step: "spmv K".into(),
+                    reason: "the factors' counts are missing (internal error)".into(),
+                });
             };
+            let (ck, ek) = select_spmv_counted(model, "spmv K", k, props, iters)?;
+            let (ckt, ekt) = select_spmv_counted(model, "spmv K^T", kt, props, iters)?;
             explain.push(ek);
             explain.push(ekt);
             PrecondChoice::Factored { k: ck, kt: ckt }
         }
-        (Preconditioner::SsorExplicit { m }, PrecondChoice::Explicit { .. }) => {
-            let (cm, em) = match form {
-                Some(f) => f.m.clone(),
-                None => {
-                    let sym = KnownSymmetry::Symmetric;
-                    select_spmv_knowing(model, "spmv M", m, sym, props, iters)?
-                }
-            };
+        (PlannedPrecond::Built(Preconditioner::SsorFactored { k, kt, .. }), _) => {
+            let (ck, ek) = select_spmv_knowing(model, "spmv K", k, tri, props, iters)?;
+            let (ckt, ekt) = select_spmv_knowing(model, "spmv K^T", kt, tri, props, iters)?;
+            explain.push(ek);
+            explain.push(ekt);
+            PrecondChoice::Factored { k: ck, kt: ckt }
+        }
+        (PlannedPrecond::Built(Preconditioner::SsorExplicit { m }), _) => {
+            let sym = KnownSymmetry::Symmetric;
+            let (cm, em) = select_spmv_knowing(model, "spmv M", m, sym, props, iters)?;
             explain.push(em);
             PrecondChoice::Explicit { m: cm }
         }
-        (_, other) => other,
+        (PlannedPrecond::Built(p), _) => fallback::precond_choice(p, a.nrows(), props),
+        (PlannedPrecond::SsorK1FromA { .. }, Some(_)) => {
+            return Err(SelectError::NoChoice {
+                step: "ssor-ai form".into(),
+                reason: "an explicit form without its product (internal error)".into(),
+            })
+        }
     };
+    let mut choice = fallback::gpu_choice_of(a.nrows(), ca, precond, props);
     let (cu, eu) = select_update(model, n, props)?;
     choice.update = cu;
     explain.push(eu);

@@ -21,7 +21,9 @@ use std::time::Instant;
 use autopcg_catalog::{device_slug, DeviceProps};
 use autopcg_model::work::{spmv_work, SpmvWork};
 use autopcg_solver::gpu::GpuPlanChoice;
-use autopcg_solver::{PcgError, Plan, PrecondKind, Preconditioner, SsorForm};
+use autopcg_solver::{
+    PcgError, Plan, PlannedPrecond, PrecondKind, PrecondRef, Preconditioner, SsorForm,
+};
 use autopcg_sparse::CsrMatrix;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -273,7 +275,11 @@ impl SavedPrecond {
     /// The preconditioner `kind` (its omega resolved for the matrix) in the form the plan
     /// applies (`pre`). An SSOR-AI kind whose omega is still automatic is refused: a saved
     /// plan records the omega it runs with.
-    pub fn of(kind: &PrecondKind, pre: &Preconditioner) -> Result<Self, SavedPlanError> {
+    pub fn of<'p>(
+        kind: &PrecondKind,
+        pre: impl Into<PrecondRef<'p>>,
+    ) -> Result<Self, SavedPlanError> {
+        let pre = pre.into();
         let applied = pre.kind_name().to_string();
         Ok(match *kind {
             PrecondKind::None => SavedPrecond {
@@ -301,7 +307,7 @@ impl SavedPrecond {
                 })?),
                 form: Some(
                     match pre {
-                        Preconditioner::SsorExplicit { .. } => "explicit",
+                        PrecondRef::Built(Preconditioner::SsorExplicit { .. }) => "explicit",
                         _ => "factored",
                     }
                     .into(),
@@ -654,7 +660,21 @@ impl SavedPlan {
         self.validate()?;
         let kind = self.precond.kind()?;
         let t0 = Instant::now();
-        let pre = Preconditioner::build(a, &kind)?;
+        // First-order factored SSOR-AI is built by the GPU backend from A, as `plan` leaves it.
+        let pre: PlannedPrecond = match (kind, crate::factors::K1Factors::of(a)) {
+            (
+                PrecondKind::SsorAi {
+                    order: 1,
+                    omega: Some(omega),
+                    form: SsorForm::Factored,
+                },
+                Some(_),
+            ) => PlannedPrecond::SsorK1FromA {
+                omega,
+                n: a.nrows(),
+            },
+            _ => Preconditioner::build(a, &kind)?.into(),
+        };
         let precond_ms = t0.elapsed().as_secs_f64() * 1e3;
         let choice = self.choice().clone();
         choice.check(a.nrows(), &pre, props)?;

@@ -14,7 +14,7 @@ use autopcg_sparse::CsrMatrix;
 #[cfg(feature = "model")]
 use crate::explain::{StepExplain, StepOption};
 #[cfg(feature = "model")]
-use crate::select::{select_spmv_counted, select_spmv_knowing, SpmvCounts};
+use crate::select::{select_spmv_counted, SpmvCounts};
 #[cfg(feature = "model")]
 use crate::SelectError;
 #[cfg(feature = "model")]
@@ -120,8 +120,24 @@ pub fn choose_ssor_form(
 ) -> Result<SsorFormChoice, SelectError> {
     // K and K^T are triangular by construction.
     let tri = KnownSymmetry::Triangular;
-    let k = select_spmv_knowing(model, "spmv K", k, tri, props, expected_iterations)?;
-    let kt = select_spmv_knowing(model, "spmv K^T", kt, tri, props, expected_iterations)?;
+    let k = SpmvCounts::of_knowing(k, tri);
+    let kt = SpmvCounts::of_knowing(kt, tri);
+    choose_ssor_form_counted(model, &k, &kt, m, props, expected_iterations)
+}
+
+/// [`choose_ssor_form`] of factors known by their counts only (those
+/// [`crate::factors::K1Factors`] reads through `A`'s pattern, or of the formed factors).
+#[cfg(feature = "model")]
+pub fn choose_ssor_form_counted(
+    model: &ModelFile,
+    k: &SpmvCounts,
+    kt: &SpmvCounts,
+    m: &SpmvCounts,
+    props: &DeviceProps,
+    expected_iterations: f64,
+) -> Result<SsorFormChoice, SelectError> {
+    let k = select_spmv_counted(model, "spmv K", k, props, expected_iterations)?;
+    let kt = select_spmv_counted(model, "spmv K^T", kt, props, expected_iterations)?;
     let m = select_spmv_counted(model, "spmv M", m, props, expected_iterations)?;
     let fact =
         k.0.predicted_ms.unwrap_or(f64::INFINITY) + kt.0.predicted_ms.unwrap_or(f64::INFINITY);

@@ -819,3 +819,71 @@ fn cusparse_is_chosen_where_it_is_predicted_fastest_and_not_elsewhere() {
     let a_method = pl.gpu.expect("a GPU plan").a.method;
     assert!(!a_method.is_cusparse(), "{a_method:?}");
 }
+
+/// Which plans leave first-order SSOR-AI to the GPU backend (built on the device from A) and
+/// which build it on the host: pinned, as the setup's cost depends on it.
+#[test]
+fn first_order_factored_ssor_ai_on_a_gpu_is_built_from_a_on_the_device() {
+    let m = model();
+    let a = families::poisson3d_7pt(24, 24, 24).unwrap();
+    let on_device = |r: &PlanRequest| plan(r).unwrap().preconditioner.built_by_backend();
+    // With a model (factored asked, or kept by the form comparison) and without one.
+    assert!(on_device(&with_model(&a, PrecondKind::ssor_ai(), &m)));
+    let mut auto = with_model(&a, PrecondKind::ssor_ai(), &m);
+    auto.ssor_form_auto = true;
+    let p = plan(&auto).unwrap();
+    assert_eq!(
+        p.preconditioner.built_by_backend(),
+        p.precond_applied() == "ssor-ai-factored"
+    );
+    assert!(on_device(&PlanRequest::new(
+        &a,
+        PrecondKind::ssor_ai(),
+        gpu()
+    )));
+    assert!(plan(&PlanRequest::new(&a, PrecondKind::ssor_ai(), gpu()))
+        .unwrap()
+        .notes
+        .iter()
+        .any(|n| n.contains("built on the device")));
+    // The omega resolved the host way, and the choices those of the host-built factors.
+    let p = plan(&PlanRequest::new(&a, PrecondKind::ssor_ai(), gpu())).unwrap();
+    assert_eq!(p.kind.omega(), Some(auto_omega(&a)));
+    let host = Preconditioner::build(&a, &p.kind).unwrap();
+    let c = p.gpu.expect("a GPU plan");
+    let want = crate::fallback::gpu_choice(&a, &host, &DeviceProps::hopper_like());
+    assert_eq!(c, want.with_graph_iters(c.graph_iters));
+    // Built on the host: the CPU, the explicit form, second order, Jacobi.
+    let cpu = Target::Cpu { threads: 2 };
+    assert!(!on_device(&PlanRequest::new(
+        &a,
+        PrecondKind::ssor_ai(),
+        cpu
+    )));
+    let explicit = PrecondKind::ssor_ai().with_form(SsorForm::Explicit);
+    assert!(!on_device(&PlanRequest::new(&a, explicit, gpu())));
+    assert!(!on_device(&PlanRequest::new(
+        &a,
+        PrecondKind::ssor_ai2(),
+        gpu()
+    )));
+    assert!(!on_device(&PlanRequest::new(
+        &a,
+        PrecondKind::Jacobi,
+        gpu()
+    )));
+    // A pattern with more entries below the diagonal than above: K^T is a transpose.
+    let t = CsrMatrix::from_triplets(
+        3,
+        3,
+        &[0, 1, 2, 2, 2, 0],
+        &[0, 1, 2, 0, 1, 2],
+        &[2.0, 2.0, 2.0, 0.1, 0.1, 0.1],
+    )
+    .unwrap();
+    assert!(!on_device(&PlanRequest::new(
+        &t,
+        PrecondKind::ssor_ai(),
+        gpu()
+    )));
+}

@@ -1,0 +1,358 @@
+//! First-order SSOR-AI's factors seen through `A`'s pattern, never formed: on a symmetric
+//! pattern with every diagonal entry stored, row `i` of `K = I - omega L D^-1` holds exactly
+//! the columns of `A`'s row `i` up to the diagonal, and row `i` of `K^T diag(s)` those from the
+//! diagonal on. Each is a slice of `A`'s column indices, so the selection counts both factors
+//! (and the explicit product's structure) from `A` alone, and the factors themselves are built
+//! where the solve runs (on the GPU, from `A`'s uploaded arrays).
+//!
+//! The counts equal those of the formed factors ([`SpmvCounts::of_knowing`] with
+//! [`KnownSymmetry::Triangular`], the explicit form's from [`crate::ssor::explicit_counts`]):
+//! a test pins them on stencils, FEM, power-law and SuiteSparse matrices, and the golden plans
+//! pin the choices made from them.
+use autopcg_catalog::SpmvMethod;
+use autopcg_sparse::features::{FeatureCounter, MatrixFeatures, RowTally, SYMMETRY_TOLERANCE};
+use autopcg_sparse::CsrMatrix;
+use rayon::prelude::*;
+
+#[cfg(feature = "model")]
+use crate::select::SpmvCounts;
+#[cfg(feature = "model")]
+use autopcg_model::work::{spmv_work_counted, WorkTally};
+
+/// Rows per task of the counting passes.
+const ROWS: usize = 8192;
+
+/// `K` and `K^T diag(s)` of first-order SSOR-AI as views of `A`'s pattern (see the module
+/// documentation).
+#[derive(Debug)]
+pub struct K1Factors<'a> {
+    a: &'a CsrMatrix,
+    /// Position of each row's diagonal entry in `A`'s arrays.
+    diag: Vec<u32>,
+    nnz_k: usize,
+}
+
+/// What one pass over `A` finds of both factors.
+#[derive(Debug, Clone)]
+pub struct K1Features {
+    /// The features of `K`.
+    pub k: MatrixFeatures,
+    /// The features of `K^T diag(s)`.
+    pub kt: MatrixFeatures,
+    /// Whether every value of both factors is finite (the off-diagonal values of K and the
+    /// scales `s_i`), as [`autopcg_solver::Preconditioner::values_finite`] would find them.
+    pub values_finite: bool,
+    /// The work counts of `K` and of `K^T diag(s)`, for the SpMV model.
+    #[cfg(feature = "model")]
+    pub counts: (SpmvCounts, SpmvCounts),
+}
+
+/// Per-task tallies of the pass.
+#[derive(Default)]
+struct Tally {
+    k: RowTally,
+    kt: RowTally,
+    #[cfg(feature = "model")]
+    work: (WorkTally, WorkTally),
+    finite: bool,
+    /// Every off-diagonal value of K passes the symmetry test against the absent mirror.
+    off_zero: bool,
+}
+
+impl Tally {
+    fn new() -> Self {
+        Tally {
+            finite: true,
+            off_zero: true,
+            ..Tally::default()
+        }
+    }
+
+    fn merge(self, next: Tally) -> Tally {
+        Tally {
+            k: self.k.merge(next.k),
+            kt: self.kt.merge(next.kt),
+            #[cfg(feature = "model")]
+            work: (
+                self.work.0.merge(next.work.0),
+                self.work.1.merge(next.work.1),
+            ),
+            finite: self.finite && next.finite,
+            off_zero: self.off_zero && next.off_zero,
+        }
+    }
+}
+
+impl<'a> K1Factors<'a> {
+    /// The views of `a`'s factors, or `None` where they do not apply: a matrix that is not
+    /// square, a row without a stored diagonal entry or with one that is not positive and
+    /// finite (the host build then reports the row), or more entries below the diagonal than
+    /// above (a pattern that is not symmetric). A pattern asymmetric with as many entries on
+    /// each side passes here; the device build finds it and builds on the host instead (with
+    /// the counts read from `A`'s upper triangle, approximate only for such a matrix).
+    pub fn of(a: &'a CsrMatrix) -> Option<Self> {
+        if !a.is_square() {
+            return None;
+        }
+        let diag = a.diagonal_positions();
+        let (ptr, val) = (a.indptr(), a.data());
+        let bad = autopcg_sparse::scan::first_index_where(a.nrows(), |i| {
+            let d = diag[i];
+            d == autopcg_sparse::csr::NO_ENTRY || {
+                let v = val[d as usize];
+                !(v > 0.0 && v.is_finite())
+            }
+        });
+        if bad.is_some() {
+            return None;
+        }
+        let nnz_k = diag
+            .par_iter()
+            .enumerate()
+            .map(|(i, &d)| (d - ptr[i]) as usize + 1)
+            .sum();
+        let f = K1Factors { a, diag, nnz_k };
+        (f.nnz_k == f.nnz_kt()).then_some(f)
+    }
+
+    /// Rows.
+    pub fn n(&self) -> usize {
+        self.a.nrows()
+    }
+
+    /// Entries of `K`.
+    pub fn nnz_k(&self) -> usize {
+        self.nnz_k
+    }
+
+    /// Entries of `K^T diag(s)`.
+    pub fn nnz_kt(&self) -> usize {
+        self.a.nnz() + self.n() - self.nnz_k
+    }
+
+    /// The columns of row `i` of `K`.
+    #[inline]
+    pub fn k_row(&self, i: usize) -> &'a [u32] {
+        &self.a.indices()[self.a.indptr()[i] as usize..=self.diag[i] as usize]
+    }
+
+    /// The columns of row `i` of `K^T diag(s)`.
+    #[inline]
+    pub fn kt_row(&self, i: usize) -> &'a [u32] {
+        &self.a.indices()[self.diag[i] as usize..self.a.indptr()[i + 1] as usize]
+    }
+
+    /// [`autopcg_solver::auto_omega`] of `A`, read with the diagonal positions these views
+    /// hold instead of searching each row again (the same terms, summed in the same order:
+    /// the same value).
+    pub fn auto_omega(&self) -> f64 {
+        let (ptr, idx, val) = (self.a.indptr(), self.a.indices(), self.a.data());
+        let diag = &self.diag;
+        let norm = (0..self.n())
+            .into_par_iter()
+            .with_min_len(1024)
+            .map(|i| {
+                let di = val[diag[i] as usize];
+                (ptr[i] as usize..diag[i] as usize)
+                    .map(|p| val[p].abs() / (di * val[diag[idx[p] as usize] as usize]).sqrt())
+                    .sum::<f64>()
+            })
+            .reduce(|| 0.0, f64::max);
+        if norm > 1.0 && norm.is_finite() {
+            1.0 / norm
+        } else {
+            1.0
+        }
+    }
+
+    /// [`crate::ssor::explicit_nnz_bound`] of `K`.
+    pub fn explicit_nnz_bound(&self) -> f64 {
+        let ptr = self.a.indptr();
+        self.diag
+            .par_iter()
+            .enumerate()
+            .map(|(i, &d)| f64::from(d - ptr[i] + 1).powi(2))
+            .sum()
+    }
+
+    /// One parallel pass over `A` that counts both factors with relaxation `omega`: their
+    /// features (and, with the model, their work counts) and whether their values are finite.
+    /// The values are those the host build computes (`K_ij = -(omega a_ij / a_jj)`,
+    /// `s_i = omega (2 - omega) / a_ii`); the symmetry feature of each triangular factor is
+    /// read from K's off-diagonal values, which `K^T diag(s)` holds scaled by positive `s_j`.
+    pub fn features(&self, omega: f64) -> K1Features {
+        let n = self.n();
+        let (ck, ckt) = (FeatureCounter::new(n, n), FeatureCounter::new(n, n));
+        let (ptr, val) = (self.a.indptr(), self.a.data());
+        let diag = &self.diag;
+        let scale = omega * (2.0 - omega);
+        let t = (0..n.div_ceil(ROWS))
+            .into_par_iter()
+            .fold(Tally::new, |mut t, c| {
+                for i in c * ROWS..((c + 1) * ROWS).min(n) {
+                    let (kr, ktr) = (self.k_row(i), self.kt_row(i));
+                    ck.add_row(&mut t.k, i, kr);
+                    ckt.add_row(&mut t.kt, i, ktr);
+                    #[cfg(feature = "model")]
+                    {
+                        t.work.0.add_row(i, kr);
+                        t.work.1.add_row(i, ktr);
+                    }
+                    let lo = ptr[i] as usize;
+                    for (p, &j) in (lo..diag[i] as usize).zip(kr) {
+                        let x = -(omega * val[p] / val[diag[j as usize] as usize]);
+                        t.finite &= x.is_finite();
+                        t.off_zero &= x.abs() <= SYMMETRY_TOLERANCE * x.abs() || x.is_nan();
+                    }
+                    t.finite &= (scale / val[diag[i] as usize]).is_finite();
+                }
+                t
+            })
+            .reduce(Tally::new, Tally::merge);
+        let (k, _hk) = ck.finish(t.k, t.off_zero);
+        let (kt, _hkt) = ckt.finish(t.kt, t.off_zero);
+        K1Features {
+            #[cfg(feature = "model")]
+            counts: (
+                SpmvCounts {
+                    work: spmv_work_counted(&k, &_hk, &t.work.0),
+                    features: k.clone(),
+                },
+                SpmvCounts {
+                    work: spmv_work_counted(&kt, &_hkt, &t.work.1),
+                    features: kt.clone(),
+                },
+            ),
+            k,
+            kt,
+            values_finite: t.finite,
+        }
+    }
+
+    /// The counts the SpMV choice reads of the explicit product `K^T diag(s) K`, from one
+    /// symbolic pass over the views (the same counts as [`crate::ssor::explicit_counts`] of
+    /// the formed factors, whose values are finite).
+    #[cfg(feature = "model")]
+    pub fn explicit_counts(&self) -> SpmvCounts {
+        let n = self.n();
+        let counter = FeatureCounter::new(n, n);
+        let (rows, work) = autopcg_solver::precond::fold_gram_pattern(
+            n,
+            |i| self.kt_row(i),
+            |q| self.k_row(q),
+            <(RowTally, WorkTally)>::default,
+            |(rows, work), i, cols| {
+                counter.add_row(rows, i, cols);
+                work.add_row(i, cols);
+            },
+            |(r1, w1), (r2, w2)| (r1.merge(r2), w1.merge(w2)),
+        );
+        let (features, hist) = counter.finish(rows, true);
+        SpmvCounts {
+            work: spmv_work_counted(&features, &hist, &work),
+            features,
+        }
+    }
+}
+
+/// The fallback rule's SpMV method for an operand with these features (as
+/// [`crate::fallback::spmv_method`] picks it from the stored matrix).
+pub fn fallback_method(f: &MatrixFeatures) -> SpmvMethod {
+    crate::fallback::spmv_method_of(f.n as u64, f.nnz as u64, f.ndiag as u64)
+}
+
+#[cfg(all(test, feature = "model"))]
+mod tests {
+    use super::*;
+    use autopcg_solver::{PrecondKind, Preconditioner};
+    use autopcg_sparse::families;
+    use autopcg_sparse::features::KnownSymmetry;
+
+    fn cases() -> Vec<CsrMatrix> {
+        // Relative to the package folder, cargo's working directory for tests.
+        let fixture = |f: &str| {
+            autopcg_sparse::mm::read_matrix(format!("../../matrices/{f}.mtx"), &Default::default())
+                .expect("fixture")
+                .matrix
+        };
+        vec![
+            families::poisson3d_7pt(13, 11, 17).unwrap(),
+            families::poisson2d_5pt(ROWS + 3, 2).unwrap(),
+            families::random_powerlaw_spd(3 * ROWS - 5, 9.0, 1.3, 11).unwrap(),
+            families::fem_p1_2d(20_000, 5).unwrap(),
+            CsrMatrix::identity(17).unwrap(),
+            fixture("bcsstk13"),
+            fixture("1138_bus"),
+        ]
+    }
+
+    /// The counts read through A's pattern are those of the formed factors and of their
+    /// explicit product: the selection sees the same matrices either way.
+    #[test]
+    fn counts_through_the_pattern_are_those_of_the_formed_factors() {
+        for a in cases() {
+            for omega in [1.0, 0.6] {
+                let kind = PrecondKind::ssor_ai().with_omega(omega);
+                let pre = Preconditioner::build(&a, &kind).unwrap();
+                let Preconditioner::SsorFactored { k, kt, .. } = &pre else {
+                    panic!("factored form expected")
+                };
+                let v = K1Factors::of(&a).expect("a symmetric pattern with a positive diagonal");
+                assert_eq!((v.nnz_k(), v.nnz_kt()), (k.nnz(), kt.nnz()));
+                for i in [0, a.nrows() / 2, a.nrows() - 1] {
+                    assert_eq!(v.k_row(i), k.row(i).0);
+                    assert_eq!(v.kt_row(i), kt.row(i).0);
+                }
+                let f = v.features(omega);
+                let tri = KnownSymmetry::Triangular;
+                assert_eq!(
+                    f.counts.0,
+                    SpmvCounts::of_knowing(k, tri),
+                    "K, n = {}",
+                    a.nrows()
+                );
+                assert_eq!(
+                    f.counts.1,
+                    SpmvCounts::of_knowing(kt, tri),
+                    "K^T, n = {}",
+                    a.nrows()
+                );
+                assert_eq!((&f.k, &f.kt), (&f.counts.0.features, &f.counts.1.features));
+                assert_eq!(f.values_finite, pre.values_finite());
+                assert_eq!(
+                    v.explicit_counts(),
+                    crate::ssor::explicit_counts(&pre).unwrap(),
+                    "M, n = {}",
+                    a.nrows()
+                );
+                assert_eq!(v.explicit_nnz_bound(), crate::ssor::explicit_nnz_bound(k));
+                assert_eq!(
+                    v.auto_omega().to_bits(),
+                    autopcg_solver::auto_omega(&a).to_bits()
+                );
+                assert_eq!(fallback_method(&f.k), crate::fallback::spmv_method(k));
+                assert_eq!(fallback_method(&f.kt), crate::fallback::spmv_method(kt));
+            }
+        }
+    }
+
+    /// Where the views do not apply, the host build decides (and reports a bad diagonal).
+    #[test]
+    fn no_views_without_a_diagonal_or_with_more_entries_below_it() {
+        let m = |r: &[u32], c: &[u32], v: &[f64]| CsrMatrix::from_triplets(3, 3, r, c, v).unwrap();
+        // Row 2 stores no diagonal entry.
+        assert!(K1Factors::of(&m(&[0, 1, 2], &[0, 1, 0], &[1.0, 1.0, 1.0])).is_none());
+        // A non-positive diagonal value.
+        assert!(K1Factors::of(&m(&[0, 1, 2], &[0, 1, 2], &[1.0, -1.0, 1.0])).is_none());
+        // Two entries below the diagonal, one above.
+        let a = m(
+            &[0, 1, 2, 2, 2, 0],
+            &[0, 1, 2, 0, 1, 2],
+            &[2.0, 2.0, 2.0, 0.1, 0.1, 0.1],
+        );
+        assert!(K1Factors::of(&a).is_none());
+        // Not square.
+        let r = CsrMatrix::from_triplets(2, 3, &[0, 1], &[0, 1], &[1.0, 1.0]).unwrap();
+        assert!(K1Factors::of(&r).is_none());
+    }
+}
