@@ -265,3 +265,41 @@ extern "C" __global__ void ssor_k1_build(u32 n, const u32 *__restrict__ a_ptr,
         }
     }
 }
+
+// The maps a value refresh of the device-built factors needs (see the value refreshes above):
+//   ssor_k1_kt_sources  src[r] = the position in K of the mirror of entry r of K^T diag(s),
+//                       for factors ssor_k1_build made from A (diag from ssor_k1_lengths);
+//                       writes stay inside each row of K^T (kt_ptr); a row of K or K^T whose
+//                       length does not match A's lowers bad[1] to its index (every position
+//                       written lies inside K only when no row does)
+extern "C" __global__ void ssor_k1_kt_sources(u32 n, const u32 *__restrict__ a_ptr,
+                                              const u32 *__restrict__ a_idx,
+                                              const u32 *__restrict__ diag,
+                                              const u32 *__restrict__ k_ptr,
+                                              const u32 *__restrict__ kt_ptr,
+                                              u32 *__restrict__ src, u32 *bad) {
+    for (u64 t = GLOBAL_TID; t < n; t += GLOBAL_THREADS) {
+        const u32 i = (u32)t;
+        const u32 lo = a_ptr[i], d = diag[i], hi = a_ptr[i + 1];
+        u32 r = kt_ptr[i];
+        const u32 end = kt_ptr[i + 1];
+        // Row i of K must hold A's entries left of the diagonal and the diagonal, and row i
+        // of K^T the rest: then every position written below lies inside K.
+        if (end - r != hi - d || k_ptr[i + 1] - k_ptr[i] != d - lo + 1) {
+            atomicMin(bad + 1, i);
+            continue;
+        }
+        // K's diagonal entry of row i is the last of its row.
+        src[r++] = k_ptr[i] + (d - lo);
+        for (u32 p = d + 1; p < hi; ++p) {
+            const u32 j = a_idx[p];
+            const u32 m = find_column(a_idx, a_ptr[j], diag[j], i);
+            if (m == diag[j]) {
+                atomicMin(bad + 1, i);
+                src[r++] = k_ptr[j];
+            } else {
+                src[r++] = k_ptr[j] + (m - a_ptr[j]);
+            }
+        }
+    }
+}

@@ -531,9 +531,10 @@ impl<'a> PreparedSolver<'a> {
     /// take the new values (see the module documentation: on a GPU the values alone cross the
     /// bus, and the preconditioner is recomputed there). The first call also
     /// prepares the refresh (the position of each entry of K^T in K; for the explicit SSOR-AI
-    /// form, K and K^T themselves; for first-order factored SSOR-AI that the device built at
-    /// preparation, the host copy the refresh's patterns come from), which its `precond_ms`
-    /// includes.
+    /// form, K and K^T themselves), which its `precond_ms` includes. First-order factored
+    /// SSOR-AI that the device built at preparation is refreshed from A on the device with no
+    /// host copy (what the refresh needs is found there); where the device cannot (a factor
+    /// kept in COO, a system solved scaled), its host copy is built here the first time.
     ///
     /// Errors (and nothing changes): a length other than [`PreparedSolver::nnz`], a non-finite
     /// value, or values that make a diagonal entry non-positive.
@@ -638,25 +639,30 @@ impl<'a> PreparedSolver<'a> {
     #[cfg(feature = "gpu")]
     fn update_values_staged(&mut self, values: &[f64]) -> Result<SetupTimes, Error> {
         let t0 = Instant::now();
-        // A preconditioner the device built gets its host copy here, the first time (the
-        // refresh's patterns come from it): counted as the preconditioner's time.
-        let host_build = self.plan.preconditioner.built_by_backend();
-        let refresh = value_refresh(&mut self.refresh, &self.a, &mut self.plan)?;
-        let host_build_ms = if host_build {
-            t0.elapsed().as_secs_f64() * 1e3
-        } else {
-            0.0
-        };
         let Exec::Gpu { dev, backend } = &mut self.exec else {
             unreachable!("staged updates are for a single GPU")
         };
         // Whether the preconditioner's values can be recomputed on the device, decided (and
-        // its patterns uploaded, the first time) before anything changes.
-        let on_device = backend.prepare_device_refresh(
-            &self.a,
-            refresh,
-            self.plan.preconditioner.host(&self.a)?,
-        )?;
+        // what that needs found or uploaded, the first time) before anything changes. Factors
+        // the device built from A are refreshed from A there, with no host copy; otherwise
+        // the host refresh's patterns are uploaded, and a preconditioner the device built
+        // gets its host copy here, the first time (counted as the preconditioner's time).
+        let from_a = self.plan.preconditioner.built_by_backend();
+        let mut on_device = from_a && backend.prepare_device_refresh_from_a()?;
+        let mut host_build_ms = 0.0;
+        let mut refresh = None;
+        if !on_device {
+            let r = value_refresh(&mut self.refresh, &self.a, &mut self.plan)?;
+            if from_a {
+                host_build_ms = t0.elapsed().as_secs_f64() * 1e3;
+            }
+            on_device = backend.prepare_device_refresh(
+                &self.a,
+                r,
+                self.plan.preconditioner.host(&self.a)?,
+            )?;
+            refresh = Some(r);
+        }
         let staged = self.staged.get_or_insert_with(|| {
             let diag = self.a.diagonal_positions();
             StagedUpdate {
@@ -726,7 +732,9 @@ impl<'a> PreparedSolver<'a> {
             if let Some(kernels_ms) =
                 backend.commit_matrix_values_on_device(self.a.nrows(), stats.max_abs)?
             {
-                self.host_precond_stale = true;
+                // A host copy, where there is one, is now older than the matrix (factors the
+                // device builds have none: one made later is made from the new values).
+                self.host_precond_stale = self.plan.preconditioner.built().is_some();
                 let parts = backend.setup_times();
                 let backend_ms = t1.elapsed().as_secs_f64() * 1e3 - kernels_ms;
                 return Ok(SetupTimes {
@@ -739,6 +747,10 @@ impl<'a> PreparedSolver<'a> {
         }
         // Values only: every pattern is kept. With the diagonal checked, a refresh fails only
         // on an internal error.
+        let refresh = match refresh {
+            Some(r) => r,
+            None => value_refresh(&mut self.refresh, &self.a, &mut self.plan)?,
+        };
         let pre = self.plan.preconditioner.host(&self.a)?;
         refresh.refresh_with_diagonal(&self.a, &staged.diagonal, pre)?;
         self.host_precond_stale = false;

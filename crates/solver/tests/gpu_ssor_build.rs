@@ -2,7 +2,8 @@
 //! (`autopcg_gpu::kernels::ssor`, `PrecondRef::SsorK1FromA`): the factors equal the host
 //! build's bit for bit; patterns from which `K^T` cannot be read off are reported (and the
 //! backend builds on the host instead); a backend built this way solves exactly as one given
-//! the host's preconditioner, whatever format its factors run in, scaled systems included.
+//! the host's preconditioner, whatever format its factors run in, scaled systems included;
+//! new values of A refresh such factors on the device with no host copy, as a fresh build.
 //!
 //! Without a CUDA device the runner reports each GPU test as ignored (with
 //! AUTOPCG_REQUIRE_GPU=1 it fails instead); see autopcg_gpu::testing.
@@ -15,7 +16,7 @@ use autopcg_gpu::kernels::ssor::{ssor_k1_factors, SsorK1Build};
 use autopcg_gpu::{CusparseAlg, DeviceCsr, GpuDevice, GpuError, LaunchConfig};
 use autopcg_solver::gpu::{GpuBackend, GpuPlanChoice, PrecondChoice, SpmvChoice, SpmvMethod};
 use autopcg_solver::{
-    pcg, IterRecord, PcgInfo, PlannedPrecond, PrecondKind, PrecondRef, Preconditioner,
+    pcg, IterRecord, PcgBackend, PcgInfo, PlannedPrecond, PrecondKind, PrecondRef, Preconditioner,
 };
 use autopcg_sparse::{families, CsrMatrix, DiaMatrix, EllMatrix, PaddingLimits};
 use common::{csr, fixtures, params, poisson3d, random_rhs, random_spd};
@@ -270,6 +271,83 @@ fn an_asymmetric_pattern_is_built_on_the_host(dev: GpuDevice) {
     assert_eq!(rd, rh);
 }
 
+/// New values of A (its diagonal raised) refreshed on the device into factors the device
+/// built, with no host copy of the preconditioner: the solve is that of a backend built
+/// afresh for the new values, bit for bit (CSR, DIA, ELL and cuSPARSE's CSR_ALG1 factors, each
+/// with A in DIA, converted and given its CSR source, and in CSR). A factor kept in COO keeps
+/// no CSR values: refused, for the caller to refresh on the host.
+fn factors_built_from_a_are_refreshed_from_a_on_the_device(dev: GpuDevice) {
+    let a = poisson3d(10, 9, 8);
+    let (n, omega) = (a.nrows(), 0.95);
+    let b = random_rhs(n, 5);
+    let raised = |f: f64| {
+        let mut m = a.clone();
+        let pos = m.diagonal_positions();
+        let v = m.data_mut();
+        for &p in &pos {
+            v[p as usize] *= f;
+        }
+        m
+    };
+    let host = Preconditioner::build(&a, &PlannedPrecond::ssor_k1_kind(omega)).unwrap();
+    let base = autopcg_generator::fallback::gpu_choice(&a, &host, dev.props());
+    let (hk, _) = host_factors(&a, omega);
+    let p = params(1e-10, 4000);
+    let from_a = PrecondRef::SsorK1FromA { omega, n };
+    for m in methods(&hk) {
+        for a_csr in [false, true] {
+            let s = SpmvChoice {
+                method: m,
+                predicted_ms: None,
+            };
+            let mut c = base.clone();
+            c.precond = PrecondChoice::Factored { k: s, kt: s };
+            if a_csr {
+                c.a = SpmvChoice {
+                    method: SpmvMethod::Csr {
+                        kernel: SpmvKernel::CsrScalar,
+                        config: LaunchConfig::per_item(n as u64, 256),
+                    },
+                    predicted_ms: None,
+                };
+            }
+            let tag = format!("factors {m:?}, A {}", c.a.method.kernel_name());
+            let mut be = GpuBackend::new(&dev, &a, from_a, &b, None, &c).unwrap();
+            pcg(&mut be, &p, |_| ControlFlow::Continue(())).unwrap();
+            assert!(be.keep_matrix_source(&a).unwrap(), "{tag}");
+            let on_device = be.prepare_device_refresh_from_a().unwrap();
+            if matches!(m, SpmvMethod::Coo { .. }) {
+                assert!(!on_device, "{tag}: a COO factor keeps no CSR values");
+                continue;
+            }
+            assert!(on_device, "{tag}");
+            for f in [1.1, 1.3] {
+                let a2 = raised(f);
+                let v = a2.data();
+                be.stage_matrix_values(&|off, piece| {
+                    piece.copy_from_slice(&v[off..off + piece.len()])
+                })
+                .unwrap();
+                let max = v.iter().fold(0.0f64, |m, x| m.max(x.abs()));
+                let ms = be.commit_matrix_values_on_device(n, max).unwrap();
+                assert!(ms.is_some(), "{tag}: the same scale factors");
+                assert!(be.set_problem(&b, None).unwrap(), "{tag}");
+                let mut recs = Vec::new();
+                let info = pcg(&mut be, &p, |r| {
+                    recs.push(*r);
+                    ControlFlow::Continue(())
+                })
+                .unwrap();
+                let x = be.solution().unwrap();
+                let (fresh, frecs, xf) = run(&dev, &a2, from_a, &b, &c);
+                assert_eq!(info.iterations, fresh.iterations, "{tag} x {f}");
+                assert_eq!(recs, frecs, "{tag} x {f}: records differ");
+                assert_eq!(bits(&x), bits(&xf), "{tag} x {f}: solutions differ");
+            }
+        }
+    }
+}
+
 autopcg_gpu::test_main! {
     cpu: [],
     gpu: [
@@ -277,5 +355,6 @@ autopcg_gpu::test_main! {
         patterns_without_mirrors_are_reported,
         backend_building_on_the_device_solves_as_the_host_build,
         an_asymmetric_pattern_is_built_on_the_host,
+        factors_built_from_a_are_refreshed_from_a_on_the_device,
     ],
 }

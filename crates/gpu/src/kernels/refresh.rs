@@ -89,6 +89,12 @@ impl DeviceDiagonal {
         })
     }
 
+    /// Positions a kernel found on the device for a square pattern of `nnz` entries, each
+    /// below `nnz` (the caller's kernel answers for it).
+    pub(crate) fn from_device(pos: DeviceVec<u32>, nnz: usize) -> DeviceDiagonal {
+        DeviceDiagonal { pos, nnz }
+    }
+
     /// Rows.
     pub fn len(&self) -> usize {
         self.pos.len()
@@ -131,6 +137,12 @@ impl DeviceGather {
             src: dev.upload(src)?,
             from_len,
         })
+    }
+
+    /// Sources a kernel found on the device, each below `from_len` (the caller's kernel
+    /// answers for it).
+    pub(crate) fn from_device(src: DeviceVec<u32>, from_len: usize) -> DeviceGather {
+        DeviceGather { src, from_len }
     }
 
     /// Elements written.

@@ -16,6 +16,7 @@ use std::fmt;
 use cudarc::driver::PushKernelArg;
 
 use super::convert::{exclusive_scan, ConvertKernel, ScanWorkspace};
+use super::refresh::{DeviceDiagonal, DeviceGather};
 use super::{Launch, PushGroups};
 use crate::sources::{KernelSource, ModuleSpec};
 use crate::{DeviceCsr, GpuDevice, GpuError, LaunchConfig, DEFAULT_THREADS};
@@ -27,11 +28,17 @@ pub enum SsorBuildKernel {
     Lengths,
     /// K's and `K^T diag(s)`'s rows.
     Build,
+    /// The position in K of each entry of `K^T diag(s)`'s mirror, for value refreshes.
+    KtSources,
 }
 
 impl SsorBuildKernel {
     /// Every kernel of the build.
-    pub const ALL: [SsorBuildKernel; 2] = [SsorBuildKernel::Lengths, SsorBuildKernel::Build];
+    pub const ALL: [SsorBuildKernel; 3] = [
+        SsorBuildKernel::Lengths,
+        SsorBuildKernel::Build,
+        SsorBuildKernel::KtSources,
+    ];
 }
 
 impl fmt::Display for SsorBuildKernel {
@@ -39,6 +46,7 @@ impl fmt::Display for SsorBuildKernel {
         f.write_str(match self {
             SsorBuildKernel::Lengths => "ssor_k1_lengths",
             SsorBuildKernel::Build => "ssor_k1_build",
+            SsorBuildKernel::KtSources => "ssor_k1_kt_sources",
         })
     }
 }
@@ -225,6 +233,85 @@ pub fn ssor_k1_factors(
     })
 }
 
+/// What a value refresh of factors [`ssor_k1_factors`] built from `a` needs to recompute them
+/// on the device after new values of `a` (see [`super::refresh`]): the positions of `a`'s
+/// diagonal entries, and for each entry of `kt` (`K^T diag(s)`) the position in `k` of its
+/// mirror. `k` and `kt` must have the patterns the build gives for `a`'s pattern (their values
+/// are not read). `None` when they do not (a pattern that is not symmetric, or factors of
+/// another matrix): nothing is kept then. Waits for one small copy back.
+pub fn ssor_k1_refresh_maps(
+    dev: &GpuDevice,
+    a: &DeviceCsr,
+    k: &DeviceCsr,
+    kt: &DeviceCsr,
+) -> Result<Option<(DeviceDiagonal, DeviceGather)>, GpuError> {
+    let n = a.nrows();
+    let square = |m: &DeviceCsr| m.shape() == (n, n);
+    if a.ncols() != n || !square(k) || !square(kt) || k.nnz() != kt.nnz() {
+        return Ok(None);
+    }
+    if a.nnz() as u64 + n as u64 >= u64::from(u32::MAX) || k.nnz() + kt.nnz() != a.nnz() + n {
+        return Ok(None);
+    }
+    if n == 0 {
+        return Ok(Some((
+            DeviceDiagonal::from_device(dev.alloc_zeros(0)?, 0),
+            DeviceGather::from_device(dev.alloc_zeros(0)?, 0),
+        )));
+    }
+    let n32 = n as u32;
+    // SAFETY: ssor_k1_lengths writes diag and len for every row.
+    let mut diag = unsafe { dev.alloc_uninit::<u32>(n)? };
+    let mut len = unsafe { dev.alloc_uninit::<u32>(n)? };
+    let mut bad = dev.upload(&[n32, n32])?;
+    let l = per_row(dev, SsorBuildKernel::Lengths, n)?;
+    // SAFETY: as in ssor_k1_factors: matches `ssor_k1_lengths(u32 n, const u32 *a_ptr,
+    // const u32 *a_idx, u32 *diag, u32 *len, u32 *bad)` on a validated CSR matrix of n rows.
+    unsafe {
+        l.run(|b| {
+            b.arg(&n32)
+                .arg(&a.indptr.buf)
+                .arg(&a.indices.buf)
+                .arg(&mut diag.buf)
+                .arg(&mut len.buf)
+                .arg(&mut bad.buf);
+        })
+    }?;
+    drop(len);
+    // Every entry is written unless a row's count differs from A's, which the flag reports
+    // (the map is then dropped unread).
+    let mut src = dev.alloc_zeros::<u32>(kt.nnz())?;
+    let l = per_row(dev, SsorBuildKernel::KtSources, n)?;
+    // SAFETY: matches `ssor_k1_kt_sources(u32 n, const u32 *a_ptr, const u32 *a_idx,
+    // const u32 *diag, const u32 *k_ptr, const u32 *kt_ptr, u32 *src, u32 *bad)`; a, k and kt
+    // are CSR matrices of n rows (kt's row pointers rise to nnz(kt) = len(src)); a row of kt
+    // is written only when it holds as many entries as A's row from its diagonal on, inside
+    // [kt_ptr[i], kt_ptr[i + 1]); diag holds positions inside each row of a (or its start,
+    // when a row has none: flagged in bad[0]); mirror searches read inside rows of a. The
+    // sources it writes lie inside k only when every row's lengths match, which the flags
+    // report: the map is returned only then, and the gather reads in[src[p]] below nnz(k).
+    unsafe {
+        l.run(|b| {
+            b.arg(&n32)
+                .arg(&a.indptr.buf)
+                .arg(&a.indices.buf)
+                .arg(&diag.buf)
+                .arg(&k.indptr.buf)
+                .arg(&kt.indptr.buf)
+                .arg(&mut src.buf)
+                .arg(&mut bad.buf);
+        })
+    }?;
+    let flags = dev.download(&bad)?;
+    if flags[0] < n32 || flags[1] < n32 {
+        return Ok(None);
+    }
+    Ok(Some((
+        DeviceDiagonal::from_device(diag, a.nnz()),
+        DeviceGather::from_device(src, k.nnz()),
+    )))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -232,6 +319,9 @@ mod tests {
     #[test]
     fn names_are_the_entry_points() {
         let names: Vec<String> = SsorBuildKernel::ALL.iter().map(|k| k.to_string()).collect();
-        assert_eq!(names, ["ssor_k1_lengths", "ssor_k1_build"]);
+        assert_eq!(
+            names,
+            ["ssor_k1_lengths", "ssor_k1_build", "ssor_k1_kt_sources"]
+        );
     }
 }

@@ -143,6 +143,8 @@ pub struct GpuBackend {
     /// What refreshes the preconditioner's values on the device, once
     /// [`GpuBackend::prepare_device_refresh`] made it.
     device_refresh: Option<DeviceRefresh>,
+    /// The omega of first-order factored SSOR-AI when the device built it from `A`.
+    built_from_a: Option<f64>,
 }
 
 impl std::fmt::Debug for GpuBackend {
@@ -216,14 +218,15 @@ fn dimension_checks(
 /// `omega` on the device: `A`'s CSR arrays are uploaded once, `K` and `K^T diag(s)` built
 /// from them there, then each operand put in the format `choice` runs it in. Where `A`'s
 /// pattern is not symmetric the factors are built on the host and uploaded instead (the host
-/// build transposes K), as a preconditioner built on the host would be.
+/// build transposes K), as a preconditioner built on the host would be. Says which it was
+/// (`true`: built on the device).
 fn operands_with_ssor_k1(
     dev: &GpuDevice,
     a: &CsrMatrix,
     omega: f64,
     choice: &GpuPlanChoice,
     mut times: Option<&mut BackendTimes>,
-) -> Result<(DeviceOperator, DevicePrecond), PcgError> {
+) -> Result<(DeviceOperator, DevicePrecond, bool), PcgError> {
     let PrecondChoice::Factored { k: kc, kt: ktc } = &choice.precond else {
         return Err(PcgError::Backend(
             "a GPU plan builds factored SSOR-AI without factored steps (internal error)".into(),
@@ -235,6 +238,7 @@ fn operands_with_ssor_k1(
     sw.lap(dev, upload_part)?;
     let built = ssor_k1_factors(dev, &csr, omega)?;
     sw.lap(dev, precond_part)?;
+    let on_device = matches!(built, SsorK1Build::Built { .. });
     let pre_dev = match built {
         SsorK1Build::Built { k, kt } => {
             let mut op = |m, method, name| {
@@ -260,7 +264,7 @@ fn operands_with_ssor_k1(
         }
         method => DeviceOperator::from_csr_timed(dev, csr, method, limits, "A", times)?,
     };
-    Ok((a_dev, pre_dev))
+    Ok((a_dev, pre_dev, on_device))
 }
 
 /// Compiles (or finds) and loads every kernel the plan `choice` launches, with the auxiliary
@@ -346,6 +350,7 @@ impl GpuBackend {
         }
         sw.lap(dev, load_part)?;
         let limits = &choice.padding;
+        let mut built_from_a = None;
         let (a_dev, pre_dev) = match pre {
             PrecondRef::Built(pre) => {
                 // The preconditioner of the scaled matrix.
@@ -365,7 +370,10 @@ impl GpuBackend {
             // Built from the scaled matrix: K does not change with a power-of-two scaling and
             // K^T diag(s) scales with s, as the host's scaled preconditioner does.
             PrecondRef::SsorK1FromA { omega, .. } => {
-                operands_with_ssor_k1(dev, &a, omega, choice, sw.times())?
+                let (a_dev, pre_dev, on_device) =
+                    operands_with_ssor_k1(dev, &a, omega, choice, sw.times())?;
+                built_from_a = on_device.then_some(omega);
+                (a_dev, pre_dev)
             }
         };
         // The operands' phases were timed by their own uploads: the vectors' phase starts now.
@@ -417,6 +425,7 @@ impl GpuBackend {
             a_max,
             times,
             device_refresh: None,
+            built_from_a,
         })
     }
 
@@ -622,6 +631,32 @@ impl GpuBackend {
         self.times = times;
         self.took_staged_values(max_abs);
         Ok(true)
+    }
+
+    /// [`GpuBackend::prepare_device_refresh`] for first-order factored SSOR-AI that this
+    /// backend built on the device from `A` ([`PrecondRef::SsorK1FromA`]), with no host copy
+    /// of the preconditioner: what the refresh needs is found on the device, from `A`'s CSR
+    /// values kept there. Returns whether the device can do it: `false` for a backend whose
+    /// factors were not built on the device, a system solved scaled or without `A`'s CSR
+    /// values on the device ([`GpuBackend::keep_matrix_source`] keeps them), or a factor kept
+    /// in COO.
+    pub fn prepare_device_refresh_from_a(&mut self) -> Result<bool, PcgError> {
+        if self.device_refresh.is_some() {
+            return Ok(true);
+        }
+        let Some(omega) = self.built_from_a else {
+            return Ok(false);
+        };
+        if self.scale.matrix_exp != 0 {
+            return Ok(false);
+        }
+        self.flush()?;
+        let handle = self.dev.clone();
+        let Some(a) = self.a.device_csr_source() else {
+            return Ok(false);
+        };
+        self.device_refresh = DeviceRefresh::from_a(&handle, a, omega, &mut self.pre)?;
+        Ok(self.device_refresh.is_some())
     }
 
     /// Prepares value updates that recompute the preconditioner on the device

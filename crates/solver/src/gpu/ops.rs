@@ -310,6 +310,32 @@ impl DeviceOperator {
         }
     }
 
+    /// Makes an ELL, DIA or HYB operand keep `csr`, CSR arrays of the matrix it was made from
+    /// already on the device (built there), as its source, unless it keeps one; `false`
+    /// (nothing kept) for a COO operand, which keeps none. CSR and cuSPARSE operands are their
+    /// own source: `csr` is dropped.
+    pub(crate) fn keep_device_source(&mut self, csr: DeviceCsr) -> bool {
+        match &self.mat {
+            DeviceMatrix::Csr(_) | DeviceMatrix::Cusparse(_) => true,
+            DeviceMatrix::Ell(_) | DeviceMatrix::Dia(_) | DeviceMatrix::Hyb(_) => {
+                if self.source.is_none() {
+                    self.source = Some(csr);
+                }
+                true
+            }
+            DeviceMatrix::Coo(_) => false,
+        }
+    }
+
+    /// Whether [`DeviceOperator::device_csr_source`] has nothing yet for an operand that can
+    /// keep one (a converted operand without a kept source).
+    pub(crate) fn lacks_source(&self) -> bool {
+        matches!(
+            self.mat,
+            DeviceMatrix::Ell(_) | DeviceMatrix::Dia(_) | DeviceMatrix::Hyb(_)
+        ) && self.source.is_none()
+    }
+
     /// `||B||_inf` from the CSR values on the device (downloaded; see
     /// [`DeviceOperator::can_stage`]), as `inf_norm` computes it on the host.
     pub(crate) fn csr_inf_norm(&mut self, dev: &GpuDevice) -> Result<f64, PcgError> {

@@ -10,6 +10,7 @@ use autopcg_gpu::kernels::refresh::{
     gather_scaled_values, gather_values, gram_values, inv_diag, ssor_k_values, DeviceDiagonal,
     DeviceGather,
 };
+use autopcg_gpu::kernels::ssor::{ssor_k1_factors, ssor_k1_refresh_maps, SsorK1Build};
 use autopcg_gpu::{DeviceCsr, GpuDevice};
 use autopcg_sparse::{CsrMatrix, PaddingLimits};
 
@@ -124,6 +125,48 @@ impl DeviceRefresh {
             diag: DeviceDiagonal::upload(dev, a)?,
             what,
         }))
+    }
+
+    /// Prepares device refreshes of first-order factored SSOR-AI that the backend built on
+    /// the device from `a` (`A`'s CSR arrays on the device) with relaxation `omega`, without
+    /// any host copy: a converted factor gets its CSR arrays as its source by building the
+    /// factors again from `a` there, and the diagonal positions and the position in K of each
+    /// entry of K^T are found there too. `None` when the device cannot refresh them (a factor
+    /// kept in COO, or a pattern the build did not take): the caller then refreshes on the
+    /// host.
+    pub(crate) fn from_a(
+        dev: &GpuDevice,
+        a: &DeviceCsr,
+        omega: f64,
+        pre: &mut DevicePrecond,
+    ) -> Result<Option<DeviceRefresh>, PcgError> {
+        let DevicePrecond::Factored { k, kt } = pre else {
+            return Err(internal(
+                "a device refresh from A of another preconditioner",
+            ));
+        };
+        if k.lacks_source() || kt.lacks_source() {
+            let (ck, ckt) = match ssor_k1_factors(dev, a, omega)? {
+                SsorK1Build::Built { k, kt } => (k, kt),
+                SsorK1Build::AsymmetricPattern { .. } => return Ok(None),
+            };
+            if !k.keep_device_source(*ck) || !kt.keep_device_source(*ckt) {
+                return Ok(None);
+            }
+        }
+        let (Some(ks), Some(kts)) = (k.device_csr_source(), kt.device_csr_source()) else {
+            return Ok(None);
+        };
+        Ok(
+            ssor_k1_refresh_maps(dev, a, ks, kts)?.map(|(diag, kt_src)| DeviceRefresh {
+                diag,
+                what: Refreshed::Factored {
+                    omega,
+                    order: 1,
+                    kt_src,
+                },
+            }),
+        )
     }
 
     /// Recomputes `pre`'s values from `a` (`A`'s CSR values on the device) and converts its
