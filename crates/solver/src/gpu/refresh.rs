@@ -2,9 +2,11 @@
 //! pattern) reached it: Jacobi's inverse diagonal, SSOR-AI's `K`, the factored form's
 //! `K^T diag(s)` and the explicit product, from `A`'s CSR values on the device, into the CSR values the preconditioner's
 //! operands are converted from. The patterns (and where each entry of `K^T` sits in `K`) are
-//! uploaded once, from the host refresh that knows them ([`ValueRefresh`]); nothing of the new
-//! values then crosses the bus again, and the host copy of the preconditioner is left as it was
-//! (the caller recomputes it if it needs it). The values equal those
+//! uploaded once, from the host refresh that knows them ([`ValueRefresh`]), or, for
+//! first-order factored SSOR-AI the device built from `A`, found on the device
+//! ([`DeviceRefresh::from_a`]); nothing of the new values then crosses the bus again, and the
+//! host copy of the preconditioner, where there is one, is left as it was (the caller
+//! recomputes it if it needs it). The values equal those
 //! [`ValueRefresh::refresh`] computes on the host (see `autopcg_gpu::kernels::refresh`).
 use autopcg_gpu::kernels::refresh::{
     gather_scaled_values, gather_values, gram_values, inv_diag, ssor_k_values, DeviceDiagonal,
