@@ -10,7 +10,9 @@
 //! a test pins them on stencils, FEM, power-law and SuiteSparse matrices, and the golden plans
 //! pin the choices made from them.
 use autopcg_catalog::SpmvMethod;
-use autopcg_sparse::features::{FeatureCounter, MatrixFeatures, RowTally, SYMMETRY_TOLERANCE};
+use autopcg_sparse::features::{
+    FeatureCounter, KnownSymmetry, MatrixFeatures, RowTally, SYMMETRY_TOLERANCE,
+};
 use autopcg_sparse::CsrMatrix;
 use rayon::prelude::*;
 
@@ -32,9 +34,15 @@ pub struct K1Factors<'a> {
     nnz_k: usize,
 }
 
-/// What one pass over `A` finds of both factors.
+/// What one pass over `A` finds of both factors, and of `A` itself.
 #[derive(Debug, Clone)]
 pub struct K1Features {
+    /// The diagonals of `A` (what the fallback rule reads of it beside its size).
+    pub a_ndiag: usize,
+    /// The counts of `A` the SpMV model reads, when [`K1Factors::features`] was told what is
+    /// known of `A`'s symmetry.
+    #[cfg(feature = "model")]
+    pub counts_a: Option<SpmvCounts>,
     /// The features of `K`.
     pub k: MatrixFeatures,
     /// The features of `K^T diag(s)`.
@@ -50,10 +58,13 @@ pub struct K1Features {
 /// Per-task tallies of the pass.
 #[derive(Default)]
 struct Tally {
+    a: RowTally,
     k: RowTally,
     kt: RowTally,
     #[cfg(feature = "model")]
     work: (WorkTally, WorkTally),
+    #[cfg(feature = "model")]
+    work_a: WorkTally,
     finite: bool,
     /// Every off-diagonal value of K passes the symmetry test against the absent mirror.
     off_zero: bool,
@@ -70,6 +81,7 @@ impl Tally {
 
     fn merge(self, next: Tally) -> Tally {
         Tally {
+            a: self.a.merge(next.a),
             k: self.k.merge(next.k),
             kt: self.kt.merge(next.kt),
             #[cfg(feature = "model")]
@@ -77,6 +89,8 @@ impl Tally {
                 self.work.0.merge(next.work.0),
                 self.work.1.merge(next.work.1),
             ),
+            #[cfg(feature = "model")]
+            work_a: self.work_a.merge(next.work_a),
             finite: self.finite && next.finite,
             off_zero: self.off_zero && next.off_zero,
         }
@@ -176,42 +190,69 @@ impl<'a> K1Factors<'a> {
     }
 
     /// One parallel pass over `A` that counts both factors with relaxation `omega`: their
-    /// features (and, with the model, their work counts) and whether their values are finite.
-    /// The values are those the host build computes (`K_ij = -(omega a_ij / a_jj)`,
+    /// features (and, with the model, their work counts) and whether their values are finite;
+    /// and, in the same pass, `A`'s diagonals and, with the model and `a_symmetry` given, the
+    /// counts of `A` the SpMV model reads (what `SpmvCounts::of_knowing(a, a_symmetry)`
+    /// gives: a symmetry search, where one is needed, runs beside the pass). The values are
+    /// those the host build computes (`K_ij = -(omega a_ij / a_jj)`,
     /// `s_i = omega (2 - omega) / a_ii`); the symmetry feature of each triangular factor is
     /// read from K's off-diagonal values, which `K^T diag(s)` holds scaled by positive `s_j`.
-    pub fn features(&self, omega: f64) -> K1Features {
+    pub fn features(&self, omega: f64, a_symmetry: Option<KnownSymmetry>) -> K1Features {
         let n = self.n();
         let (ck, ckt) = (FeatureCounter::new(n, n), FeatureCounter::new(n, n));
-        let (ptr, val) = (self.a.indptr(), self.a.data());
+        let ca = FeatureCounter::new(n, n);
+        let (ptr, idx, val) = (self.a.indptr(), self.a.indices(), self.a.data());
         let diag = &self.diag;
         let scale = omega * (2.0 - omega);
-        let t = (0..n.div_ceil(ROWS))
-            .into_par_iter()
-            .fold(Tally::new, |mut t, c| {
-                for i in c * ROWS..((c + 1) * ROWS).min(n) {
-                    let (kr, ktr) = (self.k_row(i), self.kt_row(i));
-                    ck.add_row(&mut t.k, i, kr);
-                    ckt.add_row(&mut t.kt, i, ktr);
-                    #[cfg(feature = "model")]
-                    {
-                        t.work.0.add_row(i, kr);
-                        t.work.1.add_row(i, ktr);
+        let pass = || {
+            (0..n.div_ceil(ROWS))
+                .into_par_iter()
+                .fold(Tally::new, |mut t, c| {
+                    for i in c * ROWS..((c + 1) * ROWS).min(n) {
+                        let (kr, ktr) = (self.k_row(i), self.kt_row(i));
+                        let ar = &idx[ptr[i] as usize..ptr[i + 1] as usize];
+                        ck.add_row(&mut t.k, i, kr);
+                        ckt.add_row(&mut t.kt, i, ktr);
+                        ca.add_row(&mut t.a, i, ar);
+                        #[cfg(feature = "model")]
+                        {
+                            t.work.0.add_row(i, kr);
+                            t.work.1.add_row(i, ktr);
+                            if a_symmetry.is_some() {
+                                t.work_a.add_row(i, ar);
+                            }
+                        }
+                        let lo = ptr[i] as usize;
+                        for (p, &j) in (lo..diag[i] as usize).zip(kr) {
+                            let x = -(omega * val[p] / val[diag[j as usize] as usize]);
+                            t.finite &= x.is_finite();
+                            t.off_zero &= x.abs() <= SYMMETRY_TOLERANCE * x.abs() || x.is_nan();
+                        }
+                        t.finite &= (scale / val[diag[i] as usize]).is_finite();
                     }
-                    let lo = ptr[i] as usize;
-                    for (p, &j) in (lo..diag[i] as usize).zip(kr) {
-                        let x = -(omega * val[p] / val[diag[j as usize] as usize]);
-                        t.finite &= x.is_finite();
-                        t.off_zero &= x.abs() <= SYMMETRY_TOLERANCE * x.abs() || x.is_nan();
-                    }
-                    t.finite &= (scale / val[diag[i] as usize]).is_finite();
-                }
-                t
-            })
-            .reduce(Tally::new, Tally::merge);
+                    t
+                })
+                .reduce(Tally::new, Tally::merge)
+        };
+        let (t, a_symmetric) = match a_symmetry {
+            Some(known) => {
+                let (t, s) = rayon::join(pass, || known.symmetric(self.a));
+                (t, Some(s))
+            }
+            None => (pass(), None),
+        };
         let (k, _hk) = ck.finish(t.k, t.off_zero);
         let (kt, _hkt) = ckt.finish(t.kt, t.off_zero);
+        // Every diagonal value of A is positive here (the views exist only then), as the
+        // counter takes every stored diagonal entry to be.
+        let (fa, _ha) = ca.finish(t.a, a_symmetric.unwrap_or(false));
         K1Features {
+            a_ndiag: fa.ndiag,
+            #[cfg(feature = "model")]
+            counts_a: a_symmetric.map(|_| SpmvCounts {
+                work: spmv_work_counted(&fa, &_ha, &t.work_a),
+                features: fa.clone(),
+            }),
             #[cfg(feature = "model")]
             counts: (
                 SpmvCounts {
@@ -303,8 +344,17 @@ mod tests {
                     assert_eq!(v.k_row(i), k.row(i).0);
                     assert_eq!(v.kt_row(i), kt.row(i).0);
                 }
-                let f = v.features(omega);
+                let f = v.features(omega, Some(KnownSymmetry::Unknown));
                 let tri = KnownSymmetry::Triangular;
+                assert_eq!(f.counts_a, Some(SpmvCounts::of(&a)), "A, n = {}", a.nrows());
+                let (n, nnz) = (a.nrows() as u64, a.nnz() as u64);
+                assert_eq!(
+                    crate::fallback::spmv_method_of(n, nnz, f.a_ndiag as u64),
+                    crate::fallback::spmv_method(&a)
+                );
+                let known = v.features(omega, Some(KnownSymmetry::Symmetric));
+                assert_eq!(known.counts_a, f.counts_a, "A known symmetric");
+                assert_eq!(v.features(omega, None).counts_a, None);
                 assert_eq!(
                     f.counts.0,
                     SpmvCounts::of_knowing(k, tri),

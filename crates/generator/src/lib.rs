@@ -301,11 +301,17 @@ pub fn plan(req: &PlanRequest) -> Result<SolvePlan, PlanError> {
             (PlannedPrecond::SsorK1FromA { omega, .. }, Some(v)) => {
                 let f = match m.k1 {
                     Some(f) => f,
-                    None => v.features(*omega),
+                    None => v.features(*omega, None),
+                };
+                // A's diagonals were counted in the same pass.
+                let (n, nnz) = (a.nrows() as u64, a.nnz() as u64);
+                let a_choice = SpmvChoice {
+                    method: fallback::spmv_method_of(n, nnz, f.a_ndiag as u64),
+                    predicted_ms: None,
                 };
                 fallback::gpu_choice_of(
                     a.nrows(),
-                    fallback::spmv_choice(a),
+                    a_choice,
                     PrecondChoice::Factored {
                         k: SpmvChoice {
                             method: factors::fallback_method(&f.k),
@@ -386,7 +392,7 @@ fn modelled(
     // The factors' counts, read through A's pattern in one pass.
     let views = match (views, &*pre) {
         (Some(v), PlannedPrecond::SsorK1FromA { omega, .. }) => {
-            let f = v.features(*omega);
+            let f = v.features(*omega, Some(req.symmetry));
             // The explicit product of factors with values that are not finite is counted as
             // formed (see below): the host builds them first.
             if !f.values_finite && req.ssor_form_auto {
@@ -483,9 +489,12 @@ fn modelled(
         (PlannedPrecond::SsorK1FromA { .. }, Some(f)) => Some(&f.counts),
         _ => None,
     };
+    // A's counts, when the factors' pass counted them too (whatever the form).
+    let a_counts = out.k1.as_ref().and_then(|f| f.counts_a.as_ref());
     match select_plan(
         m.file,
         a,
+        a_counts,
         pre,
         k1_counts,
         props,
@@ -519,14 +528,16 @@ fn bounded_note(bound: f64, nnz_a: usize) -> String {
 
 /// Every modelled step of the GPU plan from `model`, the rest by the fallback rule; `form`,
 /// when [`choose_ssor_form`] already chose SSOR-AI's form, supplies the SpMV choices of K, K^T
-/// or M; `k1_counts`, the counts of K and K^T read through `A`'s pattern when the backend
-/// builds them. Returns the choice, the explanations and the predicted milliseconds per
+/// or M; `a_counts`, A's counts when the pass over the factors' views made them;
+/// `k1_counts`, the counts of K and K^T read through `A`'s pattern when the backend builds
+/// them. Returns the choice, the explanations and the predicted milliseconds per
 /// iteration.
 #[cfg(feature = "model")]
 #[allow(clippy::too_many_arguments)]
 fn select_plan(
     model: &ModelFile,
     a: &CsrMatrix,
+    a_counts: Option<&SpmvCounts>,
     pre: &mut PlannedPrecond,
     k1_counts: Option<&(SpmvCounts, SpmvCounts)>,
     props: &DeviceProps,
@@ -537,7 +548,10 @@ fn select_plan(
     let n = a.nrows() as u64;
     let mut explain = Vec::new();
     let iters = expected_iterations;
-    let (ca, ea) = select_spmv_knowing(model, "spmv A", a, a_symmetry, props, iters)?;
+    let (ca, ea) = match a_counts {
+        Some(c) => select_spmv_counted(model, "spmv A", c, props, iters)?,
+        None => select_spmv_knowing(model, "spmv A", a, a_symmetry, props, iters)?,
+    };
     explain.push(ea);
     // K and K^T are triangular, M symmetric, by construction.
     let tri = KnownSymmetry::Triangular;
