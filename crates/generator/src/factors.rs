@@ -160,23 +160,7 @@ impl<'a> K1Factors<'a> {
     /// hold instead of searching each row again (the same terms, summed in the same order:
     /// the same value).
     pub fn auto_omega(&self) -> f64 {
-        let (ptr, idx, val) = (self.a.indptr(), self.a.indices(), self.a.data());
-        let diag = &self.diag;
-        let norm = (0..self.n())
-            .into_par_iter()
-            .with_min_len(1024)
-            .map(|i| {
-                let di = val[diag[i] as usize];
-                (ptr[i] as usize..diag[i] as usize)
-                    .map(|p| val[p].abs() / (di * val[diag[idx[p] as usize] as usize]).sqrt())
-                    .sum::<f64>()
-            })
-            .reduce(|| 0.0, f64::max);
-        if norm > 1.0 && norm.is_finite() {
-            1.0 / norm
-        } else {
-            1.0
-        }
+        autopcg_solver::auto_omega_at(self.a, &self.diag)
     }
 
     /// [`crate::ssor::explicit_nnz_bound`] of `K`.

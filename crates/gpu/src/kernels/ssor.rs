@@ -19,7 +19,7 @@ use super::convert::{exclusive_scan, ConvertKernel, ScanWorkspace};
 use super::refresh::{DeviceDiagonal, DeviceGather};
 use super::{Launch, PushGroups};
 use crate::sources::{KernelSource, ModuleSpec};
-use crate::{DeviceCsr, GpuDevice, GpuError, LaunchConfig, DEFAULT_THREADS};
+use crate::{DeviceCsr, DeviceVec, GpuDevice, GpuError, LaunchConfig, DEFAULT_THREADS};
 
 /// A kernel of the device build; `Display` is its entry point in `precond.cu`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -97,6 +97,37 @@ fn per_row(dev: &GpuDevice, kernel: SsorBuildKernel, n: usize) -> Result<Launch<
     Launch::plain(dev, KernelSource::Precond, &kernel, cfg)
 }
 
+/// Queues `ssor_k1_lengths` on `a` (square, `n >= 1` rows, sizes checked by the caller):
+/// each row's diagonal position, K's row lengths, and the flags `[first row without a
+/// diagonal entry, first row whose mirror search failed]`, both `n` while none is found.
+#[allow(clippy::type_complexity)]
+fn lengths(
+    dev: &GpuDevice,
+    a: &DeviceCsr,
+) -> Result<(DeviceVec<u32>, DeviceVec<u32>, DeviceVec<u32>), GpuError> {
+    let n = a.nrows();
+    let n32 = n as u32;
+    // SAFETY: ssor_k1_lengths writes diag and len for every row.
+    let mut diag = unsafe { dev.alloc_uninit::<u32>(n)? };
+    let mut len = unsafe { dev.alloc_uninit::<u32>(n)? };
+    let mut bad = dev.upload(&[n32, n32])?;
+    let l = per_row(dev, SsorBuildKernel::Lengths, n)?;
+    // SAFETY: matches `ssor_k1_lengths(u32 n, const u32 *a_ptr, const u32 *a_idx, u32 *diag,
+    // u32 *len, u32 *bad)`; a is a validated CSR matrix of n rows, diag and len hold n
+    // elements, bad 2; every read stays inside a row of a.
+    unsafe {
+        l.run(|b| {
+            b.arg(&n32)
+                .arg(&a.indptr.buf)
+                .arg(&a.indices.buf)
+                .arg(&mut diag.buf)
+                .arg(&mut len.buf)
+                .arg(&mut bad.buf);
+        })
+    }?;
+    Ok((diag, len, bad))
+}
+
 /// First-order SSOR-AI's `K` and `K^T diag(s)` built on the device from `a` (a square CSR
 /// matrix as `CsrMatrix` uploads it: columns ascending within each row, no duplicates) with
 /// relaxation `omega` in (0, 2): the factors `autopcg_solver::Preconditioner::build` makes on
@@ -144,24 +175,7 @@ pub fn ssor_k1_factors(
     }
     let n32 = n as u32;
     let scale = omega * (2.0 - omega);
-    // SAFETY: ssor_k1_lengths writes diag and len for every row.
-    let mut diag = unsafe { dev.alloc_uninit::<u32>(n)? };
-    let mut len = unsafe { dev.alloc_uninit::<u32>(n)? };
-    let mut bad = dev.upload(&[n32, n32])?;
-    let l = per_row(dev, SsorBuildKernel::Lengths, n)?;
-    // SAFETY: matches `ssor_k1_lengths(u32 n, const u32 *a_ptr, const u32 *a_idx, u32 *diag,
-    // u32 *len, u32 *bad)`; a is a validated CSR matrix of n rows, diag and len hold n
-    // elements, bad 2; every read stays inside a row of a.
-    unsafe {
-        l.run(|b| {
-            b.arg(&n32)
-                .arg(&a.indptr.buf)
-                .arg(&a.indices.buf)
-                .arg(&mut diag.buf)
-                .arg(&mut len.buf)
-                .arg(&mut bad.buf);
-        })
-    }?;
+    let (diag, len, mut bad) = lengths(dev, a)?;
     // SAFETY: exclusive_scan writes all n + 1 entries.
     let mut k_ptr = unsafe { dev.alloc_uninit::<u32>(n + 1)? };
     let mut ws = ScanWorkspace::new(dev, ScanWorkspace::tiles(n, DEFAULT_THREADS))?;
@@ -260,23 +274,7 @@ pub fn ssor_k1_refresh_maps(
         )));
     }
     let n32 = n as u32;
-    // SAFETY: ssor_k1_lengths writes diag and len for every row.
-    let mut diag = unsafe { dev.alloc_uninit::<u32>(n)? };
-    let mut len = unsafe { dev.alloc_uninit::<u32>(n)? };
-    let mut bad = dev.upload(&[n32, n32])?;
-    let l = per_row(dev, SsorBuildKernel::Lengths, n)?;
-    // SAFETY: as in ssor_k1_factors: matches `ssor_k1_lengths(u32 n, const u32 *a_ptr,
-    // const u32 *a_idx, u32 *diag, u32 *len, u32 *bad)` on a validated CSR matrix of n rows.
-    unsafe {
-        l.run(|b| {
-            b.arg(&n32)
-                .arg(&a.indptr.buf)
-                .arg(&a.indices.buf)
-                .arg(&mut diag.buf)
-                .arg(&mut len.buf)
-                .arg(&mut bad.buf);
-        })
-    }?;
+    let (diag, len, mut bad) = lengths(dev, a)?;
     drop(len);
     // Every entry is written unless a row's count differs from A's, which the flag reports
     // (the map is then dropped unread).

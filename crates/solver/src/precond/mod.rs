@@ -187,18 +187,31 @@ impl PrecondKind {
 /// the 3D 7-point Poisson matrix (row sums 0.5) it returns 1. Rows with a non-positive diagonal
 /// are skipped (building the preconditioner reports them).
 pub fn auto_omega(a: &CsrMatrix) -> f64 {
-    let d = a.diagonal();
+    auto_omega_at(a, &a.diagonal_positions())
+}
+
+/// [`auto_omega`] with the position of each row's diagonal entry given
+/// (`CsrMatrix::diagonal_positions`, `NO_ENTRY` where a row stores none), so that a caller
+/// that holds them does not search the rows again. The same value: the same terms, summed in
+/// the same order.
+pub fn auto_omega_at(a: &CsrMatrix, diag: &[u32]) -> f64 {
+    let val = a.data();
+    let d = |i: usize| match diag[i] {
+        autopcg_sparse::csr::NO_ENTRY => 0.0,
+        p => val[p as usize],
+    };
     let norm = (0..a.nrows())
         .into_par_iter()
         .map(|i| {
             let (cols, vals) = a.row(i);
-            if d[i].is_nan() || d[i] <= 0.0 {
+            let di = d(i);
+            if di.is_nan() || di <= 0.0 {
                 return 0.0;
             }
             cols.iter()
                 .zip(vals)
-                .filter(|(&j, _)| (j as usize) < i && d[j as usize] > 0.0)
-                .map(|(&j, &v)| v.abs() / (d[i] * d[j as usize]).sqrt())
+                .filter(|(&j, _)| (j as usize) < i && d(j as usize) > 0.0)
+                .map(|(&j, &v)| v.abs() / (di * d(j as usize)).sqrt())
                 .sum::<f64>()
         })
         .reduce(|| 0.0, f64::max);
