@@ -8,22 +8,27 @@
 //! - the matrix [`Fingerprint`]: n, nnz, a SHA-256 of the sparsity pattern, and the work
 //!   counts the SpMV model predicted from;
 //! - the preconditioner (kind, order, omega, the form applied), the polling cadence;
-//! - per row block (one block today: the whole matrix on one GPU) the format, kernel and launch
-//!   of every step ([`GpuPlanChoice`]) and their predicted times.
+//! - per row block the format, kernel and launch of every step ([`GpuPlanChoice`]) and their
+//!   predicted times: one block (the whole matrix on one GPU, [`SavedPlan::from_plan`]) or
+//!   one block per GPU ([`SavedPlan::from_blocks`]: the rows of each, its local part's plan and
+//!   the multiply of its halo part, [`SavedBlock::halo`]).
 //!
-//! [`SavedPlan::to_solve_plan`] turns a saved plan back into a [`SolvePlan`] for a matrix and
-//! a device: it checks the fingerprint first (unless forced), then the device, rebuilds the
-//! preconditioner with the saved parameters and checks the saved choice against the device.
+//! [`SavedPlan::to_solve_plan`] turns a saved plan of one block back into a [`SolvePlan`] for a
+//! matrix and a device: it checks the fingerprint first (unless forced), then the device,
+//! rebuilds the preconditioner with the saved parameters and checks the saved choice against
+//! the device. A plan of several blocks gives its partition ([`SavedPlan::partition`]) and
+//! what every block runs ([`SavedPlan::block_choices`]) to the multi-block solver instead.
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use autopcg_catalog::{device_slug, DeviceProps};
 use autopcg_model::work::{spmv_work, SpmvWork};
-use autopcg_solver::gpu::GpuPlanChoice;
+use autopcg_solver::gpu::{GpuPlanChoice, HaloMethod};
 use autopcg_solver::{
     PcgError, Plan, PlannedPrecond, PrecondKind, PrecondRef, Preconditioner, SsorForm,
 };
+use autopcg_sparse::blocks::RowPartition;
 use autopcg_sparse::CsrMatrix;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -376,8 +381,13 @@ pub struct SavedBlock {
     pub gpu: usize,
     /// Format, kernel and launch of every step.
     pub choice: GpuPlanChoice,
-    /// The steps in execution order, with predicted times.
+    /// The steps in execution order, with predicted times (a block of a split plan ends with
+    /// the multiply of its halo part).
     pub steps: Vec<SavedStep>,
+    /// The multiply of the block's halo part (the entries whose columns other blocks own):
+    /// present in every block of a plan of several blocks, absent in a plan of one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub halo: Option<HaloMethod>,
 }
 
 /// A plan as written to `plan.json`.
@@ -457,12 +467,108 @@ impl SavedPlan {
                 gpu: 0,
                 choice: choice.clone(),
                 steps: saved_steps(&plan.steps),
+                halo: None,
             }],
             predicted_ms_per_iteration: plan.predicted_iteration_ms,
             source: plan.steps.source.clone(),
             notes: plan.notes.clone(),
             explain: plan.explain.clone(),
         })
+    }
+
+    /// The saved form of a plan split into row blocks, block `i` on GPU `i` (`blocks`, made by
+    /// [`crate::blocks::plan_blocks_balanced`] for `a` on the device `props`): each block's
+    /// local plan, its steps followed by its halo part's multiply, and that multiply's kernel
+    /// and launch. The preconditioner is the one every block applies (omega resolved once for
+    /// `a`); the predicted time per iteration is the slowest block's, where the model predicted
+    /// every block.
+    ///
+    /// One reduction block size serves every block (the emitted solver compiles the
+    /// reductions once): a block whose three-dot reduction was chosen with another block size
+    /// than block 0's gets block 0's, with its grid kept, and a note says so.
+    pub fn from_blocks(
+        blocks: &crate::blocks::BalancedBlocks,
+        a: &CsrMatrix,
+        props: &DeviceProps,
+        model: Option<SavedModel>,
+        matrix_file: Option<String>,
+    ) -> Result<SavedPlan, SavedPlanError> {
+        let plans = &blocks.plans.blocks;
+        let first = plans
+            .first()
+            .ok_or_else(|| SavedPlanError::Invalid("no row block to save".into()))?;
+        let gpu_choice = |i: usize, p: &crate::blocks::BlockPlan| {
+            p.local.gpu.clone().ok_or_else(|| {
+                SavedPlanError::Invalid(format!(
+                    "block {i} has a CPU plan: plan the blocks for a GPU"
+                ))
+            })
+        };
+        let threads = gpu_choice(0, first)?.dot3.config.threads;
+        let precond = SavedPrecond::of(
+            &first.local.kind.resolved_for(a),
+            &first.local.preconditioner,
+        )?;
+        let mut notes = Vec::new();
+        let mut saved = Vec::with_capacity(plans.len());
+        for (i, p) in plans.iter().enumerate() {
+            let mut choice = gpu_choice(i, p)?;
+            if choice.dot3.config.threads != threads {
+                notes.push(format!(
+                    "block {i}: the three-dot reduction runs with block 0's {threads} threads per \
+                     block instead of its own {} (one reduction block size for every block)",
+                    choice.dot3.config.threads
+                ));
+                choice.dot3.config.threads = threads;
+                choice.dot3.predicted_ms = None;
+            }
+            let mut steps = saved_steps(&choice.plan());
+            steps.extend(saved_steps(&autopcg_solver::Plan {
+                steps: vec![p.halo.clone()],
+                source: String::new(),
+            }));
+            saved.push(SavedBlock {
+                rows: (p.rows.start, p.rows.end),
+                gpu: i,
+                choice,
+                steps,
+                halo: Some(
+                    p.halo_method
+                        .unwrap_or_else(|| HaloMethod::fixed(p.rows.len())),
+                ),
+            });
+        }
+        let modelled = plans.iter().all(|p| p.modelled);
+        let slowest_us = plans.iter().map(|p| p.predicted_us).fold(0.0, f64::max);
+        let source = format!(
+            "{} row blocks, one per GPU ({}): {}",
+            plans.len(),
+            blocks.balance.by,
+            first.local.steps.source
+        );
+        for p in plans {
+            notes.extend(p.local.notes.iter().cloned());
+        }
+        notes.sort();
+        notes.dedup();
+        let plan = SavedPlan {
+            schema: PLAN_SCHEMA,
+            kind: PLAN_KIND.into(),
+            generated_by: format!("autopcg {}", env!("CARGO_PKG_VERSION")),
+            device: SavedDevice::of(props),
+            model,
+            matrix: Fingerprint::of(a),
+            matrix_file,
+            precond,
+            check_every: first.local.check_every,
+            blocks: saved,
+            predicted_ms_per_iteration: modelled.then_some(slowest_us * 1e-3),
+            source,
+            notes,
+            explain: Vec::new(),
+        };
+        plan.validate()?;
+        Ok(plan)
     }
 
     /// The plan as pretty-printed JSON (what `plan.json` holds).
@@ -533,40 +639,119 @@ impl SavedPlan {
         Ok(p)
     }
 
-    /// Checks what deserialisation alone cannot: one block covering every row, a polling
-    /// interval of at least 1, a known preconditioner that matches the step that applies it.
+    /// Checks what deserialisation alone cannot: blocks covering every row in order (one block,
+    /// or several each with the multiply of its halo part), a polling interval of at least 1,
+    /// a known preconditioner that matches the step that applies it in every block, and, with
+    /// several blocks, one reduction block size for all of them (the sum of the blocks' dots
+    /// runs once per device with one block size).
     pub fn validate(&self) -> Result<(), SavedPlanError> {
         let bad = |s: String| Err(SavedPlanError::Invalid(s));
         if self.check_every == 0 {
             return bad("check_every must be at least 1".into());
         }
-        if self.blocks.len() != 1 {
-            return bad(format!(
-                "{} row blocks: this build runs plans of one block (one GPU)",
-                self.blocks.len()
-            ));
-        }
-        let b = self.block();
-        if b.rows != (0, self.matrix.n) || b.gpu != 0 {
-            return bad(format!(
-                "the block covers rows {}..{} on GPU {}, expected 0..{} on GPU 0",
-                b.rows.0, b.rows.1, b.gpu, self.matrix.n
-            ));
-        }
+        let Some(first) = self.blocks.first() else {
+            return bad("the plan has no row block".into());
+        };
         self.precond.kind()?;
-        if b.choice.precond.kind_name() != self.precond.applied {
+        let split = self.blocks.len() > 1;
+        let mut next = 0usize;
+        for (i, b) in self.blocks.iter().enumerate() {
+            if b.rows.0 != next || (b.rows.1 <= b.rows.0 && self.matrix.n > 0) {
+                return bad(format!(
+                    "block {i} covers rows {}..{}, expected a non-empty range from row {next}",
+                    b.rows.0, b.rows.1
+                ));
+            }
+            next = b.rows.1;
+            if !split && b.gpu != 0 {
+                return bad(format!(
+                    "the block runs on GPU {}: a plan of one block runs on GPU 0",
+                    b.gpu
+                ));
+            }
+            if b.choice.precond.kind_name() != self.precond.applied {
+                return bad(format!(
+                    "block {i}: the preconditioner step is for {} but the preconditioner is {}",
+                    b.choice.precond.kind_name(),
+                    self.precond.applied
+                ));
+            }
+            match (split, &b.halo) {
+                (true, None) => {
+                    return bad(format!(
+                        "block {i} of {} has no multiply for its halo part",
+                        self.blocks.len()
+                    ))
+                }
+                (false, Some(_)) => {
+                    return bad("a plan of one block has no halo part to multiply".into())
+                }
+                _ => {}
+            }
+            let t0 = first.choice.dot3.config.threads;
+            if b.choice.dot3.config.threads != t0 {
+                return bad(format!(
+                    "block {i} reduces with {} threads per block, block 0 with {t0}: the blocks \
+                     of a plan share one reduction block size",
+                    b.choice.dot3.config.threads
+                ));
+            }
+        }
+        if next != self.matrix.n {
             return bad(format!(
-                "the preconditioner step is for {} but the preconditioner is {}",
-                b.choice.precond.kind_name(),
-                self.precond.applied
+                "the blocks cover rows 0..{next} but the matrix has {} rows",
+                self.matrix.n
             ));
         }
         Ok(())
     }
 
+    /// Whether the plan splits the matrix into several row blocks (one per GPU).
+    pub fn is_split(&self) -> bool {
+        self.blocks.len() > 1
+    }
+
+    /// The rows of every block.
+    pub fn partition(&self) -> Result<RowPartition, SavedPlanError> {
+        let starts = self
+            .blocks
+            .iter()
+            .map(|b| b.rows.0)
+            .chain([self.matrix.n])
+            .collect();
+        RowPartition::from_starts(starts, self.matrix.n)
+            .map_err(|e| SavedPlanError::Invalid(format!("the blocks' rows: {e}")))
+    }
+
+    /// What every block runs, in block order: its local part's plan and its halo part's
+    /// multiply (the fixed rule's, [`HaloMethod::fixed`], for a block without one: a plan of
+    /// one block).
+    pub fn block_choices(&self) -> Vec<(GpuPlanChoice, HaloMethod)> {
+        self.blocks
+            .iter()
+            .map(|b| {
+                let halo = b
+                    .halo
+                    .unwrap_or_else(|| HaloMethod::fixed(b.rows.1 - b.rows.0));
+                (b.choice.clone(), halo)
+            })
+            .collect()
+    }
+
     /// Replaces what every step runs (the steps reported with it follow); the preconditioner
     /// step must stay the same kind. For plans edited by hand or by tools.
     pub fn set_choice(&mut self, choice: GpuPlanChoice) -> Result<(), SavedPlanError> {
+        self.set_block_choice(0, choice)
+    }
+
+    /// Replaces what block `i`'s local steps run (its step list follows; the multiply of its
+    /// halo part, the last step of a block of a split plan, stays as saved); the preconditioner
+    /// step must stay the same kind.
+    pub fn set_block_choice(
+        &mut self,
+        i: usize,
+        choice: GpuPlanChoice,
+    ) -> Result<(), SavedPlanError> {
         if choice.precond.kind_name() != self.precond.applied {
             return Err(SavedPlanError::Invalid(format!(
                 "the new preconditioner step is for {} but the plan's preconditioner is {}",
@@ -574,23 +759,28 @@ impl SavedPlan {
                 self.precond.applied
             )));
         }
-        let block = self
-            .blocks
-            .first_mut()
-            .ok_or_else(|| SavedPlanError::Invalid("the plan has no row block".into()))?;
+        let nblocks = self.blocks.len();
+        let block = self.blocks.get_mut(i).ok_or_else(|| {
+            SavedPlanError::Invalid(format!("the plan has no row block {i} ({nblocks} blocks)"))
+        })?;
+        let halo_step = match block.halo {
+            Some(_) => block.steps.last().cloned(),
+            None => None,
+        };
         block.steps = saved_steps(&choice.plan());
+        block.steps.extend(halo_step);
         block.choice = choice;
         Ok(())
     }
 
-    /// The (only) row block. Panics on a plan without blocks, which [`SavedPlan::validate`]
-    /// refuses (plans read with [`SavedPlan::load`] and made by [`SavedPlan::from_plan`] have
-    /// one).
+    /// The first row block (the only one of an unsplit plan). Panics on a plan without
+    /// blocks, which [`SavedPlan::validate`] refuses (plans read with [`SavedPlan::load`] and
+    /// made by [`SavedPlan::from_plan`] or [`SavedPlan::from_blocks`] have at least one).
     pub fn block(&self) -> &SavedBlock {
         &self.blocks[0]
     }
 
-    /// What every step runs.
+    /// What every step of the first block runs (of the whole solve in an unsplit plan).
     pub fn choice(&self) -> &GpuPlanChoice {
         &self.block().choice
     }
@@ -658,6 +848,12 @@ impl SavedPlan {
         mut notes: Vec<String>,
     ) -> Result<SolvePlan, SavedPlanError> {
         self.validate()?;
+        if self.is_split() {
+            return Err(SavedPlanError::Invalid(format!(
+                "a plan of {} row blocks runs on the multi-block solver, not as one GPU plan",
+                self.blocks.len()
+            )));
+        }
         let kind = self.precond.kind()?;
         let t0 = Instant::now();
         // First-order factored SSOR-AI is built by the GPU backend from A, as `plan` leaves it.
