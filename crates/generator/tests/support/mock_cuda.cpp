@@ -18,14 +18,34 @@
 // buffer and algorithm of the preprocessing. At exit the number of products run is printed on
 // stderr ("mock_cuda: N cuSPARSE products"), when there were any.
 //
+// Several devices: MOCK_DEVICE_COUNT (default 1; below 1 or not a number ends the run) is what
+// cudaGetDeviceCount reports, all alike. cudaSetDevice sets the current device (an ordinal
+// outside 0..count is cudaErrorInvalidValue), and streams, events and allocations (cudaMalloc;
+// cudaMallocHost as host memory) remember the device current when they were made. Checked: a
+// kernel launched on a stream of another device than the current one; an event recorded on a
+// stream of another device than its own (waiting on an event of another device is allowed);
+// a stream or event that the mock did not make or that was destroyed; a peer copy
+// (cudaMemcpyPeerAsync) whose source or destination range is not inside an allocation made on
+// the device it names. All devices share the one host memory and everything still runs at once
+// in issue order, so events are bookkeeping (recorded as no-ops during a capture) and a peer
+// copy is a memmove (recorded like any copy). Peer access: cudaDeviceCanAccessPeer answers 1
+// for two distinct valid devices (0 for a device and itself); cudaDeviceEnablePeerAccess
+// succeeds once per (current, peer) pair, and answers cudaErrorPeerAccessAlreadyEnabled after
+// that, as CUDA does (also left for cudaGetLastError).
+//
 // MOCK_DEVICE_NAME sets the device name (default "NVIDIA H200", compute capability 9.0).
+#include <cerrno>
+#include <climits>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <map>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #define __device__
@@ -42,6 +62,12 @@ struct dim3 {
 typedef struct CUstream_st *cudaStream_t;
 struct CUstream_st {
     int id;
+    int device; // current when the stream was created
+};
+typedef struct CUevent_st *cudaEvent_t;
+struct CUevent_st {
+    int device; // current when the event was created
+    unsigned flags;
 };
 struct CUgraph_st {
     std::vector<std::function<void()>> ops;
@@ -51,7 +77,7 @@ struct CUgraphExec_st {
 };
 typedef CUgraph_st *cudaGraph_t;
 typedef CUgraphExec_st *cudaGraphExec_t;
-enum cudaError_t { cudaSuccess = 0, cudaErrorInvalidValue = 1 };
+enum cudaError_t { cudaSuccess = 0, cudaErrorInvalidValue = 1, cudaErrorPeerAccessAlreadyEnabled = 704 };
 enum cudaMemcpyKind { cudaMemcpyHostToHost = 0, cudaMemcpyHostToDevice = 1, cudaMemcpyDeviceToHost = 2, cudaMemcpyDeviceToDevice = 3 };
 enum cudaStreamCaptureMode { cudaStreamCaptureModeGlobal = 0, cudaStreamCaptureModeThreadLocal = 1, cudaStreamCaptureModeRelaxed = 2 };
 enum cudaDeviceAttr { cudaDevAttrMaxThreadsPerMultiProcessor = 39, cudaDevAttrMultiProcessorCount = 16, cudaDevAttrComputeCapabilityMajor = 75, cudaDevAttrComputeCapabilityMinor = 76, cudaDevAttrMaxBlocksPerMultiprocessor = 106 };
@@ -65,6 +91,89 @@ static void die(const std::string &m) {
     std::fprintf(stderr, "mock_cuda: %s\n", m.c_str());
     std::exit(70);
 }
+
+// ----------------------------------------------------------------------------- devices
+
+// MOCK_DEVICE_COUNT, read once.
+static int device_count() {
+    static int count = 0;
+    if (count == 0) {
+        const char *v = std::getenv("MOCK_DEVICE_COUNT");
+        if (v == nullptr) {
+            count = 1;
+        } else {
+            char *end = nullptr;
+            errno = 0;
+            const long n = std::strtol(v, &end, 10);
+            if (end == v || *end != '\0' || errno != 0 || n < 1 || n > INT_MAX) {
+                die(std::string("MOCK_DEVICE_COUNT is not a device count of at least 1: \"") + v + "\"");
+            }
+            count = (int)n;
+        }
+    }
+    return count;
+}
+static bool valid_device(int d) { return d >= 0 && d < device_count(); }
+
+static int g_device = 0; // the current device (cudaSetDevice)
+
+// The streams and events the mock made and has not destroyed.
+static std::set<const CUstream_st *> g_streams;
+static std::set<const CUevent_st *> g_events;
+
+// The device of stream s: the current device for the default stream (NULL), else the device
+// the stream was created on; a stream the mock does not know ends the run.
+static int stream_device(cudaStream_t s, const char *call) {
+    if (s == nullptr) return g_device;
+    if (g_streams.count(s) == 0) die(std::string(call) + ": a stream the mock did not create, or destroyed");
+    return s->device;
+}
+static void known_event(cudaEvent_t e, const char *call) {
+    if (e == nullptr || g_events.count(e) == 0) die(std::string(call) + ": an event the mock did not create, or destroyed");
+}
+
+// Allocations by base address: requested size and device (-1: host memory, cudaMallocHost).
+struct Alloc {
+    size_t bytes;
+    int device;
+};
+static std::map<uintptr_t, Alloc> g_allocs;
+
+static void note_alloc(void *p, size_t bytes, int device) {
+    if (p != nullptr) g_allocs[(uintptr_t)p] = Alloc{bytes, device};
+}
+static void forget_alloc(void *p) { g_allocs.erase((uintptr_t)p); }
+
+static std::string hex(const void *p) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%p", p);
+    return b;
+}
+
+// Checks that [p, p + bytes) lies in one allocation made on `device`; `what` names the range
+// in the message.
+static void in_device_alloc(const char *call, const char *what, const void *p, size_t bytes, int device) {
+    const std::string w = std::string(call) + ": " + what + " " + hex(p) + " (" + std::to_string(bytes) + " bytes)";
+    const uintptr_t a = (uintptr_t)p;
+    auto it = g_allocs.upper_bound(a);
+    if (it == g_allocs.begin()) die(w + " is in no allocation");
+    --it;
+    const uintptr_t base = it->first;
+    const Alloc &al = it->second;
+    const size_t off = a - base;
+    if (off >= (al.bytes > 0 ? al.bytes : 1)) die(w + " is in no allocation");
+    if (al.device != device) {
+        die(w + " lies in an allocation " + (al.device < 0 ? std::string("of host memory") : "made on device " + std::to_string(al.device)) +
+            ", not on device " + std::to_string(device));
+    }
+    if (bytes > al.bytes - off) {
+        die(w + " runs past the end of its allocation (" + std::to_string(al.bytes) + " bytes, the range starts at offset " +
+            std::to_string(off) + ")");
+    }
+}
+
+// The (device, peer) pairs cudaDeviceEnablePeerAccess enabled.
+static std::set<std::pair<int, int>> g_peer_enabled;
 
 // ----------------------------------------------------------------------------- capture
 
@@ -161,7 +270,10 @@ static void k_jacobi(const Launch &L) {
     for (u64 i = 0; i < n; ++i) z[i] = d[i] * r[i];
 }
 
-static void csr(const Launch &L) {
+// CSR (spmv_csr.cu: nrows, indptr, indices, vals, x, y): y = A x, or y += A x (add: the halo
+// part of a row block, *_add), each row's sum taken from 0 in index order and then stored or
+// added.
+static void csr(const Launch &L, bool add = false) {
     const u32 nrows = L.get<u32>(0);
     const u32 *ptr = L.get<const u32 *>(1), *idx = L.get<const u32 *>(2);
     const double *v = L.get<const double *>(3), *x = L.get<const double *>(4);
@@ -169,11 +281,26 @@ static void csr(const Launch &L) {
     for (u32 i = 0; i < nrows; ++i) {
         double s = 0.0;
         for (u32 k = ptr[i]; k < ptr[i + 1]; ++k) s += v[k] * x[idx[k]];
-        y[i] = s;
+        if (add) {
+            y[i] += s;
+        } else {
+            y[i] = s;
+        }
     }
 }
 static void k_csr_scalar(const Launch &L) { csr(L); }
 static void k_csr_vector(const Launch &L) { whole_warps(L, "spmv_csr_vector"); csr(L); }
+static void k_csr_scalar_add(const Launch &L) { csr(L, true); }
+static void k_csr_vector_add(const Launch &L) { whole_warps(L, "spmv_csr_vector_add"); csr(L, true); }
+
+// gather_f64 (vector.cu: n, idx, src, out): out[k] = src[idx[k]] for k < n; grid-stride.
+static void k_gather(const Launch &L) {
+    const u32 n = L.get<u32>(0);
+    const u32 *idx = L.get<const u32 *>(1);
+    const double *src = L.get<const double *>(2);
+    double *out = L.get<double *>(3);
+    for (u32 k = 0; k < n; ++k) out[k] = src[idx[k]];
+}
 
 static void k_csr_merge(const Launch &L) {
     whole_warps(L, "spmv_csr_merge");
@@ -296,6 +423,44 @@ static void finish(const Launch &L, bool next) {
 static void k_dot3_finish(const Launch &L) { finish(L, false); }
 static void k_dot3_finish_next(const Launch &L) { finish(L, true); }
 
+// dot3_slot (dot.cu: n, r, u, w, partial, counter, slots, slot): one row block's (r, u), (w, u),
+// (r, r) into slots[3 slot], slots[3 slot + 1], slots[3 slot + 2]. Any block count; the ticket
+// counter must be 0 (the kernel leaves it 0). No recurrence, so nothing to skip after a halt.
+static void k_dot3_slot(const Launch &L) {
+    block_size(L, "dot3_slot");
+    double g, d, q;
+    dots(L, g, d, q);
+    (void)L.get<double *>(4);
+    double *slots = L.get<double *>(6);
+    const u32 slot = L.get<u32>(7);
+    if (*L.get<u32 *>(5) != 0) die("dot3_slot: the ticket counter is not zero");
+    slots[3 * (u64)slot + 0] = g;
+    slots[3 * (u64)slot + 1] = d;
+    slots[3 * (u64)slot + 2] = q;
+}
+// dot3_slots_advance (m, slots, scalars, history, history_cap, iteration) and
+// dot3_slots_advance_next (m, slots, scalars, history, history_cap): the m slot triples added
+// in slot order, then cg_advance for `iteration` or CG_ITER + 1. One block of BLOCK_SIZE.
+static void slots_advance(const Launch &L, bool next) {
+    const char *k = next ? "dot3_slots_advance_next" : "dot3_slots_advance";
+    block_size(L, k);
+    if (L.grid.x != 1) die(std::string(k) + ": launch as one block");
+    const u32 m = L.get<u32>(0);
+    const double *slots = L.get<const double *>(1);
+    double *sc = L.get<double *>(2), *hist = L.get<double *>(3);
+    const u32 cap = L.get<u32>(4);
+    const u32 it = next ? (u32)sc[CG_ITER] + 1u : L.get<u32>(5);
+    double g = 0.0, d = 0.0, q = 0.0;
+    for (u32 b = 0; b < m; ++b) {
+        g += slots[3 * (u64)b + 0];
+        d += slots[3 * (u64)b + 1];
+        q += slots[3 * (u64)b + 2];
+    }
+    cg_advance(g, d, q, sc, hist, cap, it);
+}
+static void k_dot3_slots_advance(const Launch &L) { slots_advance(L, false); }
+static void k_dot3_slots_advance_next(const Launch &L) { slots_advance(L, true); }
+
 static void k_dot_last_block(const Launch &L) {
     block_size(L, "dot_last_block");
     const u64 n = L.get<u64>(0);
@@ -318,6 +483,9 @@ STUB(spmv_csr_vector_16) STUB(spmv_csr_vector_32) STUB(spmv_csr_merge) STUB(spmv
 STUB(spmv_csr_merge_partition) STUB(spmv_ell) STUB(spmv_dia) STUB(spmv_coo_atomic)
 STUB(spmv_coo_segment) STUB(dot3_last_block) STUB(dot3_last_block_next) STUB(dot3_two_pass)
 STUB(dot3_finish) STUB(dot3_finish_next) STUB(dot_last_block)
+STUB(gather_f64) STUB(spmv_csr_scalar_add) STUB(spmv_csr_vector_add_2) STUB(spmv_csr_vector_add_4)
+STUB(spmv_csr_vector_add_8) STUB(spmv_csr_vector_add_16) STUB(spmv_csr_vector_add_32)
+STUB(dot3_slot) STUB(dot3_slots_advance) STUB(dot3_slots_advance_next)
 
 struct Entry {
     const void *stub;
@@ -360,6 +528,16 @@ static KernelFn find_kernel(const void *func) {
         {(const void *)&__device_stub__dot3_finish, k_dot3_finish},
         {(const void *)&__device_stub__dot3_finish_next, k_dot3_finish_next},
         {(const void *)&__device_stub__dot_last_block, k_dot_last_block},
+        {(const void *)&__device_stub__gather_f64, k_gather},
+        {(const void *)&__device_stub__spmv_csr_scalar_add, k_csr_scalar_add},
+        {(const void *)&__device_stub__spmv_csr_vector_add_2, k_csr_vector_add},
+        {(const void *)&__device_stub__spmv_csr_vector_add_4, k_csr_vector_add},
+        {(const void *)&__device_stub__spmv_csr_vector_add_8, k_csr_vector_add},
+        {(const void *)&__device_stub__spmv_csr_vector_add_16, k_csr_vector_add},
+        {(const void *)&__device_stub__spmv_csr_vector_add_32, k_csr_vector_add},
+        {(const void *)&__device_stub__dot3_slot, k_dot3_slot},
+        {(const void *)&__device_stub__dot3_slots_advance, k_dot3_slots_advance},
+        {(const void *)&__device_stub__dot3_slots_advance_next, k_dot3_slots_advance_next},
     };
     for (const Entry &e : table) {
         if (e.stub != nullptr && e.stub == func) return e.fn;
@@ -372,8 +550,15 @@ static KernelFn find_kernel(const void *func) {
 
 extern "C" {
 
-int cudaConfigureCall(dim3 grid, dim3 block, size_t smem, cudaStream_t) {
+int cudaConfigureCall(dim3 grid, dim3 block, size_t smem, cudaStream_t stream) {
     if (grid.x == 0 || block.x == 0 || block.x > 1024) die("bad launch configuration");
+    if (stream != nullptr) {
+        const int d = stream_device(stream, "a kernel launch");
+        if (d != g_device) {
+            die("a kernel launched on a stream of device " + std::to_string(d) + " while device " +
+                std::to_string(g_device) + " is current");
+        }
+    }
     g_pending = Launch();
     g_pending.grid = grid;
     g_pending.block = block;
@@ -400,18 +585,22 @@ cudaError_t cudaLaunch(const void *func) {
 
 cudaError_t cudaMalloc(void **p, size_t bytes) {
     *p = std::calloc(1, bytes + 16);
+    note_alloc(*p, bytes, g_device);
     return *p ? cudaSuccess : cudaErrorInvalidValue;
 }
 cudaError_t cudaFree(void *p) {
+    forget_alloc(p);
     std::free(p);
     return cudaSuccess;
 }
 cudaError_t cudaMallocHost(void **p, size_t bytes) {
     if (g_capture) die("cudaMallocHost during capture");
     *p = std::calloc(1, bytes + 16);
+    note_alloc(*p, bytes, -1);
     return *p ? cudaSuccess : cudaErrorInvalidValue;
 }
 cudaError_t cudaFreeHost(void *p) {
+    forget_alloc(p);
     std::free(p);
     return cudaSuccess;
 }
@@ -429,6 +618,13 @@ cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t bytes, cudaMemcpyKind
     run_or_record([d, s, bytes]() { std::memmove(d, s, bytes); });
     return cudaSuccess;
 }
+cudaError_t cudaMemcpyPeerAsync(void *dst, int dstDevice, const void *src, int srcDevice, size_t bytes, cudaStream_t st) {
+    stream_device(st, "cudaMemcpyPeerAsync");
+    in_device_alloc("cudaMemcpyPeerAsync", "dst", dst, bytes, dstDevice);
+    in_device_alloc("cudaMemcpyPeerAsync", "src", src, bytes, srcDevice);
+    run_or_record([dst, src, bytes]() { std::memmove(dst, src, bytes); });
+    return cudaSuccess;
+}
 cudaError_t cudaStreamSynchronize(cudaStream_t) {
     if (g_capture) die("synchronisation during capture");
     return cudaSuccess;
@@ -439,10 +635,52 @@ cudaError_t cudaGetLastError(void) {
     g_error = cudaSuccess;
     return e;
 }
-const char *cudaGetErrorName(cudaError_t) { return "cudaErrorMock"; }
-const char *cudaGetErrorString(cudaError_t) { return "mock error"; }
-cudaError_t cudaSetDevice(int) { return cudaSuccess; }
-cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int) {
+const char *cudaGetErrorName(cudaError_t e) {
+    switch (e) {
+    case cudaSuccess: return "cudaSuccess";
+    case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
+    case cudaErrorPeerAccessAlreadyEnabled: return "cudaErrorPeerAccessAlreadyEnabled";
+    }
+    return "cudaErrorMock";
+}
+const char *cudaGetErrorString(cudaError_t e) {
+    switch (e) {
+    case cudaSuccess: return "no error";
+    case cudaErrorInvalidValue: return "invalid argument";
+    case cudaErrorPeerAccessAlreadyEnabled: return "peer access is already enabled";
+    }
+    return "mock error";
+}
+// An error answer, also left for cudaGetLastError as the runtime does.
+static cudaError_t fail(cudaError_t e) {
+    g_error = e;
+    return e;
+}
+cudaError_t cudaGetDeviceCount(int *count) {
+    *count = device_count();
+    return cudaSuccess;
+}
+cudaError_t cudaSetDevice(int d) {
+    if (!valid_device(d)) return fail(cudaErrorInvalidValue);
+    g_device = d;
+    return cudaSuccess;
+}
+cudaError_t cudaGetDevice(int *d) {
+    *d = g_device;
+    return cudaSuccess;
+}
+cudaError_t cudaDeviceCanAccessPeer(int *can, int dev, int peer) {
+    if (!valid_device(dev) || !valid_device(peer)) return fail(cudaErrorInvalidValue);
+    *can = dev != peer ? 1 : 0;
+    return cudaSuccess;
+}
+cudaError_t cudaDeviceEnablePeerAccess(int peer, unsigned flags) {
+    if (!valid_device(peer) || peer == g_device || flags != 0) return fail(cudaErrorInvalidValue);
+    if (!g_peer_enabled.insert({g_device, peer}).second) return fail(cudaErrorPeerAccessAlreadyEnabled);
+    return cudaSuccess;
+}
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int d) {
+    if (!valid_device(d)) return fail(cudaErrorInvalidValue);
     std::memset(p, 0, sizeof *p);
     const char *name = std::getenv("MOCK_DEVICE_NAME");
     std::snprintf(p->name, sizeof p->name, "%s", name ? name : "NVIDIA H200");
@@ -453,7 +691,8 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int) {
     p->maxBlocksPerMultiProcessor = 32;
     return cudaSuccess;
 }
-cudaError_t cudaDeviceGetAttribute(int *v, cudaDeviceAttr a, int) {
+cudaError_t cudaDeviceGetAttribute(int *v, cudaDeviceAttr a, int d) {
+    if (!valid_device(d)) return fail(cudaErrorInvalidValue);
     switch (a) {
     case cudaDevAttrMaxThreadsPerMultiProcessor: *v = 2048; break;
     case cudaDevAttrMultiProcessorCount: *v = 132; break;
@@ -470,11 +709,42 @@ cudaError_t cudaFuncGetAttributes(cudaFuncAttributes *a, const void *f) {
     return cudaSuccess;
 }
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned) {
-    *s = new CUstream_st{1};
+    *s = new CUstream_st{1, g_device};
+    g_streams.insert(*s);
     return cudaSuccess;
 }
 cudaError_t cudaStreamDestroy(cudaStream_t s) {
+    g_streams.erase(s);
     delete s;
+    return cudaSuccess;
+}
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags) {
+    *e = new CUevent_st{g_device, flags};
+    g_events.insert(*e);
+    return cudaSuccess;
+}
+cudaError_t cudaEventDestroy(cudaEvent_t e) {
+    known_event(e, "cudaEventDestroy");
+    g_events.erase(e);
+    delete e;
+    return cudaSuccess;
+}
+// Everything has run by the time a call returns (or is in the capture, in issue order), so an
+// event only checks where it is recorded; during a capture record and wait are no-op nodes.
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
+    known_event(e, "cudaEventRecord");
+    const int d = stream_device(s, "cudaEventRecord");
+    if (d != e->device) {
+        die("cudaEventRecord: an event of device " + std::to_string(e->device) + " recorded on a stream of device " +
+            std::to_string(d));
+    }
+    run_or_record([]() {});
+    return cudaSuccess;
+}
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned) {
+    known_event(e, "cudaStreamWaitEvent");
+    stream_device(s, "cudaStreamWaitEvent");
+    run_or_record([]() {});
     return cudaSuccess;
 }
 cudaError_t cudaStreamBeginCapture(cudaStream_t, cudaStreamCaptureMode) {
