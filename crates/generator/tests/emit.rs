@@ -88,11 +88,28 @@ fn main() -> std::process::ExitCode {
     ])
 }
 
-/// [`plans`] and the plans with cuSPARSE steps.
+/// [`plans`], the plans with cuSPARSE steps, and [`split_plans`].
 fn all_plans() -> Vec<(String, SavedPlan)> {
     let mut v = plans();
     v.extend(cusparse_plans());
+    v.extend(split_plans());
     v
+}
+
+/// Plans split into row blocks, as `generate --gpus N` makes them.
+fn split_plans() -> Vec<(String, SavedPlan)> {
+    let b13 = fixture("bcsstk13");
+    let p3 = fixture("poisson3d_16");
+    vec![
+        (
+            "bcsstk13 ssor-ai on 2 blocks".into(),
+            saved_split("bcsstk13", &b13, ssor(1), 2),
+        ),
+        (
+            "poisson3d_16 jacobi on 3 blocks".into(),
+            saved_split("poisson3d_16", &p3, PrecondKind::Jacobi, 3),
+        ),
+    ]
 }
 
 fn plan_json_round_trips_and_rebuilds_the_same_plan() {
@@ -231,7 +248,7 @@ fn permute_last_two_rows_and_columns(a: &CsrMatrix) -> CsrMatrix {
 fn emission_holds_exactly_the_plans_kernels_and_fills_every_template() {
     for (name, p) in all_plans() {
         let files = emit::emit(&p).unwrap();
-        let want = kernels::entry_points(p.choice());
+        let want = kernels::plan_entry_points(&p);
         let mut seen = 0;
         for f in &files {
             assert!(
@@ -546,20 +563,26 @@ fn nvcc_with_cmake() -> Option<String> {
     find_tool(&["nvcc", "/usr/local/cuda/bin/nvcc"])
 }
 
-/// The solver of the plan with A by cuSPARSE and the model's own plan for the same matrix,
-/// each configured and built by CMake with `nvcc` (no GPU needed): cuSPARSE is on the link
-/// line of the first only. Where a CUDA device is present each also solves its matrix (with
-/// `--any-device`: the plans are for the H200, and another GPU of sm_90 runs them).
+/// The solver of the plan with A by cuSPARSE, the model's own plan for the same matrix and a
+/// plan split into two row blocks, each configured and built by CMake with `nvcc` (no GPU
+/// needed): cuSPARSE is on the link line of the first only. Where a CUDA device is present each
+/// also solves its matrix (with `--any-device`: the plans are for the H200, another GPU of
+/// sm_90 runs them, and the split plan's blocks share the GPUs there are).
 fn emitted_solvers_build_with_cmake_and_nvcc(nvcc: &str) {
     let tmp = tempfile::tempdir().unwrap();
     let (cu_label, cu_plan) = cusparse_plans().swap_remove(0);
     // Forced to ELL with Jacobi: no operand the model could hand to cuSPARSE.
     let (label, plan) = plans().swap_remove(2);
     assert!(!plan_files::uses_cusparse(plan.choice()), "{label}");
+    let (split_label, split_plan) = split_plans().swap_remove(0);
     let device = autopcg_gpu::testing::Needs::Device.missing();
-    for (i, (label, p, cusparse)) in [(cu_label, cu_plan, true), (label, plan, false)]
-        .into_iter()
-        .enumerate()
+    for (i, (label, p, cusparse)) in [
+        (cu_label, cu_plan, true),
+        (label, plan, false),
+        (split_label, split_plan, false),
+    ]
+    .into_iter()
+    .enumerate()
     {
         let dir = tmp.path().join(format!("solver{i}"));
         let build = dir.join("build");

@@ -9,12 +9,14 @@ use std::collections::BTreeMap;
 
 use autopcg_catalog::kernels::{MERGE_ITEMS, MERGE_MAX_THREADS, MERGE_PARTITION};
 use autopcg_catalog::{
-    DotKernel, KernelSource, PrecondKernel, SpmvKernel, SpmvMethod, VectorKernel, VectorVariant,
+    DotKernel, KernelSource, PrecondKernel, SpmvKernel, SpmvMethod, VectorKernel, VectorOp,
+    VectorVariant,
 };
 use autopcg_gpu::sources::{source_text, HEADERS};
 use autopcg_solver::gpu::{GpuPlanChoice, PrecondChoice};
 
 use super::EmitError;
+use crate::saved::SavedPlan;
 
 /// The variant of the `r = b - A x` update of the start and the residual checks (as the GPU
 /// backend runs it).
@@ -74,6 +76,72 @@ pub fn entry_points(choice: &GpuPlanChoice) -> BTreeMap<KernelSource, Vec<String
     out
 }
 
+/// The entry points of a block's halo multiply, of the pack of its send buffer and of the sum
+/// of the blocks' dots ([`autopcg_gpu::kernels::blocks`]).
+pub const BLOCK_ENTRY_POINTS: [(KernelSource, &str); 4] = [
+    (KernelSource::Vector, "gather_f64"),
+    (KernelSource::Dot, "dot3_slot"),
+    (KernelSource::Dot, "dot3_slots_advance"),
+    (KernelSource::Dot, "dot3_slots_advance_next"),
+];
+
+/// Every entry point the solver of `plan` launches, by source file: [`entry_points`] of its
+/// one block, or for a plan split into row blocks, per block its update (`cg_update_*`, u in
+/// its own vector, as the multi-block solver runs it), its operands' SpMV kernels, its
+/// preconditioner's kernel and its halo multiply's add variant, with the kernels every block
+/// shares ([`BLOCK_ENTRY_POINTS`], [`AUX_XPAY`], [`AUX_DOT`]).
+pub fn plan_entry_points(plan: &SavedPlan) -> BTreeMap<KernelSource, Vec<String>> {
+    if !plan.is_split() {
+        return entry_points(plan.choice());
+    }
+    let mut out: BTreeMap<KernelSource, Vec<String>> = BTreeMap::new();
+    let mut add = |src: KernelSource, name: String| {
+        let v = out.entry(src).or_default();
+        if !v.contains(&name) {
+            v.push(name);
+        }
+    };
+    for b in &plan.blocks {
+        let c = &b.choice;
+        add(
+            KernelSource::Vector,
+            VectorOp::CgUpdate.kernel(c.update.variant).to_string(),
+        );
+        let mut methods = vec![c.a.method];
+        match &c.precond {
+            PrecondChoice::None => {}
+            PrecondChoice::Jacobi(e) => add(
+                KernelSource::Precond,
+                PrecondKernel::Jacobi(e.loads).to_string(),
+            ),
+            PrecondChoice::Factored { k, kt } => methods.extend([k.method, kt.method]),
+            PrecondChoice::Explicit { m } => methods.push(m.method),
+        }
+        for m in methods {
+            for (k, _) in m.launches() {
+                for e in k.entry_points() {
+                    add(k.source(), e);
+                }
+                if k == SpmvKernel::CsrMerge {
+                    add(k.source(), MERGE_PARTITION.to_string());
+                }
+            }
+        }
+        if let Some(e) = b.halo.and_then(|h| h.entry_point()) {
+            add(KernelSource::SpmvCsr, e.to_string());
+        }
+    }
+    for (src, e) in BLOCK_ENTRY_POINTS {
+        add(src, e.to_string());
+    }
+    add(
+        KernelSource::Vector,
+        VectorKernel::Xpay(AUX_XPAY).to_string(),
+    );
+    add(KernelSource::Dot, AUX_DOT.to_string());
+    out
+}
+
 /// The `#define` lines that fix a source's compile-time knobs for `choice`.
 pub fn fixed_defines(src: KernelSource, choice: &GpuPlanChoice) -> Vec<(String, String)> {
     match src {
@@ -109,11 +177,13 @@ pub fn headers() -> Vec<KernelFile> {
         .collect()
 }
 
-/// Every kernel file of `choice`: each source that holds one of its entry points, cut down to
-/// them, knobs fixed, with a preface naming what it holds.
-pub fn kernel_files(choice: &GpuPlanChoice, banner: &str) -> Result<Vec<KernelFile>, EmitError> {
+/// Every kernel file of `plan`: each source that holds one of its entry points
+/// ([`plan_entry_points`]), cut down to them, knobs fixed (every block of a split plan reduces
+/// with block 0's block size), with a preface naming what it holds.
+pub fn kernel_files(plan: &SavedPlan, banner: &str) -> Result<Vec<KernelFile>, EmitError> {
+    let choice = plan.choice();
     let mut out = Vec::new();
-    for (src, entries) in entry_points(choice) {
+    for (src, entries) in plan_entry_points(plan) {
         let text = source_text(src);
         let cut = keep_entry_points(text, &entries).map_err(|reason| EmitError::Kernels {
             file: src.file_name().to_string(),

@@ -8,7 +8,8 @@
 //! | `plan.json` | the plan ([`SavedPlan::to_json`]) |
 //! | `kernels/*.cu`, `kernels/*.cuh` | the kernel files of the plan, from the GPU crate's embedded copy of `kernels/`, cut down to the entry points the plan launches, compile-time values fixed ([`kernels`]) |
 //! | `src/plan.h`, `src/plan_kernels.cuh` | the plan as constants and one launch function per step ([`plan_files`]) |
-//! | `src/solver.cu` | the host driver: Chronopoulos–Gear PCG with the fused update, device scalars, CUDA graphs, the true-residual check and residual replacement (template) |
+//! | `src/solver.cu` | the host driver: Chronopoulos–Gear PCG with the fused update, device scalars, CUDA graphs, the true-residual check and residual replacement (template `solver.cu` for a plan of one block; `solver_blocks.cu` for a plan split into row blocks, one per GPU, with halo exchanges and one all-reduce of the dots per iteration) |
+//! | `src/driver.cuh`, `src/driver_api.cuh` | what both drivers share: errors, device memory and the operands; the solve loop with its stopping rule and the layout-independent C API functions (templates) |
 //! | `src/host_build.hpp` | SSOR-AI / Jacobi construction and the format conversions on the host (template) |
 //! | `include/autopcg_generated.h` | the C API: setup, solve, update_values, destroy (template) |
 //! | `fortran/autopcg_generated.f90` | Fortran interfaces to the C API (template) |
@@ -129,20 +130,32 @@ fn banner(plan: &SavedPlan) -> String {
     )
 }
 
-/// A Markdown table of the plan's steps.
+/// A Markdown table of the plan's steps (with the block of every step in a split plan).
 fn steps_table(plan: &SavedPlan) -> String {
-    let mut t =
-        String::from("| step | format | kernel | launch | predicted ms |\n|---|---|---|---|---|\n");
-    for s in &plan.block().steps {
-        t.push_str(&format!(
-            "| {} | {} | `{}` | {} | {} |\n",
-            s.step,
-            s.format,
-            s.kernel,
-            s.config,
-            s.predicted_ms
-                .map_or_else(|| "-".to_string(), |p| format!("{p:.4}"))
-        ));
+    let split = plan.is_split();
+    let mut t = String::from(if split {
+        "| block (rows, GPU) | step | format | kernel | launch | predicted ms |\n|---|---|---|---|---|---|\n"
+    } else {
+        "| step | format | kernel | launch | predicted ms |\n|---|---|---|---|---|\n"
+    });
+    for (i, b) in plan.blocks.iter().enumerate() {
+        for s in &b.steps {
+            if split {
+                t.push_str(&format!(
+                    "| {i} ({}..{}, GPU {}) ",
+                    b.rows.0, b.rows.1, b.gpu
+                ));
+            }
+            t.push_str(&format!(
+                "| {} | {} | `{}` | {} | {} |\n",
+                s.step,
+                s.format,
+                s.kernel,
+                s.config,
+                s.predicted_ms
+                    .map_or_else(|| "-".to_string(), |p| format!("{p:.4}"))
+            ));
+        }
     }
     t
 }
@@ -150,21 +163,24 @@ fn steps_table(plan: &SavedPlan) -> String {
 /// The operands whose SpMV `plan` hands to cuSPARSE, with their algorithms, in words
 /// (`A (CUSPARSE_SPMV_CSR_ALG2) and K (...)`), or `None` when it hands none.
 fn cusparse_words(plan: &SavedPlan) -> Option<String> {
-    let ops = plan_files::cusparse_operands(plan.choice());
-    if ops.is_empty() {
-        return None;
+    let split = plan.is_split();
+    let mut each: Vec<String> = Vec::new();
+    for (i, b) in plan.blocks.iter().enumerate() {
+        for (name, alg) in plan_files::cusparse_operands(&b.choice) {
+            let name = if name == "KT" { "K^T" } else { name };
+            let alg = plan_files::cusparse_alg_enumerator(alg);
+            each.push(if split {
+                format!("{name} of block {i} ({alg})")
+            } else {
+                format!("{name} ({alg})")
+            });
+        }
     }
-    let each: Vec<String> = ops
-        .iter()
-        .map(|(name, alg)| {
-            format!(
-                "{} ({})",
-                if *name == "KT" { "K^T" } else { name },
-                plan_files::cusparse_alg_enumerator(*alg)
-            )
-        })
-        .collect();
-    Some(each.join(" and "))
+    if each.is_empty() {
+        None
+    } else {
+        Some(each.join(" and "))
+    }
 }
 
 /// The oldest CUDA toolkit whose cuSPARSE has everything the emitted solver calls
@@ -189,13 +205,20 @@ pub fn cmake_cusparse_link(plan: &SavedPlan) -> String {
 }
 
 /// The files every solver holds that are filled from a template with nothing but the
-/// generator's version, in the order [`emit`] writes them: the path in the output folder, the
-/// template's name and text, and the kind of file.
-pub const VERSION_TEMPLATES: [(&str, &str, &str, FileKind); 5] = [
+/// generator's version, in the order [`emit`] writes them (after `src/solver.cu`, filled from
+/// the driver template of the plan's layout): the path in the output folder, the template's
+/// name and text, and the kind of file.
+pub const VERSION_TEMPLATES: [(&str, &str, &str, FileKind); 6] = [
     (
-        "src/solver.cu",
-        "solver.cu",
-        template::SOLVER_CU,
+        "src/driver.cuh",
+        "driver.cuh",
+        template::DRIVER_CUH,
+        FileKind::Cuda,
+    ),
+    (
+        "src/driver_api.cuh",
+        "driver_api.cuh",
+        template::DRIVER_API_CUH,
         FileKind::Cuda,
     ),
     (
@@ -234,7 +257,7 @@ pub fn emit(plan: &SavedPlan) -> Result<Vec<EmittedFile>, EmitError> {
         text: plan.to_json()?,
         kind: FileKind::Other,
     }];
-    let kfiles = kernels::kernel_files(choice, &banner)?;
+    let kfiles = kernels::kernel_files(plan, &banner)?;
     let mut kernel_list = String::new();
     for k in &kfiles {
         kernel_list.push_str(&format!(
@@ -269,6 +292,16 @@ pub fn emit(plan: &SavedPlan) -> Result<Vec<EmittedFile>, EmitError> {
         kind: FileKind::Cuda,
     });
     let version = [("VERSION", plan.generated_by.clone())];
+    let (driver_name, driver_text) = if plan.is_split() {
+        ("solver_blocks.cu", template::SOLVER_BLOCKS_CU)
+    } else {
+        ("solver.cu", template::SOLVER_CU)
+    };
+    files.push(EmittedFile {
+        path: "src/solver.cu".into(),
+        text: template::fill(driver_name, driver_text, &version)?,
+        kind: FileKind::Cuda,
+    });
     for (path, name, text, kind) in VERSION_TEMPLATES {
         files.push(EmittedFile {
             path: path.into(),
@@ -331,7 +364,17 @@ pub fn emit(plan: &SavedPlan) -> Result<Vec<EmittedFile>, EmitError> {
             ("CHECK_EVERY", plan.check_every.to_string()),
             (
                 "GRAPHS",
-                if choice.use_graph {
+                if plan.is_split() {
+                    format!(
+                        "run over {} row blocks, one per GPU (block i on GPU i), kernel by \
+                         kernel, with a halo exchange and one all-reduce of the three dots per \
+                         iteration (setup refuses a host with fewer GPUs than the plan's {} \
+                         unless given AUTOPCG_GEN_ANY_DEVICE, the command's --any-device: then \
+                         block i runs on GPU i modulo the GPUs there are)",
+                        plan.blocks.len(),
+                        plan.blocks.iter().map(|b| b.gpu + 1).max().unwrap_or(1)
+                    )
+                } else if choice.use_graph {
                     format!(
                         "replayed from CUDA graphs of {} iteration(s)",
                         choice.graph_iters

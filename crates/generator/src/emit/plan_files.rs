@@ -162,8 +162,21 @@ pub fn plan_header(plan: &SavedPlan, banner: &str) -> Result<String, EmitError> 
          kernel of\n// the plan does. APG_USES_CUSPARSE: whether the solver includes and links \
          cuSPARSE.\n",
     );
-    let ops = operands(c);
+    let ops: Vec<(&str, SpmvMethod)> = if plan.is_split() {
+        Vec::new()
+    } else {
+        operands(c)
+    };
+    if plan.is_split() {
+        h.push_str(
+            "// A plan split into row blocks: the operands of every block are in plan_kernels.cuh \
+             (kApgBlocks).\n",
+        );
+    }
     for name in OPERANDS {
+        if plan.is_split() {
+            break;
+        }
         let found = ops.iter().find(|(n, _)| *n == name);
         def(
             &mut h,
@@ -195,16 +208,30 @@ pub fn plan_header(plan: &SavedPlan, banner: &str) -> Result<String, EmitError> 
             );
         }
     }
+    let blocks_ops: Vec<(&str, SpmvMethod)> = plan
+        .blocks
+        .iter()
+        .flat_map(|b| operands(&b.choice))
+        .collect();
     def(
         &mut h,
         "APG_USES_CUSPARSE",
-        u8::from(uses_cusparse(c)).to_string(),
+        u8::from(blocks_ops.iter().any(|(_, m)| m.is_cusparse())).to_string(),
     );
     def(
         &mut h,
         "APG_ANY_MERGE",
-        u8::from(ops.iter().any(|(_, m)| uses_merge(m))).to_string(),
+        u8::from(blocks_ops.iter().any(|(_, m)| uses_merge(m))).to_string(),
     );
+    if let Some(b) = plan.blocks.iter().find(|b| b.choice.padding != c.padding) {
+        return Err(EmitError::Plan(crate::saved::SavedPlanError::Invalid(
+            format!(
+                "the block of rows {}..{} converts with other padding limits than block 0: the \
+             emitted solver has one set",
+                b.rows.0, b.rows.1
+            ),
+        )));
+    }
     def(
         &mut h,
         "APG_PAD_MAX_FILL",
@@ -226,6 +253,7 @@ pub fn plan_header(plan: &SavedPlan, banner: &str) -> Result<String, EmitError> 
         MERGE_SMEM_PER_WARP.to_string(),
     );
     def(&mut h, "APG_CHECK_EVERY", plan.check_every.to_string());
+    def(&mut h, "APG_NBLOCKS", plan.blocks.len().to_string());
     def(&mut h, "APG_USE_GRAPH", u8::from(c.use_graph).to_string());
     def(&mut h, "APG_GRAPH_ITERS", c.graph_iters.to_string());
     h.push('\n');
@@ -244,15 +272,23 @@ pub fn plan_header(plan: &SavedPlan, banner: &str) -> Result<String, EmitError> 
 /// text between the braces of a JSON object, in the field names of `autopcg solve --json`.
 pub fn json_members(plan: &SavedPlan) -> Result<String, EmitError> {
     let mut steps = Vec::new();
-    for s in &plan.block().steps {
-        steps.push(format!(
-            "{{\"step\":{},\"format\":{},\"kernel\":{},\"config\":{},\"predicted_ms\":{}}}",
-            json_string(&s.step),
-            json_string(&s.format),
-            json_string(&s.kernel),
-            json_string(&s.config),
-            json_number(s.predicted_ms)
-        ));
+    let split = plan.is_split();
+    for (i, b) in plan.blocks.iter().enumerate() {
+        for s in &b.steps {
+            let step = if split {
+                format!("block {i} (GPU {}): {}", b.gpu, s.step)
+            } else {
+                s.step.clone()
+            };
+            steps.push(format!(
+                "{{\"step\":{},\"format\":{},\"kernel\":{},\"config\":{},\"predicted_ms\":{}}}",
+                json_string(&step),
+                json_string(&s.format),
+                json_string(&s.kernel),
+                json_string(&s.config),
+                json_number(s.predicted_ms)
+            ));
+        }
     }
     let source = format!("generated solver of {}", plan.source);
     Ok(format!(
@@ -382,6 +418,9 @@ pub fn plan_kernels(
     kernel_files: &[String],
     banner: &str,
 ) -> Result<String, EmitError> {
+    if plan.is_split() {
+        return plan_kernels_blocks(plan, kernel_files, banner);
+    }
     let c = plan.choice();
     let mut s = format!(
         "// plan_kernels.cuh: {banner}\n// The kernels of this plan and one launch function per \
@@ -550,19 +589,268 @@ pub fn plan_kernels(
 "
     );
     let any_merge = operands(c).iter().any(|(_, m)| uses_merge(m));
-    if any_merge {
+    s.push_str(&merge_partition_function(any_merge));
+    Ok(s)
+}
+
+/// The preface of `plan_kernels.cuh`: what it is, and the kernel files it includes.
+fn kernels_preface(kernel_files: &[String], banner: &str, what: &str) -> String {
+    let mut s = format!(
+        "// plan_kernels.cuh: {banner}\n// The kernels of this plan and {what}, kernels and launch \
+         configurations as the plan chose them.\n// Included once, by solver.cu.\n\n"
+    );
+    for f in kernel_files {
+        let _ = writeln!(s, "#include \"../kernels/{f}\"");
+    }
+    s.push('\n');
+    s
+}
+
+/// The launch function `apg_spmv_<name>` of an operand multiplied with `m`, with its comment.
+fn spmv_function(name: &str, m: &SpmvMethod) -> String {
+    let (kernel, cfg) = match cusparse_alg(m) {
+        Some(alg) => (
+            format!(
+                "cuSPARSE's cusparseSpMV with {} ({})",
+                cusparse_alg_enumerator(alg),
+                m.kernel_name()
+            ),
+            "CSR, launched by cuSPARSE".to_string(),
+        ),
+        None => (m.kernel_name(), m.config_text()),
+    };
+    format!(
+        "{}static void apg_spmv_{name}(const ApgOperand &m, const double *x, double *y, \
+         cudaStream_t st) {{\n    if (m.nrows == 0) return;\n{}}}\n\n",
+        step_comment(&format!("SpMV with {name}"), &kernel, &cfg, None),
+        spmv_body(m)
+    )
+}
+
+/// `src/plan_kernels.cuh` of a plan split into row blocks: per block (namespace `apg_b<i>`)
+/// the launch functions of its operands' products, its preconditioner, its update (u in its
+/// own vector), its halo part's multiply and its three dots into its slot; the table
+/// `kApgBlocks` of every block's rows, GPU, operand formats and functions; and the functions
+/// every block shares (pack, sum of the slots with the recurrence, the start's and the
+/// residual checks' update and dot, the kernels' preload).
+fn plan_kernels_blocks(
+    plan: &SavedPlan,
+    kernel_files: &[String],
+    banner: &str,
+) -> Result<String, EmitError> {
+    let mut s = kernels_preface(
+        kernel_files,
+        banner,
+        "per row block one launch function per step (namespace apg_b<block>)",
+    );
+    let threads = plan.choice().dot3.config.threads;
+    let mut table = String::new();
+    for (i, b) in plan.blocks.iter().enumerate() {
+        let c = &b.choice;
+        let _ = writeln!(
+            s,
+            "// ------------------------------------------------ block {i}: rows {}..{} on GPU {}\n\
+             namespace apg_b{i} {{\n",
+            b.rows.0, b.rows.1, b.gpu
+        );
+        let ops = operands(c);
+        for (name, m) in &ops {
+            s.push_str(&spmv_function(name, m));
+        }
+        let precond = match &c.precond {
+            PrecondChoice::None => "    APG_LAUNCH(cudaMemcpyAsync(u, r, sizeof(double) * \
+                                    (size_t)S.n, cudaMemcpyDeviceToDevice, st));\n"
+                .to_string(),
+            PrecondChoice::Jacobi(e) => format!(
+                "    {}{}(S.n, S.inv_diag, r, u);\n",
+                PrecondKernel::Jacobi(e.loads),
+                launch(e.config, 0)
+            ),
+            PrecondChoice::Factored { .. } => {
+                "    apg_spmv_K(S.K, r, S.t, st);\n    apg_spmv_KT(S.KT, S.t, u, st);\n".into()
+            }
+            PrecondChoice::Explicit { .. } => "    apg_spmv_M(S.M, r, u, st);\n".into(),
+        };
         let _ = write!(
             s,
+            "// u = M^-1 r ({}).\nstatic void apg_precond(ApgBlock &S, const double *r, double *u, \
+             cudaStream_t st) {{\n{precond}}}\n\n",
+            c.precond.kind_name()
+        );
+        let update = VectorOp::CgUpdate.kernel(c.update.variant);
+        s.push_str(&step_comment(
+            "fused update (u in its own vector)",
+            &update.to_string(),
+            &c.update.config.words(),
+            c.update.predicted_ms,
+        ));
+        let _ = write!(
+            s,
+            "static void apg_update(ApgBlock &S, cudaStream_t st) {{\n    {update}{}(S.n, \
+             S.scalars, S.u, S.w, S.p, S.s, S.x, S.r);\n}}\n\n",
+            launch(c.update.config, 0)
+        );
+        let halo = b.halo.ok_or_else(|| {
+            EmitError::Plan(crate::saved::SavedPlanError::Invalid(format!(
+                "block {i} has no multiply for its halo part"
+            )))
+        })?;
+        let halo_entry = halo.entry_point().ok_or_else(|| {
+            EmitError::Plan(crate::saved::SavedPlanError::Invalid(format!(
+                "block {i}: {} has no add variant for the halo part",
+                halo.kernel
+            )))
+        })?;
+        s.push_str(&step_comment(
+            "halo part, added: y += H h",
+            halo_entry,
+            &halo.config.words(),
+            None,
+        ));
+        let _ = write!(
+            s,
+            "static void apg_halo_add(const ApgOperand &m, const double *x, double *y, \
+             cudaStream_t st) {{\n    if (m.nrows == 0 || m.nnz == 0) return;\n    \
+             {halo_entry}{}(m.nrows, m.indptr, m.indices, m.vals, x, y);\n}}\n\n",
+            launch(halo.config, 0)
+        );
+        let d = c.dot3.config;
+        s.push_str(&step_comment(
+            "the block's three dots into its slot",
+            "dot3_slot",
+            &d.words(),
+            None,
+        ));
+        let _ = write!(
+            s,
+            "static void apg_dot3_slot(ApgBlock &S, double *slots, uint32_t slot, cudaStream_t \
+             st) {{\n    ::dot3_slot{}(S.n, S.r, S.u, S.w, S.dot3_partial, S.dot3_counter, slots, \
+             slot);\n}}\n\n}} // namespace apg_b{i}\n\n",
+            launch(d, 0)
+        );
+        // The table row.
+        let mut fmt = Vec::new();
+        let mut split = Vec::new();
+        let mut merge = Vec::new();
+        let mut alg = Vec::new();
+        let mut fns = Vec::new();
+        for name in OPERANDS {
+            match ops.iter().find(|(n, _)| *n == name) {
+                Some((_, m)) => {
+                    fmt.push(format_const(m).to_string());
+                    split.push(match m {
+                        SpmvMethod::Hyb { split: Some(v), .. } => format!("{v}LL"),
+                        _ => "-1LL".into(),
+                    });
+                    merge.push(u8::from(uses_merge(m)).to_string());
+                    alg.push(
+                        cusparse_alg(m)
+                            .map_or("-1", cusparse_alg_enumerator)
+                            .to_string(),
+                    );
+                    fns.push(format!("&apg_b{i}::apg_spmv_{name}"));
+                }
+                None => {
+                    fmt.push("-1".into());
+                    split.push("-1LL".into());
+                    merge.push("0".into());
+                    alg.push("-1".into());
+                    fns.push("nullptr".into());
+                }
+            }
+        }
+        let kind = match c.precond {
+            PrecondChoice::None => "APG_PRECOND_NONE",
+            PrecondChoice::Jacobi(_) => "APG_PRECOND_JACOBI",
+            PrecondChoice::Factored { .. } => "APG_PRECOND_SSOR_FACTORED",
+            PrecondChoice::Explicit { .. } => "APG_PRECOND_SSOR_EXPLICIT",
+        };
+        let _ = writeln!(
+            table,
+            "    {{{}ULL, {}ULL, {}, {kind}, {{{}}}, {{{}}}, {{{}}}, {{(int){}}}, {}u, {{{}}}, \
+             &apg_b{i}::apg_precond, &apg_b{i}::apg_update, &apg_b{i}::apg_halo_add, \
+             &apg_b{i}::apg_dot3_slot}},",
+            b.rows.0,
+            b.rows.1,
+            b.gpu,
+            fmt.join(", "),
+            split.join(", "),
+            merge.join(", "),
+            alg.join(", (int)"),
+            d.blocks,
+            fns.join(", ")
+        );
+    }
+    let _ = write!(
+        s,
+        "// Every block: rows, GPU, preconditioner, the format, HYB split, merge workspace and \
+         cuSPARSE\n// algorithm of A, K, K^T and M (format -1: not stored), the grid of its \
+         three-dot reduction,\n// and its launch functions.\nstatic const ApgBlockPlan \
+         kApgBlocks[APG_NBLOCKS] = {{\n{table}}};\n\n"
+    );
+    let _ = write!(
+        s,
+        "// The pack of a block's send buffer: out[k] = src[idx[k]] (256 threads per block, \
+         grid-stride).\nstatic void apg_gather(uint32_t n, const uint32_t *idx, const double \
+         *src, double *out, uint32_t blocks,\n                       cudaStream_t st) {{\n    \
+         if (n == 0) return;\n    gather_f64<<<blocks, 256u, 0u, st>>>(n, idx, src, out);\n}}\n\n\
+         // The sum of the m blocks' slots in block order and the recurrence for `iteration` \
+         (start)\n// or the next one (one block of {threads} threads).\nstatic void \
+         apg_slots_advance(uint32_t m, const double *slots, double *scalars, double *history,\n  \
+         uint32_t cap, bool start, uint32_t iteration, cudaStream_t st) {{\n    if (start) {{\n  \
+               dot3_slots_advance<<<1u, {threads}u, 0u, st>>>(m, slots, scalars, history, cap, \
+         iteration);\n    }} else {{\n        dot3_slots_advance_next<<<1u, {threads}u, 0u, \
+         st>>>(m, slots, scalars, history, cap);\n    }}\n}}\n\n"
+    );
+    let _ = write!(
+        s,
+        "// The start and the residual checks: y = b - y ({xpay}) and one dot product ({dot}),\n\
+         // {aux} and {threads} threads per block, one wave of blocks on the device.\n\
+         static void apg_b_minus(ApgBlock &S, double *y, cudaStream_t st) {{\n    \
+         xpay_{xs}<<<S.aux_xpay_blocks, {aux}u, 0u, st>>>(S.n, -1.0, S.b, y);\n}}\n\n\
+         static void apg_dot(ApgBlock &S, const double *x, const double *y, cudaStream_t st) \
+         {{\n    {dot}<<<S.aux_dot_blocks, {threads}u, 0u, st>>>(S.n, x, y, S.dot_partial, \
+         S.dot_counter, S.dot_out);\n}}\n\n",
+        xpay = format_args!("xpay_{}", AUX_XPAY.suffix()),
+        xs = AUX_XPAY.suffix(),
+        dot = AUX_DOT,
+        aux = DEFAULT_THREADS,
+    );
+    let mut preload = String::new();
+    for entries in super::kernels::plan_entry_points(plan).values() {
+        for e in entries {
+            let _ = writeln!(
+                preload,
+                "    APG_CUDA(cudaFuncGetAttributes(&attr, (const void *){e}));"
+            );
+        }
+    }
+    let _ = write!(
+        s,
+        "// Loads every kernel of the plan on the current device (the runtime loads modules \
+         lazily otherwise).\nstatic void apg_preload() {{\n    cudaFuncAttributes attr;\n{preload}}}\n\n"
+    );
+    let any_merge = plan
+        .blocks
+        .iter()
+        .any(|b| operands(&b.choice).iter().any(|(_, m)| uses_merge(m)));
+    s.push_str(&merge_partition_function(any_merge));
+    Ok(s)
+}
+
+/// `apg_merge_partition`: the merge-path partition of a CSR operand, or an empty function when
+/// no operand uses the merge kernel.
+fn merge_partition_function(any_merge: bool) -> String {
+    if any_merge {
+        format!(
             "// The merge-path partition of a CSR operand (once per pattern).\nstatic void \
              apg_merge_partition(ApgOperand &m, uint32_t blocks, cudaStream_t st) {{\n    \
              {MERGE_PARTITION}<<<blocks, {DEFAULT_THREADS}u, 0u, st>>>(m.nrows, m.nnz, m.indptr, \
              m.ntiles, m.tile_rows);\n}}\n"
-        );
+        )
     } else {
-        s.push_str(
-            "// No operand of this plan uses the merge-path kernel.\n[[maybe_unused]] static void \
-             apg_merge_partition(ApgOperand &, uint32_t, cudaStream_t) {}\n",
-        );
+        "// No operand of this plan uses the merge-path kernel.\n[[maybe_unused]] static void \
+         apg_merge_partition(ApgOperand &, uint32_t, cudaStream_t) {}\n"
+            .to_string()
     }
-    Ok(s)
 }

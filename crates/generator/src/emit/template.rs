@@ -4,8 +4,15 @@
 //! template and its filler cannot drift apart silently.
 use super::EmitError;
 
-/// The host driver (CUDA C++, built by nvcc).
+/// The host driver of a plan of one block (CUDA C++, built by nvcc).
 pub const SOLVER_CU: &str = include_str!("../../templates/solver.cu");
+/// The host driver of a plan split into row blocks over several GPUs (CUDA C++).
+pub const SOLVER_BLOCKS_CU: &str = include_str!("../../templates/solver_blocks.cu");
+/// What both drivers share ahead of their own types: errors, device memory, the operands.
+pub const DRIVER_CUH: &str = include_str!("../../templates/driver.cuh");
+/// What both drivers share after their own operations: the solve loop and the C API functions
+/// that do not depend on the layout.
+pub const DRIVER_API_CUH: &str = include_str!("../../templates/driver_api.cuh");
 /// Host-side preconditioner construction and format conversions (plain C++17).
 pub const HOST_BUILD_HPP: &str = include_str!("../../templates/host_build.hpp");
 /// The C API.

@@ -70,6 +70,28 @@ pub fn saved(name: &str, a: &CsrMatrix, kind: PrecondKind, form_auto: bool) -> S
     SavedPlan::from_plan(&p, a, &props, Some(m), Some(format!("matrices/{name}.mtx"))).unwrap()
 }
 
+/// The plan `autopcg generate --model models/nvidia-h200.json --gpus <nblocks>` saves for `a`
+/// with `kind`: `nblocks` row blocks, each planned by the model.
+pub fn saved_split(name: &str, a: &CsrMatrix, kind: PrecondKind, nblocks: usize) -> SavedPlan {
+    let model = h200();
+    let props = model_device_props(&model);
+    let mut req = PlanRequest::new(a, kind, Target::Gpu(props.clone()));
+    req.model = Some(ModelRef {
+        file: &model,
+        label: "models/nvidia-h200.json",
+    });
+    let blocks = autopcg_generator::blocks::plan_blocks_balanced(&req, nblocks).expect("blocks");
+    let m = SavedModel::of_file(&h200_path(), "models/nvidia-h200.json").unwrap();
+    SavedPlan::from_blocks(
+        &blocks,
+        a,
+        &props,
+        Some(m),
+        Some(format!("matrices/{name}.mtx")),
+    )
+    .unwrap()
+}
+
 /// One resident wave for `items` work items with `threads` per block on the H200.
 pub fn wave(items: u64, threads: u32) -> LaunchConfig {
     let props = model_device_props(&h200());
