@@ -6,11 +6,17 @@
 //! selection entry point ([`autopcg_generator::blocks::plan_blocks`], the fixed rule where no
 //! model is given). The report says how the matrix was split, what one iteration exchanges,
 //! which GPU holds each block and each block's sub-plan.
+//!
+//! A saved plan of several row blocks (`plan.json` of `autopcg generate --gpus N`) runs here too
+//! ([`BlockExec::from_saved`]): its split, every block's choices and GPU, and its preconditioner
+//! are used as saved, nothing chosen again.
 use std::fmt;
 use std::ops::ControlFlow;
 use std::str::FromStr;
 use std::time::Instant;
 
+#[cfg(feature = "gpu")]
+use autopcg_generator::saved::{SavedBlock, SavedPlan, SavedPlanError};
 use autopcg_solver::blocks::{solve_blocks_cpu_with, BlockProblem, BlockReport};
 #[cfg(feature = "gpu")]
 use autopcg_solver::{blocks::BlockGpuChoice, gpu::BackendTimes, gpu::HaloMethod};
@@ -18,6 +24,8 @@ use autopcg_solver::{IterRecord, PcgError, PcgParams, Plan, PrecondKind};
 use autopcg_sparse::blocks::RowPartition;
 use autopcg_sparse::CsrMatrix;
 
+#[cfg(feature = "gpu")]
+use crate::prepared::saved_error;
 use crate::prepared::SYMMETRY_TOLERANCE;
 use crate::{Device, Error, SetupTimes, Solution, SolveFailure};
 
@@ -304,6 +312,94 @@ fn plan_error(e: autopcg_generator::PlanError) -> Error {
     }
 }
 
+/// What a saved plan of several row blocks fixes that planning would otherwise choose
+/// ([`BlockExec::from_saved`]).
+#[cfg(feature = "gpu")]
+struct SavedBlocks {
+    /// What every block runs, in block order.
+    choices: Vec<BlockGpuChoice>,
+    /// Every block's steps as saved, for the report.
+    steps: Vec<Plan>,
+    /// The plan's name in reports (usually its path).
+    label: String,
+    /// The model file that chose the plan (`None`: the fallback rule).
+    model: Option<String>,
+    /// The plan's predicted milliseconds per iteration, where a model predicted every block.
+    predicted_iteration_ms: Option<f64>,
+}
+
+/// The saved block `b`'s steps as a report's sub-plan: its local part's steps, then its halo
+/// part's multiply, with their predicted times.
+#[cfg(feature = "gpu")]
+fn saved_block_steps(b: &SavedBlock, label: &str) -> Plan {
+    let mut plan = Plan {
+        steps: Vec::new(),
+        source: format!(
+            "rows {}..{} on GPU {}: plan {label}",
+            b.rows.0, b.rows.1, b.gpu
+        ),
+    };
+    for s in &b.steps {
+        plan.push(
+            &s.step,
+            &s.format,
+            &s.kernel,
+            s.config.clone(),
+            s.predicted_ms,
+        );
+    }
+    plan
+}
+
+/// Opens the GPUs of the saved plan `saved` of several blocks: block `i` on GPU
+/// `saved.blocks[i].gpu` (blocks on one GPU share its handle), every one present and the plan's
+/// device. Refused ([`Error::SavedPlan`]) on the CPU, with fewer GPUs than the plan needs, or on
+/// another device.
+#[cfg(feature = "gpu")]
+fn place_saved(device: Device, saved: &SavedPlan) -> Result<Placement, Error> {
+    let refuse = |why: String| saved_error(saved.no_device(&why));
+    if device == Device::Cpu {
+        return Err(refuse("the solve was asked to run on the CPU".into()));
+    }
+    let nblocks = saved.blocks.len();
+    let ordinals: Vec<usize> = saved.blocks.iter().map(|b| b.gpu).collect();
+    let needed = ordinals.iter().max().map_or(0, |m| m + 1);
+    let found = gpus_found();
+    if found < needed {
+        let here = match found {
+            0 => "none was found here".to_string(),
+            1 => "only 1 was found here".to_string(),
+            k => format!("only {k} were found here"),
+        };
+        return Err(refuse(format!(
+            "its {nblocks} row blocks need {needed} GPUs and {here}"
+        )));
+    }
+    let mut opened: Vec<Option<autopcg_gpu::GpuDevice>> = vec![None; needed];
+    let mut devices = Vec::with_capacity(nblocks);
+    for &o in &ordinals {
+        if opened[o].is_none() {
+            let dev = crate::device::open_gpu(o).map_err(|why| refuse(format!("here: {why}")))?;
+            let props = dev.props();
+            if saved.check_device(props).is_err() {
+                return Err(refuse(format!(
+                    "GPU {o} is {} (sm_{})",
+                    props.name,
+                    props.arch()
+                )));
+            }
+            opened[o] = Some(dev);
+        }
+        devices.extend(opened[o].clone());
+    }
+    Ok(Placement {
+        nblocks,
+        devices: Some(devices),
+        ordinals,
+        gpu_count: None,
+    })
+}
+
 /// A solve split into row blocks, prepared once ([`BlockExec::prepare`]): the placement, the
 /// split and every block's sub-plan, and on GPUs the block backend, which later solves reuse
 /// (the right-hand side and initial guess are copied into it). On the CPU the blocks are built
@@ -315,6 +411,9 @@ pub(crate) struct BlockExec {
     partition: RowPartition,
     plans: Option<autopcg_generator::blocks::BlockPlans>,
     balance: Option<autopcg_solver::blocks::BalanceReport>,
+    /// A saved plan's blocks, run as saved instead of `plans` ([`BlockExec::from_saved`]).
+    #[cfg(feature = "gpu")]
+    saved: Option<SavedBlocks>,
     placed: Placement,
     notes: Vec<String>,
     /// What preparing cost.
@@ -421,42 +520,155 @@ impl BlockExec {
             }
         };
         let partition_ms = tp.elapsed().as_secs_f64() * 1e3;
-        #[cfg_attr(not(feature = "gpu"), allow(unused_mut))]
-        let mut exec = BlockExec {
+        let mut exec = BlockExec::new(
             kind,
             params,
-            check_every,
             partition,
-            plans,
-            balance,
             placed,
             notes,
-            setup: SetupTimes {
+            SetupTimes {
                 check_ms,
                 select_ms: partition_ms,
                 ..SetupTimes::default()
             },
+        );
+        exec.plans = plans;
+        exec.balance = balance;
+        Ok(exec.with_backend(a)?)
+    }
+
+    /// Runs the saved plan `saved` of several row blocks (named `label` in reports) with
+    /// nothing chosen again. The matrix is checked against the plan's fingerprint first (with
+    /// `force` a mismatch is only a note), then block `i` is placed on GPU
+    /// `saved.blocks[i].gpu` (blocks of one GPU share its handle), which must be present and
+    /// be the plan's device; the split, what every block runs, the preconditioner (kind,
+    /// order, omega, form) and the polling interval are the plan's. Of `s` only the matrix,
+    /// the solver parameters, the device (the CPU is refused) and the symmetry check are used.
+    #[cfg(feature = "gpu")]
+    pub(crate) fn from_saved(
+        s: &BlockSettings,
+        saved: &SavedPlan,
+        label: &str,
+        force: bool,
+    ) -> Result<BlockExec, Error> {
+        let a = s.a;
+        let mut check_ms = 0.0;
+        if s.check_symmetry {
+            let tc = Instant::now();
+            a.check_symmetric(SYMMETRY_TOLERANCE)?;
+            check_ms = tc.elapsed().as_secs_f64() * 1e3;
+        }
+        // The matrix first, before any GPU is opened: a wrong matrix is the more useful
+        // message, even where no GPU is present. Hashing the pattern counts as selection.
+        let ts = Instant::now();
+        let mut notes: Vec<String> = saved
+            .check_matrix(a, force)
+            .map_err(saved_error)?
+            .into_iter()
+            .collect();
+        if a.nrows() != saved.matrix.n {
+            return Err(Error::SavedPlan(SavedPlanError::Invalid(format!(
+                "its {} row blocks cover {} rows but this matrix has {}: even with --force, a \
+                 plan of several blocks runs only on a matrix of as many rows",
+                saved.blocks.len(),
+                saved.matrix.n,
+                a.nrows()
+            ))));
+        }
+        let partition = saved.partition().map_err(saved_error)?;
+        let kind = saved.precond.kind().map_err(saved_error)?;
+        let select_ms = ts.elapsed().as_secs_f64() * 1e3;
+        let td = Instant::now();
+        let placed = place_saved(s.device, saved)?;
+        let device_ms = td.elapsed().as_secs_f64() * 1e3;
+        notes.push(format!("plan read from {label}: nothing chosen again"));
+        let mut params = s.params.clone();
+        params.check_every = Some(saved.check_every);
+        let mut exec = BlockExec::new(
+            kind,
+            params,
+            partition,
+            placed,
+            notes,
+            SetupTimes {
+                check_ms,
+                device_ms,
+                select_ms,
+                ..SetupTimes::default()
+            },
+        );
+        exec.saved = Some(SavedBlocks {
+            choices: saved
+                .block_choices()
+                .into_iter()
+                .map(|(local, halo)| BlockGpuChoice { local, halo })
+                .collect(),
+            steps: saved
+                .blocks
+                .iter()
+                .map(|b| saved_block_steps(b, label))
+                .collect(),
+            label: label.to_string(),
+            model: saved.model.as_ref().map(|m| m.file.clone()),
+            predicted_iteration_ms: saved.predicted_ms_per_iteration,
+        });
+        exec.with_backend(a)
+    }
+
+    /// A block solve of `kind` with `params` (its polling interval set) on the blocks of
+    /// `partition` placed by `placed`, with nothing built yet and no sub-plans (every block
+    /// runs the fixed rule until `plans` or `saved` say otherwise).
+    fn new(
+        kind: PrecondKind,
+        params: PcgParams,
+        partition: RowPartition,
+        placed: Placement,
+        notes: Vec<String>,
+        setup: SetupTimes,
+    ) -> BlockExec {
+        BlockExec {
+            kind,
+            check_every: params
+                .check_every
+                .unwrap_or(autopcg_generator::CPU_CHECK_EVERY),
+            params,
+            partition,
+            plans: None,
+            balance: None,
+            #[cfg(feature = "gpu")]
+            saved: None,
+            placed,
+            notes,
+            setup,
             report: None,
             #[cfg(feature = "gpu")]
             backend: None,
             #[cfg(feature = "gpu")]
             value_updates: None,
-        };
-        #[cfg(feature = "gpu")]
-        if exec.placed.devices.is_some() {
-            let t = Instant::now();
-            let parts = exec.build_gpu(a, &vec![0.0; a.nrows()], None)?;
-            exec.setup.backend_ms = t.elapsed().as_secs_f64() * 1e3;
-            exec.setup = exec.setup.with_backend_parts(parts);
         }
-        Ok(exec)
+    }
+
+    /// On GPUs, builds the block backend (with a zero right-hand side; each solve puts its own
+    /// in place) and counts it in the setup; nothing on the CPU.
+    #[cfg_attr(not(feature = "gpu"), allow(unused_mut))]
+    fn with_backend(mut self, a: &CsrMatrix) -> Result<BlockExec, Error> {
+        #[cfg(feature = "gpu")]
+        if self.placed.devices.is_some() {
+            let t = Instant::now();
+            let parts = self.build_gpu(a, &vec![0.0; a.nrows()], None)?;
+            self.setup.backend_ms = t.elapsed().as_secs_f64() * 1e3;
+            self.setup = self.setup.with_backend_parts(parts);
+        }
+        #[cfg(not(feature = "gpu"))]
+        let _ = a;
+        Ok(self)
     }
 
     /// Builds the block backend for `a` with the right-hand side `b` and initial guess `x0` on
-    /// the placed GPUs, each block running its sub-plan's choices for its local part and for
-    /// its halo part (the fixed rules where there is no plan: the fallback plan of the local
-    /// part, CSR scalar at 256 threads per block for the halo part). Returns what it spent on
-    /// copies, conversions and kernel loading.
+    /// the placed GPUs, each block running its saved choices, or its sub-plan's choices for its
+    /// local part and for its halo part (the fixed rules where there is no plan: the fallback
+    /// plan of the local part, CSR scalar at 256 threads per block for the halo part). Returns
+    /// what it spent on copies, conversions and kernel loading.
     #[cfg(feature = "gpu")]
     fn build_gpu(
         &mut self,
@@ -469,8 +681,12 @@ impl BlockExec {
         };
         let problem = BlockProblem::new(a, b, &self.kind, &self.params).with_x0(x0);
         let plans = &self.plans;
+        let saved = self.saved.as_ref().map(|s| &s.choices);
         let mut report = None;
         let choose = |i: usize, local: &CsrMatrix, pre: &autopcg_solver::Preconditioner| {
+            if let Some(c) = saved.and_then(|c| c.get(i)) {
+                return c.clone();
+            }
             let plan = plans.as_ref().and_then(|p| p.blocks.get(i));
             BlockGpuChoice {
                 local: plan.and_then(|p| p.local.gpu.clone()).unwrap_or_else(|| {
@@ -510,6 +726,10 @@ impl BlockExec {
             .iter()
             .flat_map(|p| p.blocks.iter().map(|b| b.steps()))
             .collect();
+        #[cfg(feature = "gpu")]
+        if let Some(s) = &self.saved {
+            r.block_plans = s.steps.clone();
+        }
         r.balance = self.balance.clone();
         if self.report.is_none()
             && matches!(self.kind, PrecondKind::SsorAi { .. })
@@ -555,6 +775,22 @@ impl BlockExec {
         Ok(())
     }
 
+    /// The model file that chose the saved plan run, if any.
+    fn saved_model(&self) -> Option<String> {
+        #[cfg(feature = "gpu")]
+        return self.saved.as_ref().and_then(|s| s.model.clone());
+        #[cfg(not(feature = "gpu"))]
+        None
+    }
+
+    /// The saved plan's predicted milliseconds per iteration, if it runs one that has them.
+    fn saved_prediction(&self) -> Option<f64> {
+        #[cfg(feature = "gpu")]
+        return self.saved.as_ref().and_then(|s| s.predicted_iteration_ms);
+        #[cfg(not(feature = "gpu"))]
+        None
+    }
+
     fn on_gpu(&self) -> bool {
         #[cfg(feature = "gpu")]
         return self.placed.devices.is_some();
@@ -582,9 +818,10 @@ impl BlockExec {
         }
     }
 
-    /// What an iteration runs, step by step.
+    /// What an iteration runs, step by step (the source names a saved plan it runs).
     pub(crate) fn plan(&self) -> Plan {
-        if self.on_gpu() {
+        #[cfg_attr(not(feature = "gpu"), allow(unused_mut))]
+        let mut plan = if self.on_gpu() {
             gpu_block_steps(&self.kind, self.placed.nblocks, self.gpus_used())
         } else {
             block_steps(
@@ -592,7 +829,12 @@ impl BlockExec {
                 self.placed.nblocks,
                 rayon::current_num_threads(),
             )
+        };
+        #[cfg(feature = "gpu")]
+        if let Some(s) = &self.saved {
+            plan.source = format!("plan {} ({})", s.label, plan.source);
         }
+        plan
     }
 
     /// New values of the matrix `a` (same pattern, already checked by the caller: finite, every
@@ -696,9 +938,9 @@ impl BlockExec {
             notes: self.notes.clone(),
             precond_applied: precond_applied(&self.kind).to_string(),
             precond: self.kind,
-            model: None,
+            model: self.saved_model(),
             explain: Vec::new(),
-            predicted_iteration_ms: None,
+            predicted_iteration_ms: self.saved_prediction(),
             check_every: self.check_every,
             blocks: self.report.clone(),
         };

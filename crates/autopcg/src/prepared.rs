@@ -268,7 +268,9 @@ impl<'a> PreparedSolver<'a> {
     /// fingerprint is checked first (before the device is opened, so that a wrong matrix is
     /// the error even where no GPU is present; with `force` a mismatch is only a note), then
     /// the device; the plan's preconditioner, steps and polling interval are used as they are.
-    /// Hashing the pattern counts as selection time.
+    /// Hashing the pattern counts as selection time. A plan of several row blocks runs on the
+    /// multi-block solver, block `i` on GPU `saved.blocks[i].gpu`, split and sub-plans as saved
+    /// ([`crate::blocks::BlockExec::from_saved`]).
     #[cfg(feature = "gpu")]
     pub(crate) fn prepare_saved(
         a: Cow<'a, CsrMatrix>,
@@ -277,6 +279,11 @@ impl<'a> PreparedSolver<'a> {
         label: &str,
         force: bool,
     ) -> Result<Self, Error> {
+        if saved.is_split() {
+            let exec =
+                crate::blocks::BlockExec::from_saved(&block_settings(&a, s), saved, label, force)?;
+            return Ok(Self::with_blocks(a, exec));
+        }
         let check_ms = symmetry_check_ms(&a, s)?;
         let t0 = Instant::now();
         let gpu = match s.device {
@@ -313,23 +320,16 @@ impl<'a> PreparedSolver<'a> {
         ))
     }
 
-    /// The prepared solver of `plan` running on `exec` (and the device in words).
-    /// A prepared solve split into row blocks ([`crate::blocks::BlockExec`]). Its plan holds
-    /// the steps of a block iteration; each block's preconditioner lives in the block backend.
+    /// A prepared solve split into row blocks ([`crate::blocks::BlockExec`]).
     fn prepare_blocks(a: Cow<'a, CsrMatrix>, s: &Settings) -> Result<Self, Error> {
-        let exec = crate::blocks::BlockExec::prepare(&crate::blocks::BlockSettings {
-            a: &a,
-            precond: s.precond,
-            params: &s.params,
-            device: s.device,
-            check_symmetry: s.check_symmetry,
-            check_every: s.check_every,
-            nblocks: s.nblocks,
-            gpus: s.gpus,
-            model: s.model.clone(),
-            expected_iterations: s.expected_iterations,
-        })
-        .map_err(|f| f.error)?;
+        let exec =
+            crate::blocks::BlockExec::prepare(&block_settings(&a, s)).map_err(|f| f.error)?;
+        Ok(Self::with_blocks(a, exec))
+    }
+
+    /// The prepared solver of the block solve `exec`. Its plan holds the steps of a block
+    /// iteration; each block's preconditioner lives in the block backend.
+    fn with_blocks(a: Cow<'a, CsrMatrix>, exec: crate::blocks::BlockExec) -> Self {
         let params = exec.params().clone();
         let plan = SolvePlan {
             preconditioner: autopcg_solver::Preconditioner::None.into(),
@@ -347,16 +347,17 @@ impl<'a> PreparedSolver<'a> {
         let device = exec.device();
         let notes = exec.notes().to_vec();
         let setup = exec.setup();
-        Ok(Self::assemble(
+        Self::assemble(
             a,
             plan,
             params,
             (Exec::Blocks(Box::new(exec)), device),
             notes,
             setup,
-        ))
+        )
     }
 
+    /// The prepared solver of `plan` running on `exec` (and the device in words).
     fn assemble(
         a: Cow<'a, CsrMatrix>,
         plan: SolvePlan,
@@ -905,10 +906,26 @@ fn row_of(indptr: &[u32], k: usize) -> usize {
         .saturating_sub(1)
 }
 
+/// What the block solver takes of the builder's settings `s`, for the matrix `a`.
+fn block_settings<'s>(a: &'s CsrMatrix, s: &'s Settings) -> crate::blocks::BlockSettings<'s> {
+    crate::blocks::BlockSettings {
+        a,
+        precond: s.precond,
+        params: &s.params,
+        device: s.device,
+        check_symmetry: s.check_symmetry,
+        check_every: s.check_every,
+        nblocks: s.nblocks,
+        gpus: s.gpus,
+        model: s.model.clone(),
+        expected_iterations: s.expected_iterations,
+    }
+}
+
 /// A saved plan's error as the facade's: one that is the solver's (a preconditioner that
 /// cannot be built, a launch that does not fit) is [`Error::Pcg`].
 #[cfg(feature = "gpu")]
-fn saved_error(e: SavedPlanError) -> Error {
+pub(crate) fn saved_error(e: SavedPlanError) -> Error {
     match e {
         SavedPlanError::Solver(p) => Error::Pcg(p),
         e => Error::SavedPlan(e),

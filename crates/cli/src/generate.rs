@@ -11,6 +11,7 @@ use anyhow::{anyhow, Context};
 use clap::Args;
 use serde::Serialize;
 
+use autopcg::generator::blocks::plan_blocks_balanced;
 use autopcg::generator::emit;
 use autopcg::generator::saved::{SavedModel, SavedPlan};
 use autopcg::generator::{model_device_props, plan, ModelRef, PlanError, PlanRequest, Target};
@@ -46,8 +47,11 @@ pub(crate) struct GenerateArgs {
     precond: PrecondArg,
     #[command(flatten)]
     ssor: SsorArgs,
-    /// GPUs to plan for (only 1: plans of several row blocks are not generated yet).
-    #[arg(long, default_value_t = 1)]
+    /// GPUs to plan for. With N > 1 the matrix is split into N row blocks, one per GPU, as
+    /// `solve --gpus N` splits it (rows balanced by the model's predicted time per block), each
+    /// block planned on its own; the emitted solver runs block i on GPU i with halo exchanges
+    /// and one all-reduce of the three dots per iteration.
+    #[arg(long, default_value_t = 1, conflicts_with = "plan")]
     gpus: usize,
     /// Poll (synchronise, check convergence) every this many iterations (default: 16).
     #[arg(long)]
@@ -67,19 +71,27 @@ struct GenerateReport<'a> {
     precond_applied: &'a str,
     omega: Option<f64>,
     steps: &'a [autopcg::generator::saved::SavedStep],
+    /// Per row block of a plan for several GPUs: its rows, GPU and steps (empty for one GPU,
+    /// whose steps are `steps`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    blocks: Vec<BlockReport<'a>>,
     predicted_ms_per_iteration: Option<f64>,
     notes: &'a [String],
     build: String,
 }
 
+/// One row block of a plan for several GPUs, in `generate --json`.
+#[derive(Serialize)]
+struct BlockReport<'a> {
+    rows: (usize, usize),
+    gpu: usize,
+    steps: &'a [autopcg::generator::saved::SavedStep],
+}
+
 pub(crate) fn generate(a: GenerateArgs) -> Result<u8, Fail> {
     init_threads(a.run.threads)?;
-    if a.gpus != 1 {
-        return Err(anyhow!(
-            "--gpus {}: plans for several GPUs (row blocks) are not generated yet; use --gpus 1",
-            a.gpus
-        )
-        .into());
+    if a.gpus == 0 {
+        return Err(anyhow!("--gpus must be at least 1").into());
     }
     if a.check_every == Some(0) {
         return Err(anyhow!("--check-every must be at least 1").into());
@@ -132,17 +144,34 @@ pub(crate) fn generate(a: GenerateArgs) -> Result<u8, Fail> {
         (Some(f), Some(l)) => Some(ModelRef { file: f, label: l }),
         _ => None,
     };
-    let solve_plan = plan(&req).map_err(|e| match e {
+    let plan_error = |e: PlanError| match e {
         PlanError::Solver(p) => anyhow!("{}: {p}", a.matrix.display()),
         other => anyhow!("{}: {other}", a.matrix.display()),
-    })?;
-    let mut saved = SavedPlan::from_plan(
-        &solve_plan,
-        &m,
-        &props,
-        saved_model,
-        Some(a.matrix.display().to_string()),
-    )?;
+    };
+    let matrix_file = Some(a.matrix.display().to_string());
+    let mut saved = if a.gpus > 1 {
+        if a.gpus > m.nrows() {
+            return Err(anyhow!(
+                "--gpus {}: {} has only {} rows (one block per GPU needs a row each)",
+                a.gpus,
+                a.matrix.display(),
+                m.nrows()
+            )
+            .into());
+        }
+        let blocks = plan_blocks_balanced(&req, a.gpus).map_err(plan_error)?;
+        if blocks.balance.kept_because.is_none() {
+            notes.push(format!(
+                "rows moved between blocks by the model's predicted time: slowest block {:.1} -> \
+                 {:.1} us per iteration",
+                blocks.balance.initial_us, blocks.balance.final_us
+            ));
+        }
+        SavedPlan::from_blocks(&blocks, &m, &props, saved_model, matrix_file)?
+    } else {
+        let solve_plan = plan(&req).map_err(plan_error)?;
+        SavedPlan::from_plan(&solve_plan, &m, &props, saved_model, matrix_file)?
+    };
     notes.append(&mut saved.notes);
     saved.notes = notes;
     write_and_report(&a, saved)
@@ -170,8 +199,12 @@ fn saved_plan_for(
         Ok(note) => saved.notes.extend(note),
         Err(e) => return Err(fail(&e, "; --force emits the plan anyway")),
     }
-    let choice = saved.choice().clone();
-    saved.set_choice(choice).map_err(|e| fail(&e, ""))?;
+    for i in 0..saved.blocks.len() {
+        let choice = saved.blocks[i].choice.clone();
+        saved
+            .set_block_choice(i, choice)
+            .map_err(|e| fail(&e, ""))?;
+    }
     saved.notes.push(format!(
         "plan read from {}: nothing chosen again",
         path.display()
@@ -196,6 +229,19 @@ fn write_and_report(a: &GenerateArgs, saved: SavedPlan) -> Result<u8, Fail> {
             precond_applied: &saved.precond.applied,
             omega: saved.precond.omega,
             steps: &saved.block().steps,
+            blocks: if saved.is_split() {
+                saved
+                    .blocks
+                    .iter()
+                    .map(|b| BlockReport {
+                        rows: b.rows,
+                        gpu: b.gpu,
+                        steps: &b.steps,
+                    })
+                    .collect()
+            } else {
+                Vec::new()
+            },
             predicted_ms_per_iteration: saved.predicted_ms_per_iteration,
             notes: &saved.notes,
             build,
@@ -224,9 +270,15 @@ fn write_and_report(a: &GenerateArgs, saved: SavedPlan) -> Result<u8, Fail> {
             .map(|w| format!(" (omega {w:.3})"))
             .unwrap_or_default()
     );
-    for s in &saved.block().steps {
-        let fields = [&s.step, &s.format, &s.kernel, &s.config];
-        println!("{}", plan_step_line(16, fields, s.predicted_ms));
+    let split = saved.is_split();
+    for b in &saved.blocks {
+        if split {
+            println!("block on GPU {}, rows {}..{}:", b.gpu, b.rows.0, b.rows.1);
+        }
+        for s in &b.steps {
+            let fields = [&s.step, &s.format, &s.kernel, &s.config];
+            println!("{}", plan_step_line(16, fields, s.predicted_ms));
+        }
     }
     println!(
         "wrote {} files to {out} (plan: {out}/plan.json)",

@@ -51,7 +51,7 @@ pub(crate) struct SolveArgs {
     /// `--device gpu` all N blocks on GPU 0 (each block by the fixed rule, kernel by kernel).
     /// None and Jacobi are unchanged by the split; SSOR-AI is built per block (couplings
     /// between blocks dropped). The JSON report then holds the partition. Not with --plan (a
-    /// saved plan is unsplit).
+    /// saved plan says its blocks).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..),
           conflicts_with = "plan")]
     blocks: Option<u32>,
@@ -87,7 +87,10 @@ pub(crate) struct SolveArgs {
     replace_every: Option<usize>,
     /// Run the plan saved by `autopcg generate` (its plan.json) instead of choosing one: no
     /// model is read, the plan's preconditioner, omega, formats, kernels and launches are used.
-    /// The plan must be for this GPU and this matrix (n, nnz and sparsity pattern).
+    /// The plan must be for this GPU and this matrix (n, nnz and sparsity pattern). A plan of
+    /// several row blocks (`generate --gpus N`) runs one block per GPU, block i on the GPU the
+    /// plan names (its rows, halo exchanges and sub-plans as saved): every one of them must be
+    /// present and of the plan's kind.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["precond", "omega", "ssor_form", "model"])]
     plan: Option<PathBuf>,
     /// With --plan: run it even when the matrix's fingerprint differs from the plan's.
@@ -135,8 +138,8 @@ struct SolveReport<'a> {
     residual_history_norm: Option<HistoryNorm>,
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<String>,
-    /// The row blocks (`--blocks`): rows, nonzeros and halo sizes per block, halo entries
-    /// exchanged per iteration.
+    /// The row blocks (`--blocks`, `--gpus`, a saved plan of several blocks): rows, nonzeros
+    /// and halo sizes per block, halo entries exchanged per iteration.
     #[serde(skip_serializing_if = "Option::is_none")]
     partition: Option<&'a autopcg::solver::blocks::BlockReport>,
 }
@@ -156,11 +159,17 @@ pub(crate) fn solve(a: SolveArgs) -> Result<u8, Fail> {
         Err(e) => match e {},
     };
 
+    let saved = match &a.plan {
+        Some(p) => Some(SavedPlan::load(p)?),
+        None => None,
+    };
     // Creating a GPU context takes a quarter of a second in a new process: it runs while the
-    // matrix is read, and setup counts only what is left of it.
+    // matrix is read, and setup counts only what is left of it. A saved plan of several blocks
+    // opens the GPUs it names.
     if a.device != Device::Cpu {
-        let opened = match a.gpus {
-            Some(autopcg::GpuCount::Count(k)) => k,
+        let opened = match (a.gpus, &saved) {
+            (Some(autopcg::GpuCount::Count(k)), _) => k,
+            (_, Some(s)) => s.blocks.iter().map(|b| b.gpu + 1).max().unwrap_or(1),
             _ => 1,
         };
         for ordinal in 0..opened {
@@ -170,10 +179,6 @@ pub(crate) fn solve(a: SolveArgs) -> Result<u8, Fail> {
     let t_read = Instant::now();
     let m = read_matrix(&a.matrix, a.run.assume_symmetric)?;
     let n = m.nrows();
-    let saved = match &a.plan {
-        Some(p) => Some(SavedPlan::load(p)?),
-        None => None,
-    };
     // The preconditioner as asked (an automatic omega is resolved in the setup, and reported
     // from the solution), or the plan's.
     let (kind, precond_text) = match &saved {

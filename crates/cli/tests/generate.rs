@@ -2,7 +2,9 @@
 //! model, the plan file and the emitted folder, and the refusals of a plan for another matrix
 //! or another device (exit 2, one line naming the plan), with `--force` for the fingerprint.
 //! On a GPU host the saved plan also runs, and its JSON is the one of `solve --json`; without
-//! a CUDA device that test is reported ignored (failed with AUTOPCG_REQUIRE_GPU=1).
+//! a CUDA device that test is reported ignored (failed with AUTOPCG_REQUIRE_GPU=1). A plan of
+//! two row blocks (`generate --gpus 2`) runs one block per GPU where two are present, and is
+//! refused cleanly, naming how many GPUs it needs, where fewer are.
 mod common;
 use common::{run, stderr};
 
@@ -18,8 +20,12 @@ autopcg_gpu::test_main! {
         generate_refuses_what_it_cannot_do,
         generate_emits_a_saved_plan_as_it_is,
         solve_plan_refuses_another_matrix_and_another_device,
+        generate_splits_the_plan_and_solve_refuses_it_without_its_gpus,
     ],
-    gpu: [solve_plan_runs_on_the_plans_gpu],
+    gpu: [
+        solve_plan_runs_on_the_plans_gpu,
+        solve_split_plan_runs_one_block_per_gpu
+    ],
 }
 
 /// Exit 2 with one line on stderr that contains every piece of `parts`.
@@ -78,6 +84,7 @@ fn generate_writes_the_plan_and_the_solver_without_a_gpu() {
         "CMakeLists.txt",
         "README.md",
         "src/plan.h",
+        "src/solver.cu",
         "kernels/dot.cu",
         "kernels/vector.cu",
     ]
@@ -133,11 +140,11 @@ fn generate_refuses_what_it_cannot_do() {
         "--model",
         "../../models/nvidia-h200.json",
         "--gpus",
-        "2",
+        "49",
         "--out",
         out.to_str().unwrap(),
     ]);
-    refused(&o, &["--gpus 2"]);
+    refused(&o, &["--gpus 49", "48 rows"]);
     let o = run(&[
         "generate",
         "../../matrices/bcsstk01.mtx",
@@ -410,4 +417,201 @@ fn solve_plan_runs_on_the_plans_gpu(dev: GpuDevice) {
         k
     };
     assert_eq!(keys(&j), keys(&plain));
+}
+
+/// The GPUs the driver reports (0 without a usable driver).
+fn gpus_found() -> usize {
+    if autopcg_gpu::gpu_available() {
+        GpuDevice::discover().map_or(0, |d| d.len())
+    } else {
+        0
+    }
+}
+
+/// `generate --gpus 2`: plan.json holds two row blocks covering every row, one per GPU, each
+/// with the multiply of its halo part. `solve --plan` checks the matrix first (another one is
+/// refused, and --force cannot run the blocks on a matrix of another size), then the GPUs the
+/// plan names: without them it is refused with one line naming the plan and how many it needs.
+fn generate_splits_the_plan_and_solve_refuses_it_without_its_gpus() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("g2");
+    let o = run(&[
+        "generate",
+        "../../matrices/bcsstk13.mtx",
+        "--model",
+        "../../models/nvidia-h200.json",
+        "--gpus",
+        "2",
+        "--out",
+        out.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        report["blocks"].as_array().map(Vec::len),
+        Some(2),
+        "{report}"
+    );
+    let plan = out.join("plan.json");
+    let saved: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&plan).unwrap()).unwrap();
+    let blocks = saved["blocks"].as_array().unwrap();
+    assert_eq!(blocks.len(), 2, "{saved}");
+    assert_eq!(blocks[0]["rows"][0], 0);
+    assert_eq!(blocks[0]["rows"][1], blocks[1]["rows"][0]);
+    assert_eq!(blocks[1]["rows"][1], 2003);
+    for (i, b) in blocks.iter().enumerate() {
+        assert_eq!(b["gpu"], i, "{b}");
+        assert!(b["halo"].is_object(), "block {i} has no halo multiply: {b}");
+        assert_eq!(
+            b["steps"].as_array().unwrap().last().unwrap()["step"],
+            "spmv halo",
+            "{b}"
+        );
+    }
+    let p = plan.to_str().unwrap();
+
+    // Another matrix: refused for the fingerprint whatever the GPUs, naming the plan.
+    let o = run(&["solve", "../../matrices/bcsstk01.mtx", "--plan", p]);
+    refused(&o, &[p, "bcsstk01.mtx", "rows differ", "--force"]);
+    // --force skips the fingerprint, but the blocks' rows are the plan's.
+    let o = run(&[
+        "solve",
+        "../../matrices/bcsstk01.mtx",
+        "--plan",
+        p,
+        "--force",
+    ]);
+    refused(&o, &[p, "2 row blocks cover 2003 rows", "has 48"]);
+
+    // Its own matrix: the plan needs GPUs 0 and 1, both H200s.
+    let o = run(&["solve", "../../matrices/bcsstk13.mtx", "--plan", p]);
+    match gpus_found() {
+        0 => refused(
+            &o,
+            &[
+                p,
+                "the plan is for NVIDIA H200 (sm_90)",
+                "its 2 row blocks need 2 GPUs and none was found here",
+            ],
+        ),
+        1 => refused(&o, &[p, "need 2 GPUs and only 1 was found here"]),
+        _ if gpu_slug().as_deref() != Some("nvidia-h200") => {
+            refused(&o, &[p, "the plan is for NVIDIA H200 (sm_90)"])
+        }
+        _ => assert_eq!(o.status.code(), Some(0), "{}", stderr(&o)),
+    }
+    // The plan says the blocks: --gpus and --blocks cannot be given with it, nor the CPU.
+    for extra in [["--gpus", "2"], ["--blocks", "2"]] {
+        let mut args = vec!["solve", "../../matrices/bcsstk13.mtx", "--plan", p];
+        args.extend(extra);
+        let o = run(&args);
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        assert!(stderr(&o).contains(extra[0]), "{}", stderr(&o));
+    }
+    let o = run(&[
+        "solve",
+        "../../matrices/bcsstk13.mtx",
+        "--plan",
+        p,
+        "--device",
+        "cpu",
+    ]);
+    refused(&o, &[p, "the CPU"]);
+}
+
+/// A plan of two row blocks for this GPU (its committed model where there is one, else the
+/// model `generate` finds or the fallback rule): with two GPUs or more it runs block i on GPU i
+/// and converges, its JSON holding both blocks and the fields of `solve --gpus 2 --json`;
+/// with one GPU it is refused, saying it needs 2.
+fn solve_split_plan_runs_one_block_per_gpu(dev: GpuDevice) {
+    let slug = dev.props().slug();
+    drop(dev);
+    let model = format!("../../models/{slug}.json");
+    let has_model = Path::new(&model).exists();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("g2");
+    let mut args = vec![
+        "generate",
+        "../../matrices/bcsstk13.mtx",
+        "--gpus",
+        "2",
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    if has_model {
+        args.extend(["--model", model.as_str()]);
+    }
+    let o = run(&args);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let plan = out.join("plan.json");
+    let p = plan.to_str().unwrap();
+    let o = run(&[
+        "solve",
+        "../../matrices/bcsstk13.mtx",
+        "--plan",
+        p,
+        "--json",
+    ]);
+    if gpus_found() < 2 {
+        refused(
+            &o,
+            &[p, "its 2 row blocks need 2 GPUs and only 1 was found here"],
+        );
+        return;
+    }
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(j["converged"], true, "{j}");
+    assert!(j["relative_residual"].as_f64().unwrap() <= 1e-8, "{j}");
+    if has_model {
+        assert_eq!(j["model"], model.as_str());
+    }
+    assert!(
+        j["plan"]["source"].as_str().unwrap().starts_with("plan "),
+        "{j}"
+    );
+    assert!(j["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|n| n.as_str().unwrap().contains("nothing chosen again")));
+    let saved: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&plan).unwrap()).unwrap();
+    assert_eq!(j["omega"], saved["precond"]["omega"]);
+    assert_eq!(j["check_every"], saved["check_every"]);
+    // The split as saved: its rows, one block per GPU, each block's saved steps.
+    let part = &j["partition"];
+    assert_eq!(part["nblocks"], 2, "{j}");
+    assert_eq!(part["devices"], serde_json::json!([0, 1]), "{j}");
+    for (i, b) in saved["blocks"].as_array().unwrap().iter().enumerate() {
+        assert_eq!(part["blocks"][i]["start"], b["rows"][0], "{j}");
+        let steps = part["block_plans"][i]["steps"].as_array().unwrap();
+        let kernels: Vec<&serde_json::Value> = steps.iter().map(|s| &s["kernel"]).collect();
+        let saved_kernels: Vec<&serde_json::Value> = b["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| &s["kernel"])
+            .collect();
+        assert_eq!(kernels, saved_kernels, "block {i}");
+    }
+
+    // The same report as `solve --gpus 2 --json`: the same fields.
+    let o = run(&[
+        "solve",
+        "../../matrices/bcsstk13.mtx",
+        "--gpus",
+        "2",
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let live: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let keys = |v: &serde_json::Value| -> Vec<String> {
+        let mut k: Vec<String> = v.as_object().unwrap().keys().cloned().collect();
+        k.sort();
+        k
+    };
+    assert_eq!(keys(&j), keys(&live));
 }

@@ -1,7 +1,7 @@
 //! Solving with a saved plan ([`SavedPlan`], the `plan.json` of `autopcg generate`): the
 //! generator turns it back into a plan for this matrix and this device after checking both
-//! (nothing is chosen again, no model is read), and the GPU backend runs it. Needs the `gpu`
-//! feature.
+//! (nothing is chosen again, no model is read), and the GPU backend runs it (the multi-block
+//! GPU solver for a plan of several row blocks, one per GPU). Needs the `gpu` feature.
 use std::borrow::Cow;
 use std::ops::ControlFlow;
 
@@ -26,6 +26,12 @@ impl<'a> Solver<'a> {
     /// limit, history and residual replacement come from [`Solver::params`], and the symmetry
     /// check from [`Solver::check_symmetry`]. A plan runs on a GPU only: [`crate::Device::Cpu`]
     /// is refused.
+    ///
+    /// A plan of several row blocks (`autopcg generate --gpus N`) runs on the multi-block
+    /// solver: block `i` on GPU `saved.blocks[i].gpu` with its saved rows, local plan and halo
+    /// multiply; every GPU it names must be present (fewer is [`Error::SavedPlan`], naming how
+    /// many it needs and how many were found) and be the plan's device. The builder's
+    /// [`Solver::blocks`] and [`Solver::gpus`] are not used: the plan says the blocks.
     pub fn prepare_saved(
         &self,
         saved: &SavedPlan,
