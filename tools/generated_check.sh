@@ -15,7 +15,10 @@
 # else /usr/local/cuda/bin/nvcc), MODEL (a model file for generate; default: the GPU's, found as
 # solve finds it), PLAN_EDIT (a command run on each generated plan.json, which it edits in
 # place, e.g. "python3 tools/plan_to_cusparse.py": the edited plan is then emitted again with
-# `generate --plan`, and both sides run it).
+# `generate --plan`, and both sides run it), GPUS (default 1: with N > 1 the plan is generated
+# with `--gpus N`, split into N row blocks, one per GPU, and both sides run it on GPUs 0..N;
+# ANY_DEVICE=1 passes --any-device to the emitted command, which then runs the blocks on the
+# GPUs there are).
 # Every command's output goes to OUTDIR/logs/; the table is printed last and written to
 # OUTDIR/table.txt. Targets: iterations within 2%, time per iteration (the slope) within 5%.
 set -euo pipefail
@@ -29,6 +32,9 @@ B=${AUTOPCG_BIN:-.gpu-bundle/bin/autopcg}
 REPEAT=${REPEAT:-3}
 LOOSE_TOL=${LOOSE_TOL:-1e-4}
 PRECONDS=${PRECONDS:-ssor-ai}
+GPUS=${GPUS:-1}
+gen_args=()
+if [[ ${ANY_DEVICE:-0} == 1 ]]; then gen_args=(--any-device); fi
 NVCC=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
 model_args=()
 if [[ -n ${MODEL:-} ]]; then model_args=(--model "$MODEL"); fi
@@ -49,10 +55,11 @@ for m in "${matrices[@]}"; do
   name=$(basename "$m"); name=${name%.gz}; name=${name%.mtx}
   for p in $PRECONDS; do
     tag="${name}_${p}"
+    if [[ $GPUS != 1 ]]; then tag="${tag}_${GPUS}gpus"; fi
     dir="$out/gen/$tag"
     log="$out/logs/$tag"
     echo "== $tag" >&2
-    if ! $B generate "$m" --precond "$p" --out "$dir" ${model_args[@]+"${model_args[@]}"} \
+    if ! $B generate "$m" --precond "$p" --gpus "$GPUS" --out "$dir" ${model_args[@]+"${model_args[@]}"} \
          > "$log.generate.log" 2>&1; then
       echo "   generate failed: $log.generate.log" >&2; status=1; continue
     fi
@@ -69,9 +76,9 @@ for m in "${matrices[@]}"; do
       echo "   build failed: $log.cmake.log $log.build.log" >&2; status=1; continue
     fi
     for r in $(seq 1 "$REPEAT"); do
-      "$dir/build/autopcg_gen_solve" "$m" --json > "$log.gen.$r.json" 2> "$log.gen.$r.err" || true
+      "$dir/build/autopcg_gen_solve" "$m" ${gen_args[@]+"${gen_args[@]}"} --json > "$log.gen.$r.json" 2> "$log.gen.$r.err" || true
       $B solve "$m" --plan "$dir/plan.json" --json > "$log.solve.$r.json" 2> "$log.solve.$r.err" || true
-      "$dir/build/autopcg_gen_solve" "$m" --tol "$LOOSE_TOL" --json > "$log.genloose.$r.json" 2> "$log.genloose.$r.err" || true
+      "$dir/build/autopcg_gen_solve" "$m" ${gen_args[@]+"${gen_args[@]}"} --tol "$LOOSE_TOL" --json > "$log.genloose.$r.json" 2> "$log.genloose.$r.err" || true
       $B solve "$m" --plan "$dir/plan.json" --tol "$LOOSE_TOL" --json > "$log.solveloose.$r.json" 2> "$log.solveloose.$r.err" || true
     done
   done
