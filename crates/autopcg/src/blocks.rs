@@ -445,10 +445,20 @@ impl BlockExec {
         }
         let kind = s.precond.resolved_for(a);
         let mut params = s.params.clone();
+        // On GPUs the host polls every GPU_CHECK_EVERY iterations by default, as an unsplit
+        // GPU solve does: a poll is a synchronisation of every block's stream.
+        #[cfg(feature = "gpu")]
+        let default_every = if placed.devices.is_some() {
+            autopcg_generator::GPU_CHECK_EVERY
+        } else {
+            autopcg_generator::CPU_CHECK_EVERY
+        };
+        #[cfg(not(feature = "gpu"))]
+        let default_every = autopcg_generator::CPU_CHECK_EVERY;
         let check_every = s
             .check_every
             .or(params.check_every)
-            .unwrap_or(autopcg_generator::CPU_CHECK_EVERY);
+            .unwrap_or(default_every);
         params.check_every = Some(check_every);
         let tp = Instant::now();
         #[cfg(feature = "gpu")]

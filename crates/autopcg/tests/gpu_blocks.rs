@@ -50,6 +50,8 @@ fn gpus_auto_reports_its_choice_and_the_sub_plans(_dev: GpuDevice) {
     assert_eq!(c.options[c.chosen - 1].predicted_us, best);
 }
 
+/// One block per GPU iterates like the same blocks on GPU 0, and both poll every
+/// `GPU_CHECK_EVERY` iterations by default.
 fn one_gpu_per_block_iterates_like_the_blocks_on_gpu_0(_dev: GpuDevice) {
     let n = GpuDevice::discover().unwrap().len().min(2);
     let a = poisson3d_7pt(20, 20, 20).unwrap();
@@ -68,6 +70,9 @@ fn one_gpu_per_block_iterates_like_the_blocks_on_gpu_0(_dev: GpuDevice) {
         .solve(&b)
         .unwrap();
     assert!(on_gpus.info.true_relative_residual <= 1e-8);
+    // Blocks on GPUs poll as an unsplit GPU solve does, not after every iteration.
+    assert_eq!(on_gpus.check_every, autopcg::generator::GPU_CHECK_EVERY);
+    assert_eq!(on_gpu0.check_every, autopcg::generator::GPU_CHECK_EVERY);
     let (i, j) = (on_gpus.info.iterations, on_gpu0.info.iterations);
     assert!(
         i.abs_diff(j) as f64 <= (0.01 * j as f64).max(1.0),
