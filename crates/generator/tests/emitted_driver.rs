@@ -335,7 +335,7 @@ fn the_emitted_driver_runs_cusparse_plans_like_the_rust_solver(clang: &str) {
     assert!(label.starts_with("bcsstk01 "), "{label}");
     let dir = tmp.path().join("update");
     let (solver_o, mock_o) = build(clang, plan, &dir);
-    check_update_values(clang, &dir, &solver_o, &mock_o, &fixture("bcsstk01"));
+    check_update_values(clang, &dir, (&solver_o, &mock_o), &fixture("bcsstk01"), &[]);
 }
 
 fn the_emitted_command_checks_matrix_and_device_and_stops_as_told(clang: &str) {
@@ -424,13 +424,19 @@ fn the_emitted_command_checks_matrix_and_device_and_stops_as_told(clang: &str) {
     assert!(j["replacements"].as_u64().unwrap() >= 1, "{j}");
     assert!(j["relative_residual"].as_f64().unwrap() < 1e-12, "{j}");
 
-    check_update_values(clang, &dir, &solver_o, &mock_o, &a);
+    check_update_values(clang, &dir, (&solver_o, &mock_o), &a, &[]);
 }
 
 /// The C API harness (tests/support/update_values.cpp) linked with the solver in `dir`: a
 /// solve with `a`, new values (2 a) for the same pattern, and the same solve again, which must
 /// take the same iterations and give the same solution.
-fn check_update_values(clang: &str, dir: &Path, solver_o: &Path, mock_o: &Path, a: &CsrMatrix) {
+fn check_update_values(
+    clang: &str,
+    dir: &Path,
+    (solver_o, mock_o): (&Path, &Path),
+    a: &CsrMatrix,
+    env: &[(&str, &str)],
+) {
     let exe = dir.join("update_values");
     check(
         Command::new(clang)
@@ -455,7 +461,12 @@ fn check_update_values(clang: &str, dir: &Path, solver_o: &Path, mock_o: &Path, 
         .for_each(|v| bin.extend(v.to_bits().to_le_bytes()));
     let input = dir.join("a.bin");
     std::fs::write(&input, bin).unwrap();
-    let o = check(Command::new(&exe).arg(&input), "update_values");
+    let mut cmd = Command::new(&exe);
+    cmd.arg(&input);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let o = check(&mut cmd, "update_values");
     let out = String::from_utf8_lossy(&o.stdout).to_string();
     let f: Vec<&str> = out.split_whitespace().collect();
     assert_eq!(f.len(), 4, "{out}");
@@ -481,7 +492,8 @@ fn cpu_block_iterations(name: &str, plan: &SavedPlan) -> usize {
 /// driver and run by the emulation on as many devices, then with every block on one device
 /// (AUTOPCG_GEN_ANY_DEVICE): the same iterations as the Rust CPU block solver on the same
 /// blocks (within 2%), the same on one device as on several, the fields of `solve --json` with
-/// every block's steps; a plan for more GPUs than there are is refused without the flag.
+/// every block's steps; a plan for more GPUs than there are is refused without the flag; new
+/// values through update_values (2 A) solve in the same iterations to the same solution.
 fn the_emitted_split_driver_runs_like_the_rust_block_solver(clang: &str) {
     let tmp = tempfile::tempdir().unwrap();
     let cases = [
@@ -496,7 +508,7 @@ fn the_emitted_split_driver_runs_like_the_rust_block_solver(clang: &str) {
         assert!(plan.is_split(), "{name}");
         let label = format!("{name} {} on {nb} blocks", plan.precond.applied);
         let dir = tmp.path().join(format!("s{i}"));
-        build(clang, &plan, &dir);
+        let (solver_o, mock_o) = build(clang, &plan, &dir);
         let text = std::fs::read_to_string(dir.join("src/plan_kernels.cuh")).unwrap();
         assert!(text.contains("kApgBlocks[APG_NBLOCKS]"), "{label}");
         for b in 0..nb {
@@ -557,6 +569,14 @@ fn the_emitted_split_driver_runs_like_the_rust_block_solver(clang: &str) {
         let j1 = json(&o);
         assert_eq!(o.status.code(), Some(0), "{label}: {j1}");
         assert_eq!(j1["iterations"].as_u64(), Some(got), "{label}: one device");
+        // New values (2 A) through update_values: the same iterations and solution.
+        check_update_values(
+            clang,
+            &dir,
+            (&solver_o, &mock_o),
+            &a,
+            &[("MOCK_DEVICE_COUNT", count.as_str())],
+        );
         println!("{label}: {got} iterations (Rust CPU blocks {want})");
     }
 }
