@@ -84,9 +84,17 @@ pub struct BlockPlan {
 }
 
 impl BlockPlan {
-    /// The block's steps: its local part's plan, then the multiply of its halo part.
+    /// The block's steps: what a block runs with its local part's plan
+    /// ([`autopcg_solver::gpu::GpuPlanChoice::block_plan`] on a GPU), then the multiply of its
+    /// halo part.
     pub fn steps(&self) -> autopcg_solver::Plan {
-        let mut steps = self.local.steps.clone();
+        let mut steps = match &self.local.gpu {
+            Some(c) => autopcg_solver::Plan {
+                source: self.local.steps.source.clone(),
+                ..c.block_plan()
+            },
+            None => self.local.steps.clone(),
+        };
         steps.source = format!(
             "rows {}..{}: {}; predicted {:.1} us per iteration",
             self.rows.start, self.rows.end, steps.source, self.predicted_us

@@ -522,7 +522,7 @@ impl SavedPlan {
                 choice.dot3.config.threads = threads;
                 choice.dot3.predicted_ms = None;
             }
-            let mut steps = saved_steps(&choice.plan());
+            let mut steps = saved_steps(&choice.block_plan());
             steps.extend(saved_steps(&autopcg_solver::Plan {
                 steps: vec![p.halo.clone()],
                 source: String::new(),
@@ -767,7 +767,11 @@ impl SavedPlan {
             Some(_) => block.steps.last().cloned(),
             None => None,
         };
-        block.steps = saved_steps(&choice.plan());
+        block.steps = saved_steps(&if block.halo.is_some() {
+            choice.block_plan()
+        } else {
+            choice.plan()
+        });
         block.steps.extend(halo_step);
         block.choice = choice;
         Ok(())

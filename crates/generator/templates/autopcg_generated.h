@@ -49,7 +49,9 @@ extern "C" {
 /* Setup flag: run on a matrix whose n or nnz differs from the plan's. */
 #define AUTOPCG_GEN_FORCE 1u
 /* Setup flag: run on another GPU than the plan's (the kernels must still run there: same
- * architecture or one the build targets). */
+ * architecture or one the build targets); for a plan split into row blocks over several GPUs,
+ * also on a host with fewer GPUs than the plan names (block i then runs on GPU i modulo the
+ * GPUs there are). */
 #define AUTOPCG_GEN_ANY_DEVICE 2u
 
 /* Solver parameters (autopcg_gen_default_params fills the defaults). */
@@ -94,7 +96,8 @@ typedef struct autopcg_gen_solver autopcg_gen_solver;
 /* Fills the default parameters. */
 void autopcg_gen_default_params(autopcg_gen_params *params);
 
-/* Sets up a solver for the n x n matrix (row_ptr, col_idx, values) on GPU 0: checks the input
+/* Sets up a solver for the n x n matrix (row_ptr, col_idx, values) on GPU 0 (a plan split into
+ * row blocks: block i on GPU i, its preconditioner built on its own rows): checks the input
  * and that matrix and GPU are the plan's (n and nnz, unless flags has AUTOPCG_GEN_FORCE; the
  * device name and architecture, unless it has AUTOPCG_GEN_ANY_DEVICE), builds the preconditioner on the host, converts
  * every operand to the plan's format and uploads it. The arrays are copied. */

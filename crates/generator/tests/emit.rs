@@ -276,6 +276,25 @@ fn emission_holds_exactly_the_plans_kernels_and_fills_every_template() {
             }
         }
         assert_eq!(seen, want.len(), "{name}");
+        // A split plan's steps name what its blocks run: each kernel a step names is emitted
+        // (the update with u in its own vector, Jacobi as its own kernel, the dots into a slot).
+        if p.is_split() {
+            let emitted: Vec<&String> = want.values().flatten().collect();
+            for b in &p.blocks {
+                for st in &b.steps {
+                    if st.kernel == "copy" || st.kernel.starts_with("cusparse") {
+                        continue;
+                    }
+                    for k in st.kernel.split('+') {
+                        assert!(
+                            emitted.iter().any(|e| e.as_str() == k.trim()),
+                            "{name}: step {} names {k}, not emitted: {emitted:?}",
+                            st.step
+                        );
+                    }
+                }
+            }
+        }
         let paths: BTreeSet<&str> = files.iter().map(|f| f.path.as_str()).collect();
         for must in [
             "plan.json",

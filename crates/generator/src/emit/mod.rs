@@ -384,6 +384,46 @@ pub fn emit(plan: &SavedPlan) -> Result<Vec<EmittedFile>, EmitError> {
                 },
             ),
             ("STEPS", steps_table(plan)),
+            (
+                "TITLE_GPUS",
+                if plan.is_split() {
+                    format!("{} GPUs", plan.blocks.len())
+                } else {
+                    "one GPU".to_string()
+                },
+            ),
+            (
+                "ON_GPUS",
+                if plan.is_split() {
+                    format!(
+                        "{} NVIDIA GPUs of one host (the matrix split into {} row blocks, one \
+                         per GPU; SSOR-AI, where it is the preconditioner, built per block on \
+                         the block's own rows and columns)",
+                        plan.blocks.len(),
+                        plan.blocks.len()
+                    )
+                } else {
+                    "one NVIDIA GPU".to_string()
+                },
+            ),
+            (
+                "ITERATION",
+                if plan.is_split() {
+                    "iterations in which every block, on its own GPU and stream, runs one fused \
+                     update and its preconditioner, packs the entries of u the other blocks need, \
+                     multiplies its local part while a copy stream pulls the entries it needs \
+                     from the others, adds its halo part, and writes its three dots into its slot \
+                     of a small array; every GPU then gathers the other blocks' slots and runs the \
+                     scalar recurrence on their sum in block order (the same numbers on every \
+                     GPU), events ordering the streams. Kernels are launched one by one."
+                        .to_string()
+                } else {
+                    "iterations of one fused update, the preconditioner, the SpMV with A and one \
+                     fused reduction whose last block runs the scalar recurrence, replayed from \
+                     CUDA graphs."
+                        .to_string()
+                },
+            ),
             ("KERNELS", kernel_list),
             (
                 "CUSPARSE_BUILD",

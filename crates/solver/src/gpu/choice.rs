@@ -357,6 +357,53 @@ impl GpuPlanChoice {
     }
 }
 
+impl GpuPlanChoice {
+    /// The steps one row block of a split solve runs with this choice for its local part (the
+    /// multi-block GPU solver, `blocks::gpu`, and the generated split driver): the update with u
+    /// in its own vector ([`VectorOp::CgUpdate`], the variant and launch chosen), the
+    /// preconditioner applied from r (Jacobi as its own kernel, none as a copy of r), the
+    /// products as chosen, and the block's three dots into its slot (`dot3_slot`, the launch
+    /// chosen for the reduction), whose sum over the blocks runs the recurrence.
+    pub fn block_plan(&self) -> Plan {
+        let full = self.plan();
+        let mut plan = Plan::default();
+        for st in full.steps {
+            match st.step.as_str() {
+                "update" => plan.push(
+                    "update",
+                    "-",
+                    &VectorOp::CgUpdate.kernel(self.update.variant).to_string(),
+                    self.update.config.words(),
+                    self.update.predicted_ms,
+                ),
+                "precond" => match &self.precond {
+                    PrecondChoice::Jacobi(e) => plan.push(
+                        "precond",
+                        "-",
+                        &PrecondKernel::Jacobi(e.loads).to_string(),
+                        e.config.words(),
+                        e.predicted_ms,
+                    ),
+                    _ => plan.push("precond", "-", "copy", "u = r (a device copy)", None),
+                },
+                "dots" => plan.push(
+                    "dots",
+                    "-",
+                    "dot3_slot",
+                    format!(
+                        "{}; the blocks' slots summed by dot3_slots_advance_next",
+                        self.dot3.config.words()
+                    ),
+                    None,
+                ),
+                _ => plan.steps.push(st),
+            }
+        }
+        plan.source = format!("{}; kernel by kernel", self.source);
+        plan
+    }
+}
+
 fn check_config(
     operand: &str,
     kernel: &str,
