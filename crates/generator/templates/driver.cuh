@@ -442,8 +442,99 @@ void place_operand(ApgOperand &op, const apg::Csr &m, int format, long long hyb_
 }
 
 
+// The matrix or a device is not the plan's and the flag that allows it was not given
+// (AUTOPCG_GEN_ERR_PLAN).
+struct PlanRefusal {
+    std::string what;
+};
+
+// The launch limits of GPU `ordinal`.
+ApgDeviceLimits device_limits(int ordinal) {
+    ApgDeviceLimits p;
+    APG_CUDA(cudaDeviceGetAttribute(&p.multiProcessorCount, cudaDevAttrMultiProcessorCount,
+                                    ordinal));
+    APG_CUDA(cudaDeviceGetAttribute(&p.maxThreadsPerMultiProcessor,
+                                    cudaDevAttrMaxThreadsPerMultiProcessor, ordinal));
+    APG_CUDA(cudaDeviceGetAttribute(&p.maxBlocksPerMultiProcessor,
+                                    cudaDevAttrMaxBlocksPerMultiprocessor, ordinal));
+    return p;
+}
+
+// Makes GPU `ordinal` current (its context created) and checks its name and architecture
+// against the plan's: a mismatch throws PlanRefusal, or with `any_device` becomes a note. Returns
+// the device's name. `which` names the device in the message ("this device", "GPU 1").
+std::string check_plan_device(int ordinal, bool any_device, const std::string &which,
+                              std::string &notes) {
+    APG_CUDA(cudaSetDevice(ordinal));
+    APG_CUDA(cudaFree(nullptr));
+    cudaDeviceProp prop;
+    APG_CUDA(cudaGetDeviceProperties(&prop, ordinal));
+    const std::string name = prop.name;
+    int major = 0, minor = 0;
+    APG_CUDA(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, ordinal));
+    APG_CUDA(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, ordinal));
+    const int arch = 10 * major + minor;
+    if (device_slug(name) != APG_PLAN_DEVICE_SLUG || arch != APG_PLAN_ARCH) {
+        const std::string msg = std::string("the plan is for ") + APG_PLAN_DEVICE_NAME + " (sm_" +
+                                std::to_string(APG_PLAN_ARCH) + ") but " + which + " is " +
+                                name + " (sm_" + std::to_string(arch) + ")";
+        if (!any_device) {
+            throw PlanRefusal{msg + " (pass AUTOPCG_GEN_ANY_DEVICE to run the plan anyway)"};
+        }
+        notes += "device check forced: " + msg + "\n";
+    }
+    return name;
+}
+
 // Slots of the scalar buffer (cg_scalars.cuh).
 constexpr int kIter = 5, kHalt = 6, kHaltIter = 8, kScalarsLen = 9;
+
+} // namespace
+
+// What a poll reads through: the new history records and the scalars are gathered into `stage`
+// on the device and come back with one copy into the pinned `host`, as the library's poll does
+// (two pageable reads cost a poll several microseconds more, which small matrices pay every
+// APG_CHECK_EVERY iterations).
+struct ApgPoll {
+    double *stage = nullptr, *host = nullptr;
+    size_t len = 0;
+
+    // Frees both (on the device of `stage`, current).
+    void release() {
+        dfree(stage);
+        if (host) cudaFreeHost(host);
+        host = nullptr;
+        len = 0;
+    }
+};
+
+namespace {
+
+// Reads `scalars` and the `count` history records of `history` from record `from` on, queued
+// on `st` (of the current device), into sc and hist; the staging grows when needed.
+void poll_read_from(ApgPoll &P, cudaStream_t st, const double *history, const double *scalars,
+                    uint64_t from, uint64_t count, double *sc, double *hist) {
+    const size_t h = 3 * (size_t)count;
+    const size_t need = h + kScalarsLen;
+    if (need > P.len) {
+        size_t len = need < 3 * 64 + kScalarsLen ? 3 * 64 + kScalarsLen : need;
+        APG_CUDA(cudaStreamSynchronize(st));
+        P.release();
+        P.stage = dalloc<double>(len);
+        APG_CUDA(cudaMallocHost(reinterpret_cast<void **>(&P.host), sizeof(double) * len));
+        P.len = len;
+    }
+    if (h > 0) {
+        APG_CUDA(cudaMemcpyAsync(P.stage, history + 3 * from, sizeof(double) * h,
+                                 cudaMemcpyDeviceToDevice, st));
+    }
+    APG_CUDA(cudaMemcpyAsync(P.stage + h, scalars, sizeof(double) * kScalarsLen,
+                             cudaMemcpyDeviceToDevice, st));
+    APG_CUDA(cudaMemcpyAsync(P.host, P.stage, sizeof(double) * need, cudaMemcpyDeviceToHost, st));
+    APG_CUDA(cudaStreamSynchronize(st));
+    std::memcpy(hist, P.host, sizeof(double) * h);
+    std::memcpy(sc, P.host + h, sizeof(double) * kScalarsLen);
+}
 
 void fail(const std::string &msg) { g_last_error = msg; }
 

@@ -10,6 +10,9 @@
 //   true_residual(S)        ||b - A x||
 //   put_problem(S, b, x)    b and x0 onto the devices; get_solution(S, x) back
 //   synchronize(S)          wait for every queued operation
+//   setup_on_devices(S, any_device, t0)   the devices opened and checked (PlanRefusal), the
+//                           operands placed, the vectors allocated (S.a holds the matrix)
+//   replace_values(S, values)             new values of the same pattern (checked finite)
 // and ApgSolver's fields n, residual_history, device_ms, precond_ms, backend_ms, device_name and
 // notes.
 //
@@ -43,6 +46,90 @@ extern "C" const char *autopcg_gen_reason_name(int32_t reason) {
     case AUTOPCG_GEN_NOT_SPD: return "not_spd";
     case AUTOPCG_GEN_BREAKDOWN: return "breakdown";
     default: return "unknown";
+    }
+}
+
+extern "C" int autopcg_gen_setup(int32_t n, const int32_t *row_ptr, const int32_t *col_idx,
+                                 const double *values, int32_t index_base, uint32_t flags,
+                                 autopcg_gen_solver **solver) {
+    g_last_error.clear();
+    if (solver == nullptr) {
+        fail("autopcg_gen_setup: solver is NULL");
+        return AUTOPCG_GEN_ERR_INPUT;
+    }
+    *solver = nullptr;
+    ApgSolver *S = nullptr;
+    try {
+        apg::Csr a = apg::csr_from_arrays(n, row_ptr, col_idx, values, index_base);
+        const bool force = (flags & AUTOPCG_GEN_FORCE) != 0;
+        const bool any_device = (flags & AUTOPCG_GEN_ANY_DEVICE) != 0;
+        std::string notes;
+        if ((long long)a.nrows != APG_PLAN_N || (long long)a.nnz() != APG_PLAN_NNZ) {
+            std::string msg = "the plan was made for a matrix with n = " +
+                              std::to_string(APG_PLAN_N) + ", nnz = " +
+                              std::to_string(APG_PLAN_NNZ) + " but this one has n = " +
+                              std::to_string(a.nrows) + ", nnz = " + std::to_string(a.nnz());
+            if (!force) throw PlanRefusal{msg + " (pass AUTOPCG_GEN_FORCE to run the plan anyway)"};
+            // The blocks' rows are the plan's: a matrix of another size cannot be split by them.
+            if (APG_NBLOCKS > 1 && (long long)a.nrows != APG_PLAN_N) {
+                throw PlanRefusal{msg + ": the plan's row blocks cannot split a matrix of another "
+                                        "size"};
+            }
+            notes += "fingerprint check forced: " + msg + "\n";
+        }
+        auto t0 = std::chrono::steady_clock::now();
+        S = new ApgSolver();
+        S->a = std::move(a);
+        S->n = S->a.nrows;
+        S->index_base = index_base;
+        S->notes = notes;
+        setup_on_devices(*S, any_device, t0);
+        *solver = reinterpret_cast<autopcg_gen_solver *>(S);
+        return AUTOPCG_GEN_OK;
+    } catch (const PlanRefusal &e) {
+        fail(e.what);
+        autopcg_gen_destroy(reinterpret_cast<autopcg_gen_solver *>(S));
+        return AUTOPCG_GEN_ERR_PLAN;
+    } catch (const apg::Error &e) {
+        fail(e.what());
+        autopcg_gen_destroy(reinterpret_cast<autopcg_gen_solver *>(S));
+        return AUTOPCG_GEN_ERR_INPUT;
+    } catch (const CudaFailure &e) {
+        fail(e.what);
+        autopcg_gen_destroy(reinterpret_cast<autopcg_gen_solver *>(S));
+        return AUTOPCG_GEN_ERR_CUDA;
+    } catch (const std::bad_alloc &) {
+        fail("out of host memory during setup");
+        autopcg_gen_destroy(reinterpret_cast<autopcg_gen_solver *>(S));
+        return AUTOPCG_GEN_ERR_INTERNAL;
+    }
+}
+
+extern "C" int autopcg_gen_update_values(autopcg_gen_solver *solver, const double *values) {
+    g_last_error.clear();
+    ApgSolver *S = reinterpret_cast<ApgSolver *>(solver);
+    if (S == nullptr || (values == nullptr && S->a.nnz() > 0)) {
+        fail("autopcg_gen_update_values: solver or values is NULL");
+        return AUTOPCG_GEN_ERR_INPUT;
+    }
+    try {
+        for (size_t q = 0; q < S->a.nnz(); ++q) {
+            if (!std::isfinite(values[q])) {
+                throw apg::Error("value " + std::to_string(q + S->index_base) + " is " +
+                                 apg::fmt_double(values[q]) + ", not finite");
+            }
+        }
+        replace_values(*S, values);
+        return AUTOPCG_GEN_OK;
+    } catch (const apg::Error &e) {
+        fail(e.what());
+        return AUTOPCG_GEN_ERR_INPUT;
+    } catch (const CudaFailure &e) {
+        fail(e.what);
+        return AUTOPCG_GEN_ERR_CUDA;
+    } catch (const std::bad_alloc &) {
+        fail("out of host memory during the update");
+        return AUTOPCG_GEN_ERR_INTERNAL;
     }
 }
 

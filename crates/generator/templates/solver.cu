@@ -37,10 +37,7 @@ struct ApgSolver {
            *s = nullptr, *t = nullptr;
     double *scalars = nullptr, *history = nullptr;
     uint32_t hist_cap = 0;
-    // A poll gathers the new history records and the scalars into `poll_stage` on the device
-    // and reads them back with one copy into the pinned `poll_host`: one transfer per poll.
-    double *poll_stage = nullptr, *poll_host = nullptr;
-    size_t poll_len = 0;
+    ApgPoll poll;
     double *dot3_partial = nullptr;
     uint32_t *dot3_counter = nullptr;
     double *dot_partial = nullptr, *dot_out = nullptr;
@@ -187,37 +184,9 @@ void start(ApgSolver &S) {
     launches_done("the start");
 }
 
-// Reads the scalars and the `count` history records from record `from` on: both are gathered
-// into the device staging buffer (grown when needed) and come back in one copy into pinned
-// host memory, as the library's poll does (two pageable reads cost a poll several
-// microseconds more, which small matrices pay every APG_CHECK_EVERY iterations).
+// Reads the scalars and the `count` history records from record `from` on (one copy).
 void poll_read(ApgSolver &S, uint64_t from, uint64_t count, double *sc, double *hist) {
-    const size_t h = 3 * (size_t)count;
-    const size_t need = h + kScalarsLen;
-    if (need > S.poll_len) {
-        size_t len = need < 3 * 64 + kScalarsLen ? 3 * 64 + kScalarsLen : need;
-        APG_CUDA(cudaStreamSynchronize(S.stream));
-        dfree(S.poll_stage);
-        if (S.poll_host) {
-            APG_CUDA(cudaFreeHost(S.poll_host));
-            S.poll_host = nullptr;
-        }
-        S.poll_len = 0;
-        S.poll_stage = dalloc<double>(len);
-        APG_CUDA(cudaMallocHost(reinterpret_cast<void **>(&S.poll_host), sizeof(double) * len));
-        S.poll_len = len;
-    }
-    if (h > 0) {
-        APG_CUDA(cudaMemcpyAsync(S.poll_stage, S.history + 3 * from, sizeof(double) * h,
-                                 cudaMemcpyDeviceToDevice, S.stream));
-    }
-    APG_CUDA(cudaMemcpyAsync(S.poll_stage + h, S.scalars, sizeof(double) * kScalarsLen,
-                             cudaMemcpyDeviceToDevice, S.stream));
-    APG_CUDA(cudaMemcpyAsync(S.poll_host, S.poll_stage, sizeof(double) * need,
-                             cudaMemcpyDeviceToHost, S.stream));
-    APG_CUDA(cudaStreamSynchronize(S.stream));
-    std::memcpy(hist, S.poll_host, sizeof(double) * h);
-    std::memcpy(sc, S.poll_host + h, sizeof(double) * kScalarsLen);
+    poll_read_from(S.poll, S.stream, S.history, S.scalars, from, count, sc, hist);
 }
 
 // ||b||.
@@ -261,146 +230,59 @@ extern "C" void autopcg_gen_destroy(autopcg_gen_solver *solver) {
     S->KT.release();
     S->M.release();
     double **vecs[] = {&S->inv_diag, &S->b, &S->x, &S->r, &S->u, &S->w, &S->p, &S->s, &S->t,
-                       &S->scalars, &S->history, &S->dot3_partial, &S->dot_partial, &S->dot_out,
-                       &S->poll_stage};
+                       &S->scalars, &S->history, &S->dot3_partial, &S->dot_partial, &S->dot_out};
     for (double **v : vecs) dfree(*v);
-    if (S->poll_host) cudaFreeHost(S->poll_host);
+    S->poll.release();
     dfree(S->dot3_counter);
     dfree(S->dot_counter);
     if (S->stream) cudaStreamDestroy(S->stream);
     delete S;
 }
 
-extern "C" int autopcg_gen_setup(int32_t n, const int32_t *row_ptr, const int32_t *col_idx,
-                                 const double *values, int32_t index_base, uint32_t flags,
-                                 autopcg_gen_solver **solver) {
-    g_last_error.clear();
-    if (solver == nullptr) {
-        fail("autopcg_gen_setup: solver is NULL");
-        return AUTOPCG_GEN_ERR_INPUT;
-    }
-    *solver = nullptr;
-    ApgSolver *S = nullptr;
-    try {
-        apg::Csr a = apg::csr_from_arrays(n, row_ptr, col_idx, values, index_base);
-        const bool force = (flags & AUTOPCG_GEN_FORCE) != 0;
-        const bool any_device = (flags & AUTOPCG_GEN_ANY_DEVICE) != 0;
-        std::string notes;
-        if ((long long)a.nrows != APG_PLAN_N || (long long)a.nnz() != APG_PLAN_NNZ) {
-            std::string msg = "the plan was made for a matrix with n = " +
-                              std::to_string(APG_PLAN_N) + ", nnz = " +
-                              std::to_string(APG_PLAN_NNZ) + " but this one has n = " +
-                              std::to_string(a.nrows) + ", nnz = " + std::to_string(a.nnz());
-            if (!force) {
-                fail(msg + " (pass AUTOPCG_GEN_FORCE to run the plan anyway)");
-                return AUTOPCG_GEN_ERR_PLAN;
-            }
-            notes += "fingerprint check forced: " + msg + "\n";
-        }
-        auto t0 = std::chrono::steady_clock::now();
-        S = new ApgSolver();
-        S->a = std::move(a);
-        S->n = S->a.nrows;
-        S->index_base = index_base;
-        APG_CUDA(cudaSetDevice(S->ordinal));
-        APG_CUDA(cudaFree(nullptr));
-        cudaDeviceProp prop;
-        APG_CUDA(cudaGetDeviceProperties(&prop, S->ordinal));
-        const std::string name = prop.name;
-        int major = 0, minor = 0;
-        APG_CUDA(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, S->ordinal));
-        APG_CUDA(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, S->ordinal));
-        APG_CUDA(cudaDeviceGetAttribute(&S->props.multiProcessorCount,
-                                        cudaDevAttrMultiProcessorCount, S->ordinal));
-        APG_CUDA(cudaDeviceGetAttribute(&S->props.maxThreadsPerMultiProcessor,
-                                        cudaDevAttrMaxThreadsPerMultiProcessor, S->ordinal));
-        APG_CUDA(cudaDeviceGetAttribute(&S->props.maxBlocksPerMultiProcessor,
-                                        cudaDevAttrMaxBlocksPerMultiprocessor, S->ordinal));
-        S->device_name = std::string("gpu ") + std::to_string(S->ordinal) + " (" + name + ")";
-        const int arch = 10 * major + minor;
-        if (device_slug(name) != APG_PLAN_DEVICE_SLUG || arch != APG_PLAN_ARCH) {
-            std::string msg = std::string("the plan is for ") + APG_PLAN_DEVICE_NAME + " (sm_" +
-                              std::to_string(APG_PLAN_ARCH) + ") but this device is " + name +
-                              " (sm_" + std::to_string(arch) + ")";
-            if (!any_device) {
-                fail(msg + " (pass AUTOPCG_GEN_ANY_DEVICE to run the plan anyway)");
-                autopcg_gen_destroy(reinterpret_cast<autopcg_gen_solver *>(S));
-                return AUTOPCG_GEN_ERR_PLAN;
-            }
-            notes += "device check forced: " + msg + "\n";
-        }
-        S->notes = notes;
-        // A non-blocking stream, as autopcg's own: nothing orders it with the legacy default
-        // stream (every allocation's memset is waited for in dalloc).
-        APG_CUDA(cudaStreamCreateWithFlags(&S->stream, cudaStreamNonBlocking));
-        // Load every kernel now (modules load lazily on first launch otherwise, inside the
-        // first solve's time).
-        apg_preload();
-        S->device_ms = ms_since(t0);
-        build_and_place(*S, S->a);
-        auto t1 = std::chrono::steady_clock::now();
-        const size_t nn = S->n;
-        double **vecs[] = {&S->b, &S->x, &S->r, &S->u, &S->w, &S->p, &S->s, &S->t};
-        for (double **v : vecs) *v = dalloc<double>(nn);
-        S->scalars = dalloc<double>(kScalarsLen);
-        S->dot3_partial = dalloc<double>(3 * (size_t)APG_DOT3_BLOCKS);
-        S->dot3_counter = dalloc<uint32_t>(1);
-        S->aux_xpay_blocks = grid_stride_blocks(S->props, (S->n + 1) / 2, APG_AUX_THREADS);
-        S->aux_dot_blocks = grid_stride_blocks(S->props, S->n, APG_DOT_THREADS);
-        S->dot_partial = dalloc<double>(S->aux_dot_blocks);
-        S->dot_counter = dalloc<uint32_t>(1);
-        S->dot_out = dalloc<double>(1);
-        reserve_history(*S, 1024);
-        APG_CUDA(cudaDeviceSynchronize());
-        S->backend_ms += ms_since(t1);
-        *solver = reinterpret_cast<autopcg_gen_solver *>(S);
-        return AUTOPCG_GEN_OK;
-    } catch (const apg::Error &e) {
-        fail(e.what());
-        autopcg_gen_destroy(reinterpret_cast<autopcg_gen_solver *>(S));
-        return AUTOPCG_GEN_ERR_INPUT;
-    } catch (const CudaFailure &e) {
-        fail(e.what);
-        autopcg_gen_destroy(reinterpret_cast<autopcg_gen_solver *>(S));
-        return AUTOPCG_GEN_ERR_CUDA;
-    } catch (const std::bad_alloc &) {
-        fail("out of host memory during setup");
-        autopcg_gen_destroy(reinterpret_cast<autopcg_gen_solver *>(S));
-        return AUTOPCG_GEN_ERR_INTERNAL;
-    }
+namespace {
+
+// Opens GPU 0 (checked against the plan's device), loads the plan's kernels, builds the
+// preconditioner, places the operands and allocates the vectors (S.a holds the matrix).
+void setup_on_devices(ApgSolver &S, bool any_device, std::chrono::steady_clock::time_point t0) {
+    const std::string name = check_plan_device(S.ordinal, any_device, "this device", S.notes);
+    S.props = device_limits(S.ordinal);
+    S.device_name = std::string("gpu ") + std::to_string(S.ordinal) + " (" + name + ")";
+    // A non-blocking stream, as autopcg's own: nothing orders it with the legacy default
+    // stream (every allocation's memset is waited for in dalloc).
+    APG_CUDA(cudaStreamCreateWithFlags(&S.stream, cudaStreamNonBlocking));
+    // Load every kernel now (modules load lazily on first launch otherwise, inside the
+    // first solve's time).
+    apg_preload();
+    S.device_ms = ms_since(t0);
+    build_and_place(S, S.a);
+    auto t1 = std::chrono::steady_clock::now();
+    const size_t nn = S.n;
+    double **vecs[] = {&S.b, &S.x, &S.r, &S.u, &S.w, &S.p, &S.s, &S.t};
+    for (double **v : vecs) *v = dalloc<double>(nn);
+    S.scalars = dalloc<double>(kScalarsLen);
+    S.dot3_partial = dalloc<double>(3 * (size_t)APG_DOT3_BLOCKS);
+    S.dot3_counter = dalloc<uint32_t>(1);
+    S.aux_xpay_blocks = grid_stride_blocks(S.props, (S.n + 1) / 2, APG_AUX_THREADS);
+    S.aux_dot_blocks = grid_stride_blocks(S.props, S.n, APG_DOT_THREADS);
+    S.dot_partial = dalloc<double>(S.aux_dot_blocks);
+    S.dot_counter = dalloc<uint32_t>(1);
+    S.dot_out = dalloc<double>(1);
+    reserve_history(S, 1024);
+    APG_CUDA(cudaDeviceSynchronize());
+    S.backend_ms += ms_since(t1);
 }
 
-extern "C" int autopcg_gen_update_values(autopcg_gen_solver *solver, const double *values) {
-    g_last_error.clear();
-    ApgSolver *S = reinterpret_cast<ApgSolver *>(solver);
-    if (S == nullptr || (values == nullptr && S->a.nnz() > 0)) {
-        fail("autopcg_gen_update_values: solver or values is NULL");
-        return AUTOPCG_GEN_ERR_INPUT;
-    }
-    try {
-        for (size_t q = 0; q < S->a.nnz(); ++q) {
-            if (!std::isfinite(values[q])) {
-                throw apg::Error("value " + std::to_string(q + S->index_base) + " is " +
-                                 apg::fmt_double(values[q]) + ", not finite");
-            }
-        }
-        APG_CUDA(cudaStreamSynchronize(S->stream));
-        apg::Csr next = S->a;
-        next.vals.assign(values, values + S->a.nnz());
-        S->backend_ms = 0;
-        build_and_place(*S, next);
-        S->a = std::move(next);
-        return AUTOPCG_GEN_OK;
-    } catch (const apg::Error &e) {
-        fail(e.what());
-        return AUTOPCG_GEN_ERR_INPUT;
-    } catch (const CudaFailure &e) {
-        fail(e.what);
-        return AUTOPCG_GEN_ERR_CUDA;
-    } catch (const std::bad_alloc &) {
-        fail("out of host memory during the update");
-        return AUTOPCG_GEN_ERR_INTERNAL;
-    }
+// New values (checked finite) of the same pattern: the preconditioner built again and every
+// operand placed in the same buffers.
+void replace_values(ApgSolver &S, const double *values) {
+    APG_CUDA(cudaStreamSynchronize(S.stream));
+    apg::Csr next = S.a;
+    next.vals.assign(values, values + S.a.nnz());
+    S.backend_ms = 0;
+    build_and_place(S, next);
+    S.a = std::move(next);
 }
+
+} // namespace
 
 #include "driver_api.cuh"

@@ -107,9 +107,8 @@ struct ApgSolver {
     std::vector<ApgCopy> copies;
     std::string device_name;
     std::string notes;
-    // Block 0's poll staging (device) and its pinned host copy.
-    double *poll_stage = nullptr, *poll_host = nullptr;
-    size_t poll_len = 0;
+    // Block 0's poll staging (on its device) and its pinned host copy.
+    ApgPoll poll;
     std::vector<double> residual_history;
     double device_ms = 0, precond_ms = 0, backend_ms = 0;
 };
@@ -388,37 +387,11 @@ void start(ApgSolver &S) {
     launches_done("the start");
 }
 
-// Reads block 0's scalars and `count` history records from record `from` on (one copy into
-// pinned host memory).
+// Reads block 0's scalars and `count` history records from record `from` on (one copy).
 void poll_read(ApgSolver &S, uint64_t from, uint64_t count, double *sc, double *hist) {
     ApgBlock &B = S.blocks[0];
     use(B);
-    const size_t h = 3 * (size_t)count;
-    const size_t need = h + kScalarsLen;
-    if (need > S.poll_len) {
-        size_t len = need < 3 * 64 + kScalarsLen ? 3 * 64 + kScalarsLen : need;
-        APG_CUDA(cudaStreamSynchronize(B.stream));
-        dfree(S.poll_stage);
-        if (S.poll_host) {
-            APG_CUDA(cudaFreeHost(S.poll_host));
-            S.poll_host = nullptr;
-        }
-        S.poll_len = 0;
-        S.poll_stage = dalloc<double>(len);
-        APG_CUDA(cudaMallocHost(reinterpret_cast<void **>(&S.poll_host), sizeof(double) * len));
-        S.poll_len = len;
-    }
-    if (h > 0) {
-        APG_CUDA(cudaMemcpyAsync(S.poll_stage, B.history + 3 * from, sizeof(double) * h,
-                                 cudaMemcpyDeviceToDevice, B.stream));
-    }
-    APG_CUDA(cudaMemcpyAsync(S.poll_stage + h, B.scalars, sizeof(double) * kScalarsLen,
-                             cudaMemcpyDeviceToDevice, B.stream));
-    APG_CUDA(cudaMemcpyAsync(S.poll_host, S.poll_stage, sizeof(double) * need,
-                             cudaMemcpyDeviceToHost, B.stream));
-    APG_CUDA(cudaStreamSynchronize(B.stream));
-    std::memcpy(hist, S.poll_host, sizeof(double) * h);
-    std::memcpy(sc, S.poll_host + h, sizeof(double) * kScalarsLen);
+    poll_read_from(S.poll, B.stream, B.history, B.scalars, from, count, sc, hist);
 }
 
 // b and the initial guess onto the devices, block by block.
@@ -488,9 +461,9 @@ std::vector<int> place_blocks(ApgSolver &S, bool any_device) {
                                 " row blocks on " + std::to_string(needed) + " GPUs but " +
                                 std::to_string(count) + " were found";
         if (!any_device || count < 1) {
-            throw apg::Error(msg + (count < 1 ? std::string()
-                                              : " (pass AUTOPCG_GEN_ANY_DEVICE to run the blocks "
-                                                "on the GPUs there are)"));
+            throw PlanRefusal{msg + (count < 1 ? std::string()
+                                               : " (pass AUTOPCG_GEN_ANY_DEVICE to run the "
+                                                 "blocks on the GPUs there are)")};
         }
         S.notes += "device check forced: " + msg + "; block i runs on GPU gpu_i modulo " +
                    std::to_string(count) + "\n";
@@ -502,25 +475,8 @@ std::vector<int> place_blocks(ApgSolver &S, bool any_device) {
         const int d = gpu[b];
         if (std::find(seen.begin(), seen.end(), d) != seen.end()) continue;
         seen.push_back(d);
-        APG_CUDA(cudaSetDevice(d));
-        APG_CUDA(cudaFree(nullptr));
-        cudaDeviceProp prop;
-        APG_CUDA(cudaGetDeviceProperties(&prop, d));
-        const std::string name = prop.name;
-        int major = 0, minor = 0;
-        APG_CUDA(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, d));
-        APG_CUDA(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, d));
-        const int arch = 10 * major + minor;
-        if (device_slug(name) != APG_PLAN_DEVICE_SLUG || arch != APG_PLAN_ARCH) {
-            const std::string msg = std::string("the plan is for ") + APG_PLAN_DEVICE_NAME +
-                                    " (sm_" + std::to_string(APG_PLAN_ARCH) + ") but GPU " +
-                                    std::to_string(d) + " is " + name + " (sm_" +
-                                    std::to_string(arch) + ")";
-            if (!any_device) {
-                throw apg::Error(msg + " (pass AUTOPCG_GEN_ANY_DEVICE to run the plan anyway)");
-            }
-            S.notes += "device check forced: " + msg + "\n";
-        }
+        const std::string name =
+            check_plan_device(d, any_device, "GPU " + std::to_string(d), S.notes);
         // Load every kernel on this device now (modules load lazily on first launch
         // otherwise, inside the first solve's time).
         apg_preload();
@@ -556,12 +512,7 @@ void setup_blocks(ApgSolver &S, const std::vector<int> &gpu) {
         B.row0 = P.row_start;
         B.n = P.row_end - P.row_start;
         use(B);
-        APG_CUDA(cudaDeviceGetAttribute(&B.props.multiProcessorCount,
-                                        cudaDevAttrMultiProcessorCount, B.ordinal));
-        APG_CUDA(cudaDeviceGetAttribute(&B.props.maxThreadsPerMultiProcessor,
-                                        cudaDevAttrMaxThreadsPerMultiProcessor, B.ordinal));
-        APG_CUDA(cudaDeviceGetAttribute(&B.props.maxBlocksPerMultiProcessor,
-                                        cudaDevAttrMaxBlocksPerMultiprocessor, B.ordinal));
+        B.props = device_limits(B.ordinal);
         APG_CUDA(cudaStreamCreateWithFlags(&B.stream, cudaStreamNonBlocking));
         APG_CUDA(cudaStreamCreateWithFlags(&B.copier, cudaStreamNonBlocking));
         cudaEvent_t *evs[] = {&B.packed, &B.pulled, &B.halo_ready, &B.halo_read, &B.dotted,
@@ -645,132 +596,50 @@ extern "C" void autopcg_gen_destroy(autopcg_gen_solver *solver) {
         cudaStreamSynchronize(B.stream);
         cudaStreamSynchronize(B.copier);
     }
-    if (!S->blocks.empty() && S->blocks[0].stream != nullptr) {
-        cudaSetDevice(S->blocks[0].ordinal);
-        dfree(S->poll_stage);
-    }
-    if (S->poll_host) cudaFreeHost(S->poll_host);
+    if (!S->blocks.empty()) cudaSetDevice(S->blocks[0].ordinal);
+    S->poll.release();
     for (ApgBlock &B : S->blocks) free_block(B);
     delete S;
 }
 
-extern "C" int autopcg_gen_setup(int32_t n, const int32_t *row_ptr, const int32_t *col_idx,
-                                 const double *values, int32_t index_base, uint32_t flags,
-                                 autopcg_gen_solver **solver) {
-    g_last_error.clear();
-    if (solver == nullptr) {
-        fail("autopcg_gen_setup: solver is NULL");
-        return AUTOPCG_GEN_ERR_INPUT;
-    }
-    *solver = nullptr;
-    ApgSolver *S = nullptr;
-    try {
-        apg::Csr a = apg::csr_from_arrays(n, row_ptr, col_idx, values, index_base);
-        const bool force = (flags & AUTOPCG_GEN_FORCE) != 0;
-        const bool any_device = (flags & AUTOPCG_GEN_ANY_DEVICE) != 0;
-        std::string notes;
-        if ((long long)a.nrows != APG_PLAN_N || (long long)a.nnz() != APG_PLAN_NNZ) {
-            std::string msg = "the plan was made for a matrix with n = " +
-                              std::to_string(APG_PLAN_N) + ", nnz = " +
-                              std::to_string(APG_PLAN_NNZ) + " but this one has n = " +
-                              std::to_string(a.nrows) + ", nnz = " + std::to_string(a.nnz());
-            if (!force) {
-                fail(msg + " (pass AUTOPCG_GEN_FORCE to run the plan anyway)");
-                return AUTOPCG_GEN_ERR_PLAN;
-            }
-            // The blocks' rows are the plan's: another size cannot be split by them.
-            if ((long long)a.nrows != APG_PLAN_N) {
-                fail(msg + ": the plan's row blocks cannot split a matrix of another size");
-                return AUTOPCG_GEN_ERR_PLAN;
-            }
-            notes += "fingerprint check forced: " + msg + "\n";
-        }
-        auto t0 = std::chrono::steady_clock::now();
-        S = new ApgSolver();
-        S->a = std::move(a);
-        S->n = S->a.nrows;
-        S->index_base = index_base;
-        S->notes = notes;
-        std::vector<int> gpu;
-        try {
-            gpu = place_blocks(*S, any_device);
-        } catch (const apg::Error &e) {
-            fail(e.what());
-            autopcg_gen_destroy(reinterpret_cast<autopcg_gen_solver *>(S));
-            return AUTOPCG_GEN_ERR_PLAN;
-        }
-        S->device_ms = ms_since(t0);
-        setup_blocks(*S, gpu);
-        *solver = reinterpret_cast<autopcg_gen_solver *>(S);
-        return AUTOPCG_GEN_OK;
-    } catch (const apg::Error &e) {
-        fail(e.what());
-        autopcg_gen_destroy(reinterpret_cast<autopcg_gen_solver *>(S));
-        return AUTOPCG_GEN_ERR_INPUT;
-    } catch (const CudaFailure &e) {
-        fail(e.what);
-        autopcg_gen_destroy(reinterpret_cast<autopcg_gen_solver *>(S));
-        return AUTOPCG_GEN_ERR_CUDA;
-    } catch (const std::bad_alloc &) {
-        fail("out of host memory during setup");
-        autopcg_gen_destroy(reinterpret_cast<autopcg_gen_solver *>(S));
-        return AUTOPCG_GEN_ERR_INTERNAL;
-    }
+namespace {
+
+// Places the blocks on their GPUs (checked against the plan's device), splits the matrix
+// (S.a) and sets every block up.
+void setup_on_devices(ApgSolver &S, bool any_device, std::chrono::steady_clock::time_point t0) {
+    std::vector<int> gpu = place_blocks(S, any_device);
+    S.device_ms = ms_since(t0);
+    setup_blocks(S, gpu);
 }
 
-extern "C" int autopcg_gen_update_values(autopcg_gen_solver *solver, const double *values) {
-    g_last_error.clear();
-    ApgSolver *S = reinterpret_cast<ApgSolver *>(solver);
-    if (S == nullptr || (values == nullptr && S->a.nnz() > 0)) {
-        fail("autopcg_gen_update_values: solver or values is NULL");
-        return AUTOPCG_GEN_ERR_INPUT;
+// New values (checked finite) of the same pattern: every block's parts take theirs, every
+// block's preconditioner is built before any operand changes (an input error, a bad diagonal,
+// leaves the solver as it was), then the operands are placed in the same buffers.
+void replace_values(ApgSolver &S, const double *values) {
+    synchronize(S);
+    const size_t nb = S.blocks.size();
+    std::vector<apg::Csr> local(nb), halo(nb);
+    std::vector<apg::Precond> pre;
+    pre.reserve(nb);
+    S.backend_ms = 0;
+    S.precond_ms = 0;
+    for (size_t b = 0; b < nb; ++b) {
+        const ApgBlock &B = S.blocks[b];
+        local[b] = B.local;
+        halo[b] = B.halo_part;
+        for (size_t k = 0; k < B.local_src.size(); ++k) local[b].vals[k] = values[B.local_src[k]];
+        for (size_t k = 0; k < B.halo_src.size(); ++k) halo[b].vals[k] = values[B.halo_src[k]];
+        pre.push_back(build_block_precond(S, local[b], kApgBlocks[b], (int)b));
     }
-    try {
-        for (size_t q = 0; q < S->a.nnz(); ++q) {
-            if (!std::isfinite(values[q])) {
-                throw apg::Error("value " + std::to_string(q + S->index_base) + " is " +
-                                 apg::fmt_double(values[q]) + ", not finite");
-            }
-        }
-        synchronize(*S);
-        // Every block's preconditioner is built before any operand changes: an input error
-        // (a bad diagonal) leaves the solver as it was.
-        const size_t nb = S->blocks.size();
-        std::vector<apg::Csr> local(nb), halo(nb);
-        std::vector<apg::Precond> pre;
-        pre.reserve(nb);
-        S->backend_ms = 0;
-        S->precond_ms = 0;
-        for (size_t b = 0; b < nb; ++b) {
-            const ApgBlock &B = S->blocks[b];
-            local[b] = B.local;
-            halo[b] = B.halo_part;
-            for (size_t k = 0; k < B.local_src.size(); ++k) {
-                local[b].vals[k] = values[B.local_src[k]];
-            }
-            for (size_t k = 0; k < B.halo_src.size(); ++k) {
-                halo[b].vals[k] = values[B.halo_src[k]];
-            }
-            pre.push_back(build_block_precond(*S, local[b], kApgBlocks[b], (int)b));
-        }
-        for (size_t b = 0; b < nb; ++b) {
-            ApgBlock &B = S->blocks[b];
-            B.local = std::move(local[b]);
-            B.halo_part = std::move(halo[b]);
-            place_block(*S, B, kApgBlocks[b], pre[b], (int)b);
-        }
-        S->a.vals.assign(values, values + S->a.nnz());
-        return AUTOPCG_GEN_OK;
-    } catch (const apg::Error &e) {
-        fail(e.what());
-        return AUTOPCG_GEN_ERR_INPUT;
-    } catch (const CudaFailure &e) {
-        fail(e.what);
-        return AUTOPCG_GEN_ERR_CUDA;
-    } catch (const std::bad_alloc &) {
-        fail("out of host memory during the update");
-        return AUTOPCG_GEN_ERR_INTERNAL;
+    for (size_t b = 0; b < nb; ++b) {
+        ApgBlock &B = S.blocks[b];
+        B.local = std::move(local[b]);
+        B.halo_part = std::move(halo[b]);
+        place_block(S, B, kApgBlocks[b], pre[b], (int)b);
     }
+    S.a.vals.assign(values, values + S.a.nnz());
 }
+
+} // namespace
 
 #include "driver_api.cuh"

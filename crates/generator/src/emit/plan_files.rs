@@ -570,24 +570,7 @@ pub fn plan_kernels(
         aux = DEFAULT_THREADS,
         bs = c.dot3.config.threads,
     );
-    let mut preload = String::new();
-    for entries in super::kernels::entry_points(c).values() {
-        for e in entries {
-            let _ = writeln!(
-                preload,
-                "    APG_CUDA(cudaFuncGetAttributes(&attr, (const void *){e}));"
-            );
-        }
-    }
-    let _ = write!(
-        s,
-        "// Loads every kernel of the plan (the runtime loads modules lazily otherwise).
-         static void apg_preload() {{
-    cudaFuncAttributes attr;
-{preload}}}
-
-"
-    );
+    s.push_str(&preload_function(plan));
     let any_merge = operands(c).iter().any(|(_, m)| uses_merge(m));
     s.push_str(&merge_partition_function(any_merge));
     Ok(s)
@@ -816,6 +799,18 @@ fn plan_kernels_blocks(
         dot = AUX_DOT,
         aux = DEFAULT_THREADS,
     );
+    s.push_str(&preload_function(plan));
+    let any_merge = plan
+        .blocks
+        .iter()
+        .any(|b| operands(&b.choice).iter().any(|(_, m)| uses_merge(m)));
+    s.push_str(&merge_partition_function(any_merge));
+    Ok(s)
+}
+
+/// `apg_preload`: loads every kernel of `plan` on the current device (the runtime loads
+/// modules lazily otherwise, inside the first solve's time).
+fn preload_function(plan: &SavedPlan) -> String {
     let mut preload = String::new();
     for entries in super::kernels::plan_entry_points(plan).values() {
         for e in entries {
@@ -825,17 +820,10 @@ fn plan_kernels_blocks(
             );
         }
     }
-    let _ = write!(
-        s,
+    format!(
         "// Loads every kernel of the plan on the current device (the runtime loads modules \
          lazily otherwise).\nstatic void apg_preload() {{\n    cudaFuncAttributes attr;\n{preload}}}\n\n"
-    );
-    let any_merge = plan
-        .blocks
-        .iter()
-        .any(|b| operands(&b.choice).iter().any(|(_, m)| uses_merge(m)));
-    s.push_str(&merge_partition_function(any_merge));
-    Ok(s)
+    )
 }
 
 /// `apg_merge_partition`: the merge-path partition of a CSR operand, or an empty function when
