@@ -85,13 +85,16 @@ inline std::vector<double> diagonal(const Csr &a) {
     return d;
 }
 
-// The diagonal, every entry positive and finite (else the first row that is not, 1-based).
-inline std::vector<double> positive_diagonal(const Csr &a, const char *precond) {
+// The diagonal, every entry positive and finite (else the first row that is not, 1-based, its
+// number shifted by `row_offset`: the first row of a block of a larger matrix).
+inline std::vector<double> positive_diagonal(const Csr &a, const char *precond,
+                                             uint64_t row_offset = 0) {
     std::vector<double> d = diagonal(a);
     for (size_t i = 0; i < d.size(); ++i) {
         if (!(d[i] > 0.0 && std::isfinite(d[i]))) {
             throw Error(std::string(precond) + " needs a positive diagonal, but row " +
-                        std::to_string(i + 1) + " has diagonal " + fmt_double(d[i]));
+                        std::to_string(row_offset + i + 1) + " has diagonal " +
+                        fmt_double(d[i]));
         }
     }
     return d;
@@ -247,12 +250,15 @@ struct Precond {
     Csr m;                        // explicit SSOR-AI
 };
 
-inline Precond build_precond(const Csr &a, int kind, int order, double omega) {
+// `kind` (order and omega for SSOR-AI) built from `a`; `row_offset` shifts the row an error
+// names (a block of a larger matrix whose first row is row_offset).
+inline Precond build_precond(const Csr &a, int kind, int order, double omega,
+                             uint64_t row_offset = 0) {
     Precond p;
     p.kind = kind;
     if (kind == kNone) return p;
     if (kind == kJacobi) {
-        std::vector<double> d = positive_diagonal(a, "jacobi");
+        std::vector<double> d = positive_diagonal(a, "jacobi", row_offset);
         p.inv_diag.resize(d.size());
         for (size_t i = 0; i < d.size(); ++i) p.inv_diag[i] = 1.0 / d[i];
         return p;
@@ -261,7 +267,8 @@ inline Precond build_precond(const Csr &a, int kind, int order, double omega) {
     if (!(std::isfinite(omega) && omega > 0.0 && omega < 2.0)) {
         throw Error("SSOR relaxation factor omega must be in (0, 2), got " + fmt_double(omega));
     }
-    std::vector<double> d = positive_diagonal(a, order == 2 ? "ssor-ai2" : "ssor-ai");
+    std::vector<double> d =
+        positive_diagonal(a, order == 2 ? "ssor-ai2" : "ssor-ai", row_offset);
     Csr k = ssor_k(a, d, omega, order);
     const double scale = omega * (2.0 - omega);
     std::vector<double> s(d.size());

@@ -165,19 +165,20 @@ void split_block(const apg::Csr &a, ApgBlock &B, uint64_t r0, uint64_t r1,
     }
 }
 
-// Block B's preconditioner, built on its local part (rows numbered within the block in its
-// errors, which name the block).
+// Block B's preconditioner, built on its local part (an error names the row of the whole
+// matrix).
 apg::Precond build_block_precond(ApgSolver &S, const apg::Csr &local, const ApgBlockPlan &P,
                                  int index) {
     auto t0 = std::chrono::steady_clock::now();
     try {
-        apg::Precond pre = apg::build_precond(local, P.precond, APG_SSOR_ORDER, APG_SSOR_OMEGA);
+        apg::Precond pre = apg::build_precond(local, P.precond, APG_SSOR_ORDER, APG_SSOR_OMEGA,
+                                              P.row_start);
         S.precond_ms += ms_since(t0);
         return pre;
     } catch (const apg::Error &e) {
         throw apg::Error("block " + std::to_string(index) + " (rows " +
-                         std::to_string(P.row_start) + ".." + std::to_string(P.row_end) +
-                         ", numbered from the block's first row): " + e.what());
+                         std::to_string(P.row_start + 1) + ".." + std::to_string(P.row_end) +
+                         "): " + e.what());
     }
 }
 

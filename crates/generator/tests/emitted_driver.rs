@@ -569,6 +569,40 @@ fn the_emitted_split_driver_runs_like_the_rust_block_solver(clang: &str) {
         let j1 = json(&o);
         assert_eq!(o.status.code(), Some(0), "{label}: {j1}");
         assert_eq!(j1["iterations"].as_u64(), Some(got), "{label}: one device");
+        // A bad diagonal in the last block: refused, naming the block and the row of the whole
+        // matrix (block-local SSOR-AI and Jacobi need a positive diagonal).
+        if !matches!(kind, PrecondKind::None) {
+            let last = plan.blocks.last().unwrap().rows;
+            let row = last.0 + (last.1 - last.0) / 2;
+            let mut bad = a.clone();
+            let q = (bad.indptr()[row]..bad.indptr()[row + 1])
+                .find(|&q| bad.indices()[q as usize] as usize == row)
+                .unwrap() as usize;
+            bad.data_mut()[q] = -1.0;
+            let path = dir.join("bad.mtx");
+            autopcg_sparse::mm::write_matrix(
+                &path,
+                &bad,
+                autopcg_sparse::mm::WriteSymmetry::General,
+            )
+            .unwrap();
+            let o = run(
+                &dir,
+                &[path.to_str().unwrap(), "--json"],
+                &[("MOCK_DEVICE_COUNT", count.as_str())],
+            );
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert_eq!(o.status.code(), Some(2), "{label}: {err}");
+            assert!(
+                err.contains(&format!(
+                    "block {} (rows {}..{})",
+                    nb - 1,
+                    last.0 + 1,
+                    last.1
+                )) && err.contains(&format!("row {} has diagonal -1", row + 1)),
+                "{label}: {err}"
+            );
+        }
         // New values (2 A) through update_values: the same iterations and solution.
         check_update_values(
             clang,
