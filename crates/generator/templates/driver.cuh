@@ -538,6 +538,28 @@ void poll_read_from(ApgPoll &P, cudaStream_t st, const double *history, const do
 
 void fail(const std::string &msg) { g_last_error = msg; }
 
+// Grows a history of `cap` records (3 doubles each) on the current device to hold `records`:
+// at least twice as many, the old records copied on `st` (waited for). Nothing when it holds
+// them already; false then, true when it moved.
+bool grow_history(double *&history, uint32_t &cap, uint64_t records, cudaStream_t st) {
+    if (records <= cap) return false;
+    uint64_t fresh_cap = (uint64_t)cap * 2;
+    if (fresh_cap < records) fresh_cap = records;
+    if (fresh_cap > 0xfffffff0ull) {
+        throw apg::Error("the history cannot hold that many iterations");
+    }
+    double *fresh = dalloc<double>(3 * fresh_cap);
+    if (history != nullptr && cap > 0) {
+        APG_CUDA(cudaMemcpyAsync(fresh, history, sizeof(double) * 3 * (size_t)cap,
+                                 cudaMemcpyDeviceToDevice, st));
+        APG_CUDA(cudaStreamSynchronize(st));
+    }
+    dfree(history);
+    history = fresh;
+    cap = (uint32_t)fresh_cap;
+    return true;
+}
+
 // The padding limits of the plan's formats.
 apg::PaddingLimits plan_limits() { return apg::PaddingLimits{APG_PAD_MAX_FILL, APG_PAD_MAX_BYTES}; }
 

@@ -138,20 +138,7 @@ void run_iterations(ApgSolver &S, uint64_t count) {
 // Makes room for `records` history records (the history pointer and capacity are launch
 // arguments, so the graphs are captured again after it moves).
 void reserve_history(ApgSolver &S, uint64_t records) {
-    if (records <= S.hist_cap) return;
-    uint64_t cap = (uint64_t)S.hist_cap * 2;
-    if (cap < records) cap = records;
-    if (cap > 0xfffffff0ull) throw apg::Error("the history cannot hold that many iterations");
-    double *fresh = dalloc<double>(3 * cap);
-    if (S.history != nullptr && S.hist_cap > 0) {
-        APG_CUDA(cudaMemcpyAsync(fresh, S.history, sizeof(double) * 3 * (size_t)S.hist_cap,
-                                 cudaMemcpyDeviceToDevice, S.stream));
-        APG_CUDA(cudaStreamSynchronize(S.stream));
-    }
-    dfree(S.history);
-    S.history = fresh;
-    S.hist_cap = (uint32_t)cap;
-    destroy_graphs(S);
+    if (grow_history(S.history, S.hist_cap, records, S.stream)) destroy_graphs(S);
 }
 
 double read_dot(ApgSolver &S) {

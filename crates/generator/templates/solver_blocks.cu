@@ -316,21 +316,10 @@ void synchronize(ApgSolver &S) {
 // Makes room for `records` history records in every block.
 void reserve_history(ApgSolver &S, uint64_t records) {
     if (S.blocks.empty() || records <= S.blocks[0].hist_cap) return;
-    uint64_t cap = (uint64_t)S.blocks[0].hist_cap * 2;
-    if (cap < records) cap = records;
-    if (cap > 0xfffffff0ull) throw apg::Error("the history cannot hold that many iterations");
     synchronize(S);
     for (ApgBlock &B : S.blocks) {
         use(B);
-        double *fresh = dalloc<double>(3 * cap);
-        if (B.history != nullptr && B.hist_cap > 0) {
-            APG_CUDA(cudaMemcpyAsync(fresh, B.history, sizeof(double) * 3 * (size_t)B.hist_cap,
-                                     cudaMemcpyDeviceToDevice, B.stream));
-            APG_CUDA(cudaStreamSynchronize(B.stream));
-        }
-        dfree(B.history);
-        B.history = fresh;
-        B.hist_cap = (uint32_t)cap;
+        grow_history(B.history, B.hist_cap, records, B.stream);
     }
 }
 

@@ -438,29 +438,7 @@ pub fn plan_kernels(
         );
     }
     for (name, m) in operands(c) {
-        let (kernel, cfg) = match cusparse_alg(&m) {
-            Some(alg) => (
-                format!(
-                    "cuSPARSE's cusparseSpMV with {} ({})",
-                    cusparse_alg_enumerator(alg),
-                    m.kernel_name()
-                ),
-                "CSR, launched by cuSPARSE".to_string(),
-            ),
-            None => (m.kernel_name(), m.config_text()),
-        };
-        s.push_str(&step_comment(
-            &format!("SpMV with {name}"),
-            &kernel,
-            &cfg,
-            None,
-        ));
-        let _ = write!(
-            s,
-            "static void apg_spmv_{name}(const ApgOperand &m, const double *x, double *y, \
-             cudaStream_t st) {{\n    if (m.nrows == 0) return;\n{}}}\n\n",
-            spmv_body(&m)
-        );
+        s.push_str(&spmv_function(name, &m));
     }
     for name in OPERANDS {
         if !operands(c).iter().any(|(n, _)| *n == name) {
