@@ -44,6 +44,10 @@ fn main() -> std::process::ExitCode {
             mismatches_are_refused_and_force_overrides_the_fingerprint,
         ),
         Case::cpu(
+            "split_plans_are_checked_and_share_one_reduction_block_size",
+            split_plans_are_checked_and_share_one_reduction_block_size,
+        ),
+        Case::cpu(
             "emission_holds_exactly_the_plans_kernels_and_fills_every_template",
             emission_holds_exactly_the_plans_kernels_and_fills_every_template,
         ),
@@ -864,4 +868,64 @@ fn host_build_matches_the_rust_preconditioners_and_conversions_bit_for_bit(cxx: 
             assert!(r.0.is_empty(), "{what}: trailing output");
         }
     }
+}
+
+/// A split plan's blocks must cover the rows in order, each with its halo multiply, and reduce
+/// with one block size; `from_blocks` gives a block planned with another size block 0's, with a
+/// note, and a one-GPU solve refuses a split plan.
+fn split_plans_are_checked_and_share_one_reduction_block_size() {
+    let a = fixture("bcsstk13");
+    let p = saved_split("bcsstk13", &a, ssor(1), 2);
+    p.validate().unwrap();
+    let bad = |edit: &dyn Fn(&mut SavedPlan), want: &str| {
+        let mut q = p.clone();
+        edit(&mut q);
+        let e = q.validate().unwrap_err().to_string();
+        assert!(e.contains(want), "{want:?} not in: {e}");
+    };
+    bad(&|q| q.blocks[1].rows.0 += 1, "block 1 covers rows");
+    bad(
+        &|q| q.blocks[1].rows.1 -= 1,
+        "the blocks cover rows 0..2002",
+    );
+    bad(
+        &|q| q.blocks[0].halo = None,
+        "block 0 of 2 has no multiply for its halo part",
+    );
+    let t0 = p.blocks[0].choice.dot3.config.threads;
+    let other = if t0 == 256 { 512 } else { 256 };
+    bad(
+        &|q| q.blocks[1].choice.dot3.config.threads = other,
+        "share one reduction block size",
+    );
+    let props = model_device_props(&h200());
+    let e = p
+        .to_solve_plan(&a, &props, false, "plan.json")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("runs on the multi-block solver"), "{e}");
+
+    // Planned blocks whose reductions differ: saved with block 0's size and a note.
+    let model = h200();
+    let mut req = autopcg_generator::PlanRequest::new(
+        &a,
+        ssor(1),
+        autopcg_generator::Target::Gpu(props.clone()),
+    );
+    req.model = Some(autopcg_generator::ModelRef {
+        file: &model,
+        label: "m",
+    });
+    let mut blocks = autopcg_generator::blocks::plan_blocks_balanced(&req, 2).unwrap();
+    let g1 = blocks.plans.blocks[1].local.gpu.as_mut().unwrap();
+    g1.dot3.config.threads = other;
+    let q = SavedPlan::from_blocks(&blocks, &a, &props, None, None).unwrap();
+    assert_eq!(q.blocks[1].choice.dot3.config.threads, t0);
+    assert!(
+        q.notes.iter().any(|n| n.contains(&format!(
+            "block 1: the three-dot reduction runs with block 0's {t0} threads"
+        ))),
+        "{:?}",
+        q.notes
+    );
 }
