@@ -492,3 +492,191 @@ fn ssor_ai_needs_fewer_iterations_than_jacobi_on_3d_poisson() {
     assert!(get("ssor-ai").abs_diff(get("ssor-ai-explicit")) <= 1);
     assert!(get("ssor-ai2").abs_diff(get("ssor-ai2-explicit")) <= 1);
 }
+
+/// A backend that overlaps its polls as a GPU's does ([`PcgBackend::begin_poll`]): the CPU
+/// backend's records are taken when the poll begins, and the iterations the driver queues
+/// before it is finished run in between. It logs what the driver asked for, in order.
+struct Overlapping<'a> {
+    inner: CpuBackend<'a>,
+    taken: Option<Vec<IterRecord>>,
+    log: Vec<String>,
+    queued: usize,
+}
+
+impl<'a> Overlapping<'a> {
+    fn new(inner: CpuBackend<'a>) -> Self {
+        Overlapping {
+            inner,
+            taken: None,
+            log: vec![],
+            queued: 0,
+        }
+    }
+
+    /// Flushes the count of iterations queued since the last entry into the log.
+    fn note(&mut self, what: String) {
+        if self.queued > 0 {
+            self.log.push(format!("iterate {}", self.queued));
+            self.queued = 0;
+        }
+        self.log.push(what);
+    }
+}
+
+impl PcgBackend for Overlapping<'_> {
+    fn n(&self) -> usize {
+        self.inner.n()
+    }
+    fn rhs_norm(&mut self) -> Result<f64, PcgError> {
+        self.inner.rhs_norm()
+    }
+    fn start(&mut self) -> Result<(), PcgError> {
+        assert!(self.taken.is_none(), "start with a poll on its way");
+        self.note("start".into());
+        self.inner.start()
+    }
+    fn update_vectors(&mut self) -> Result<(), PcgError> {
+        self.inner.update_vectors()
+    }
+    fn apply_preconditioner(&mut self) -> Result<(), PcgError> {
+        self.inner.apply_preconditioner()
+    }
+    fn spmv_reduce_advance(&mut self) -> Result<(), PcgError> {
+        self.queued += 1;
+        self.inner.spmv_reduce_advance()
+    }
+    fn poll(&mut self) -> Result<Vec<IterRecord>, PcgError> {
+        assert!(self.taken.is_none(), "poll with a poll on its way");
+        let recs = self.inner.poll()?;
+        self.note(format!("poll {}", recs.len()));
+        Ok(recs)
+    }
+    fn begin_poll(&mut self, ahead: usize) -> Result<bool, PcgError> {
+        assert!(self.taken.is_none(), "two polls on their way");
+        let recs = self.inner.poll()?;
+        self.note(format!("begin {} ahead {ahead}", recs.len()));
+        self.taken = Some(recs);
+        Ok(true)
+    }
+    fn finish_poll(&mut self) -> Result<Vec<IterRecord>, PcgError> {
+        let recs = self.taken.take().expect("finish without begin");
+        self.note("finish".into());
+        Ok(recs)
+    }
+    fn true_residual_norm(&mut self) -> Result<f64, PcgError> {
+        assert!(self.taken.is_none(), "true residual with a poll on its way");
+        self.note("true".into());
+        self.inner.true_residual_norm()
+    }
+    fn matrix_norm(&mut self) -> Result<f64, PcgError> {
+        self.inner.matrix_norm()
+    }
+    fn solution_norm(&mut self) -> Result<f64, PcgError> {
+        self.inner.solution_norm()
+    }
+    fn norm_factor(&self) -> f64 {
+        self.inner.norm_factor()
+    }
+    fn solution(&mut self) -> Result<Vec<f64>, PcgError> {
+        self.inner.solution()
+    }
+    fn zero_solution(&mut self) -> Result<(), PcgError> {
+        self.inner.zero_solution()
+    }
+}
+
+#[test]
+fn overlapped_polls_find_the_same_records_with_one_batch_more_run() {
+    let a = poisson3d(16, 16, 16);
+    let b = a.mul_vec(&vec![1.0; a.nrows()]);
+    let m = Preconditioner::build(&a, &PrecondKind::Jacobi).unwrap();
+    let p = params(1e-10, 1000).with_check_every(16).unwrap();
+    let mut plain_seen = vec![];
+    let plain = pcg(&mut CpuBackend::new(&a, &m, &b, None).unwrap(), &p, |r| {
+        plain_seen.push(*r);
+        ControlFlow::Continue(())
+    })
+    .unwrap();
+    let mut be = Overlapping::new(CpuBackend::new(&a, &m, &b, None).unwrap());
+    let mut seen = vec![];
+    let info = pcg(&mut be, &p, |r| {
+        seen.push(*r);
+        ControlFlow::Continue(())
+    })
+    .unwrap();
+    // The same records, in the same order, end the run at the same iteration.
+    assert_eq!(seen.len(), plain_seen.len());
+    for (s, t) in seen.iter().zip(&plain_seen) {
+        assert_eq!(s.iteration, t.iteration);
+        assert_eq!(s.dots.rr, t.dots.rr);
+    }
+    assert_eq!(info.iterations, plain.iterations);
+    assert!(plain.iterations > 40, "{}", plain.iterations);
+    // x ran one batch more than the plain driver's, which the true residual is of.
+    assert_eq!(info.iterations_run, plain.iterations_run + 16);
+    assert!(info.converged && info.true_relative_residual <= 1e-10);
+    // Record 0 is polled alone (it may end the run); from then on every poll overlaps the
+    // next batch, which is queued between its beginning and its end.
+    assert_eq!(be.log[..3], ["start", "poll 1", "iterate 16"]);
+    assert_eq!(be.log[3..6], ["begin 16 ahead 16", "iterate 16", "finish"]);
+    let begins = be.log.iter().filter(|l| l.starts_with("begin")).count();
+    assert_eq!(begins, info.iterations_run / 16 - 1);
+    assert_eq!(be.log.last().map(String::as_str), Some("true"));
+}
+
+#[test]
+fn overlapped_polls_stop_at_the_iteration_limit_and_replace_on_time() {
+    let a = poisson3d(16, 16, 16);
+    let b = a.mul_vec(&vec![1.0; a.nrows()]);
+    let m = Preconditioner::None;
+    // The limit is not a multiple of the batch: the last batch is short and not overlapped
+    // past the limit.
+    let p = params(1e-14, 40).with_check_every(16).unwrap();
+    let mut be = Overlapping::new(CpuBackend::new(&a, &m, &b, None).unwrap());
+    let e = pcg(&mut be, &p, |_| ControlFlow::Continue(())).unwrap_err();
+    let info = e.info().expect("not converged");
+    assert_eq!((info.iterations, info.iterations_run), (40, 40));
+    assert_eq!(info.reason, autopcg_solver::StopReason::MaxIter);
+    assert_eq!(
+        be.log,
+        [
+            "start",
+            "poll 1",
+            "iterate 16",
+            "begin 16 ahead 16",
+            "iterate 16",
+            "finish",
+            "begin 16 ahead 8",
+            "iterate 8",
+            "finish",
+            "poll 8",
+            "true"
+        ]
+    );
+    // Periodic replacement happens at the same iterations as with plain polls.
+    let p = params(1e-10, 1000)
+        .with_check_every(16)
+        .unwrap()
+        .with_replace_every(Some(40))
+        .unwrap();
+    let plain = pcg(&mut CpuBackend::new(&a, &m, &b, None).unwrap(), &p, |_| {
+        ControlFlow::Continue(())
+    })
+    .unwrap();
+    let mut be = Overlapping::new(CpuBackend::new(&a, &m, &b, None).unwrap());
+    let info = pcg(&mut be, &p, |_| ControlFlow::Continue(())).unwrap();
+    assert_eq!(info.iterations, plain.iterations);
+    assert_eq!(info.replacements, plain.replacements);
+    assert!(info.replacements >= 1);
+    let starts: Vec<usize> = be
+        .log
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| *l == "start")
+        .map(|(i, _)| i)
+        .collect();
+    // Every replacement follows a plain poll of the 8 iterations up to iteration 40.
+    for &i in &starts[1..] {
+        assert_eq!(be.log[i - 1], "poll 8", "{:?}", &be.log[..i]);
+    }
+}
