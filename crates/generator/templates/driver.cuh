@@ -494,45 +494,34 @@ constexpr int kIter = 5, kHalt = 6, kHaltIter = 8, kScalarsLen = 9;
 // What a poll reads through: the new history records and the scalars are gathered into `stage`
 // on the device and come back with one copy into the pinned `host`, as the library's poll does
 // (two pageable reads cost a poll several microseconds more, which small matrices pay every
-// APG_CHECK_EVERY iterations). `done` is recorded after that copy, so the host can wait for the
-// read alone while iterations queued after it run (a poll overlapped with the next batch).
+// APG_CHECK_EVERY iterations).
 struct ApgPoll {
     double *stage = nullptr, *host = nullptr;
     size_t len = 0;
-    cudaEvent_t done = nullptr;
-    uint64_t queued = 0; // history records of the read on its way (its scalars follow them)
-    bool pending = false;
 
-    // Frees all (on the device of `stage`, current), after any read still on its way.
+    // Frees both (on the device of `stage`, current).
     void release() {
-        if (pending && done) cudaEventSynchronize(done);
-        pending = false;
         dfree(stage);
         if (host) cudaFreeHost(host);
-        if (done) cudaEventDestroy(done);
         host = nullptr;
-        done = nullptr;
         len = 0;
     }
 };
 
 namespace {
 
-// Queues the read of `scalars` and the `count` history records of `history` from record `from`
-// on, behind the work queued on `st` (of the current device) so far; poll_wait_for returns
-// them. The staging grows when needed.
-void poll_queue_from(ApgPoll &P, cudaStream_t st, const double *history, const double *scalars,
-                     uint64_t from, uint64_t count) {
-    if (P.pending) throw CudaFailure{"a poll was queued while another is on its way (internal error)"};
+// Reads `scalars` and the `count` history records of `history` from record `from` on, queued
+// on `st` (of the current device), into sc and hist; the staging grows when needed.
+void poll_read_from(ApgPoll &P, cudaStream_t st, const double *history, const double *scalars,
+                    uint64_t from, uint64_t count, double *sc, double *hist) {
     const size_t h = 3 * (size_t)count;
     const size_t need = h + kScalarsLen;
-    if (need > P.len || P.done == nullptr) {
+    if (need > P.len) {
         size_t len = need < 3 * 64 + kScalarsLen ? 3 * 64 + kScalarsLen : need;
         APG_CUDA(cudaStreamSynchronize(st));
         P.release();
         P.stage = dalloc<double>(len);
         APG_CUDA(cudaMallocHost(reinterpret_cast<void **>(&P.host), sizeof(double) * len));
-        APG_CUDA(cudaEventCreateWithFlags(&P.done, cudaEventDisableTiming));
         P.len = len;
     }
     if (h > 0) {
@@ -542,18 +531,7 @@ void poll_queue_from(ApgPoll &P, cudaStream_t st, const double *history, const d
     APG_CUDA(cudaMemcpyAsync(P.stage + h, scalars, sizeof(double) * kScalarsLen,
                              cudaMemcpyDeviceToDevice, st));
     APG_CUDA(cudaMemcpyAsync(P.host, P.stage, sizeof(double) * need, cudaMemcpyDeviceToHost, st));
-    APG_CUDA(cudaEventRecord(P.done, st));
-    P.queued = count;
-    P.pending = true;
-}
-
-// Waits for the read poll_queue_from queued (not for the work queued after it) and copies its
-// scalars into sc and its history records into hist.
-void poll_wait_for(ApgPoll &P, double *sc, double *hist) {
-    if (!P.pending) throw CudaFailure{"a poll was waited for that was not queued (internal error)"};
-    P.pending = false;
-    APG_CUDA(cudaEventSynchronize(P.done));
-    const size_t h = 3 * (size_t)P.queued;
+    APG_CUDA(cudaStreamSynchronize(st));
     std::memcpy(hist, P.host, sizeof(double) * h);
     std::memcpy(sc, P.host + h, sizeof(double) * kScalarsLen);
 }

@@ -6,10 +6,7 @@
 //   reserve_history(S, k)   room for k history records
 //   start(S)                r = b - A x, u = M^-1 r, w = A u, p = s = 0, record 0
 //   run_iterations(S, k)    queue k iterations
-//   poll_queue(S, from, count)            queue the read of the scalars and `count` records
-//   poll_wait(S, scalars, history)        wait for that read alone and return it
-//   kPollAhead              whether the next iterations are queued between the two (as
-//                           autopcg's one-GPU solver does; its multi-block solver does not)
+//   poll_read(S, from, count, scalars, history)
 //   true_residual(S)        ||b - A x||
 //   put_problem(S, b, x)    b and x0 onto the devices; get_solution(S, x) back
 //   synchronize(S)          wait for every queued operation
@@ -209,26 +206,12 @@ void solve_on_device(ApgSolver &S, const autopcg_gen_params &prm, autopcg_gen_in
 
     start(S);
     queued = 1;
-    bool fresh = true; // the next poll begins with a start's record 0
     for (;;) {
-        // Poll: the scalars and the history records since the last poll. With kPollAhead the
-        // next iterations are queued behind the read and run while the host waits for it and
-        // examines it (not after a start, whose record 0 may already meet the tolerance).
+        // Poll: the scalars and the history records since the last poll.
         const uint64_t count = queued - polled;
         hist.resize(3 * count);
-        poll_queue(S, polled, count);
-        uint64_t ahead = 0;
-        if (kPollAhead && !fresh && issued < max_iter) {
-            uint64_t next = issued + APG_CHECK_EVERY;
-            if (next > max_iter) next = max_iter;
-            ahead = next - issued;
-            reserve_history(S, queued + ahead);
-            run_iterations(S, ahead);
-            issued = next;
-        }
-        poll_wait(S, sc, hist.data());
+        poll_read(S, polled, count, sc, hist.data());
         launches_done("the iterations");
-        fresh = false;
         const int halt = (int)sc[kHalt];
         const uint64_t halt_iter = (uint64_t)sc[kHaltIter];
         bool met = false, halted = false;
@@ -249,19 +232,17 @@ void solve_on_device(ApgSolver &S, const autopcg_gen_params &prm, autopcg_gen_in
                 break;
             }
         }
-        const uint64_t read_end = polled + count; // the records this poll read
-        if (!met && !halted && halt == 0 && count > 0 && (uint64_t)sc[kIter] != read_end - 1) {
+        if (!met && !halted && halt == 0 && count > 0 && (uint64_t)sc[kIter] != queued - 1) {
             throw CudaFailure{"the device recorded iteration " + std::to_string((uint64_t)sc[kIter]) +
-                              " but " + std::to_string(read_end - 1) + " were queued (internal error)"};
+                              " but " + std::to_string(queued - 1) + " were queued (internal error)"};
         }
         if (halt != 0 && !halted && !met) {
             throw CudaFailure{"the device recurrence halted at iteration " +
                               std::to_string(halt_iter) + ", outside the records " +
-                              std::to_string(polled) + ".." + std::to_string(read_end) +
+                              std::to_string(polled) + ".." + std::to_string(queued) +
                               " (internal error)"};
         }
-        polled = read_end;
-        queued += ahead;
+        polled = queued;
         if (halted) break;
         if (met) {
             true_res = true_residual(S);
@@ -290,11 +271,8 @@ void solve_on_device(ApgSolver &S, const autopcg_gen_params &prm, autopcg_gen_in
             true_current = false;
             queued = 1;
             polled = 0;
-            fresh = true;
             continue;
         }
-        true_current = false;
-        if (ahead > 0) continue; // the next poll reads them
         if (issued >= max_iter) {
             info.reason = AUTOPCG_GEN_MAX_ITER;
             break;

@@ -171,13 +171,10 @@ void start(ApgSolver &S) {
     launches_done("the start");
 }
 
-// Queues the read of the scalars and the `count` history records from record `from` on (one
-// copy), behind the iterations queued so far; poll_wait returns them.
-void poll_queue(ApgSolver &S, uint64_t from, uint64_t count) {
-    poll_queue_from(S.poll, S.stream, S.history, S.scalars, from, count);
+// Reads the scalars and the `count` history records from record `from` on (one copy).
+void poll_read(ApgSolver &S, uint64_t from, uint64_t count, double *sc, double *hist) {
+    poll_read_from(S.poll, S.stream, S.history, S.scalars, from, count, sc, hist);
 }
-
-void poll_wait(ApgSolver &S, double *sc, double *hist) { poll_wait_for(S.poll, sc, hist); }
 
 // ||b||.
 double rhs_norm(ApgSolver &S) {
@@ -274,9 +271,5 @@ void replace_values(ApgSolver &S, const double *values) {
 }
 
 } // namespace
-
-// The solve loop queues the next iterations behind each poll's read, so the GPU runs them while
-// the host waits for and examines the records (as autopcg's one-GPU solver does).
-constexpr bool kPollAhead = true;
 
 #include "driver_api.cuh"

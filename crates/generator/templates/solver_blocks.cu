@@ -377,17 +377,11 @@ void start(ApgSolver &S) {
     launches_done("the start");
 }
 
-// Queues the read of block 0's scalars and `count` history records from record `from` on
-// (one copy); poll_wait returns them.
-void poll_queue(ApgSolver &S, uint64_t from, uint64_t count) {
+// Reads block 0's scalars and `count` history records from record `from` on (one copy).
+void poll_read(ApgSolver &S, uint64_t from, uint64_t count, double *sc, double *hist) {
     ApgBlock &B = S.blocks[0];
     use(B);
-    poll_queue_from(S.poll, B.stream, B.history, B.scalars, from, count);
-}
-
-void poll_wait(ApgSolver &S, double *sc, double *hist) {
-    use(S.blocks[0]);
-    poll_wait_for(S.poll, sc, hist);
+    poll_read_from(S.poll, B.stream, B.history, B.scalars, from, count, sc, hist);
 }
 
 // b and the initial guess onto the devices, block by block.
@@ -637,9 +631,5 @@ void replace_values(ApgSolver &S, const double *values) {
 }
 
 } // namespace
-
-// The solve loop reads each poll before it queues more iterations (as autopcg's multi-block
-// solver does: its blocks' launches, one by one, keep the host busy anyway).
-constexpr bool kPollAhead = false;
 
 #include "driver_api.cuh"

@@ -7,8 +7,6 @@
 //! `CG_HIST_STRIDE * k`; the fused update ([`crate::kernels::vector::cg_update`]) reads alpha and
 //! beta from the buffer and does nothing once the recurrence halted. The host reads both only
 //! when it polls.
-use cudarc::driver::{CudaEvent, PinnedHostSlice};
-
 use crate::error::DriverContext;
 use crate::{DeviceVec, GpuDevice, GpuError};
 
@@ -121,56 +119,15 @@ impl ScalarSnapshot {
     }
 }
 
-/// Page-locked host memory that a queued read lands in, and the event recorded after the copy
-/// into it.
-struct Landing {
-    mem: PinnedHostSlice<f64>,
-    done: CudaEvent,
-}
-
-/// A read queued by [`CgScalars::queue_read_since`] and not yet collected: history entries
-/// `from..to`, then the scalars, in the landing's first `3 (to - from) + CG_SCALARS_LEN`
-/// doubles.
-#[derive(Debug, Clone, Copy)]
-struct QueuedRead {
-    from: u32,
-    to: u32,
-}
-
 /// The device scalar buffer plus a history with room for `capacity` iterations (0..capacity).
+#[derive(Debug)]
 pub struct CgScalars {
     pub(crate) scalars: DeviceVec<f64>,
     pub(crate) history: DeviceVec<f64>,
     /// Where [`CgScalars::read_since`] gathers history and scalars for one download.
     staging: DeviceVec<f64>,
     capacity: u32,
-    /// Where the gathered entries come back (allocated at the first read, grown as needed).
-    landing: Option<Landing>,
-    /// The read on its way into `landing`, if any.
-    queued: Option<QueuedRead>,
 }
-
-impl std::fmt::Debug for CgScalars {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CgScalars")
-            .field("capacity", &self.capacity)
-            .field("landing", &self.landing.as_ref().map(|l| l.mem.len()))
-            .field("queued", &self.queued)
-            .finish_non_exhaustive()
-    }
-}
-
-impl Drop for CgScalars {
-    fn drop(&mut self) {
-        // A read still on its way writes into the landing, which is freed with this.
-        if let (Some(_), Some(l)) = (self.queued, self.landing.as_ref()) {
-            let _ = l.done.synchronize();
-        }
-    }
-}
-
-/// Doubles of the first landing: a poll of 64 iterations and the scalars.
-const LANDING_MIN: usize = CG_HIST_STRIDE * 64 + CG_SCALARS_LEN;
 
 impl CgScalars {
     /// Zeroed scalars and history on `dev`; `capacity` is the number of iterations (counting
@@ -181,8 +138,6 @@ impl CgScalars {
             history: dev.alloc_zeros(CG_HIST_STRIDE * capacity as usize)?,
             staging: dev.alloc_zeros(CG_HIST_STRIDE * capacity as usize + CG_SCALARS_LEN)?,
             capacity,
-            landing: None,
-            queued: None,
         })
     }
 
@@ -254,50 +209,10 @@ impl CgScalars {
         from: u32,
         to: u32,
     ) -> Result<(ScalarSnapshot, Vec<[f64; 3]>), GpuError> {
-        self.queue_read_since(dev, from, to)?;
-        self.collect()
-    }
-
-    /// Queues what [`CgScalars::read_since`] reads, behind the work queued on `dev`'s stream so
-    /// far, without waiting: the entries are gathered on the device and copied into page-locked
-    /// host memory, and an event is recorded after the copy. Work queued after this call (the
-    /// next iterations) runs on the device while the host waits for the read with
-    /// [`CgScalars::collect`]. One read at a time: queueing another before collecting is an
-    /// error.
-    pub fn queue_read_since(
-        &mut self,
-        dev: &GpuDevice,
-        from: u32,
-        to: u32,
-    ) -> Result<(), GpuError> {
-        if let Some(q) = self.queued {
-            return Err(GpuError::InvalidInput {
-                what: "history read".into(),
-                reason: format!(
-                    "iterations {}..{} are still on their way (internal error)",
-                    q.from, q.to
-                ),
-            });
-        }
         self.check_history_range(from, to)?;
         let (lo, hi) = (CG_HIST_STRIDE * from as usize, CG_HIST_STRIDE * to as usize);
         let h = hi - lo;
-        let need = h + CG_SCALARS_LEN;
         let stream = dev.stream();
-        if self.landing.as_ref().is_none_or(|l| l.mem.len() < need) {
-            // Nothing is on its way into the old landing (no read is queued), so it can go.
-            self.landing = None;
-            let ctx = stream.context();
-            let len = need.max(LANDING_MIN);
-            // SAFETY: the memory is written by the copy below before it is read (collect
-            // reads only the `need` doubles the copy wrote).
-            let mem = unsafe { ctx.alloc_pinned_with_flags::<f64>(len, 0) }
-                .during(|| format!("allocating {len} doubles of page-locked memory"))?;
-            let done = ctx
-                .new_event(None)
-                .during(|| "creating the event of the history reads".into())?;
-            self.landing = Some(Landing { mem, done });
-        }
         if h > 0 {
             let src = self.history.buf.slice(lo..hi);
             let mut dst = self.staging.buf.slice_mut(0..h);
@@ -310,41 +225,7 @@ impl CgScalars {
         stream
             .memcpy_dtod(&src, &mut dst)
             .during(|| "gathering the scalar buffer".into())?;
-        let Some(landing) = self.landing.as_mut() else {
-            unreachable!("allocated above");
-        };
-        let host = landing_slice(landing, need)?;
-        stream
-            .memcpy_dtoh(&self.staging.buf.slice(0..need), host)
-            .during(|| format!("copying history entries {from}..{to} to the host"))?;
-        landing
-            .done
-            .record(stream)
-            .during(|| "recording the end of a history read".into())?;
-        self.queued = Some(QueuedRead { from, to });
-        Ok(())
-    }
-
-    /// Whether a read queued by [`CgScalars::queue_read_since`] waits to be collected.
-    pub fn read_queued(&self) -> bool {
-        self.queued.is_some()
-    }
-
-    /// Waits for the read [`CgScalars::queue_read_since`] queued (only for it, not for work
-    /// queued after it) and returns the decoded scalars and the history entries.
-    pub fn collect(&mut self) -> Result<(ScalarSnapshot, Vec<[f64; 3]>), GpuError> {
-        let (Some(q), Some(landing)) = (self.queued.take(), self.landing.as_mut()) else {
-            return Err(GpuError::InvalidInput {
-                what: "history read".into(),
-                reason: "no read was queued (internal error)".into(),
-            });
-        };
-        landing
-            .done
-            .synchronize()
-            .during(|| format!("waiting for history entries {}..{}", q.from, q.to))?;
-        let h = CG_HIST_STRIDE * (q.to - q.from) as usize;
-        let flat = landing_slice(landing, h + CG_SCALARS_LEN)?;
+        let flat = dev.download_range(&self.staging, 0, h + CG_SCALARS_LEN)?;
         let mut raw = [0.0; CG_SCALARS_LEN];
         raw.copy_from_slice(&flat[h..]);
         let hist = flat[..h]
@@ -353,21 +234,6 @@ impl CgScalars {
             .collect();
         Ok((ScalarSnapshot::decode(&raw)?, hist))
     }
-}
-
-/// The first `len` doubles of a landing.
-fn landing_slice(landing: &mut Landing, len: usize) -> Result<&mut [f64], GpuError> {
-    assert!(len <= landing.mem.len());
-    // Its own event is never recorded (copies into it go through a plain slice), so this
-    // does not wait.
-    let ptr = landing
-        .mem
-        .as_mut_ptr()
-        .during(|| "reaching the history read's host memory".into())?;
-    // SAFETY: the allocation holds `mem.len() >= len` doubles, page aligned; any bit pattern
-    // is a valid f64; the exclusive borrow of the landing keeps the slice unaliased on the
-    // host, and the device writes it only between a queue and the collect that waits for it.
-    Ok(unsafe { std::slice::from_raw_parts_mut(ptr, len) })
 }
 
 #[cfg(test)]

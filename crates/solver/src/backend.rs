@@ -185,25 +185,6 @@ pub trait PcgBackend {
     fn spmv_reduce_advance(&mut self) -> Result<(), PcgError>;
     /// Synchronises and returns the records queued since the last poll, in order.
     fn poll(&mut self) -> Result<Vec<IterRecord>, PcgError>;
-    /// Begins a poll that overlaps the next iterations: the records queued so far are read
-    /// in the background while the driver queues up to `ahead` more iterations, and
-    /// [`PcgBackend::finish_poll`] returns them (the same records [`PcgBackend::poll`] would
-    /// have returned here). The backend makes room for the `ahead` iterations first.
-    ///
-    /// Returns false, having done nothing, when the backend does not overlap: then the driver
-    /// polls with [`PcgBackend::poll`] before queueing more. That is the default, and right
-    /// for a backend that computes each step when it is called (the CPU): there an iteration
-    /// queued ahead costs its whole time when the records end the run. A device backend
-    /// overlaps: the device then never idles while the host reads a poll.
-    fn begin_poll(&mut self, ahead: usize) -> Result<bool, PcgError> {
-        let _ = ahead;
-        Ok(false)
-    }
-    /// The records of the poll [`PcgBackend::begin_poll`] began, in order; waits only for
-    /// them, not for the iterations queued after it.
-    fn finish_poll(&mut self) -> Result<Vec<IterRecord>, PcgError> {
-        self.poll()
-    }
     /// ||b - A x|| recomputed from the current x.
     fn true_residual_norm(&mut self) -> Result<f64, PcgError>;
     /// ||A||_inf (largest absolute row sum) of the matrix the backend iterates with, for the

@@ -14,10 +14,7 @@
 //!
 //! The driver issues the three steps of each iteration and reads the backend's records only
 //! every `check_every` iterations (and at the iteration limit), so that a GPU backend need not
-//! synchronise every iteration. A backend that overlaps ([`PcgBackend::begin_poll`]: the GPU)
-//! gets the next batch queued before the records of the last one are read, so its device does
-//! not idle while the host reads and examines them; x then holds up to one batch more than the
-//! record that ended the run (`iterations_run` counts them).
+//! synchronise every iteration.
 //!
 //! # Convergence means the true residual
 //!
@@ -85,33 +82,6 @@ enum Event {
     MetTol { held: usize, res: f64, fresh: bool },
     /// The callback stopped the solve; x holds `held` iterations of the current round.
     Stopped { held: usize },
-}
-
-/// How many iterations to queue after `issued` of the current round (x holds `offset` from
-/// earlier rounds): up to the next polling point, the iteration limit or the next periodic
-/// replacement; 0 at the limit or when a replacement is due.
-fn next_batch(params: &PcgParams, offset: usize, issued: usize) -> usize {
-    if offset + issued >= params.max_iter {
-        return 0;
-    }
-    if params.replace_every.is_some_and(|k| issued >= k) {
-        return 0;
-    }
-    let mut next = (issued + params.poll_interval()).min(params.max_iter - offset);
-    if let Some(k) = params.replace_every {
-        next = next.min(k.max(issued + 1));
-    }
-    next - issued
-}
-
-/// Queues `count` whole iterations.
-fn queue_iterations<B: PcgBackend + ?Sized>(backend: &mut B, count: usize) -> Result<(), PcgError> {
-    for _ in 0..count {
-        backend.update_vectors()?;
-        backend.apply_preconditioner()?;
-        backend.spmv_reduce_advance()?;
-    }
-    Ok(())
 }
 
 /// Runs Chronopoulos–Gear PCG on `backend` from its current x.
@@ -206,24 +176,7 @@ pub fn pcg<B: PcgBackend + ?Sized>(
     let mut best_true = f64::INFINITY;
     let mut stalls = 0usize;
     loop {
-        // The iterations to queue after this poll unless its records end the run, decided
-        // before it so that a backend that overlaps runs them while the records come back
-        // (not after a start: its record 0 may already meet the tolerance).
-        let ahead = if fresh_start {
-            0
-        } else {
-            next_batch(params, offset, issued)
-        };
-        let overlapped = ahead > 0 && backend.begin_poll(ahead)?;
-        if overlapped {
-            queue_iterations(backend, ahead)?;
-            issued += ahead;
-        }
-        let records = if overlapped {
-            backend.finish_poll()?
-        } else {
-            backend.poll()?
-        };
+        let records = backend.poll()?;
         if fresh_start {
             if records.first().map(|r| r.iteration) != Some(0) {
                 return Err(PcgError::Backend(
@@ -328,10 +281,6 @@ pub fn pcg<B: PcgBackend + ?Sized>(
             }
             Event::None => {}
         }
-        if overlapped {
-            // The next iterations are queued already; the next poll reads them.
-            continue;
-        }
         if offset + issued >= params.max_iter {
             info.iterations_run = offset + issued;
             info.reason = StopReason::MaxIter;
@@ -348,9 +297,16 @@ pub fn pcg<B: PcgBackend + ?Sized>(
             }
         }
         // Run up to the next polling point.
-        let count = next_batch(params, offset, issued);
-        queue_iterations(backend, count)?;
-        issued += count;
+        let mut next = (issued + params.poll_interval()).min(params.max_iter - offset);
+        if let Some(k) = params.replace_every {
+            next = next.min(k.max(issued + 1));
+        }
+        while issued < next {
+            backend.update_vectors()?;
+            backend.apply_preconditioner()?;
+            backend.spmv_reduce_advance()?;
+            issued += 1;
+        }
     }
 
     let true_res = backend.true_residual_norm()?;

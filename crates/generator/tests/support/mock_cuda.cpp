@@ -741,12 +741,6 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
     run_or_record([]() {});
     return cudaSuccess;
 }
-// What the event follows has run already (never called during a capture: that is an error).
-cudaError_t cudaEventSynchronize(cudaEvent_t e) {
-    known_event(e, "cudaEventSynchronize");
-    if (g_capture) die("cudaEventSynchronize during a capture");
-    return cudaSuccess;
-}
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned) {
     known_event(e, "cudaStreamWaitEvent");
     stream_device(s, "cudaStreamWaitEvent");

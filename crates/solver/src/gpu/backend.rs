@@ -881,11 +881,6 @@ impl GpuBackend {
     /// Replaces the history with one of `capacity` iterations, keeping the scalars and the
     /// entries not yet polled (downloaded into `carried`); graphs are captured anew.
     fn grow_history(&mut self, capacity: u32) -> Result<(), PcgError> {
-        if self.poll.marked.is_some() {
-            return Err(PcgError::Backend(
-                "the history would move under a poll on its way (internal error)".into(),
-            ));
-        }
         self.flush()?;
         let handle = self.dev.clone();
         let dev = &handle;
@@ -1117,7 +1112,6 @@ impl PcgBackend for GpuBackend {
         self.poll.polled = 0;
         self.poll.carried.clear();
         self.poll.host_scalars = None;
-        self.poll.marked = None;
         Ok(())
     }
 
@@ -1176,27 +1170,6 @@ impl PcgBackend for GpuBackend {
     fn poll(&mut self) -> Result<Vec<IterRecord>, PcgError> {
         self.flush()?;
         super::poll::poll_records(&self.dev, &mut self.scalars, &mut self.poll)
-    }
-
-    fn begin_poll(&mut self, ahead: usize) -> Result<bool, PcgError> {
-        if !self.poll.running {
-            return Ok(false);
-        }
-        // Room for the iterations queued before the poll is collected: the history must not
-        // move under the read on its way (a move downloads the records not yet polled).
-        let need = u32::try_from(self.poll.queued as usize + ahead).map_err(|_| {
-            PcgError::Backend(format!("{ahead} iterations ahead overflow the history"))
-        })?;
-        if need > self.scalars.capacity() {
-            let grown = self.scalars.capacity().saturating_mul(2).max(need);
-            self.grow_history(grown)?;
-        }
-        self.flush()?;
-        super::poll::queue_poll(&self.dev, &mut self.scalars, &mut self.poll)
-    }
-
-    fn finish_poll(&mut self) -> Result<Vec<IterRecord>, PcgError> {
-        super::poll::collect_poll(&mut self.scalars, &mut self.poll)
     }
 
     fn true_residual_norm(&mut self) -> Result<f64, PcgError> {

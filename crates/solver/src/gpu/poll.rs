@@ -30,8 +30,6 @@ pub(crate) struct PollState {
     pub carried: Vec<[f64; 3]>,
     /// Scalars after the last record returned.
     pub host_scalars: Option<GearScalars>,
-    /// End of the records a queued read covers ([`queue_poll`]), until it is collected.
-    pub marked: Option<u32>,
 }
 
 impl PollState {
@@ -42,7 +40,6 @@ impl PollState {
         self.polled = self.queued;
         self.carried.clear();
         self.host_scalars = None;
-        self.marked = None;
     }
 }
 
@@ -55,47 +52,12 @@ pub(crate) fn poll_records(
     scalars: &mut CgScalars,
     st: &mut PollState,
 ) -> Result<Vec<IterRecord>, PcgError> {
-    if !queue_poll(dev, scalars, st)? {
+    if !st.running {
         return Ok(Vec::new());
     }
-    collect_poll(scalars, st)
-}
-
-/// Queues the read of the records `polled..queued` behind the work queued on `dev` so far
-/// ([`CgScalars::queue_read_since`]); [`collect_poll`] returns them. False, with nothing
-/// queued, when the recurrence does not run.
-pub(crate) fn queue_poll(
-    dev: &GpuDevice,
-    scalars: &mut CgScalars,
-    st: &mut PollState,
-) -> Result<bool, PcgError> {
-    if scalars.read_queued() {
-        // Left by a poll that an error interrupted: its records are stale.
-        scalars.collect()?;
-    }
-    st.marked = None;
-    if !st.running {
-        return Ok(false);
-    }
-    let from = st.polled + st.carried.len() as u32;
-    scalars.queue_read_since(dev, from, st.queued)?;
-    st.marked = Some(st.queued);
-    Ok(true)
-}
-
-/// The records of the read [`queue_poll`] queued, as [`poll_records`] returns them; waits for
-/// that read only. Records queued after it stay for the next poll.
-pub(crate) fn collect_poll(
-    scalars: &mut CgScalars,
-    st: &mut PollState,
-) -> Result<Vec<IterRecord>, PcgError> {
-    let Some(queued) = st.marked.take() else {
-        return Err(PcgError::Backend(
-            "a poll was collected that was not begun (internal error)".into(),
-        ));
-    };
-    let polled = st.polled;
-    let (snap, hist) = scalars.collect()?;
+    let (polled, queued) = (st.polled, st.queued);
+    let from = polled + st.carried.len() as u32;
+    let (snap, hist) = scalars.read_since(dev, from, queued)?;
     let entries: Vec<[f64; 3]> = st.carried.drain(..).chain(hist).collect();
     let mut records = Vec::with_capacity(entries.len());
     for (j, e) in entries.iter().enumerate() {
@@ -111,11 +73,10 @@ pub(crate) fn collect_poll(
                 dots,
                 outcome: Err(halt_from_device(h)),
             });
-            // The device froze its vectors here; nothing after it is meaningful (records
-            // queued after the read included).
+            // The device froze its vectors here; nothing after it is meaningful.
             st.running = false;
             st.host_scalars = None;
-            st.polled = st.queued;
+            st.polled = queued;
             return Ok(records);
         }
         let outcome = if k == 0 {
