@@ -240,6 +240,7 @@ void setup_on_devices(ApgSolver &S, bool any_device, std::chrono::steady_clock::
     // Load every kernel now (modules load lazily on first launch otherwise, inside the
     // first solve's time).
     apg_preload();
+    preload_poll();
     S.device_ms = ms_since(t0);
     build_and_place(S, S.a);
     auto t1 = std::chrono::steady_clock::now();

@@ -470,6 +470,7 @@ std::vector<int> place_blocks(ApgSolver &S, bool any_device) {
         // Load every kernel on this device now (modules load lazily on first launch
         // otherwise, inside the first solve's time).
         apg_preload();
+        preload_poll();
         names += (names.empty() ? "" : ", ") + std::to_string(d) + " (" + name + ")";
     }
     // Direct access between the GPUs where the hardware has it (peer copies work without it,

@@ -461,6 +461,16 @@ static void slots_advance(const Launch &L, bool next) {
 static void k_dot3_slots_advance(const Launch &L) { slots_advance(L, false); }
 static void k_dot3_slots_advance_next(const Launch &L) { slots_advance(L, true); }
 
+// apg_poll_gather (hist, h, scalars, out) of driver.cuh: h history doubles, then the 9 scalars.
+static void k_poll_gather(const Launch &L) {
+    const double *hist = L.get<const double *>(0);
+    const u64 h = L.get<u64>(1);
+    const double *sc = L.get<const double *>(2);
+    double *out = L.get<double *>(3);
+    for (u64 i = 0; i < h; ++i) out[i] = hist[i];
+    for (u64 i = 0; i < CG_SCALARS_LEN; ++i) out[h + i] = sc[i];
+}
+
 static void k_dot_last_block(const Launch &L) {
     block_size(L, "dot_last_block");
     const u64 n = L.get<u64>(0);
@@ -485,7 +495,7 @@ STUB(spmv_coo_segment) STUB(dot3_last_block) STUB(dot3_last_block_next) STUB(dot
 STUB(dot3_finish) STUB(dot3_finish_next) STUB(dot_last_block)
 STUB(gather_f64) STUB(spmv_csr_scalar_add) STUB(spmv_csr_vector_add_2) STUB(spmv_csr_vector_add_4)
 STUB(spmv_csr_vector_add_8) STUB(spmv_csr_vector_add_16) STUB(spmv_csr_vector_add_32)
-STUB(dot3_slot) STUB(dot3_slots_advance) STUB(dot3_slots_advance_next)
+STUB(dot3_slot) STUB(dot3_slots_advance) STUB(dot3_slots_advance_next) STUB(apg_poll_gather)
 
 struct Entry {
     const void *stub;
@@ -506,6 +516,7 @@ static KernelFn find_kernel(const void *func) {
         {(const void *)&__device_stub__cg_update_jacobi_elem_v2, k_cg_update_jacobi_elem_v2},
         {(const void *)&__device_stub__cg_update_jacobi_grid, k_cg_update_jacobi_grid},
         {(const void *)&__device_stub__cg_update_jacobi_grid_v2, k_cg_update_jacobi_grid},
+        {(const void *)&__device_stub__apg_poll_gather, k_poll_gather},
         {(const void *)&__device_stub__xpay_grid_v2, k_xpay},
         {(const void *)&__device_stub__jacobi_apply, k_jacobi},
         {(const void *)&__device_stub__jacobi_apply_v2, k_jacobi},
@@ -598,6 +609,13 @@ cudaError_t cudaMallocHost(void **p, size_t bytes) {
     *p = std::calloc(1, bytes + 16);
     note_alloc(*p, bytes, -1);
     return *p ? cudaSuccess : cudaErrorInvalidValue;
+}
+// Mapped host memory is host memory; the device address is the host address (as with UVA).
+cudaError_t cudaHostAlloc(void **p, size_t bytes, unsigned) { return cudaMallocHost(p, bytes); }
+cudaError_t cudaHostGetDevicePointer(void **dev, void *host, unsigned flags) {
+    if (flags != 0) return cudaErrorInvalidValue;
+    *dev = host;
+    return cudaSuccess;
 }
 cudaError_t cudaFreeHost(void *p) {
     forget_alloc(p);
