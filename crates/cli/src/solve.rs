@@ -46,9 +46,11 @@ pub(crate) struct SolveArgs {
     /// Where to run: auto (a GPU when usable, else the CPU), cpu or gpu.
     #[arg(long, default_value = "auto")]
     device: Device,
-    /// Split the matrix into N contiguous row blocks (balanced by rows and nonzeros) that
-    /// iterate on their own rows and exchange halos, as N GPUs would; on the CPU, or with
-    /// `--device gpu` all N blocks on GPU 0 (each block by the fixed rule, kernel by kernel).
+    /// Split the matrix into N contiguous row blocks that iterate on their own rows and
+    /// exchange halos, as N GPUs would; on the CPU, or with `--device gpu` all N blocks on GPU 0
+    /// (each block by its own plan from the GPU's model, else the fixed rule; kernels launched
+    /// one by one). Blocks are balanced by rows and nonzeros, then by the model's predicted
+    /// time per block when it predicted every block.
     /// None and Jacobi are unchanged by the split; SSOR-AI is built per block (couplings
     /// between blocks dropped). The JSON report then holds the partition. Not with --plan (a
     /// saved plan says its blocks).
