@@ -303,3 +303,144 @@ extern "C" __global__ void ssor_k1_kt_sources(u32 n, const u32 *__restrict__ a_p
         }
     }
 }
+
+// The structure of the explicit product M = K^T diag(s) K of first-order SSOR-AI counted on
+// the device from A's pattern (the factors' views: row i of K holds A's columns of row i up to
+// the diagonal, row i of K^T diag(s) those from the diagonal on), for the choice of the form:
+// row i of M is the union of the rows q of K over the columns q of row i of K^T. Nothing of M
+// is stored; what the SpMV model reads of it is counted into one array, read back at once:
+//
+//   ssor_k1_gram_count  a thread per row, rows taken in warps of 32 consecutive ones; the row's
+//                       distinct columns come out ascending from a merge of the (at most
+//                       GRAM_MERGE) rows of K it unites (diag from ssor_k1_lengths). out =
+//                       [128-byte lines of x read (16 columns each, counted along the ascending
+//                       columns), sum of |i - j|, 32 x the longest row of each warp, rows
+//                       storing their diagonal, flags, hist[GRAM_HIST], diagonal bitmap]:
+//                       hist[l] = rows of length l; bit j + n - 1 - i of the bitmap marks the
+//                       diagonal of entry (i, j); flags |= 1 for a row of K^T longer than
+//                       GRAM_MERGE, 2 for a row of M of GRAM_HIST entries or more, 4 for a row
+//                       without its diagonal entry (such rows are skipped: the counts are then
+//                       incomplete)
+#define GRAM_MERGE 64
+#define GRAM_HIST 1024
+#define GRAM_LINE_COLS 16
+#define GRAM_HEAD 5
+
+// Whether diag[i] is the position of a_ii (ssor_k1_lengths points a row without one at its
+// start, which may be past the last entry).
+__device__ __forceinline__ bool gram_has_diagonal(const u32 *a_ptr, const u32 *a_idx,
+                                                  const u32 *diag, u32 i) {
+    const u32 d = diag[i];
+    return d < a_ptr[i + 1] && a_idx[d] == i;
+}
+
+extern "C" __global__ void ssor_k1_gram_count(u32 n, const u32 *__restrict__ a_ptr,
+                                              const u32 *__restrict__ a_idx,
+                                              const u32 *__restrict__ diag, u64 *out) {
+    __shared__ u32 sh_hist[GRAM_HIST];
+    __shared__ u64 sh_totals[GRAM_HEAD];
+    for (u32 t = threadIdx.x; t < GRAM_HIST; t += blockDim.x) {
+        sh_hist[t] = 0;
+    }
+    if (threadIdx.x < GRAM_HEAD) {
+        sh_totals[threadIdx.x] = 0;
+    }
+    __syncthreads();
+    u64 *diagonals = out + GRAM_HEAD + GRAM_HIST;
+    u64 lines = 0, dist = 0, slots = 0, stored = 0, flags = 0;
+    u32 pos[GRAM_MERGE], end[GRAM_MERGE];
+    // Whole warps take part in every round (the grid's threads are a multiple of 32), so the
+    // longest row of a warp is one shuffle reduction.
+    const u64 rows = ((u64)n + 31) & ~(u64)31;
+    for (u64 t = GLOBAL_TID; t < rows; t += GLOBAL_THREADS) {
+        u32 len = 0;
+        if (t < n) {
+            const u32 i = (u32)t;
+            const u32 d = diag[i];
+            const u32 k = a_ptr[i + 1] - d;
+            bool ok = gram_has_diagonal(a_ptr, a_idx, diag, i);
+            if (!ok) {
+                flags |= 4;
+            } else if (k > GRAM_MERGE) {
+                flags |= 1;
+                ok = false;
+            } else {
+                for (u32 m = 0; m < k; ++m) {
+                    const u32 q = a_idx[d + m];
+                    if (!gram_has_diagonal(a_ptr, a_idx, diag, q)) {
+                        flags |= 4;
+                        ok = false;
+                    }
+                    pos[m] = a_ptr[q];
+                    end[m] = diag[q] + 1;
+                }
+            }
+            if (ok) {
+                const u64 shift = (u64)n - 1 - i;
+                u32 last_line = 0xffffffffu;
+                for (;;) {
+                    u32 c = 0xffffffffu;
+                    for (u32 m = 0; m < k; ++m) {
+                        if (pos[m] < end[m] && a_idx[pos[m]] < c) {
+                            c = a_idx[pos[m]];
+                        }
+                    }
+                    if (c == 0xffffffffu) {
+                        break;
+                    }
+                    for (u32 m = 0; m < k; ++m) {
+                        if (pos[m] < end[m] && a_idx[pos[m]] == c) {
+                            ++pos[m];
+                        }
+                    }
+                    ++len;
+                    const u32 line = c / GRAM_LINE_COLS;
+                    if (line != last_line) {
+                        ++lines;
+                        last_line = line;
+                    }
+                    dist += c > i ? (u64)(c - i) : (u64)(i - c);
+                    stored += c == i;
+                    const u64 bit = (u64)c + shift;
+                    const u64 mask = 1ull << (bit & 63);
+                    // Most diagonals are seen again and again: test before setting.
+                    if ((diagonals[bit >> 6] & mask) == 0) {
+                        atomicOr(diagonals + (bit >> 6), mask);
+                    }
+                }
+                if (len < GRAM_HIST) {
+                    atomicAdd(sh_hist + len, 1u);
+                } else {
+                    flags |= 2;
+                }
+            }
+        }
+        u32 longest = len;
+        for (int o = 16; o > 0; o >>= 1) {
+            const u32 other = __shfl_xor_sync(0xffffffffu, longest, o);
+            longest = other > longest ? other : longest;
+        }
+        if ((threadIdx.x & 31) == 0) {
+            slots += 32ull * longest;
+        }
+    }
+    atomicAdd(sh_totals + 0, lines);
+    atomicAdd(sh_totals + 1, dist);
+    atomicAdd(sh_totals + 2, slots);
+    atomicAdd(sh_totals + 3, stored);
+    if (flags != 0) {
+        atomicOr(sh_totals + 4, flags);
+    }
+    __syncthreads();
+    for (u32 t = threadIdx.x; t < GRAM_HIST; t += blockDim.x) {
+        if (sh_hist[t] != 0) {
+            atomicAdd(out + GRAM_HEAD + t, (u64)sh_hist[t]);
+        }
+    }
+    if (threadIdx.x < 4 && sh_totals[threadIdx.x] != 0) {
+        atomicAdd(out + threadIdx.x, sh_totals[threadIdx.x]);
+    }
+    if (threadIdx.x == 4 && sh_totals[4] != 0) {
+        atomicOr(out + 4, sh_totals[4]);
+    }
+}

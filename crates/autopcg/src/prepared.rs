@@ -208,6 +208,13 @@ impl<'a> PreparedSolver<'a> {
         req.ssor_form_auto = s.ssor_form_auto;
         req.expected_iterations = s.expected_iterations;
         req.check_every = s.check_every.or(s.params.check_every);
+        // The explicit SSOR-AI product's structure, when the model compares the forms, is
+        // counted on the device the solve runs on (the host's pass takes tens of ms on
+        // millions of rows).
+        #[cfg(feature = "gpu")]
+        let gram_counter = gpu
+            .as_ref()
+            .map(|d| move |m: &CsrMatrix| device_gram_count(d, m));
         #[cfg(feature = "gpu")]
         {
             req.model = match (&model, &label) {
@@ -217,6 +224,9 @@ impl<'a> PreparedSolver<'a> {
                 }),
                 _ => None,
             };
+            req.gram_counter = gram_counter
+                .as_ref()
+                .map(|c| autopcg_generator::factors::GramCounter(c));
         }
         let device_ms = t0.elapsed().as_secs_f64() * 1e3;
         let mut plan = autopcg_generator::plan(&req).map_err(|e| match e {
@@ -966,6 +976,23 @@ fn reserved_gpu_backend(
     dev.synchronize().map_err(PcgError::from)?;
     parts.upload_ms += t.elapsed().as_secs_f64() * 1e3;
     Ok((backend, parts))
+}
+
+/// [`autopcg_gpu::kernels::ssor::ssor_k1_gram_count`] of `a` on `dev`, as the plan takes it.
+#[cfg(feature = "gpu")]
+pub(crate) fn device_gram_count(
+    dev: &GpuDevice,
+    a: &CsrMatrix,
+) -> Result<Option<autopcg_generator::factors::GramTotals>, String> {
+    let c = autopcg_gpu::kernels::ssor::ssor_k1_gram_count(dev, a).map_err(|e| e.to_string())?;
+    Ok(c.map(|c| autopcg_generator::factors::GramTotals {
+        hist: c.hist,
+        diagonals: c.diagonals,
+        x_lines: c.x_lines,
+        dist: c.dist,
+        warp_slots: c.warp_slots,
+        diag_stored: c.diag_stored,
+    }))
 }
 
 #[cfg(feature = "gpu")]

@@ -373,9 +373,71 @@ fn a_saved_plan_prepares_once_and_solves_many(dev: GpuDevice) {
     assert_eq!(once.info.iterations, iters[0]);
 }
 
+/// The explicit SSOR-AI product's structure counted on the device is the host pass's, on
+/// stencils, FEM, a Kronecker product, power-law rows and the SuiteSparse fixtures; where the
+/// device cannot count a matrix (a row of K^T longer than its merge, a row of M past its
+/// histogram) it says so, and only then.
+fn the_device_counts_the_explicit_product_as_the_host(dev: GpuDevice) {
+    use autopcg::generator::factors::K1Factors;
+    use autopcg::gpu::kernels::ssor::{ssor_k1_gram_count, GRAM_HIST, GRAM_MERGE};
+    let fixture = |f: &str| {
+        autopcg::sparse::mm::read_matrix(format!("../../matrices/{f}.mtx"), &Default::default())
+            .expect("fixture")
+            .matrix
+    };
+    let bus = fixture("1138_bus");
+    let cases = [
+        (
+            "poisson3d 33x20x41",
+            families::poisson3d_7pt(33, 20, 41).unwrap(),
+        ),
+        ("poisson2d 300x7", families::poisson2d_5pt(300, 7).unwrap()),
+        ("fem2d 50000", families::fem_p1_2d(50_000, 5).unwrap()),
+        (
+            "powerlaw",
+            families::random_powerlaw_spd(30_000, 9.0, 1.3, 11).unwrap(),
+        ),
+        (
+            "1138_bus x poisson2d 6^2",
+            autopcg::sparse::families::kron(&bus, &families::poisson2d_5pt(6, 6).unwrap()).unwrap(),
+        ),
+        ("1138_bus", bus),
+        ("bcsstk13", fixture("bcsstk13")),
+        ("s3rmt3m3", fixture("s3rmt3m3")),
+        ("identity", CsrMatrix::identity(45).unwrap()),
+    ];
+    let mut counted = 0;
+    for (name, a) in cases {
+        let v = K1Factors::of(&a).expect("views");
+        let mut host = v.gram_totals();
+        let longest_kt = (0..a.nrows()).map(|i| v.kt_row(i).len()).max().unwrap();
+        let countable = longest_kt <= GRAM_MERGE && host.hist.len() <= GRAM_HIST;
+        let dev_count = ssor_k1_gram_count(&dev, &a).expect(name);
+        let Some(c) = dev_count else {
+            assert!(!countable, "{name}: the device refused a countable matrix");
+            continue;
+        };
+        assert!(countable, "{name}: counted past the device's limits");
+        counted += 1;
+        host.hist.resize(GRAM_HIST, 0);
+        assert_eq!(c.hist, host.hist, "{name}: row lengths");
+        assert_eq!(c.diagonals, host.diagonals, "{name}: diagonals");
+        assert_eq!(
+            (c.x_lines, c.dist, c.warp_slots, c.diag_stored),
+            (host.x_lines, host.dist, host.warp_slots, host.diag_stored),
+            "{name}: x lines, distances, warp slots, stored diagonal"
+        );
+    }
+    assert!(
+        counted >= 7,
+        "only {counted} matrices counted on the device"
+    );
+}
+
 autopcg_gpu::test_main! {
     cpu: [saved_plans_are_checked_before_any_device],
     gpu: [
+        the_device_counts_the_explicit_product_as_the_host,
         a_saved_plan_prepares_once_and_solves_many,
         prepared_solves_many_right_hand_sides_and_new_values,
         setup_parts_add_up_within_the_backend_time,

@@ -280,6 +280,131 @@ impl<'a> K1Factors<'a> {
     }
 }
 
+/// The structure of the explicit product `K^T diag(s) K` as a count made elsewhere (on the
+/// GPU the solve runs on) gives it: what [`K1Factors::explicit_counts_from`] turns into the
+/// counts the SpMV model reads, the same as [`K1Factors::explicit_counts`] gives on the host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GramTotals {
+    /// `hist[l]`: rows with `l` entries (any length covering the longest row).
+    pub hist: Vec<u64>,
+    /// The diagonals holding an entry: bit `j + n - 1 - i` of `(2n - 1).div_ceil(64)` words.
+    pub diagonals: Vec<u64>,
+    /// 128-byte lines of `x` read, counted along each row's ascending columns.
+    pub x_lines: u64,
+    /// The sum of `|i - j|` over the entries.
+    pub dist: u64,
+    /// 32 times the longest row of each warp of 32 consecutive rows, summed.
+    pub warp_slots: u64,
+    /// Rows that store their diagonal entry.
+    pub diag_stored: u64,
+}
+
+/// Counts the structure of the explicit product somewhere other than the host's symbolic
+/// pass (the GPU): `Ok(None)` where it cannot count this matrix exactly, `Err` naming why it
+/// failed. The plan then counts on the host.
+#[cfg(feature = "model")]
+#[derive(Clone, Copy)]
+pub struct GramCounter<'a>(
+    pub &'a (dyn Fn(&CsrMatrix) -> Result<Option<GramTotals>, String> + Sync),
+);
+
+#[cfg(feature = "model")]
+impl std::fmt::Debug for GramCounter<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("GramCounter")
+    }
+}
+
+#[cfg(feature = "model")]
+impl K1Factors<'_> {
+    /// The counts of the explicit product from totals counted elsewhere (see [`GramTotals`]);
+    /// `None` when they cannot be this matrix's (rows or bitmap words that do not add up).
+    pub fn explicit_counts_from(&self, t: GramTotals) -> Option<SpmvCounts> {
+        let n = self.n();
+        if t.hist.iter().sum::<u64>() != n as u64 || t.diag_stored > n as u64 {
+            return None;
+        }
+        let counter = FeatureCounter::with_diagonals(n, n, t.diagonals)?;
+        let mut hist = t.hist;
+        // Trailing empty bins are not rows; the host's histogram ends at the longest row.
+        while hist.last() == Some(&0) {
+            hist.pop();
+        }
+        let rows = RowTally::from_histogram(hist, t.diag_stored as usize);
+        let (features, hist) = counter.finish(rows, true);
+        let work = WorkTally::from_totals(t.x_lines, u128::from(t.dist), t.warp_slots);
+        Some(SpmvCounts {
+            work: spmv_work_counted(&features, &hist, &work),
+            features,
+        })
+    }
+
+    /// The [`GramTotals`] of the explicit product counted on the host by the symbolic pass of
+    /// [`K1Factors::explicit_counts`]: the reference a count made elsewhere must equal (for
+    /// tests; it keeps the longest row of every warp).
+    pub fn gram_totals(&self) -> GramTotals {
+        #[derive(Default)]
+        struct T {
+            hist: Vec<u64>,
+            x_lines: u64,
+            dist: u64,
+            diag_stored: u64,
+            /// The longest row of each warp seen (by warp index).
+            warps: std::collections::BTreeMap<usize, u64>,
+        }
+        let n = self.n();
+        let counter = FeatureCounter::new(n, n);
+        let per_line = (autopcg_model::work::X_LINE_BYTES / 8) as u32;
+        let (_, t) = autopcg_solver::precond::fold_gram_pattern(
+            n,
+            |i| self.kt_row(i),
+            |q| self.k_row(q),
+            || (RowTally::default(), T::default()),
+            |(rows, t), i, cols| {
+                counter.add_row(rows, i, cols);
+                let l = cols.len();
+                if t.hist.len() <= l {
+                    t.hist.resize(l + 1, 0);
+                }
+                t.hist[l] += 1;
+                let mut last = u32::MAX;
+                for &j in cols {
+                    if j / per_line != last {
+                        t.x_lines += 1;
+                        last = j / per_line;
+                    }
+                    t.dist += (j as u64).abs_diff(i as u64);
+                }
+                t.diag_stored += u64::from(cols.binary_search(&(i as u32)).is_ok());
+                let w = t.warps.entry(i / 32).or_default();
+                *w = (*w).max(l as u64);
+            },
+            |(r1, mut t1), (r2, t2)| {
+                if t1.hist.len() < t2.hist.len() {
+                    t1.hist.resize(t2.hist.len(), 0);
+                }
+                t1.hist.iter_mut().zip(&t2.hist).for_each(|(a, b)| *a += b);
+                t1.x_lines += t2.x_lines;
+                t1.dist += t2.dist;
+                t1.diag_stored += t2.diag_stored;
+                for (w, l) in t2.warps {
+                    let e = t1.warps.entry(w).or_default();
+                    *e = (*e).max(l);
+                }
+                (r1.merge(r2), t1)
+            },
+        );
+        GramTotals {
+            warp_slots: t.warps.values().map(|l| 32 * l).sum(),
+            hist: t.hist,
+            diagonals: counter.into_diagonal_words(),
+            x_lines: t.x_lines,
+            dist: t.dist,
+            diag_stored: t.diag_stored,
+        }
+    }
+}
+
 /// The fallback rule's SpMV method for an operand with these features (as
 /// [`crate::fallback::spmv_method`] picks it from the stored matrix).
 pub fn fallback_method(f: &MatrixFeatures) -> SpmvMethod {
@@ -367,6 +492,35 @@ mod tests {
                 assert_eq!(fallback_method(&f.k), crate::fallback::spmv_method(k));
                 assert_eq!(fallback_method(&f.kt), crate::fallback::spmv_method(kt));
             }
+        }
+    }
+
+    /// The explicit product's counts made from totals (as the GPU counts them) are the host
+    /// pass's, and totals that cannot be the matrix's are refused.
+    #[test]
+    fn counts_from_totals_are_the_host_pass_counts() {
+        for a in cases() {
+            let v = K1Factors::of(&a).unwrap();
+            let t = v.gram_totals();
+            assert_eq!(t.hist.iter().sum::<u64>(), a.nrows() as u64);
+            assert_eq!(t.diag_stored, a.nrows() as u64, "M stores its diagonal");
+            // The device's histogram is longer than the longest row: trailing bins are empty.
+            let mut padded = t.clone();
+            padded.hist.resize(t.hist.len().max(1024), 0);
+            let host = v.explicit_counts();
+            assert_eq!(
+                v.explicit_counts_from(padded),
+                Some(host.clone()),
+                "n = {}",
+                a.nrows()
+            );
+            assert_eq!(v.explicit_counts_from(t.clone()), Some(host));
+            let mut short = t.clone();
+            short.diagonals.pop();
+            assert_eq!(v.explicit_counts_from(short), None);
+            let mut lost = t;
+            lost.hist[1] += 1;
+            assert_eq!(v.explicit_counts_from(lost), None);
         }
     }
 

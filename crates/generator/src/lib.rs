@@ -150,6 +150,12 @@ pub struct PlanRequest<'a> {
     /// own check to the features' tolerance, so that the SpMV choice does not search again
     /// (the same plan, one pass over the matrix less). [`KnownSymmetry::Unknown`] by default.
     pub symmetry: KnownSymmetry,
+    /// Where the structure of SSOR-AI's explicit product is counted when the model compares
+    /// the forms, if not on the host: the GPU the solve will run on (the same counts, a test
+    /// pins them; a count it cannot make, or one that fails, falls back to the host's pass,
+    /// the failure noted).
+    #[cfg(feature = "model")]
+    pub gram_counter: Option<factors::GramCounter<'a>>,
 }
 
 impl<'a> PlanRequest<'a> {
@@ -166,6 +172,8 @@ impl<'a> PlanRequest<'a> {
             expected_iterations: EXPECTED_ITERATIONS,
             check_every: None,
             symmetry: KnownSymmetry::Unknown,
+            #[cfg(feature = "model")]
+            gram_counter: None,
         }
     }
 }
@@ -412,7 +420,28 @@ fn modelled(
             out.notes.push(bounded_note(bound, a.nnz()));
         } else {
             let tb = Instant::now();
-            let counts = v.explicit_counts();
+            let counted = match req.gram_counter.map(|c| (c.0)(a)) {
+                Some(Ok(Some(t))) => {
+                    let c = v.explicit_counts_from(t);
+                    if c.is_none() {
+                        out.notes.push(
+                            "the explicit product's count made on the device does not add up \
+                             (internal error): counted on the host"
+                                .into(),
+                        );
+                    }
+                    c
+                }
+                Some(Err(e)) => {
+                    out.notes.push(format!(
+                        "the explicit product's structure was counted on the host: the \
+                         device's count failed ({e})"
+                    ));
+                    None
+                }
+                Some(Ok(None)) | None => None,
+            };
+            let counts = counted.unwrap_or_else(|| v.explicit_counts());
             out.spent_building = tb.elapsed().as_secs_f64() * 1e3;
             let (ck, ckt) = &f.counts;
             match choose_ssor_form_counted(m.file, ck, ckt, &counts, props, req.expected_iterations)

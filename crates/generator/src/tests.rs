@@ -82,6 +82,83 @@ fn the_model_chooses_the_explicit_form_where_it_predicts_it_faster() {
     assert_eq!(plan(&r).unwrap().precond_applied(), "ssor-ai-factored");
 }
 
+/// The explicit product's structure counted elsewhere (the GPU, in the prepared solver) is
+/// what the form's comparison reads: the same totals plan what the host's count plans, a
+/// count that fails or does not add up falls back to the host's (noted), and other totals give
+/// other predictions (so the counter's values are the ones used).
+#[test]
+fn a_count_made_elsewhere_is_the_one_the_form_reads() {
+    use crate::factors::{GramCounter, GramTotals, K1Factors};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let m = model();
+    let a = fixture("s3rmt3m3");
+    let kind = PrecondKind::ssor_ai().with_omega(auto_omega(&a));
+    let mut r = with_model(&a, kind, &m);
+    r.ssor_form_auto = true;
+    let host = plan(&r).unwrap();
+    let summary = |p: &SolvePlan| {
+        let form = p.explain.iter().find(|e| e.step == "ssor-ai form").unwrap();
+        let opts: Vec<(String, f64)> = form
+            .options
+            .iter()
+            .map(|o| (o.name.clone(), o.score_ms))
+            .collect();
+        (
+            p.precond_applied().to_string(),
+            format!("{:?}", p.gpu),
+            opts,
+        )
+    };
+    let calls = AtomicUsize::new(0);
+    let same = |b: &CsrMatrix| -> Result<Option<GramTotals>, String> {
+        calls.fetch_add(1, Ordering::Relaxed);
+        Ok(Some(K1Factors::of(b).unwrap().gram_totals()))
+    };
+    r.gram_counter = Some(GramCounter(&same));
+    let counted = plan(&r).unwrap();
+    assert_eq!(calls.load(Ordering::Relaxed), 1);
+    assert_eq!(summary(&counted), summary(&host));
+    assert!(!counted
+        .notes
+        .iter()
+        .any(|n| n.contains("counted on the host")));
+    // Refused (the device cannot count it): the host counts, silently.
+    let refused = |_: &CsrMatrix| -> Result<Option<GramTotals>, String> { Ok(None) };
+    r.gram_counter = Some(GramCounter(&refused));
+    let p = plan(&r).unwrap();
+    assert_eq!(summary(&p), summary(&host));
+    assert!(!p.notes.iter().any(|n| n.contains("counted on the host")));
+    // Failed: the host counts, and the note says why.
+    let failed = |_: &CsrMatrix| -> Result<Option<GramTotals>, String> { Err("no room".into()) };
+    r.gram_counter = Some(GramCounter(&failed));
+    let p = plan(&r).unwrap();
+    assert_eq!(summary(&p), summary(&host));
+    assert!(p
+        .notes
+        .iter()
+        .any(|n| n.contains("counted on the host") && n.contains("no room")));
+    // Totals whose rows do not add up to the matrix's: the host counts, noted.
+    let lost = |b: &CsrMatrix| -> Result<Option<GramTotals>, String> {
+        let mut t = K1Factors::of(b).unwrap().gram_totals();
+        t.hist[1] += 1;
+        Ok(Some(t))
+    };
+    r.gram_counter = Some(GramCounter(&lost));
+    let p = plan(&r).unwrap();
+    assert_eq!(summary(&p), summary(&host));
+    assert!(p.notes.iter().any(|n| n.contains("does not add up")));
+    // Other totals (every row twice as far from the diagonal on average): other predictions.
+    let other = |b: &CsrMatrix| -> Result<Option<GramTotals>, String> {
+        let mut t = K1Factors::of(b).unwrap().gram_totals();
+        t.x_lines *= 4;
+        t.dist *= 2;
+        Ok(Some(t))
+    };
+    r.gram_counter = Some(GramCounter(&other));
+    let p = plan(&r).unwrap();
+    assert_ne!(summary(&p).2, summary(&host).2);
+}
+
 /// A caller that checked A symmetric (the prepared solver) saves the features' search for an
 /// asymmetric pair, and K, K^T and M are known triangular and symmetric by construction: the
 /// plans, explanations and predicted times are the same as with nothing known.

@@ -177,6 +177,19 @@ pub struct WorkTally {
 }
 
 impl WorkTally {
+    /// The tally of rows counted elsewhere (on a GPU): `x_lines` lines of x read, the sum
+    /// `dist` of `|i - j|` over the entries, and `warp_slots` thread slots of every warp (32
+    /// times its longest row). It stands for all of a matrix's rows (it is not merged).
+    pub fn from_totals(x_lines: u64, dist: u128, warp_slots: u64) -> WorkTally {
+        WorkTally {
+            x_lines,
+            dist,
+            first: None,
+            last: None,
+            inner_slots: warp_slots,
+        }
+    }
+
     /// Counts row `i` with stored columns `cols` (ascending).
     #[inline]
     pub fn add_row(&mut self, i: usize, cols: &[u32]) {

@@ -295,6 +295,17 @@ pub struct RowTally {
 }
 
 impl RowTally {
+    /// The tally of rows counted elsewhere (on a GPU): `hist[l]` rows of length `l`, of which
+    /// `diag_stored` store their diagonal entry.
+    pub fn from_histogram(hist: Vec<u64>, diag_stored: usize) -> RowTally {
+        RowTally {
+            rows: hist.iter().sum::<u64>() as usize,
+            short: hist,
+            long: Vec::new(),
+            diag_stored,
+        }
+    }
+
     /// The counts of both tallies' rows together.
     pub fn merge(mut self, other: RowTally) -> RowTally {
         if self.short.len() < other.short.len() {
@@ -324,6 +335,25 @@ impl FeatureCounter {
             ncols,
             diagonals: (0..nbits.div_ceil(64)).map(|_| AtomicU64::new(0)).collect(),
         }
+    }
+
+    /// A counter for an `nrows x ncols` matrix whose diagonals were marked elsewhere (on a
+    /// GPU): bit `j + nrows - 1 - i` of `words` for an entry `(i, j)`, the layout this counter
+    /// keeps. `None` unless `words` has the counter's length.
+    pub fn with_diagonals(nrows: usize, ncols: usize, words: Vec<u64>) -> Option<Self> {
+        let c = FeatureCounter::new(nrows, ncols);
+        (words.len() == c.diagonals.len()).then(|| FeatureCounter {
+            diagonals: words.into_iter().map(AtomicU64::new).collect(),
+            ..c
+        })
+    }
+
+    /// The diagonals marked so far, in the layout [`FeatureCounter::with_diagonals`] takes.
+    pub fn into_diagonal_words(self) -> Vec<u64> {
+        self.diagonals
+            .into_iter()
+            .map(AtomicU64::into_inner)
+            .collect()
     }
 
     /// Counts row `i`, whose stored columns are `cols` (ascending, distinct, below `ncols`),

@@ -30,14 +30,17 @@ pub enum SsorBuildKernel {
     Build,
     /// The position in K of each entry of `K^T diag(s)`'s mirror, for value refreshes.
     KtSources,
+    /// The structure of the explicit product `K^T diag(s) K`, counted ([`ssor_k1_gram_count`]).
+    GramCount,
 }
 
 impl SsorBuildKernel {
     /// Every kernel of the build.
-    pub const ALL: [SsorBuildKernel; 3] = [
+    pub const ALL: [SsorBuildKernel; 4] = [
         SsorBuildKernel::Lengths,
         SsorBuildKernel::Build,
         SsorBuildKernel::KtSources,
+        SsorBuildKernel::GramCount,
     ];
 }
 
@@ -47,6 +50,7 @@ impl fmt::Display for SsorBuildKernel {
             SsorBuildKernel::Lengths => "ssor_k1_lengths",
             SsorBuildKernel::Build => "ssor_k1_build",
             SsorBuildKernel::KtSources => "ssor_k1_kt_sources",
+            SsorBuildKernel::GramCount => "ssor_k1_gram_count",
         })
     }
 }
@@ -105,7 +109,17 @@ fn lengths(
     dev: &GpuDevice,
     a: &DeviceCsr,
 ) -> Result<(DeviceVec<u32>, DeviceVec<u32>, DeviceVec<u32>), GpuError> {
-    let n = a.nrows();
+    lengths_of(dev, a.nrows(), &a.indptr, &a.indices)
+}
+
+/// [`lengths`] of the `n`-row pattern `indptr`, `indices` (a validated CSR pattern).
+#[allow(clippy::type_complexity)]
+fn lengths_of(
+    dev: &GpuDevice,
+    n: usize,
+    indptr: &DeviceVec<u32>,
+    indices: &DeviceVec<u32>,
+) -> Result<(DeviceVec<u32>, DeviceVec<u32>, DeviceVec<u32>), GpuError> {
     let n32 = n as u32;
     // SAFETY: ssor_k1_lengths writes diag and len for every row.
     let mut diag = unsafe { dev.alloc_uninit::<u32>(n)? };
@@ -113,13 +127,13 @@ fn lengths(
     let mut bad = dev.upload(&[n32, n32])?;
     let l = per_row(dev, SsorBuildKernel::Lengths, n)?;
     // SAFETY: matches `ssor_k1_lengths(u32 n, const u32 *a_ptr, const u32 *a_idx, u32 *diag,
-    // u32 *len, u32 *bad)`; a is a validated CSR matrix of n rows, diag and len hold n
-    // elements, bad 2; every read stays inside a row of a.
+    // u32 *len, u32 *bad)`; indptr, indices are a validated CSR pattern of n rows, diag and
+    // len hold n elements, bad 2; every read stays inside a row of it.
     unsafe {
         l.run(|b| {
             b.arg(&n32)
-                .arg(&a.indptr.buf)
-                .arg(&a.indices.buf)
+                .arg(&indptr.buf)
+                .arg(&indices.buf)
                 .arg(&mut diag.buf)
                 .arg(&mut len.buf)
                 .arg(&mut bad.buf);
@@ -247,6 +261,106 @@ pub fn ssor_k1_factors(
     })
 }
 
+/// What [`ssor_k1_gram_count`] counted of the structure of `M = K^T diag(s) K`, the explicit
+/// form of first-order SSOR-AI, for `A`'s pattern: the counts the SpMV model reads, with `M`
+/// itself never stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GramCount {
+    /// `hist[l]`: rows of `M` with `l` entries (length [`GRAM_HIST`]).
+    pub hist: Vec<u64>,
+    /// The diagonals `j - i` that hold an entry, as a bitmap: bit `j + n - 1 - i` of the
+    /// `(2n - 1).div_ceil(64)` words.
+    pub diagonals: Vec<u64>,
+    /// 128-byte lines of `x` each row reads (16 columns), summed over the rows.
+    pub x_lines: u64,
+    /// The sum of `|i - j|` over the entries.
+    pub dist: u64,
+    /// Thread slots of a thread per row: 32 times the longest row of each warp of 32
+    /// consecutive rows.
+    pub warp_slots: u64,
+    /// Rows that store their diagonal entry.
+    pub diag_stored: u64,
+}
+
+/// Row lengths the device count tallies (a longer row of `M` leaves the count to the host).
+pub const GRAM_HIST: usize = 1024;
+/// Totals ahead of the histogram in the kernel's output (lines, distances, warp slots, stored
+/// diagonals, flags).
+const GRAM_HEAD: usize = 5;
+/// Rows of `K^T` the device merges per row of `M` at most (a longer row leaves the count to
+/// the host).
+pub const GRAM_MERGE: usize = 64;
+
+/// Counts the structure of the explicit product `M = K^T diag(s) K` of first-order SSOR-AI
+/// for the square matrix `a` on the device ([`GramCount`]): row `i` of `M` is the union of the
+/// rows `q` of `K` (A's columns of row `q` up to its diagonal) over the columns `q` of row `i`
+/// of `K^T` (A's columns of row `i` from its diagonal on), the pattern the host's symbolic pass
+/// finds for factors viewed through a symmetric pattern. Only `a`'s pattern is uploaded (and
+/// freed on return); one thread per row merges the rows it unites, so the count takes a few
+/// milliseconds where the host's pass takes tens on millions of rows.
+///
+/// `None` when the device cannot count it exactly: a row without a stored diagonal entry, a
+/// row of `K^T` with more than [`GRAM_MERGE`] entries, a row of `M` with [`GRAM_HIST`] or more,
+/// or a sum of distances that could pass 64 bits. Waits for one copy back (the counts).
+pub fn ssor_k1_gram_count(
+    dev: &GpuDevice,
+    a: &autopcg_sparse::CsrMatrix,
+) -> Result<Option<GramCount>, GpuError> {
+    let n = a.nrows();
+    if !a.is_square() || n == 0 || a.nnz() as u64 >= u64::from(u32::MAX) {
+        return Ok(None);
+    }
+    // Every entry of M adds at most n - 1 to the distances, and M has at most
+    // GRAM_HIST - 1 entries per row counted.
+    if (n as u128) * (GRAM_HIST as u128) * (n as u128) >= 1u128 << 63 {
+        return Ok(None);
+    }
+    let indptr = dev.upload(a.indptr())?;
+    let indices = dev.upload(a.indices())?;
+    let (diag, len, bad) = lengths_of(dev, n, &indptr, &indices)?;
+    drop((len, bad));
+    let words = (2 * n - 1).div_ceil(64);
+    let mut out = dev.alloc_zeros::<u64>(GRAM_HEAD + GRAM_HIST + words)?;
+    let kernel = SsorBuildKernel::GramCount;
+    // Enough blocks to fill the device; each one flushes its histogram once.
+    let blocks = n
+        .div_ceil(DEFAULT_THREADS as usize)
+        .min(8 * dev.props().sm_count.max(1) as usize) as u32;
+    let cfg = LaunchConfig::new(DEFAULT_THREADS, blocks.max(1));
+    cfg.check(kernel, dev.props())?;
+    let l = Launch::plain(dev, KernelSource::Precond, &kernel, cfg)?;
+    let n32 = n as u32;
+    // SAFETY: matches `ssor_k1_gram_count(u32 n, const u32 *a_ptr, const u32 *a_idx,
+    // const u32 *diag, u64 *out)`. indptr and indices are the pattern of the validated square
+    // CsrMatrix a (n + 1 pointers, columns below n); diag holds a position inside each row, or
+    // its start for a row without a diagonal entry, which the kernel tests (inside the row)
+    // before it reads from diag[q] + 1 back to the row's start; a row of K^T longer than the
+    // kernel's merge arrays is skipped; out holds the GRAM_HEAD totals, GRAM_HIST bins and the
+    // words of bits below 2n - 1. DEFAULT_THREADS is a multiple of 32, as the kernel's warp
+    // rounds need.
+    unsafe {
+        l.run(|b| {
+            b.arg(&n32)
+                .arg(&indptr.buf)
+                .arg(&indices.buf)
+                .arg(&diag.buf)
+                .arg(&mut out.buf);
+        })
+    }?;
+    let out = dev.download(&out)?;
+    if out[4] != 0 {
+        return Ok(None);
+    }
+    Ok(Some(GramCount {
+        x_lines: out[0],
+        dist: out[1],
+        warp_slots: out[2],
+        diag_stored: out[3],
+        hist: out[GRAM_HEAD..GRAM_HEAD + GRAM_HIST].to_vec(),
+        diagonals: out[GRAM_HEAD + GRAM_HIST..].to_vec(),
+    }))
+}
+
 /// What a value refresh of factors [`ssor_k1_factors`] built from `a` needs to recompute them
 /// on the device after new values of `a` (see [`super::refresh`]): the positions of `a`'s
 /// diagonal entries, and for each entry of `kt` (`K^T diag(s)`) the position in `k` of its
@@ -315,11 +429,26 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_count_limits_are_the_kernels() {
+        let text = crate::sources::source_text(KernelSource::Precond);
+        assert!(text.contains(&format!("#define GRAM_MERGE {GRAM_MERGE}\n")));
+        assert!(text.contains(&format!("#define GRAM_HIST {GRAM_HIST}\n")));
+        // 128-byte lines of doubles, as the SpMV model counts them.
+        assert!(text.contains("#define GRAM_LINE_COLS 16\n"));
+        assert!(text.contains(&format!("#define GRAM_HEAD {GRAM_HEAD}\n")));
+    }
+
+    #[test]
     fn names_are_the_entry_points() {
         let names: Vec<String> = SsorBuildKernel::ALL.iter().map(|k| k.to_string()).collect();
         assert_eq!(
             names,
-            ["ssor_k1_lengths", "ssor_k1_build", "ssor_k1_kt_sources"]
+            [
+                "ssor_k1_lengths",
+                "ssor_k1_build",
+                "ssor_k1_kt_sources",
+                "ssor_k1_gram_count"
+            ]
         );
     }
 }
