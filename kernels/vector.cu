@@ -11,6 +11,10 @@
 //   triad        a = b + s c (the STREAM triad): the memory bandwidth a simple streaming kernel
 //                reaches, the yardstick the SpMV benchmark compares against; grid-stride, any
 //                block count
+//   cg_poll_gather
+//                the history entries the host has not seen and the scalar buffer
+//                (cg_scalars.cuh) gathered into one buffer, which the host reads when it polls
+//                the recurrence; grid-stride, any block count
 //
 // Each operation comes in four variants:
 //   *_elem     one element per thread; needs blocks * threads >= n
@@ -342,5 +346,21 @@ extern "C" __global__ void gather_f64(u32 n, const u32 *__restrict__ idx,
     const u64 stride = (u64)gridDim.x * blockDim.x;
     for (u64 k = (u64)blockIdx.x * blockDim.x + threadIdx.x; k < n; k += stride) {
         out[k] = src[idx[k]];
+    }
+}
+
+// ------------------------------------------------------------- polling the device recurrence
+
+// out[0, h) = history[lo, lo + h) and out[h, h + CG_SCALARS_LEN) = scalars: what a poll of the
+// recurrence reads, gathered by ONE launch into one buffer. The buffer is page-locked host
+// memory mapped into the device's address space, so a poll costs this launch and one
+// synchronisation; two device-to-device copies and a download into pageable memory cost
+// noticeably more per iteration on small, launch-bound solves. Grid-stride, any block count.
+extern "C" __global__ void cg_poll_gather(const double *__restrict__ history, u64 lo, u64 h,
+                                          const double *__restrict__ scalars,
+                                          double *__restrict__ out) {
+    const u64 total = h + CG_SCALARS_LEN;
+    for (u64 i = GLOBAL_TID; i < total; i += GLOBAL_THREADS) {
+        out[i] = (i < h) ? history[lo + i] : scalars[i - h];
     }
 }

@@ -124,6 +124,7 @@ pub fn catalog() -> Vec<(ModuleSpec, Vec<String>)> {
     };
     let mut vector: Vec<String> = VectorKernel::all().iter().map(|k| k.to_string()).collect();
     vector.push(crate::kernels::blocks::GATHER.to_string());
+    vector.push(crate::scalars::POLL_GATHER.to_string());
     let mut out = vec![(ModuleSpec::plain(KernelSource::Vector), vector)];
     for bs in DOT_BLOCK_SIZES {
         let mut entries: Vec<String> = DotKernel::ALL.iter().map(|k| k.to_string()).collect();

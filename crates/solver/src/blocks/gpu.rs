@@ -400,6 +400,8 @@ impl BlockGpuBackend {
     fn preload(&self) -> Result<(), PcgError> {
         for lane in &self.lanes {
             preload(&lane.dev, self.threads)?;
+            // The gather of every poll of the lane's recurrence.
+            autopcg_gpu::scalars::preload(&lane.dev)?;
         }
         for blk in &self.blocks {
             let dev = &self.lanes[blk.lane].dev;

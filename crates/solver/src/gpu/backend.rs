@@ -69,8 +69,9 @@ use super::{BackendTimes, GpuPlanChoice, PrecondChoice, SpmvMethod, MAX_GRAPH_IT
 /// Iterations the device history holds before it first grows.
 pub const INITIAL_HISTORY: u32 = 1024;
 
-/// Most iterations [`GpuBackend::reserve_iterations`] reserves ahead (48 MiB of history and
-/// staging), so that a huge iteration limit does not allocate a huge history up front.
+/// Most iterations [`GpuBackend::reserve_iterations`] reserves ahead (24 MiB of history, and as
+/// much again of device staging where polls cannot use mapped host memory), so that a huge
+/// iteration limit does not allocate a huge history up front.
 pub const MAX_RESERVED_HISTORY: u32 = 1 << 20;
 
 impl From<GpuError> for PcgError {
@@ -279,6 +280,8 @@ fn preload(dev: &GpuDevice, choice: &GpuPlanChoice, aux: &AuxKernels) -> Result<
         &autopcg_gpu::ModuleSpec::dot(aux.dot.1.threads),
         &aux.dot.0.to_string(),
     )?;
+    // The gather of every poll of the recurrence.
+    autopcg_gpu::scalars::preload(dev)?;
     Ok(())
 }
 
