@@ -312,19 +312,22 @@ extern "C" __global__ void ssor_k1_kt_sources(u32 n, const u32 *__restrict__ a_p
 //
 //   ssor_k1_gram_count  a thread per row, rows taken in warps of 32 consecutive ones; the row's
 //                       distinct columns come out ascending from a merge of the (at most
-//                       GRAM_MERGE) rows of K it unites (diag from ssor_k1_lengths). out =
-//                       [128-byte lines of x read (16 columns each, counted along the ascending
-//                       columns), sum of |i - j|, 32 x the longest row of each warp, rows
-//                       storing their diagonal, flags, hist[GRAM_HIST], diagonal bitmap]:
+//                       GRAM_MERGE) rows of K it unites, their heads held in registers (the
+//                       merge loops are unrolled), so that each column of K is loaded once and
+//                       the loads of different rows of K overlap (diag from ssor_k1_lengths).
+//                       out = [128-byte lines of x read (16 columns each, counted along the
+//                       ascending columns), sum of |i - j|, 32 x the longest row of each warp,
+//                       rows storing their diagonal, flags, hist[GRAM_HIST], diagonal bitmap]:
 //                       hist[l] = rows of length l; bit j + n - 1 - i of the bitmap marks the
 //                       diagonal of entry (i, j); flags |= 1 for a row of K^T longer than
 //                       GRAM_MERGE, 2 for a row of M of GRAM_HIST entries or more, 4 for a row
 //                       without its diagonal entry (such rows are skipped: the counts are then
 //                       incomplete)
-#define GRAM_MERGE 64
+#define GRAM_MERGE 16
 #define GRAM_HIST 1024
 #define GRAM_LINE_COLS 16
 #define GRAM_HEAD 5
+#define GRAM_DONE 0xffffffffu
 
 // Whether diag[i] is the position of a_ii (ssor_k1_lengths points a row without one at its
 // start, which may be past the last entry).
@@ -348,7 +351,6 @@ extern "C" __global__ void ssor_k1_gram_count(u32 n, const u32 *__restrict__ a_p
     __syncthreads();
     u64 *diagonals = out + GRAM_HEAD + GRAM_HIST;
     u64 lines = 0, dist = 0, slots = 0, stored = 0, flags = 0;
-    u32 pos[GRAM_MERGE], end[GRAM_MERGE];
     // Whole warps take part in every round (the grid's threads are a multiple of 32), so the
     // longest row of a warp is one shuffle reduction.
     const u64 rows = ((u64)n + 31) & ~(u64)31;
@@ -358,39 +360,50 @@ extern "C" __global__ void ssor_k1_gram_count(u32 n, const u32 *__restrict__ a_p
             const u32 i = (u32)t;
             const u32 d = diag[i];
             const u32 k = a_ptr[i + 1] - d;
+            // pos[m], end[m]: what is left of the m-th row of K; head[m] its next column
+            // (GRAM_DONE once it is used up, or for m >= k).
+            u32 pos[GRAM_MERGE], end[GRAM_MERGE], head[GRAM_MERGE];
             bool ok = gram_has_diagonal(a_ptr, a_idx, diag, i);
             if (!ok) {
                 flags |= 4;
             } else if (k > GRAM_MERGE) {
                 flags |= 1;
                 ok = false;
-            } else {
-                for (u32 m = 0; m < k; ++m) {
+            }
+#pragma unroll
+            for (u32 m = 0; m < GRAM_MERGE; ++m) {
+                head[m] = GRAM_DONE;
+                pos[m] = 0;
+                end[m] = 0;
+                if (ok && m < k) {
                     const u32 q = a_idx[d + m];
-                    if (!gram_has_diagonal(a_ptr, a_idx, diag, q)) {
+                    if (gram_has_diagonal(a_ptr, a_idx, diag, q)) {
+                        pos[m] = a_ptr[q];
+                        end[m] = diag[q] + 1;
+                        head[m] = a_idx[pos[m]];
+                    } else {
                         flags |= 4;
                         ok = false;
                     }
-                    pos[m] = a_ptr[q];
-                    end[m] = diag[q] + 1;
                 }
             }
             if (ok) {
                 const u64 shift = (u64)n - 1 - i;
-                u32 last_line = 0xffffffffu;
+                u32 last_line = GRAM_DONE;
                 for (;;) {
-                    u32 c = 0xffffffffu;
-                    for (u32 m = 0; m < k; ++m) {
-                        if (pos[m] < end[m] && a_idx[pos[m]] < c) {
-                            c = a_idx[pos[m]];
-                        }
+                    u32 c = GRAM_DONE;
+#pragma unroll
+                    for (u32 m = 0; m < GRAM_MERGE; ++m) {
+                        c = head[m] < c ? head[m] : c;
                     }
-                    if (c == 0xffffffffu) {
+                    if (c == GRAM_DONE) {
                         break;
                     }
-                    for (u32 m = 0; m < k; ++m) {
-                        if (pos[m] < end[m] && a_idx[pos[m]] == c) {
+#pragma unroll
+                    for (u32 m = 0; m < GRAM_MERGE; ++m) {
+                        if (head[m] == c) {
                             ++pos[m];
+                            head[m] = pos[m] < end[m] ? a_idx[pos[m]] : GRAM_DONE;
                         }
                     }
                     ++len;

@@ -214,7 +214,7 @@ impl<'a> PreparedSolver<'a> {
         #[cfg(feature = "gpu")]
         let gram_counter = gpu
             .as_ref()
-            .map(|d| move |m: &CsrMatrix| device_gram_count(d, m));
+            .map(|d| move |m: &CsrMatrix, longest: usize| device_gram_count(d, m, longest));
         #[cfg(feature = "gpu")]
         {
             req.model = match (&model, &label) {
@@ -978,13 +978,28 @@ fn reserved_gpu_backend(
     Ok((backend, parts))
 }
 
-/// [`autopcg_gpu::kernels::ssor::ssor_k1_gram_count`] of `a` on `dev`, as the plan takes it.
+/// Stored entries of `A` below which the explicit product's structure is counted on the host:
+/// there the device's copies and launches cost more than the host's pass saves (on the GPU
+/// host, matrices of 5e4 to 2.1e5 entries took 0.3-3.3 ms longer to set up with the count on
+/// the device, in a fresh process).
+#[cfg(feature = "gpu")]
+pub const DEVICE_GRAM_COUNT_MIN_NNZ: usize = 1_000_000;
+
+/// [`autopcg_gpu::kernels::ssor::ssor_k1_gram_count`] of `a` on `dev`, as the plan takes it
+/// (`longest`: the longest row of `K^T`). `Ok(None)`, for the host to count, below
+/// [`DEVICE_GRAM_COUNT_MIN_NNZ`] entries or where a row of `K^T` is longer than the device's
+/// merge holds (nothing is copied then).
 #[cfg(feature = "gpu")]
 pub(crate) fn device_gram_count(
     dev: &GpuDevice,
     a: &CsrMatrix,
+    longest: usize,
 ) -> Result<Option<autopcg_generator::factors::GramTotals>, String> {
-    let c = autopcg_gpu::kernels::ssor::ssor_k1_gram_count(dev, a).map_err(|e| e.to_string())?;
+    use autopcg_gpu::kernels::ssor::{ssor_k1_gram_count, GRAM_MERGE};
+    if a.nnz() < DEVICE_GRAM_COUNT_MIN_NNZ || longest > GRAM_MERGE {
+        return Ok(None);
+    }
+    let c = ssor_k1_gram_count(dev, a).map_err(|e| e.to_string())?;
     Ok(c.map(|c| autopcg_generator::factors::GramTotals {
         hist: c.hist,
         diagonals: c.diagonals,

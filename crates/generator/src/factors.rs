@@ -299,14 +299,19 @@ pub struct GramTotals {
     pub diag_stored: u64,
 }
 
-/// Counts the structure of the explicit product somewhere other than the host's symbolic
-/// pass (the GPU): `Ok(None)` where it cannot count this matrix exactly, `Err` naming why it
-/// failed. The plan then counts on the host.
+/// Counts the structure of the explicit product of `A` somewhere other than the host's
+/// symbolic pass (the GPU), given `A` and the longest row of `K^T` (what a row of the product
+/// merges): `Ok(None)` where it does not count this matrix (it cannot count it exactly, or the
+/// host's pass is the faster there), `Err` naming why it failed. The plan then counts on the
+/// host.
 #[cfg(feature = "model")]
 #[derive(Clone, Copy)]
-pub struct GramCounter<'a>(
-    pub &'a (dyn Fn(&CsrMatrix) -> Result<Option<GramTotals>, String> + Sync),
-);
+pub struct GramCounter<'a>(pub &'a GramCount<'a>);
+
+/// The function a [`GramCounter`] calls.
+#[cfg(feature = "model")]
+pub type GramCount<'a> =
+    dyn Fn(&CsrMatrix, usize) -> Result<Option<GramTotals>, String> + Sync + 'a;
 
 #[cfg(feature = "model")]
 impl std::fmt::Debug for GramCounter<'_> {

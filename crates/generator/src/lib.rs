@@ -420,7 +420,7 @@ fn modelled(
             out.notes.push(bounded_note(bound, a.nnz()));
         } else {
             let tb = Instant::now();
-            let counted = match req.gram_counter.map(|c| (c.0)(a)) {
+            let counted = match req.gram_counter.map(|c| (c.0)(a, f.kt.row_len_max)) {
                 Some(Ok(Some(t))) => {
                     let c = v.explicit_counts_from(t);
                     if c.is_none() {

@@ -289,15 +289,16 @@ pub const GRAM_HIST: usize = 1024;
 const GRAM_HEAD: usize = 5;
 /// Rows of `K^T` the device merges per row of `M` at most (a longer row leaves the count to
 /// the host).
-pub const GRAM_MERGE: usize = 64;
+pub const GRAM_MERGE: usize = 16;
 
 /// Counts the structure of the explicit product `M = K^T diag(s) K` of first-order SSOR-AI
 /// for the square matrix `a` on the device ([`GramCount`]): row `i` of `M` is the union of the
 /// rows `q` of `K` (A's columns of row `q` up to its diagonal) over the columns `q` of row `i`
 /// of `K^T` (A's columns of row `i` from its diagonal on), the pattern the host's symbolic pass
 /// finds for factors viewed through a symmetric pattern. Only `a`'s pattern is uploaded (and
-/// freed on return); one thread per row merges the rows it unites, so the count takes a few
-/// milliseconds where the host's pass takes tens on millions of rows.
+/// freed on return); one thread per row merges the rows it unites, their next columns held
+/// in registers. A caller that knows the longest row of `K^T` exceeds [`GRAM_MERGE`] should
+/// not call it: the kernel runs before it finds that.
 ///
 /// `None` when the device cannot count it exactly: a row without a stored diagonal entry, a
 /// row of `K^T` with more than [`GRAM_MERGE`] entries, a row of `M` with [`GRAM_HIST`] or more,
