@@ -54,16 +54,7 @@ fn main() {
     for _ in 0..repeats {
         let t = Instant::now();
         let c = ssor_k1_gram_count(&dev, &a).expect("device count");
-        let c = c.map(|c| {
-            v.explicit_counts_from(autopcg::generator::factors::GramTotals {
-                hist: c.hist,
-                diagonals: c.diagonals,
-                x_lines: c.x_lines,
-                dist: c.dist,
-                warp_slots: c.warp_slots,
-                diag_stored: c.diag_stored,
-            })
-        });
+        let c = c.map(|c| v.explicit_counts_from(c));
         device.push(ms(t));
         same &= match c {
             Some(c) => c == counts,

@@ -994,20 +994,12 @@ pub(crate) fn device_gram_count(
     dev: &GpuDevice,
     a: &CsrMatrix,
     longest: usize,
-) -> Result<Option<autopcg_generator::factors::GramTotals>, String> {
+) -> Result<Option<autopcg_sparse::features::StructureTotals>, String> {
     use autopcg_gpu::kernels::ssor::{ssor_k1_gram_count, GRAM_MERGE};
     if a.nnz() < DEVICE_GRAM_COUNT_MIN_NNZ || longest > GRAM_MERGE {
         return Ok(None);
     }
-    let c = ssor_k1_gram_count(dev, a).map_err(|e| e.to_string())?;
-    Ok(c.map(|c| autopcg_generator::factors::GramTotals {
-        hist: c.hist,
-        diagonals: c.diagonals,
-        x_lines: c.x_lines,
-        dist: c.dist,
-        warp_slots: c.warp_slots,
-        diag_stored: c.diag_stored,
-    }))
+    ssor_k1_gram_count(dev, a).map_err(|e| e.to_string())
 }
 
 #[cfg(feature = "gpu")]

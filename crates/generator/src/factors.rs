@@ -11,7 +11,7 @@
 //! pin the choices made from them.
 use autopcg_catalog::SpmvMethod;
 use autopcg_sparse::features::{
-    FeatureCounter, KnownSymmetry, MatrixFeatures, RowTally, SYMMETRY_TOLERANCE,
+    FeatureCounter, KnownSymmetry, MatrixFeatures, RowTally, StructureTotals, SYMMETRY_TOLERANCE,
 };
 use autopcg_sparse::CsrMatrix;
 use rayon::prelude::*;
@@ -280,25 +280,6 @@ impl<'a> K1Factors<'a> {
     }
 }
 
-/// The structure of the explicit product `K^T diag(s) K` as a count made elsewhere (on the
-/// GPU the solve runs on) gives it: what [`K1Factors::explicit_counts_from`] turns into the
-/// counts the SpMV model reads, the same as [`K1Factors::explicit_counts`] gives on the host.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GramTotals {
-    /// `hist[l]`: rows with `l` entries (any length covering the longest row).
-    pub hist: Vec<u64>,
-    /// The diagonals holding an entry: bit `j + n - 1 - i` of `(2n - 1).div_ceil(64)` words.
-    pub diagonals: Vec<u64>,
-    /// 128-byte lines of `x` read, counted along each row's ascending columns.
-    pub x_lines: u64,
-    /// The sum of `|i - j|` over the entries.
-    pub dist: u64,
-    /// 32 times the longest row of each warp of 32 consecutive rows, summed.
-    pub warp_slots: u64,
-    /// Rows that store their diagonal entry.
-    pub diag_stored: u64,
-}
-
 /// Counts the structure of the explicit product of `A` somewhere other than the host's
 /// symbolic pass (the GPU), given `A` and the longest row of `K^T` (what a row of the product
 /// merges): `Ok(None)` where it does not count this matrix (it cannot count it exactly, or the
@@ -311,7 +292,7 @@ pub struct GramCounter<'a>(pub &'a GramCount<'a>);
 /// The function a [`GramCounter`] calls.
 #[cfg(feature = "model")]
 pub type GramCount<'a> =
-    dyn Fn(&CsrMatrix, usize) -> Result<Option<GramTotals>, String> + Sync + 'a;
+    dyn Fn(&CsrMatrix, usize) -> Result<Option<StructureTotals>, String> + Sync + 'a;
 
 #[cfg(feature = "model")]
 impl std::fmt::Debug for GramCounter<'_> {
@@ -322,9 +303,9 @@ impl std::fmt::Debug for GramCounter<'_> {
 
 #[cfg(feature = "model")]
 impl K1Factors<'_> {
-    /// The counts of the explicit product from totals counted elsewhere (see [`GramTotals`]);
+    /// The counts of the explicit product from totals counted elsewhere (see [`StructureTotals`]);
     /// `None` when they cannot be this matrix's (rows or bitmap words that do not add up).
-    pub fn explicit_counts_from(&self, t: GramTotals) -> Option<SpmvCounts> {
+    pub fn explicit_counts_from(&self, t: StructureTotals) -> Option<SpmvCounts> {
         let n = self.n();
         if t.hist.iter().sum::<u64>() != n as u64 || t.diag_stored > n as u64 {
             return None;
@@ -344,10 +325,10 @@ impl K1Factors<'_> {
         })
     }
 
-    /// The [`GramTotals`] of the explicit product counted on the host by the symbolic pass of
+    /// The [`StructureTotals`] of the explicit product counted on the host by the symbolic pass of
     /// [`K1Factors::explicit_counts`]: the reference a count made elsewhere must equal (for
     /// tests; it keeps the longest row of every warp).
-    pub fn gram_totals(&self) -> GramTotals {
+    pub fn gram_totals(&self) -> StructureTotals {
         #[derive(Default)]
         struct T {
             hist: Vec<u64>,
@@ -399,7 +380,7 @@ impl K1Factors<'_> {
                 (r1.merge(r2), t1)
             },
         );
-        GramTotals {
+        StructureTotals {
             warp_slots: t.warps.values().map(|l| 32 * l).sum(),
             hist: t.hist,
             diagonals: counter.into_diagonal_words(),

@@ -88,7 +88,8 @@ fn the_model_chooses_the_explicit_form_where_it_predicts_it_faster() {
 /// other predictions (so the counter's values are the ones used).
 #[test]
 fn a_count_made_elsewhere_is_the_one_the_form_reads() {
-    use crate::factors::{GramCounter, GramTotals, K1Factors};
+    use crate::factors::{GramCounter, K1Factors};
+    use autopcg_sparse::features::StructureTotals;
     use std::sync::atomic::{AtomicUsize, Ordering};
     let m = model();
     let a = fixture("s3rmt3m3");
@@ -110,7 +111,7 @@ fn a_count_made_elsewhere_is_the_one_the_form_reads() {
         )
     };
     let calls = AtomicUsize::new(0);
-    let same = |b: &CsrMatrix, longest: usize| -> Result<Option<GramTotals>, String> {
+    let same = |b: &CsrMatrix, longest: usize| -> Result<Option<StructureTotals>, String> {
         assert_eq!(
             longest,
             (0..b.nrows())
@@ -130,13 +131,14 @@ fn a_count_made_elsewhere_is_the_one_the_form_reads() {
         .iter()
         .any(|n| n.contains("counted on the host")));
     // Refused (the device cannot count it): the host counts, silently.
-    let refused = |_: &CsrMatrix, _| -> Result<Option<GramTotals>, String> { Ok(None) };
+    let refused = |_: &CsrMatrix, _| -> Result<Option<StructureTotals>, String> { Ok(None) };
     r.gram_counter = Some(GramCounter(&refused));
     let p = plan(&r).unwrap();
     assert_eq!(summary(&p), summary(&host));
     assert!(!p.notes.iter().any(|n| n.contains("counted on the host")));
     // Failed: the host counts, and the note says why.
-    let failed = |_: &CsrMatrix, _| -> Result<Option<GramTotals>, String> { Err("no room".into()) };
+    let failed =
+        |_: &CsrMatrix, _| -> Result<Option<StructureTotals>, String> { Err("no room".into()) };
     r.gram_counter = Some(GramCounter(&failed));
     let p = plan(&r).unwrap();
     assert_eq!(summary(&p), summary(&host));
@@ -145,7 +147,7 @@ fn a_count_made_elsewhere_is_the_one_the_form_reads() {
         .iter()
         .any(|n| n.contains("counted on the host") && n.contains("no room")));
     // Totals whose rows do not add up to the matrix's: the host counts, noted.
-    let lost = |b: &CsrMatrix, _| -> Result<Option<GramTotals>, String> {
+    let lost = |b: &CsrMatrix, _| -> Result<Option<StructureTotals>, String> {
         let mut t = K1Factors::of(b).unwrap().gram_totals();
         t.hist[1] += 1;
         Ok(Some(t))
@@ -155,7 +157,7 @@ fn a_count_made_elsewhere_is_the_one_the_form_reads() {
     assert_eq!(summary(&p), summary(&host));
     assert!(p.notes.iter().any(|n| n.contains("does not add up")));
     // Other totals (every row twice as far from the diagonal on average): other predictions.
-    let other = |b: &CsrMatrix, _| -> Result<Option<GramTotals>, String> {
+    let other = |b: &CsrMatrix, _| -> Result<Option<StructureTotals>, String> {
         let mut t = K1Factors::of(b).unwrap().gram_totals();
         t.x_lines *= 4;
         t.dist *= 2;

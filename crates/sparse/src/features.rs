@@ -265,6 +265,27 @@ fn from_parts(
     }
 }
 
+/// What a count of a matrix that is never stored, made elsewhere than a [`FeatureCounter`] (a
+/// GPU kernel), gives of its structure: enough for the features ([`FeatureCounter::with_diagonals`],
+/// [`RowTally::from_histogram`]) and the SpMV work counts the model reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StructureTotals {
+    /// `hist[l]`: rows with `l` entries (any length covering the longest row).
+    pub hist: Vec<u64>,
+    /// The diagonals holding an entry, as a [`FeatureCounter`] marks them: bit `j + n - 1 - i`
+    /// of `(2n - 1).div_ceil(64)` words for an `n x n` matrix.
+    pub diagonals: Vec<u64>,
+    /// 128-byte lines of `x` read (16 columns each), counted along each row's ascending
+    /// columns.
+    pub x_lines: u64,
+    /// The sum of `|i - j|` over the entries.
+    pub dist: u64,
+    /// 32 times the longest row of each warp of 32 consecutive rows, summed.
+    pub warp_slots: u64,
+    /// Rows that store their diagonal entry.
+    pub diag_stored: u64,
+}
+
 /// Counts the features of a matrix that is never stored, from its rows as a symbolic pass
 /// finds them (sorted, distinct column indices per row), so that the pass can drop each row
 /// once it is counted. The result equals [`features`] of the matrix whose rows were given,

@@ -13,6 +13,8 @@
 //! build on the host, as the host build transposes such a `K`.
 use std::fmt;
 
+use autopcg_sparse::features::StructureTotals;
+
 use cudarc::driver::PushKernelArg;
 
 use super::convert::{exclusive_scan, ConvertKernel, ScanWorkspace};
@@ -261,27 +263,6 @@ pub fn ssor_k1_factors(
     })
 }
 
-/// What [`ssor_k1_gram_count`] counted of the structure of `M = K^T diag(s) K`, the explicit
-/// form of first-order SSOR-AI, for `A`'s pattern: the counts the SpMV model reads, with `M`
-/// itself never stored.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GramCount {
-    /// `hist[l]`: rows of `M` with `l` entries (length [`GRAM_HIST`]).
-    pub hist: Vec<u64>,
-    /// The diagonals `j - i` that hold an entry, as a bitmap: bit `j + n - 1 - i` of the
-    /// `(2n - 1).div_ceil(64)` words.
-    pub diagonals: Vec<u64>,
-    /// 128-byte lines of `x` each row reads (16 columns), summed over the rows.
-    pub x_lines: u64,
-    /// The sum of `|i - j|` over the entries.
-    pub dist: u64,
-    /// Thread slots of a thread per row: 32 times the longest row of each warp of 32
-    /// consecutive rows.
-    pub warp_slots: u64,
-    /// Rows that store their diagonal entry.
-    pub diag_stored: u64,
-}
-
 /// Row lengths the device count tallies (a longer row of `M` leaves the count to the host).
 pub const GRAM_HIST: usize = 1024;
 /// Totals ahead of the histogram in the kernel's output (lines, distances, warp slots, stored
@@ -292,7 +273,8 @@ const GRAM_HEAD: usize = 5;
 pub const GRAM_MERGE: usize = 16;
 
 /// Counts the structure of the explicit product `M = K^T diag(s) K` of first-order SSOR-AI
-/// for the square matrix `a` on the device ([`GramCount`]): row `i` of `M` is the union of the
+/// for the square matrix `a` on the device (its [`StructureTotals`], the histogram
+/// [`GRAM_HIST`] long): row `i` of `M` is the union of the
 /// rows `q` of `K` (A's columns of row `q` up to its diagonal) over the columns `q` of row `i`
 /// of `K^T` (A's columns of row `i` from its diagonal on), the pattern the host's symbolic pass
 /// finds for factors viewed through a symmetric pattern. Only `a`'s pattern is uploaded (and
@@ -306,7 +288,7 @@ pub const GRAM_MERGE: usize = 16;
 pub fn ssor_k1_gram_count(
     dev: &GpuDevice,
     a: &autopcg_sparse::CsrMatrix,
-) -> Result<Option<GramCount>, GpuError> {
+) -> Result<Option<StructureTotals>, GpuError> {
     let n = a.nrows();
     if !a.is_square() || n == 0 || a.nnz() as u64 >= u64::from(u32::MAX) {
         return Ok(None);
@@ -352,7 +334,7 @@ pub fn ssor_k1_gram_count(
     if out[4] != 0 {
         return Ok(None);
     }
-    Ok(Some(GramCount {
+    Ok(Some(StructureTotals {
         x_lines: out[0],
         dist: out[1],
         warp_slots: out[2],
