@@ -203,6 +203,43 @@ extern "C" __global__ void ssor_gram_values(u32 n, const u32 *__restrict__ kt_pt
 //                    i plus one diagonal each, less those of K); an entry of K^T S whose mirror
 //                    is not stored in A lowers bad[1] to its row (the pattern is not symmetric)
 
+// Every upload's checks of A (not SSOR-AI's own), read on the device from the uploaded arrays:
+// lowers *bad to the first row whose diagonal entry is not stored, or is not positive and
+// finite (the host's first_bad_diagonal), and raises *norm to the bits of ||A||_inf, each row's
+// |a_ij| summed in order as the host sums them (bits of non-negative doubles order as the
+// values do; a NaN sum, whose bits are larger than infinity's, is skipped as f64::max skips
+// it). The reduction after the loop needs every thread of the block: blockDim.x is a multiple
+// of 32.
+extern "C" __global__ void csr_row_checks(u32 n, const u32 *__restrict__ a_ptr,
+                                          const u32 *__restrict__ a_idx,
+                                          const double *__restrict__ a_vals, u32 *bad, u64 *norm) {
+    u64 best = 0;
+    for (u64 t = GLOBAL_TID; t < n; t += GLOBAL_THREADS) {
+        const u32 i = (u32)t;
+        const u32 lo = a_ptr[i], hi = a_ptr[i + 1];
+        const u32 q = find_column(a_idx, lo, hi, i);
+        const double d = q == hi ? 0.0 : a_vals[q];
+        if (!(d > 0.0 && isfinite(d))) {
+            atomicMin(bad, i);
+        }
+        double sum = 0.0;
+        for (u32 p = lo; p < hi; ++p) {
+            sum = __dadd_rn(sum, fabs(a_vals[p]));
+        }
+        if (!isnan(sum)) {
+            const u64 bits = (u64)__double_as_longlong(sum);
+            best = bits > best ? bits : best;
+        }
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+        const u64 other = __shfl_xor_sync(0xffffffffu, best, o);
+        best = other > best ? other : best;
+    }
+    if ((threadIdx.x & 31) == 0 && best != 0) {
+        atomicMax(norm, best);
+    }
+}
+
 extern "C" __global__ void ssor_k1_lengths(u32 n, const u32 *__restrict__ a_ptr,
                                            const u32 *__restrict__ a_idx, u32 *__restrict__ diag,
                                            u32 *__restrict__ len, u32 *bad) {

@@ -227,9 +227,46 @@ pub struct DeviceCsr {
 }
 
 impl DeviceCsr {
-    /// Uploads a host CSR matrix.
+    /// Uploads a host CSR matrix. Its arrays are not checked again: a `CsrMatrix` holds only
+    /// what [`validate_csr`] accepts (checked where it was made).
     pub fn upload(dev: &GpuDevice, a: &CsrMatrix) -> Result<DeviceCsr, GpuError> {
-        DeviceCsr::from_parts(dev, a.nrows(), a.ncols(), a.indptr(), a.indices(), a.data())
+        Ok(DeviceCsr {
+            shape: (a.nrows(), a.ncols()),
+            indptr: dev.upload(a.indptr())?,
+            indices: dev.upload(a.indices())?,
+            vals: dev.upload(a.data())?,
+            merge: None,
+        })
+    }
+
+    /// [`DeviceCsr::upload`] that also returns the largest `|a_ij|` (NaNs ignored, as
+    /// `f64::max` does; 0 for no entries), taken from the values as they are copied into the
+    /// staging buffers, so they are read once.
+    pub fn upload_with_max_abs(
+        dev: &GpuDevice,
+        a: &CsrMatrix,
+    ) -> Result<(DeviceCsr, f64), GpuError> {
+        let indptr = dev.upload(a.indptr())?;
+        let indices = dev.upload(a.indices())?;
+        let data = a.data();
+        // Bits of non-negative doubles order as the values do.
+        let max_bits = std::sync::atomic::AtomicU64::new(0);
+        // SAFETY: `upload_into_filled` writes every element before anything can read one.
+        let mut vals = unsafe { dev.alloc_uninit::<f64>(data.len()) }?;
+        dev.upload_into_filled(&mut vals, &|off, piece| {
+            let src = &data[off..off + piece.len()];
+            autopcg_sparse::copy::copy_streaming(src, piece);
+            let m = src.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+            max_bits.fetch_max(m.to_bits(), std::sync::atomic::Ordering::Relaxed);
+        })?;
+        let csr = DeviceCsr {
+            shape: (a.nrows(), a.ncols()),
+            indptr,
+            indices,
+            vals,
+            merge: None,
+        };
+        Ok((csr, f64::from_bits(max_bits.into_inner())))
     }
 
     /// Uploads raw CSR arrays (checked by [`validate_csr`]).

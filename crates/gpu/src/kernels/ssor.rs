@@ -34,15 +34,19 @@ pub enum SsorBuildKernel {
     KtSources,
     /// The structure of the explicit product `K^T diag(s) K`, counted ([`ssor_k1_gram_count`]).
     GramCount,
+    /// The checks of every upload of `A` ([`row_checks`]; not the build's own): the first row
+    /// whose diagonal entry is missing or not positive, and `||A||_inf`.
+    RowChecks,
 }
 
 impl SsorBuildKernel {
     /// Every kernel of the build.
-    pub const ALL: [SsorBuildKernel; 4] = [
+    pub const ALL: [SsorBuildKernel; 5] = [
         SsorBuildKernel::Lengths,
         SsorBuildKernel::Build,
         SsorBuildKernel::KtSources,
         SsorBuildKernel::GramCount,
+        SsorBuildKernel::RowChecks,
     ];
 }
 
@@ -53,6 +57,7 @@ impl fmt::Display for SsorBuildKernel {
             SsorBuildKernel::Build => "ssor_k1_build",
             SsorBuildKernel::KtSources => "ssor_k1_kt_sources",
             SsorBuildKernel::GramCount => "ssor_k1_gram_count",
+            SsorBuildKernel::RowChecks => "csr_row_checks",
         })
     }
 }
@@ -263,6 +268,63 @@ pub fn ssor_k1_factors(
     })
 }
 
+/// What [`row_checks`] finds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RowChecks {
+    /// The first row (0-based) whose diagonal entry is not stored, or is not positive and
+    /// finite: what `autopcg_solver::first_bad_diagonal` finds on the host.
+    pub bad_diagonal: Option<usize>,
+    /// `||A||_inf`, the largest row sum of `|a_ij|` (each row summed in order, as the host's
+    /// `inf_norm` sums it; rows whose sum is NaN skipped; 0 for no rows).
+    pub inf_norm: f64,
+}
+
+/// The checks every upload of `a` needs, read on the device from its uploaded arrays by one
+/// launch (a thread per row, a binary search for its diagonal entry and a pass over its values)
+/// rather than by host passes over the matrix: see [`RowChecks`]. The diagonal is that of the
+/// leading square block (`min(rows, cols)` rows). Waits for one 12-byte copy back.
+pub fn row_checks(dev: &GpuDevice, a: &DeviceCsr) -> Result<RowChecks, GpuError> {
+    let (n, m) = a.shape();
+    let range = |rows: usize| GpuError::InvalidInput {
+        what: "CSR matrix".into(),
+        reason: format!("{rows} rows exceed the 32-bit index range"),
+    };
+    let n32 = u32::try_from(n).map_err(|_| range(n))?;
+    if n == 0 {
+        return Ok(RowChecks {
+            bad_diagonal: None,
+            inf_norm: 0.0,
+        });
+    }
+    // The kernel flags rows past the square block too (they store no column i); the first
+    // flagged row is the least, so one below `square` is found whenever there is one.
+    let square = n.min(m) as u32;
+    let mut bad = dev.upload(&[n32])?;
+    let mut norm = dev.alloc_zeros::<u64>(1)?;
+    let l = per_row(dev, SsorBuildKernel::RowChecks, n)?;
+    // SAFETY: matches `csr_row_checks(u32 n, const u32 *a_ptr, const u32 *a_idx,
+    // const double *a_vals, u32 *bad, u64 *norm)`; a's arrays are a CSR matrix of n rows (n + 1
+    // pointers read), every read stays inside a row, bad and norm hold one element each;
+    // per_row launches DEFAULT_THREADS threads a block, a multiple of 32 as the kernel needs.
+    unsafe {
+        l.run(|b| {
+            b.arg(&n32)
+                .arg(&a.indptr.buf)
+                .arg(&a.indices.buf)
+                .arg(&a.vals.buf)
+                .arg(&mut bad.buf)
+                .arg(&mut norm.buf);
+        })
+    }?;
+    let row = dev.download(&bad)?[0];
+    let bits = dev.download(&norm)?[0];
+    Ok(RowChecks {
+        // A row past the square block has no diagonal entry: it is not reported.
+        bad_diagonal: (row < square).then_some(row as usize),
+        inf_norm: f64::from_bits(bits),
+    })
+}
+
 /// Row lengths the device count tallies (a longer row of `M` leaves the count to the host).
 pub const GRAM_HIST: usize = 1024;
 /// Totals ahead of the histogram in the kernel's output (lines, distances, warp slots, stored
@@ -289,18 +351,47 @@ pub fn ssor_k1_gram_count(
     dev: &GpuDevice,
     a: &autopcg_sparse::CsrMatrix,
 ) -> Result<Option<StructureTotals>, GpuError> {
-    let n = a.nrows();
-    if !a.is_square() || n == 0 || a.nnz() as u64 >= u64::from(u32::MAX) {
-        return Ok(None);
-    }
-    // Every entry of M adds at most n - 1 to the distances, and M has at most
-    // GRAM_HIST - 1 entries per row counted.
-    if (n as u128) * (GRAM_HIST as u128) * (n as u128) >= 1u128 << 63 {
+    if !gram_countable(a.nrows(), a.ncols(), a.nnz()) {
         return Ok(None);
     }
     let indptr = dev.upload(a.indptr())?;
     let indices = dev.upload(a.indices())?;
-    let (diag, len, bad) = lengths_of(dev, n, &indptr, &indices)?;
+    gram_count_of(dev, a.nrows(), &indptr, &indices)
+}
+
+/// [`ssor_k1_gram_count`] of a matrix whose arrays are already on the device (only its
+/// pattern is read; nothing is copied but the counts back).
+pub fn ssor_k1_gram_count_on(
+    dev: &GpuDevice,
+    a: &DeviceCsr,
+) -> Result<Option<StructureTotals>, GpuError> {
+    let (n, m) = a.shape();
+    if !gram_countable(n, m, a.nnz()) {
+        return Ok(None);
+    }
+    gram_count_of(dev, n, &a.indptr, &a.indices)
+}
+
+/// Whether an `n` x `m` matrix of `nnz` entries is in the device count's range: square, not
+/// empty, its entries and the sum of distances of its product within the counters.
+fn gram_countable(n: usize, m: usize, nnz: usize) -> bool {
+    // Every entry of M adds at most n - 1 to the distances, and M has at most
+    // GRAM_HIST - 1 entries per row counted.
+    n == m
+        && n > 0
+        && (nnz as u64) < u64::from(u32::MAX)
+        && (n as u128) * (GRAM_HIST as u128) * (n as u128) < 1u128 << 63
+}
+
+/// The count of [`ssor_k1_gram_count`] on the `n`-row pattern `indptr`, `indices` (a square
+/// CSR pattern in range, see [`gram_countable`]).
+fn gram_count_of(
+    dev: &GpuDevice,
+    n: usize,
+    indptr: &DeviceVec<u32>,
+    indices: &DeviceVec<u32>,
+) -> Result<Option<StructureTotals>, GpuError> {
+    let (diag, len, bad) = lengths_of(dev, n, indptr, indices)?;
     drop((len, bad));
     let words = (2 * n - 1).div_ceil(64);
     let mut out = dev.alloc_zeros::<u64>(GRAM_HEAD + GRAM_HIST + words)?;
