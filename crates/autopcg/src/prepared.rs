@@ -55,7 +55,7 @@ use autopcg_gpu::GpuDevice;
 use autopcg_solver::cpu::CpuBackend;
 use autopcg_solver::gpu::BackendTimes;
 #[cfg(feature = "gpu")]
-use autopcg_solver::gpu::GpuBackend;
+use autopcg_solver::gpu::{AheadUpload, GpuBackend, UploadedA};
 #[cfg(feature = "gpu")]
 use autopcg_solver::ValueStatsSink;
 use autopcg_solver::{
@@ -166,104 +166,120 @@ impl<'a> PreparedSolver<'a> {
         let t0 = Instant::now();
         let mut notes = Vec::new();
         #[cfg(feature = "gpu")]
-        let (gpu, model, label) = {
-            let gpu = match s.device {
-                Device::Cpu => None,
-                Device::Gpu => Some(open_gpu(0).map_err(Error::DeviceUnavailable)?),
-                Device::Auto => match open_gpu(0) {
-                    Ok(d) => Some(d),
-                    Err(why) => {
-                        notes.push(format!("{why}: running on the CPU"));
-                        None
-                    }
-                },
-            };
-            let device_name = gpu.as_ref().map(|d| d.props().name.clone());
-            let ResolvedModel {
-                model,
-                notes: model_notes,
-            } = resolve_model(&s.model, device_name.as_deref())?;
-            notes.extend(model_notes);
-            let label = model.as_ref().map(|m| m.label());
-            (gpu, model, label)
-        };
-        #[cfg(not(feature = "gpu"))]
-        cpu_only(s, &mut notes)?;
-        #[cfg(feature = "gpu")]
-        let gpu_props = gpu.as_ref().map(|d| d.props().clone());
-        #[cfg(not(feature = "gpu"))]
-        let gpu_props: Option<autopcg_catalog::DeviceProps> = None;
-        let target = match gpu_props {
-            Some(p) => Target::Gpu(p),
-            None => Target::Cpu {
-                threads: rayon::current_num_threads(),
+        let gpu = match s.device {
+            Device::Cpu => None,
+            Device::Gpu => Some(open_gpu(0).map_err(Error::DeviceUnavailable)?),
+            Device::Auto => match open_gpu(0) {
+                Ok(d) => Some(d),
+                Err(why) => {
+                    notes.push(format!("{why}: running on the CPU"));
+                    None
+                }
             },
         };
-        let mut req = PlanRequest::new(&a, s.precond, target);
-        // Checked above, to the tolerance of the features (a test pins that they agree), or
-        // known to the caller, who turned the check off for a matrix it knows to be symmetric
-        // (`Solver::check_symmetry`): the SpMV choice need not search for an asymmetric pair
-        // again, a pass over the whole matrix.
-        req.symmetry = autopcg_generator::KnownSymmetry::Symmetric;
-        req.ssor_form_auto = s.ssor_form_auto;
-        req.expected_iterations = s.expected_iterations;
-        req.check_every = s.check_every.or(s.params.check_every);
-        // The explicit SSOR-AI product's structure, when the model compares the forms, is
-        // counted on the device the solve runs on (the host's pass takes tens of ms on
-        // millions of rows).
+        // With the device open, A's arrays go to it on a thread of their own while the plan is
+        // chosen (every format is made from them on the device): the backend then waits only
+        // for what is left of the copies.
         #[cfg(feature = "gpu")]
-        let gram_counter = gpu
-            .as_ref()
-            .map(|d| move |m: &CsrMatrix, longest: usize| device_gram_count(d, m, longest));
-        #[cfg(feature = "gpu")]
-        {
-            req.model = match (&model, &label) {
-                (Some(m), Some(l)) => Some(ModelRef {
-                    file: &m.file,
-                    label: l,
-                }),
+        let ahead = gpu.as_ref().map(|_| AheadUpload::new());
+        let m: &CsrMatrix = &a;
+        let (plan, params, exec, device, setup) = std::thread::scope(|scope| {
+            #[cfg(feature = "gpu")]
+            let ahead = match (&gpu, &ahead) {
+                (Some(dev), Some(up)) => std::thread::Builder::new()
+                    .name("upload A ahead".into())
+                    .spawn_scoped(scope, move || up.run(dev, m))
+                    .ok()
+                    .map(|_| up),
                 _ => None,
             };
-            req.gram_counter = gram_counter
-                .as_ref()
-                .map(|c| autopcg_generator::factors::GramCounter(c));
-        }
-        let device_ms = t0.elapsed().as_secs_f64() * 1e3;
-        let mut plan = autopcg_generator::plan(&req).map_err(|e| match e {
-            autopcg_generator::PlanError::Solver(p) => Error::Pcg(p),
-            other => Error::Plan(other.to_string()),
-        })?;
-        notes.extend(plan.notes.iter().cloned());
-        let mut params = s.params.clone();
-        params.check_every = Some(plan.check_every);
-        let t1 = Instant::now();
-        #[cfg(feature = "gpu")]
-        let on_gpu = match gpu {
-            Some(dev) => Some(gpu_exec(dev, &a, &plan, &params)?),
-            None => None,
-        };
-        #[cfg(not(feature = "gpu"))]
-        let on_gpu = None;
-        let (exec, device, parts) = match on_gpu {
-            Some(e) => e,
-            None => {
-                // Checks what a solve would check (sizes, the diagonal) now, not at the first
-                // solve.
-                CpuBackend::new(
-                    &a,
-                    plan.preconditioner.host(&a)?,
-                    &vec![0.0; a.nrows()],
-                    None,
-                )?;
-                (
-                    Exec::Cpu,
-                    format!("cpu ({} threads)", rayon::current_num_threads()),
-                    BackendTimes::default(),
-                )
+            #[cfg(not(feature = "gpu"))]
+            let _ = scope;
+            #[cfg(feature = "gpu")]
+            let (model, label) = {
+                let device_name = gpu.as_ref().map(|d| d.props().name.clone());
+                let ResolvedModel {
+                    model,
+                    notes: model_notes,
+                } = resolve_model(&s.model, device_name.as_deref())?;
+                notes.extend(model_notes);
+                let label = model.as_ref().map(|m| m.label());
+                (model, label)
+            };
+            #[cfg(not(feature = "gpu"))]
+            cpu_only(s, &mut notes)?;
+            #[cfg(feature = "gpu")]
+            let gpu_props = gpu.as_ref().map(|d| d.props().clone());
+            #[cfg(not(feature = "gpu"))]
+            let gpu_props: Option<autopcg_catalog::DeviceProps> = None;
+            let target = match gpu_props {
+                Some(p) => Target::Gpu(p),
+                None => Target::Cpu {
+                    threads: rayon::current_num_threads(),
+                },
+            };
+            let mut req = PlanRequest::new(m, s.precond, target);
+            // Checked above, to the tolerance of the features (a test pins that they agree), or
+            // known to the caller, who turned the check off for a matrix it knows to be
+            // symmetric (`Solver::check_symmetry`): the SpMV choice need not search for an
+            // asymmetric pair again, a pass over the whole matrix.
+            req.symmetry = autopcg_generator::KnownSymmetry::Symmetric;
+            req.ssor_form_auto = s.ssor_form_auto;
+            req.expected_iterations = s.expected_iterations;
+            req.check_every = s.check_every.or(s.params.check_every);
+            // The explicit SSOR-AI product's structure, when the model compares the forms, is
+            // counted on the device the solve runs on (the host's pass takes tens of ms on
+            // millions of rows), from the arrays uploaded ahead when they are there.
+            #[cfg(feature = "gpu")]
+            let gram_counter = gpu.as_ref().map(|d| {
+                move |m: &CsrMatrix, longest: usize| device_gram_count(d, m, longest, ahead)
+            });
+            #[cfg(feature = "gpu")]
+            {
+                req.model = match (&model, &label) {
+                    (Some(m), Some(l)) => Some(ModelRef {
+                        file: &m.file,
+                        label: l,
+                    }),
+                    _ => None,
+                };
+                req.gram_counter = gram_counter
+                    .as_ref()
+                    .map(|c| autopcg_generator::factors::GramCounter(c));
             }
-        };
-        let select_ms = plan.select_ms;
-        let setup = prepare_times(check_ms, device_ms, &plan, select_ms, t1, parts);
+            let device_ms = t0.elapsed().as_secs_f64() * 1e3;
+            let mut plan = autopcg_generator::plan(&req).map_err(|e| match e {
+                autopcg_generator::PlanError::Solver(p) => Error::Pcg(p),
+                other => Error::Plan(other.to_string()),
+            })?;
+            notes.extend(plan.notes.iter().cloned());
+            let mut params = s.params.clone();
+            params.check_every = Some(plan.check_every);
+            let t1 = Instant::now();
+            #[cfg(feature = "gpu")]
+            let on_gpu = match &gpu {
+                Some(dev) => Some(gpu_exec(dev.clone(), m, &plan, &params, ahead, &mut notes)?),
+                None => None,
+            };
+            #[cfg(not(feature = "gpu"))]
+            let on_gpu = None;
+            let (exec, device, parts) = match on_gpu {
+                Some(e) => e,
+                None => {
+                    // Checks what a solve would check (sizes, the diagonal) now, not at the
+                    // first solve.
+                    CpuBackend::new(m, plan.preconditioner.host(m)?, &vec![0.0; m.nrows()], None)?;
+                    (
+                        Exec::Cpu,
+                        format!("cpu ({} threads)", rayon::current_num_threads()),
+                        BackendTimes::default(),
+                    )
+                }
+            };
+            let select_ms = plan.select_ms;
+            let setup = prepare_times(check_ms, device_ms, &plan, select_ms, t1, parts);
+            Ok::<_, Error>((plan, params, exec, device, setup))
+        })?;
         Ok(Self::assemble(
             a,
             plan,
@@ -309,17 +325,30 @@ impl<'a> PreparedSolver<'a> {
             }
         };
         let device_ms = t0.elapsed().as_secs_f64() * 1e3;
-        let t1 = Instant::now();
-        let plan = saved
-            .to_solve_plan(&a, dev.props(), force, label)
-            .map_err(saved_error)?;
-        let select_ms = (t1.elapsed().as_secs_f64() * 1e3 - plan.precond_ms).max(0.0);
-        let notes = plan.notes.clone();
-        let mut params = s.params.clone();
-        params.check_every = Some(plan.check_every);
-        let t2 = Instant::now();
-        let (exec, device, parts) = gpu_exec(dev, &a, &plan, &params)?;
-        let setup = prepare_times(check_ms, device_ms, &plan, select_ms, t2, parts);
+        // A's arrays go to the device while the saved plan is checked and made (see
+        // `prepare`).
+        let ahead = AheadUpload::new();
+        let m: &CsrMatrix = &a;
+        let (plan, params, exec, device, notes, setup) = std::thread::scope(|scope| {
+            let ahead = std::thread::Builder::new()
+                .name("upload A ahead".into())
+                .spawn_scoped(scope, || ahead.run(&dev, m))
+                .ok()
+                .map(|_| &ahead);
+            let t1 = Instant::now();
+            let plan = saved
+                .to_solve_plan(m, dev.props(), force, label)
+                .map_err(saved_error)?;
+            let select_ms = (t1.elapsed().as_secs_f64() * 1e3 - plan.precond_ms).max(0.0);
+            let mut notes = plan.notes.clone();
+            let mut params = s.params.clone();
+            params.check_every = Some(plan.check_every);
+            let t2 = Instant::now();
+            let (exec, device, parts) =
+                gpu_exec(dev.clone(), m, &plan, &params, ahead, &mut notes)?;
+            let setup = prepare_times(check_ms, device_ms, &plan, select_ms, t2, parts);
+            Ok::<_, Error>((plan, params, exec, device, notes, setup))
+        })?;
         Ok(Self::assemble(
             a,
             plan,
@@ -622,7 +651,14 @@ impl<'a> PreparedSolver<'a> {
                 if backend.update_matrix_with(a, pre, &stats)? {
                     backend.setup_times()
                 } else {
-                    let (fresh, parts) = reserved_gpu_backend(dev, a, &self.plan, &self.params)?;
+                    let (fresh, parts) = reserved_gpu_backend(
+                        dev,
+                        a,
+                        &self.plan,
+                        &self.params,
+                        None,
+                        &mut Vec::new(),
+                    )?;
                     **backend = fresh;
                     parts
                 }
@@ -772,7 +808,8 @@ impl<'a> PreparedSolver<'a> {
         let parts = if backend.commit_matrix_values(a, pre, stats.max_abs)? {
             backend.setup_times()
         } else {
-            let (fresh, parts) = reserved_gpu_backend(dev, a, &self.plan, &self.params)?;
+            let (fresh, parts) =
+                reserved_gpu_backend(dev, a, &self.plan, &self.params, None, &mut Vec::new())?;
             **backend = fresh;
             parts
         };
@@ -951,24 +988,51 @@ fn gpu_exec(
     a: &CsrMatrix,
     plan: &SolvePlan,
     params: &PcgParams,
+    ahead: Option<&AheadUpload>,
+    notes: &mut Vec<String>,
 ) -> Result<(Exec, String, BackendTimes), Error> {
-    let (backend, parts) = reserved_gpu_backend(&dev, a, plan, params)?;
+    let (backend, parts) = reserved_gpu_backend(&dev, a, plan, params, ahead, notes)?;
     let device = format!("gpu {} ({})", dev.ordinal(), dev.props().name);
     let backend = Box::new(backend);
     Ok((Exec::Gpu { dev, backend }, device, parts))
 }
 
 /// A new GPU backend of `plan` with room for `params.max_iter` iterations, and where its time
-/// went: the construction's parts, and the history's allocation and copy as an upload.
+/// went: the construction's parts, and the history's allocation and copy as an upload. With
+/// `ahead`, A's arrays are those it uploaded (waiting for the copies left counts as upload
+/// time); where that upload failed, A is uploaded again here, with a note.
 #[cfg(feature = "gpu")]
 fn reserved_gpu_backend(
     dev: &GpuDevice,
     a: &CsrMatrix,
     plan: &SolvePlan,
     params: &PcgParams,
+    ahead: Option<&AheadUpload>,
+    notes: &mut Vec<String>,
 ) -> Result<(GpuBackend, BackendTimes), Error> {
-    let mut backend = new_gpu_backend(dev, a, plan, &vec![0.0; a.nrows()], None)?;
+    let tw = Instant::now();
+    let uploaded = match ahead.map(AheadUpload::take) {
+        Some(Ok(u)) => Some(u),
+        Some(Err(e)) => {
+            notes.push(format!(
+                "A was uploaded after the plan was chosen: its upload ahead failed ({e})"
+            ));
+            None
+        }
+        None => None,
+    };
+    let wait_ms = tw.elapsed().as_secs_f64() * 1e3;
+    let ahead_ms = uploaded.as_ref().map_or(0.0, UploadedA::ms);
+    let mut backend = match uploaded {
+        Some(u) => {
+            let choice = gpu_choice(plan)?;
+            GpuBackend::with_uploaded(dev, a, u, &plan.preconditioner, choice)?
+        }
+        None => new_gpu_backend(dev, a, plan, &vec![0.0; a.nrows()], None)?,
+    };
     let mut parts = backend.setup_times();
+    parts.upload_ms += wait_ms;
+    parts.ahead_ms = ahead_ms;
     let t = Instant::now();
     backend.reserve_iterations(params.max_iter)?;
     // The grown history's copy may still be under way: wait for it (a few microseconds when
@@ -994,12 +1058,28 @@ pub(crate) fn device_gram_count(
     dev: &GpuDevice,
     a: &CsrMatrix,
     longest: usize,
+    ahead: Option<&AheadUpload>,
 ) -> Result<Option<autopcg_sparse::features::StructureTotals>, String> {
-    use autopcg_gpu::kernels::ssor::{ssor_k1_gram_count, GRAM_MERGE};
+    use autopcg_gpu::kernels::ssor::{ssor_k1_gram_count, ssor_k1_gram_count_on, GRAM_MERGE};
     if a.nnz() < DEVICE_GRAM_COUNT_MIN_NNZ || longest > GRAM_MERGE {
         return Ok(None);
     }
-    ssor_k1_gram_count(dev, a).map_err(|e| e.to_string())
+    // The pattern uploaded ahead, once its upload is done (it is `a`'s: the same matrix the
+    // plan reads); without it, `a`'s pattern is uploaded for the count.
+    let on_device = |u: Option<&UploadedA>| u.map(|u| ssor_k1_gram_count_on(dev, u.matrix()));
+    match ahead.and_then(|up| up.with(on_device)) {
+        Some(r) => r,
+        None => ssor_k1_gram_count(dev, a),
+    }
+    .map_err(|e| e.to_string())
+}
+
+/// The GPU steps of `plan`.
+#[cfg(feature = "gpu")]
+fn gpu_choice(plan: &SolvePlan) -> Result<&autopcg_solver::gpu::GpuPlanChoice, Error> {
+    plan.gpu
+        .as_ref()
+        .ok_or_else(|| Error::Plan("the plan for a GPU has no GPU steps (internal error)".into()))
 }
 
 #[cfg(feature = "gpu")]
@@ -1010,9 +1090,7 @@ fn new_gpu_backend(
     b: &[f64],
     x0: Option<&[f64]>,
 ) -> Result<GpuBackend, Error> {
-    let choice = plan.gpu.as_ref().ok_or_else(|| {
-        Error::Plan("the plan for a GPU has no GPU steps (internal error)".into())
-    })?;
+    let choice = gpu_choice(plan)?;
     Ok(GpuBackend::new(
         dev,
         a,

@@ -450,9 +450,212 @@ fn the_device_counts_the_explicit_product_as_the_host(dev: GpuDevice) {
     );
 }
 
+/// `a` with row `r`'s diagonal entry set to `v`, or left out when `v` is `None`.
+fn with_diagonal(a: &CsrMatrix, r: usize, v: Option<f64>) -> CsrMatrix {
+    let (mut rows, mut cols, mut vals) = (Vec::new(), Vec::new(), Vec::new());
+    for i in 0..a.nrows() {
+        let (c, x) = a.row(i);
+        for (&j, &y) in c.iter().zip(x) {
+            let y = if i == r && j as usize == r {
+                match v {
+                    Some(v) => v,
+                    None => continue,
+                }
+            } else {
+                y
+            };
+            rows.push(i as u32);
+            cols.push(j);
+            vals.push(y);
+        }
+    }
+    CsrMatrix::from_triplets(a.nrows(), a.ncols(), &rows, &cols, &vals).unwrap()
+}
+
+/// What an upload ahead finds on the device (the largest magnitude, the first bad diagonal
+/// entry, ||A||_inf) is what the host's passes find, bit for bit, on matrices copied directly
+/// and through the staging buffers, with a diagonal entry missing, zero, negative, NaN or
+/// infinite, and with a NaN or an infinity off the diagonal.
+fn uploads_ahead_check_on_the_device_what_the_host_checks(dev: GpuDevice) {
+    use autopcg::solver::gpu::UploadedA;
+    use autopcg::solver::scaling::{first_bad_diagonal, ValueStats};
+    let small = families::poisson2d_5pt(12, 9).unwrap();
+    // 3.6 MB of values: staged.
+    let staged = families::fem_p1_2d(60_000, 5).unwrap();
+    assert!(staged.nnz() * 8 > 1 << 20);
+    let mut cases = vec![
+        ("poisson2d 12x9".to_string(), small.clone()),
+        ("fem 60000".to_string(), staged.clone()),
+        (
+            "poisson3d 9x8x7".to_string(),
+            families::poisson3d_7pt(9, 8, 7).unwrap(),
+        ),
+    ];
+    for (base, a) in [("poisson2d", &small), ("fem", &staged)] {
+        let r = a.nrows() / 3 + 1;
+        for (what, v) in [
+            ("missing", None),
+            ("zero", Some(0.0)),
+            ("negative", Some(-2.0)),
+            ("NaN", Some(f64::NAN)),
+            ("infinite", Some(f64::INFINITY)),
+        ] {
+            cases.push((
+                format!("{base}, diagonal {what} at {r}"),
+                with_diagonal(a, r, v),
+            ));
+        }
+        // Off the diagonal: the first entry of row r that is not its diagonal entry.
+        for (what, v) in [("NaN", f64::NAN), ("infinite", -f64::INFINITY)] {
+            let mut values = a.data().to_vec();
+            let lo = a.indptr()[r] as usize;
+            let k = if a.indices()[lo] as usize == r {
+                lo + 1
+            } else {
+                lo
+            };
+            values[k] = v;
+            cases.push((
+                format!("{base}, {what} off the diagonal in row {r}"),
+                a.with_values(values).unwrap(),
+            ));
+        }
+    }
+    for (name, a) in &cases {
+        let up = UploadedA::upload(&dev, a).unwrap();
+        let host = ValueStats::of(a.indptr(), a.data());
+        assert_eq!(
+            up.max_abs().to_bits(),
+            host.max_abs.to_bits(),
+            "{name}: max |a_ij|"
+        );
+        assert_eq!(
+            up.inf_norm().to_bits(),
+            host.inf_norm.to_bits(),
+            "{name}: ||A||_inf"
+        );
+        assert_eq!(
+            up.bad_diagonal(),
+            first_bad_diagonal(a).map(|(row, _)| row - 1),
+            "{name}: first bad diagonal entry"
+        );
+        assert_eq!(up.matrix().shape(), (a.nrows(), a.ncols()), "{name}");
+        assert!(up.ms() >= 0.0, "{name}");
+    }
+}
+
+/// A backend made from A uploaded ahead solves as one that uploads A itself, bit for bit, for
+/// every preconditioner and the formats the fallback rule picks, scaled systems included (the
+/// arrays uploaded ahead are then replaced by scaled ones); a prepared solver reports the
+/// upload ahead and solves to the tolerance; a bad diagonal found on the device is the error
+/// the host's check gives.
+fn a_backend_on_a_uploaded_ahead_solves_as_one_that_uploads_it(dev: GpuDevice) {
+    use autopcg::solver::gpu::{GpuBackend, UploadedA};
+    use autopcg::solver::{pcg, PcgBackend};
+    let fem = families::fem_p1_2d(20_000, 3).unwrap();
+    let p3 = families::poisson3d_7pt(24, 20, 18).unwrap();
+    // Scaled on the device by 2^k (|a_ij| below 2^-128); its right-hand side is not.
+    let tiny = p3
+        .with_values(p3.data().iter().map(|v| v * 1e-200).collect())
+        .unwrap();
+    let params = autopcg::PcgParams {
+        tol: 1e-10,
+        max_iter: 2000,
+        ..Default::default()
+    };
+    for (name, a, b) in [
+        ("fem 20000", &fem, rhs(&fem, 7)),
+        ("poisson3d", &p3, rhs(&p3, 7)),
+        ("poisson3d x 1e-200", &tiny, rhs(&p3, 7)),
+    ] {
+        for kind in [
+            PrecondKind::None,
+            PrecondKind::Jacobi,
+            PrecondKind::ssor_ai(),
+            PrecondKind::ssor_ai().with_form(SsorForm::Explicit),
+            PrecondKind::ssor_ai2(),
+        ] {
+            let what = format!("{name}, {kind}");
+            let req = PlanRequest::new(a, kind, Target::Gpu(dev.props().clone()));
+            let planned = plan(&req).unwrap();
+            let choice = planned.gpu.as_ref().unwrap();
+            let run = |mut be: GpuBackend| {
+                be.reserve_iterations(params.max_iter).unwrap();
+                let info = pcg(&mut be, &params, |_| std::ops::ControlFlow::Continue(())).unwrap();
+                (info.iterations, be.solution().unwrap())
+            };
+            let own = GpuBackend::new(&dev, a, &planned.preconditioner, &b, None, choice);
+            let own = run(own.unwrap());
+            let up = UploadedA::upload(&dev, a).unwrap();
+            let mut ahead =
+                GpuBackend::with_uploaded(&dev, a, up, &planned.preconditioner, choice).unwrap();
+            assert!(
+                ahead.set_problem(&b, None).unwrap(),
+                "{what}: same scale factors"
+            );
+            let ahead = run(ahead);
+            assert_eq!(ahead.0, own.0, "{what}: iterations");
+            assert!(
+                ahead
+                    .1
+                    .iter()
+                    .zip(&own.1)
+                    .all(|(p, q)| p.to_bits() == q.to_bits()),
+                "{what}: solutions differ"
+            );
+            assert!(true_residual(a, &ahead.1, &b) < 1e-8, "{what}");
+        }
+    }
+    // Arrays of another matrix are refused.
+    let up = UploadedA::upload(&dev, &p3).unwrap();
+    let req = PlanRequest::new(&fem, PrecondKind::None, Target::Gpu(dev.props().clone()));
+    let planned = plan(&req).unwrap();
+    assert!(GpuBackend::with_uploaded(
+        &dev,
+        &fem,
+        up,
+        &planned.preconditioner,
+        planned.gpu.as_ref().unwrap()
+    )
+    .is_err());
+    // Through a prepared solver: the upload ahead is reported and the solve converges.
+    for kind in [PrecondKind::None, PrecondKind::ssor_ai()] {
+        let mut p = Solver::new(&fem)
+            .device(Device::Gpu)
+            .model(ModelChoice::Off)
+            .precond(kind)
+            .prepare()
+            .unwrap();
+        assert!(p.setup().ahead_ms > 0.0, "{kind}: {:?}", p.setup());
+        let b = rhs(&fem, 2);
+        let s = p.solve(&b).unwrap();
+        assert!(true_residual(&fem, &s.x, &b) < 1e-7, "{kind}");
+        assert!(
+            s.setup.ahead_ms == 0.0,
+            "{kind}: a solve on a prepared solver uploads no A"
+        );
+    }
+    // A zero diagonal entry in row 38 (1-based), found on the device: the host's error.
+    let bad = with_diagonal(&p3, 37, Some(0.0));
+    let err = Solver::new(&bad)
+        .device(Device::Gpu)
+        .model(ModelChoice::Off)
+        .precond(PrecondKind::None)
+        .prepare()
+        .unwrap_err();
+    match err {
+        Error::Pcg(autopcg::PcgError::BadDiagonal { row, value, .. }) => {
+            assert_eq!((row, value), (38, 0.0));
+        }
+        other => panic!("a zero diagonal entry gave {other:?}"),
+    }
+}
+
 autopcg_gpu::test_main! {
     cpu: [saved_plans_are_checked_before_any_device],
     gpu: [
+        uploads_ahead_check_on_the_device_what_the_host_checks,
+        a_backend_on_a_uploaded_ahead_solves_as_one_that_uploads_it,
         the_device_counts_the_explicit_product_as_the_host,
         a_saved_plan_prepares_once_and_solves_many,
         prepared_solves_many_right_hand_sides_and_new_values,

@@ -59,6 +59,7 @@ use crate::{
     SolveFailure, ValueRefresh,
 };
 
+use super::ahead::UploadedA;
 use super::ops::{
     load_part, precond_part, preload_dot3, preload_method, preload_precond_choice, preload_vector,
     upload_part, DeviceOperator, DevicePrecond, Stopwatch,
@@ -172,10 +173,18 @@ impl Drop for GpuBackend {
     }
 }
 
+/// The diagonal entry of row `i` of `a` (0 when it is not stored).
+fn diagonal_entry(a: &CsrMatrix, i: usize) -> f64 {
+    let (c, v) = a.row(i);
+    c.binary_search(&(i as u32)).map_or(0.0, |k| v[k])
+}
+
+/// The size of the system, checked against `b` (zero when `None`), `x0` and the
+/// preconditioner.
 fn dimension_checks(
     a: &CsrMatrix,
     pre_dim: Option<usize>,
-    b: &[f64],
+    b: Option<&[f64]>,
     x0: Option<&[f64]>,
 ) -> Result<usize, PcgError> {
     let n = a.nrows();
@@ -191,7 +200,7 @@ fn dimension_checks(
             "{n} rows exceed the 32-bit indices of the GPU kernels"
         )));
     }
-    if b.len() != n {
+    if let Some(b) = b.filter(|b| b.len() != n) {
         return Err(PcgError::Dimension(format!(
             "right-hand side has length {}, the matrix has {n} rows",
             b.len()
@@ -215,6 +224,25 @@ fn dimension_checks(
     Ok(n)
 }
 
+/// `A`'s operand in the format `choice` names: converted on the device from the arrays
+/// uploaded ahead (`ahead`, the unscaled `a` when the system is not scaled) or from `a`
+/// uploaded now; COO is made on the host from `a` whatever was uploaded.
+fn operand_a(
+    dev: &GpuDevice,
+    a: &CsrMatrix,
+    ahead: Option<DeviceCsr>,
+    choice: &GpuPlanChoice,
+    times: Option<&mut BackendTimes>,
+) -> Result<DeviceOperator, PcgError> {
+    let limits = &choice.padding;
+    match (ahead, choice.a.method) {
+        (Some(csr), method) if !matches!(method, SpmvMethod::Coo { .. }) => {
+            DeviceOperator::from_csr_timed(dev, csr, method, limits, "A", times)
+        }
+        _ => DeviceOperator::upload_timed(dev, a, choice.a.method, limits, "A", times),
+    }
+}
+
 /// `A` (scaled as the backend solves it) and first-order factored SSOR-AI with relaxation
 /// `omega` on the device: `A`'s CSR arrays are uploaded once, `K` and `K^T diag(s)` built
 /// from them there, then each operand put in the format `choice` runs it in. Where `A`'s
@@ -224,6 +252,7 @@ fn dimension_checks(
 fn operands_with_ssor_k1(
     dev: &GpuDevice,
     a: &CsrMatrix,
+    ahead: Option<DeviceCsr>,
     omega: f64,
     choice: &GpuPlanChoice,
     mut times: Option<&mut BackendTimes>,
@@ -235,7 +264,10 @@ fn operands_with_ssor_k1(
     };
     let limits = &choice.padding;
     let mut sw = Stopwatch::new(times.as_deref_mut());
-    let csr = DeviceCsr::upload(dev, a)?;
+    let csr = match ahead {
+        Some(csr) => csr,
+        None => DeviceCsr::upload(dev, a)?,
+    };
     sw.lap(dev, upload_part)?;
     let built = ssor_k1_factors(dev, &csr, omega)?;
     sw.lap(dev, precond_part)?;
@@ -307,28 +339,79 @@ impl GpuBackend {
         x0: Option<&[f64]>,
         choice: &GpuPlanChoice,
     ) -> Result<Self, PcgError> {
-        let pre: PrecondRef<'_> = pre.into();
+        Self::build(dev, a, None, pre.into(), Some(b), x0, choice)
+    }
+
+    /// [`GpuBackend::new`] for `a` whose CSR arrays `uploaded` holds on `dev` already (see
+    /// [`crate::gpu::AheadUpload`]), with what its upload checked, and a zero right-hand side
+    /// and start (the problem is set later, [`GpuBackend::set_problem`]): `a`'s values are not
+    /// read on the host again, nor copied again, unless the system must be scaled (a badly
+    /// scaled matrix, uploaded again scaled) or its SpMV runs in COO (made on the host).
+    /// `uploaded` must hold `a`'s arrays as [`crate::gpu::UploadedA::upload`] made them from
+    /// `a`; arrays of another shape are an error.
+    pub fn with_uploaded<'p>(
+        dev: &GpuDevice,
+        a: &CsrMatrix,
+        uploaded: UploadedA,
+        pre: impl Into<PrecondRef<'p>>,
+        choice: &GpuPlanChoice,
+    ) -> Result<Self, PcgError> {
+        if !uploaded.fits(a) {
+            return Err(PcgError::Backend(format!(
+                "the arrays uploaded ahead are {:?} with {} entries, the matrix {} x {} with {} \
+                 (internal error)",
+                uploaded.csr.shape(),
+                uploaded.csr.nnz(),
+                a.nrows(),
+                a.ncols(),
+                a.nnz()
+            )));
+        }
+        Self::build(dev, a, Some(uploaded), pre.into(), None, None, choice)
+    }
+
+    /// [`GpuBackend::new`] (`b` zero when `None`), from arrays uploaded ahead when given.
+    fn build(
+        dev: &GpuDevice,
+        a: &CsrMatrix,
+        uploaded: Option<UploadedA>,
+        pre: PrecondRef<'_>,
+        b: Option<&[f64]>,
+        x0: Option<&[f64]>,
+        choice: &GpuPlanChoice,
+    ) -> Result<Self, PcgError> {
         let n = dimension_checks(a, pre.dim(), b, x0)?;
         let props = dev.props();
         choice.check(n, pre, props)?;
-        // The largest magnitude and row sum of A in one pass over its values.
-        let stats = ValueStats::of(a.indptr(), a.data());
-        let a_max = stats.max_abs;
-        let scale = ScaleFactors::from_maxima(a_max, max_abs(b));
-        if let Some((row, value)) = first_bad_diagonal(a) {
+        // The largest magnitude, the diagonal and the largest row sum of A: taken as it was
+        // uploaded ahead, or here in one pass over its values and one over its diagonal.
+        let (a_max, bad_diagonal, a_norm_unscaled, ahead) = match uploaded {
+            Some(u) => {
+                let bad = u.bad_diagonal.map(|i| (i + 1, diagonal_entry(a, i)));
+                (u.max_abs, bad, u.inf_norm, Some(u.csr))
+            }
+            None => {
+                let stats = ValueStats::of(a.indptr(), a.data());
+                (stats.max_abs, first_bad_diagonal(a), stats.inf_norm, None)
+            }
+        };
+        let scale = ScaleFactors::from_maxima(a_max, b.map_or(0.0, max_abs));
+        if let Some((row, value)) = bad_diagonal {
             return Err(PcgError::BadDiagonal {
                 row,
                 value,
                 precond: pre.kind_name().to_string(),
             });
         }
+        // Arrays uploaded ahead hold the unscaled values: a scaled system uploads its own.
+        let ahead = ahead.filter(|_| scale.matrix_exp == 0);
         let a: Cow<'_, CsrMatrix> = scale.scale_matrix(a);
-        let b = scale.scale_rhs(b);
+        let b = b.map(|b| scale.scale_rhs(b));
         let x0 = x0.map(|x| scale.scale_solution(x));
         // Scaling by a power of two scales every row sum exactly; the scaled matrix is summed
         // again all the same, as a value update does.
         let a_norm = if scale.matrix_exp == 0 {
-            stats.inf_norm
+            a_norm_unscaled
         } else {
             inf_norm(&a)
         };
@@ -358,14 +441,7 @@ impl GpuBackend {
             PrecondRef::Built(pre) => {
                 // The preconditioner of the scaled matrix.
                 let pre = scale.scale_preconditioner(pre);
-                let a_dev = DeviceOperator::upload_timed(
-                    dev,
-                    &a,
-                    choice.a.method,
-                    limits,
-                    "A",
-                    sw.times(),
-                )?;
+                let a_dev = operand_a(dev, &a, ahead, choice, sw.times())?;
                 let pre_dev =
                     DevicePrecond::upload_timed(dev, &pre, &choice.precond, limits, sw.times())?;
                 (a_dev, pre_dev)
@@ -374,7 +450,7 @@ impl GpuBackend {
             // K^T diag(s) scales with s, as the host's scaled preconditioner does.
             PrecondRef::SsorK1FromA { omega, .. } => {
                 let (a_dev, pre_dev, on_device) =
-                    operands_with_ssor_k1(dev, &a, omega, choice, sw.times())?;
+                    operands_with_ssor_k1(dev, &a, ahead, omega, choice, sw.times())?;
                 built_from_a = on_device.then_some(omega);
                 (a_dev, pre_dev)
             }
@@ -385,7 +461,10 @@ impl GpuBackend {
             Some(x0) => dev.upload(x0)?,
             None => dev.alloc_zeros(n)?,
         };
-        let b = dev.upload(&b)?;
+        let b = match &b {
+            Some(b) => dev.upload(b)?,
+            None => dev.alloc_zeros(n)?,
+        };
         let (r, u, w) = (
             dev.alloc_zeros(n)?,
             dev.alloc_zeros(n)?,

@@ -29,6 +29,10 @@ pub struct BackendTimes {
     /// Building the preconditioner on the device (first-order factored SSOR-AI built from the
     /// uploaded CSR arrays of `A`, see [`crate::PlannedPrecond`]).
     pub precond_ms: f64,
+    /// `A`'s upload ahead of the plan and its checks ([`AheadUpload`]), on a thread of their
+    /// own while the plan was chosen: not a part of the construction's time (only the wait for
+    /// what was left of it is, in `upload_ms`), and not in [`BackendTimes::total_ms`].
+    pub ahead_ms: f64,
 }
 
 impl BackendTimes {
@@ -39,6 +43,8 @@ impl BackendTimes {
 }
 
 #[cfg(feature = "gpu")]
+mod ahead;
+#[cfg(feature = "gpu")]
 mod backend;
 #[cfg(feature = "gpu")]
 pub(crate) mod ops;
@@ -47,5 +53,7 @@ pub(crate) mod poll;
 #[cfg(feature = "gpu")]
 pub(crate) mod refresh;
 
+#[cfg(feature = "gpu")]
+pub use ahead::{AheadUpload, UploadedA};
 #[cfg(feature = "gpu")]
 pub use backend::{solve_gpu, GpuBackend, StepTimes, INITIAL_HISTORY, MAX_RESERVED_HISTORY};
