@@ -13,8 +13,11 @@
 //!
 //! The buffers belong to the device's kernel registry, so every handle of a device opened by
 //! [`crate::GpuDevice::open`] shares them (allocated at the first large copy, kept for the
-//! process); a lock makes copies from several threads take turns. Where page-locked memory
-//! cannot be had, copies go through the driver's pageable path as before.
+//! process). A copy that finds them in use by another thread goes through the driver's
+//! pageable path rather than wait for them: the thread holding them fills them on a thread
+//! pool, whose workers run other jobs while they wait for pieces (rayon's work stealing), and
+//! one of those jobs may be the waiting copy, or a thread waiting for it, so a wait could
+//! never end. Where page-locked memory cannot be had, copies go through the pageable path too.
 use std::sync::{Arc, Mutex};
 
 use autopcg_sparse::copy::copy_streaming;
@@ -68,13 +71,14 @@ impl std::fmt::Debug for StageCell {
 
 impl StageCell {
     /// Runs `f` with the staging buffers of `stream`'s device, allocating them first if
-    /// needed; `None` (and `f` not run) when they cannot be had.
+    /// needed; `None` (and `f` not run) when they cannot be had, or are in use by another
+    /// thread (see the module documentation: a copy never waits for them).
     fn with<R>(
         &self,
         stream: &Arc<CudaStream>,
         f: impl FnOnce(&mut [Chunk]) -> Result<R, GpuError>,
     ) -> Option<Result<R, GpuError>> {
-        let mut stage = self.0.lock().ok()?;
+        let mut stage = self.0.try_lock().ok()?;
         if matches!(*stage, Stage::Unallocated) {
             *stage = match allocate(stream) {
                 Some(chunks) => Stage::Ready(chunks),
