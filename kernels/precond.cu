@@ -494,3 +494,134 @@ extern "C" __global__ void ssor_k1_gram_count(u32 n, const u32 *__restrict__ a_p
         atomicOr(out + 4, sh_totals[4]);
     }
 }
+
+// ssor_k1_totals: the structure of A and of both first-order factors, K (row i: A's columns up
+// to i) and K^T diag(s) (row i: A's columns from i on), counted as ssor_k1_gram_count counts
+// the explicit product's rows, and what the factors' values are: a thread per row of A, rows
+// in warps of 32 consecutive ones (diag from ssor_k1_lengths; every row stores its diagonal
+// entry, which the caller checked). out holds three sections (A, K, K^T), each GRAM_HEAD
+// totals [x lines, sum of |i - j|, 32 x the longest row of each warp, rows storing their
+// diagonal, flags (2: a row of GRAM_HIST entries or more, which the histogram cannot hold)],
+// GRAM_HIST bins and the diagonal bitmap of `words` words; then one word of value flags:
+// 1 when an off-diagonal value of K, -(omega a_ij / a_jj), or a scale s_i = scale / a_ii is
+// not finite; 2 when an off-diagonal value of K is finite and not zero.
+__device__ __forceinline__ void totals_row(const u32 *__restrict__ idx, u32 lo, u32 hi, u32 i,
+                                           u64 shift, u64 *diagonals, u32 *hist, u64 &lines,
+                                           u64 &dist, u64 &stored, u64 &flags) {
+    u32 last_line = GRAM_DONE;
+    for (u32 p = lo; p < hi; ++p) {
+        const u32 c = idx[p];
+        const u32 line = c / GRAM_LINE_COLS;
+        if (line != last_line) {
+            ++lines;
+            last_line = line;
+        }
+        dist += c > i ? (u64)(c - i) : (u64)(i - c);
+        stored += c == i;
+        const u64 bit = (u64)c + shift;
+        const u64 mask = 1ull << (bit & 63);
+        if ((diagonals[bit >> 6] & mask) == 0) {
+            atomicOr(diagonals + (bit >> 6), mask);
+        }
+    }
+    const u32 len = hi - lo;
+    if (len < GRAM_HIST) {
+        atomicAdd(hist + len, 1u);
+    } else {
+        flags |= 2;
+    }
+}
+
+__device__ __forceinline__ u32 warp_max(u32 v) {
+    for (int o = 16; o > 0; o >>= 1) {
+        const u32 other = __shfl_xor_sync(0xffffffffu, v, o);
+        v = other > v ? other : v;
+    }
+    return v;
+}
+
+extern "C" __global__ void ssor_k1_totals(u32 n, const u32 *__restrict__ a_ptr,
+                                          const u32 *__restrict__ a_idx,
+                                          const double *__restrict__ a_vals,
+                                          const u32 *__restrict__ diag, double omega,
+                                          double scale, u64 words, u64 *out) {
+    __shared__ u32 sh_hist[3][GRAM_HIST];
+    __shared__ u64 sh_totals[3][GRAM_HEAD];
+    for (u32 t = threadIdx.x; t < 3 * GRAM_HIST; t += blockDim.x) {
+        sh_hist[t / GRAM_HIST][t % GRAM_HIST] = 0;
+    }
+    if (threadIdx.x < 3 * GRAM_HEAD) {
+        sh_totals[threadIdx.x / GRAM_HEAD][threadIdx.x % GRAM_HEAD] = 0;
+    }
+    __syncthreads();
+    const u64 section = GRAM_HEAD + GRAM_HIST + words;
+    u64 lines[3] = {0, 0, 0}, dist[3] = {0, 0, 0}, slots[3] = {0, 0, 0};
+    u64 stored[3] = {0, 0, 0}, flags[3] = {0, 0, 0};
+    u64 values = 0;
+    const u64 rows = ((u64)n + 31) & ~(u64)31;
+    for (u64 t = GLOBAL_TID; t < rows; t += GLOBAL_THREADS) {
+        u32 len[3] = {0, 0, 0};
+        if (t < n) {
+            const u32 i = (u32)t;
+            const u32 lo = a_ptr[i], hi = a_ptr[i + 1], d = diag[i];
+            const u64 shift = (u64)n - 1 - i;
+            const u32 seg_lo[3] = {lo, lo, d};
+            const u32 seg_hi[3] = {hi, d + 1, hi};
+#pragma unroll
+            for (int s = 0; s < 3; ++s) {
+                totals_row(a_idx, seg_lo[s], seg_hi[s], i, shift, out + s * section + GRAM_HEAD +
+                           GRAM_HIST, sh_hist[s], lines[s], dist[s], stored[s], flags[s]);
+                len[s] = seg_hi[s] - seg_lo[s];
+            }
+            for (u32 p = lo; p < d; ++p) {
+                const double x = ssor_x(omega, a_vals, diag, p, a_idx[p]);
+                if (!isfinite(x)) {
+                    values |= 1;
+                } else if (x != 0.0) {
+                    values |= 2;
+                }
+            }
+            if (!isfinite(__ddiv_rn(scale, a_vals[d]))) {
+                values |= 1;
+            }
+        }
+#pragma unroll
+        for (int s = 0; s < 3; ++s) {
+            const u32 longest = warp_max(len[s]);
+            if ((threadIdx.x & 31) == 0) {
+                slots[s] += 32ull * longest;
+            }
+        }
+    }
+#pragma unroll
+    for (int s = 0; s < 3; ++s) {
+        atomicAdd(&sh_totals[s][0], lines[s]);
+        atomicAdd(&sh_totals[s][1], dist[s]);
+        atomicAdd(&sh_totals[s][2], slots[s]);
+        atomicAdd(&sh_totals[s][3], stored[s]);
+        if (flags[s] != 0) {
+            atomicOr(&sh_totals[s][4], flags[s]);
+        }
+    }
+    if (values != 0) {
+        atomicOr(out + 3 * section, values);
+    }
+    __syncthreads();
+    for (u32 t = threadIdx.x; t < 3 * GRAM_HIST; t += blockDim.x) {
+        const u32 s = t / GRAM_HIST, l = t % GRAM_HIST;
+        if (sh_hist[s][l] != 0) {
+            atomicAdd(out + s * section + GRAM_HEAD + l, (u64)sh_hist[s][l]);
+        }
+    }
+    if (threadIdx.x < 3 * GRAM_HEAD) {
+        const u32 s = threadIdx.x / GRAM_HEAD, h = threadIdx.x % GRAM_HEAD;
+        const u64 v = sh_totals[s][h];
+        if (v != 0) {
+            if (h == 4) {
+                atomicOr(out + s * section + h, v);
+            } else {
+                atomicAdd(out + s * section + h, v);
+            }
+        }
+    }
+}

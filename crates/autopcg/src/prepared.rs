@@ -234,6 +234,12 @@ impl<'a> PreparedSolver<'a> {
             let gram_counter = gpu.as_ref().map(|d| {
                 move |m: &CsrMatrix, longest: usize| device_gram_count(d, m, longest, ahead)
             });
+            // So are the structure of A and of the factors of first-order factored SSOR-AI,
+            // from the arrays uploaded ahead.
+            #[cfg(feature = "gpu")]
+            let factor_counter = gpu
+                .as_ref()
+                .map(|d| move |m: &CsrMatrix, omega: f64| device_factor_totals(d, m, omega, ahead));
             #[cfg(feature = "gpu")]
             {
                 req.model = match (&model, &label) {
@@ -246,6 +252,9 @@ impl<'a> PreparedSolver<'a> {
                 req.gram_counter = gram_counter
                     .as_ref()
                     .map(|c| autopcg_generator::factors::GramCounter(c));
+                req.factor_counter = factor_counter
+                    .as_ref()
+                    .map(|c| autopcg_generator::factors::FactorCounter(c));
             }
             let device_ms = t0.elapsed().as_secs_f64() * 1e3;
             let mut plan = autopcg_generator::plan(&req).map_err(|e| match e {
@@ -1080,6 +1089,29 @@ fn gpu_choice(plan: &SolvePlan) -> Result<&autopcg_solver::gpu::GpuPlanChoice, E
     plan.gpu
         .as_ref()
         .ok_or_else(|| Error::Plan("the plan for a GPU has no GPU steps (internal error)".into()))
+}
+
+/// [`autopcg_gpu::kernels::ssor::ssor_k1_totals`] of `a` with relaxation `omega`, from the
+/// arrays `ahead` uploaded (waiting for them), as the plan takes it. `Ok(None)`, for the host
+/// to count, below [`DEVICE_GRAM_COUNT_MIN_NNZ`] entries (the same trade as the product's
+/// count: a launch and two copies back against one host pass), without an upload ahead, or
+/// where the device does not count the matrix.
+#[cfg(feature = "gpu")]
+pub(crate) fn device_factor_totals(
+    dev: &GpuDevice,
+    a: &CsrMatrix,
+    omega: f64,
+    ahead: Option<&AheadUpload>,
+) -> Result<Option<autopcg_sparse::features::K1Totals>, String> {
+    use autopcg_gpu::kernels::ssor::ssor_k1_totals;
+    if a.nnz() < DEVICE_GRAM_COUNT_MIN_NNZ {
+        return Ok(None);
+    }
+    let count = |u: Option<&UploadedA>| u.map(|u| ssor_k1_totals(dev, u.matrix(), omega));
+    match ahead.and_then(|up| up.with(count)) {
+        Some(r) => r.map_err(|e| e.to_string()),
+        None => Ok(None),
+    }
 }
 
 #[cfg(feature = "gpu")]

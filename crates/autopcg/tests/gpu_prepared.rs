@@ -651,10 +651,116 @@ fn a_backend_on_a_uploaded_ahead_solves_as_one_that_uploads_it(dev: GpuDevice) {
     }
 }
 
+/// The structure of A and of SSOR-AI's first-order factors counted on the device from the
+/// arrays uploaded ahead is the host pass's, and so are the features and counts the
+/// selection reads from it, on stencils, FEM, power-law rows, a Kronecker product, the identity
+/// and the fixtures; where the device does not count a matrix (a row of GRAM_HIST entries or
+/// more) it says so, and only then. A prepared solver with a model reads them without falling
+/// back to the host.
+fn the_device_counts_the_factors_as_the_host(dev: GpuDevice) {
+    use autopcg::generator::factors::K1Factors;
+    use autopcg::gpu::kernels::ssor::{ssor_k1_totals, GRAM_HIST};
+    use autopcg::solver::gpu::UploadedA;
+    use autopcg::sparse::features::KnownSymmetry;
+    let fixture = |f: &str| {
+        autopcg::sparse::mm::read_matrix(format!("../../matrices/{f}.mtx"), &Default::default())
+            .expect("fixture")
+            .matrix
+    };
+    let bus = fixture("1138_bus");
+    let cases = [
+        (
+            "poisson3d 33x20x41",
+            families::poisson3d_7pt(33, 20, 41).unwrap(),
+        ),
+        ("poisson2d 300x7", families::poisson2d_5pt(300, 7).unwrap()),
+        (
+            "poisson3d-27pt 20^3",
+            families::poisson3d_27pt(20, 20, 20).unwrap(),
+        ),
+        (
+            "poisson2d-9pt 150^2",
+            families::poisson2d_9pt(150, 150).unwrap(),
+        ),
+        (
+            "anisotropic 90x70",
+            families::anisotropic2d(90, 70, 0.01, 0.5).unwrap(),
+        ),
+        ("fem 30000", families::fem_p1_2d(30_000, 9).unwrap()),
+        (
+            "power-law 20000",
+            families::random_powerlaw_spd(20_000, 9.0, 1.3, 4).unwrap(),
+        ),
+        (
+            "1138_bus x poisson 6^2",
+            autopcg::sparse::families::kron(&bus, &families::poisson2d_5pt(6, 6).unwrap()).unwrap(),
+        ),
+        ("identity 5000", CsrMatrix::identity(5000).unwrap()),
+        ("1138_bus", bus.clone()),
+        ("bcsstk13", fixture("bcsstk13")),
+        ("s3rmt3m3", fixture("s3rmt3m3")),
+    ];
+    let mut counted = 0;
+    for (name, a) in &cases {
+        let v = K1Factors::of(a).expect("views");
+        let omega = v.auto_omega();
+        let up = UploadedA::upload(&dev, a).unwrap();
+        let device = ssor_k1_totals(&dev, up.matrix(), omega).unwrap();
+        let longest = (0..a.nrows()).map(|i| a.row_len(i)).max().unwrap();
+        let Some(t) = device else {
+            assert!(longest >= GRAM_HIST, "{name}: not counted on the device");
+            continue;
+        };
+        assert!(longest < GRAM_HIST, "{name}: counted past the histogram");
+        counted += 1;
+        let mut host = v.factor_totals(omega);
+        for s in [&mut host.a, &mut host.k, &mut host.kt] {
+            s.hist.resize(GRAM_HIST, 0);
+        }
+        assert_eq!(t.a, host.a, "{name}: A");
+        assert_eq!(t.k, host.k, "{name}: K");
+        assert_eq!(t.kt, host.kt, "{name}: K^T");
+        assert_eq!(
+            (t.values_finite, t.off_diagonal_zero),
+            (host.values_finite, host.off_diagonal_zero),
+            "{name}: values"
+        );
+        let sym = Some(KnownSymmetry::Symmetric);
+        let from = v.features_from(t, sym).expect("device totals add up");
+        let pass = v.features(omega, sym);
+        assert_eq!((&from.k, &from.kt), (&pass.k, &pass.kt), "{name}: features");
+        assert_eq!(from.counts, pass.counts, "{name}: counts");
+        assert_eq!(from.counts_a, pass.counts_a, "{name}: A's counts");
+    }
+    assert!(
+        counted >= 10,
+        "only {counted} matrices counted on the device"
+    );
+    // Through a prepared solver (1.5M entries: counted on the device), with the device's model
+    // where there is one.
+    let a = families::poisson3d_7pt(60, 60, 60).unwrap();
+    let mut p = Solver::new(&a)
+        .device(Device::Gpu)
+        .precond(PrecondKind::ssor_ai())
+        .prepare()
+        .unwrap();
+    if p.plan().source.starts_with("model") {
+        assert!(
+            !p.notes().iter().any(|n| n.contains("counted on the host")),
+            "{:?}",
+            p.notes()
+        );
+    }
+    let b = rhs(&a, 4);
+    let s = p.solve(&b).unwrap();
+    assert!(true_residual(&a, &s.x, &b) < 1e-7);
+}
+
 autopcg_gpu::test_main! {
     cpu: [saved_plans_are_checked_before_any_device],
     gpu: [
         uploads_ahead_check_on_the_device_what_the_host_checks,
+        the_device_counts_the_factors_as_the_host,
         a_backend_on_a_uploaded_ahead_solves_as_one_that_uploads_it,
         the_device_counts_the_explicit_product_as_the_host,
         a_saved_plan_prepares_once_and_solves_many,

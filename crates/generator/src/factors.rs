@@ -11,7 +11,8 @@
 //! pin the choices made from them.
 use autopcg_catalog::SpmvMethod;
 use autopcg_sparse::features::{
-    FeatureCounter, KnownSymmetry, MatrixFeatures, RowTally, StructureTotals, SYMMETRY_TOLERANCE,
+    FeatureCounter, K1Totals, KnownSymmetry, MatrixFeatures, RowTally, StructureTotals,
+    SYMMETRY_TOLERANCE,
 };
 use autopcg_sparse::CsrMatrix;
 use rayon::prelude::*;
@@ -280,6 +281,114 @@ impl<'a> K1Factors<'a> {
     }
 }
 
+#[cfg(feature = "model")]
+impl<'a> K1Factors<'a> {
+    /// The [`K1Totals`] of `A` and of its factors with relaxation `omega`, counted on the host
+    /// row by row: the reference a count made elsewhere must equal (for tests).
+    pub fn factor_totals(&self, omega: f64) -> K1Totals {
+        let n = self.n();
+        let a: &'a CsrMatrix = self.a;
+        let (ptr, idx, val) = (a.indptr(), a.indices(), a.data());
+        let per_line = (autopcg_model::work::X_LINE_BYTES / 8) as u32;
+        let section = |row: &dyn Fn(usize) -> &'a [u32]| {
+            let counter = FeatureCounter::new(n, n);
+            let mut rows = RowTally::default();
+            let mut t = StructureTotals {
+                hist: Vec::new(),
+                diagonals: Vec::new(),
+                x_lines: 0,
+                dist: 0,
+                warp_slots: 0,
+                diag_stored: 0,
+            };
+            let mut longest = 0u64;
+            for i in 0..n {
+                let cols = row(i);
+                counter.add_row(&mut rows, i, cols);
+                let l = cols.len();
+                if t.hist.len() <= l {
+                    t.hist.resize(l + 1, 0);
+                }
+                t.hist[l] += 1;
+                let mut last = u32::MAX;
+                for &j in cols {
+                    if j / per_line != last {
+                        t.x_lines += 1;
+                        last = j / per_line;
+                    }
+                    t.dist += (j as u64).abs_diff(i as u64);
+                }
+                t.diag_stored += u64::from(cols.binary_search(&(i as u32)).is_ok());
+                longest = longest.max(l as u64);
+                if i % 32 == 31 || i + 1 == n {
+                    t.warp_slots += 32 * longest;
+                    longest = 0;
+                }
+            }
+            t.diagonals = counter.into_diagonal_words();
+            t
+        };
+        let (mut finite, mut off_zero) = (true, true);
+        let scale = omega * (2.0 - omega);
+        for i in 0..n {
+            let lo = ptr[i] as usize;
+            for (p, &j) in (lo..self.diag[i] as usize).zip(self.k_row(i)) {
+                let x = -(omega * val[p] / val[self.diag[j as usize] as usize]);
+                finite &= x.is_finite();
+                off_zero &= !(x.is_finite() && x != 0.0);
+            }
+            finite &= (scale / val[self.diag[i] as usize]).is_finite();
+        }
+        K1Totals {
+            a: section(&|i| &idx[ptr[i] as usize..ptr[i + 1] as usize]),
+            k: section(&|i| self.k_row(i)),
+            kt: section(&|i| self.kt_row(i)),
+            values_finite: finite,
+            off_diagonal_zero: off_zero,
+        }
+    }
+}
+
+/// The SpMV counts of an `n x n` matrix counted elsewhere ([`StructureTotals`]), `symmetric`
+/// as the caller knows it; `None` when the totals cannot be an `n`-row matrix's.
+#[cfg(feature = "model")]
+fn counts_from_totals(n: usize, t: StructureTotals, symmetric: bool) -> Option<SpmvCounts> {
+    if t.hist.iter().sum::<u64>() != n as u64 || t.diag_stored > n as u64 {
+        return None;
+    }
+    let counter = FeatureCounter::with_diagonals(n, n, t.diagonals)?;
+    let mut hist = t.hist;
+    // Trailing empty bins are not rows; the host's histogram ends at the longest row.
+    while hist.last() == Some(&0) {
+        hist.pop();
+    }
+    let rows = RowTally::from_histogram(hist, t.diag_stored as usize);
+    let (features, hist) = counter.finish(rows, symmetric);
+    let work = WorkTally::from_totals(t.x_lines, u128::from(t.dist), t.warp_slots);
+    Some(SpmvCounts {
+        work: spmv_work_counted(&features, &hist, &work),
+        features,
+    })
+}
+
+/// Counts the structure of `A` and of its first-order factors with relaxation `omega`
+/// somewhere other than the host's pass (the GPU), given `A` and `omega`: `Ok(None)` where it
+/// does not count this matrix, `Err` naming why it failed. The plan then counts on the host.
+#[cfg(feature = "model")]
+#[derive(Clone, Copy)]
+pub struct FactorCounter<'a>(pub &'a FactorCount<'a>);
+
+/// The function a [`FactorCounter`] calls.
+#[cfg(feature = "model")]
+pub type FactorCount<'a> = dyn Fn(&CsrMatrix, f64) -> Result<Option<K1Totals>, String> + Sync + 'a;
+
+#[cfg(feature = "model")]
+impl std::fmt::Debug for FactorCounter<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("FactorCounter")
+    }
+}
+
 /// Counts the structure of the explicit product of `A` somewhere other than the host's
 /// symbolic pass (the GPU), given `A` and the longest row of `K^T` (what a row of the product
 /// merges): `Ok(None)` where it does not count this matrix (it cannot count it exactly, or the
@@ -306,22 +415,45 @@ impl K1Factors<'_> {
     /// The counts of the explicit product from totals counted elsewhere (see [`StructureTotals`]);
     /// `None` when they cannot be this matrix's (rows or bitmap words that do not add up).
     pub fn explicit_counts_from(&self, t: StructureTotals) -> Option<SpmvCounts> {
-        let n = self.n();
-        if t.hist.iter().sum::<u64>() != n as u64 || t.diag_stored > n as u64 {
+        counts_from_totals(self.n(), t, true)
+    }
+
+    /// What [`K1Factors::features`] finds, from totals counted elsewhere (see [`K1Totals`]:
+    /// the same counts, which a GPU test pins); `None` when they cannot be this matrix's (rows,
+    /// entries or bitmap words that do not add up).
+    pub fn features_from(
+        &self,
+        t: K1Totals,
+        a_symmetry: Option<KnownSymmetry>,
+    ) -> Option<K1Features> {
+        let n = self.n() as u64;
+        // Every row of A and of both factors is counted once; K and K^T share the diagonal.
+        let entries = |s: &StructureTotals| {
+            s.hist
+                .iter()
+                .enumerate()
+                .map(|(l, &r)| l as u64 * r)
+                .sum::<u64>()
+        };
+        if entries(&t.a) != self.a.nnz() as u64
+            || entries(&t.k) != self.nnz_k as u64
+            || entries(&t.kt) != self.nnz_kt() as u64
+            || t.k.diag_stored != n
+            || t.kt.diag_stored != n
+        {
             return None;
         }
-        let counter = FeatureCounter::with_diagonals(n, n, t.diagonals)?;
-        let mut hist = t.hist;
-        // Trailing empty bins are not rows; the host's histogram ends at the longest row.
-        while hist.last() == Some(&0) {
-            hist.pop();
-        }
-        let rows = RowTally::from_histogram(hist, t.diag_stored as usize);
-        let (features, hist) = counter.finish(rows, true);
-        let work = WorkTally::from_totals(t.x_lines, u128::from(t.dist), t.warp_slots);
-        Some(SpmvCounts {
-            work: spmv_work_counted(&features, &hist, &work),
-            features,
+        let a_symmetric = a_symmetry.map(|known| known.symmetric(self.a));
+        let a = counts_from_totals(self.n(), t.a, a_symmetric.unwrap_or(false))?;
+        let k = counts_from_totals(self.n(), t.k, t.off_diagonal_zero)?;
+        let kt = counts_from_totals(self.n(), t.kt, t.off_diagonal_zero)?;
+        Some(K1Features {
+            a_ndiag: a.features.ndiag,
+            counts_a: a_symmetric.map(|_| a),
+            k: k.features.clone(),
+            kt: kt.features.clone(),
+            values_finite: t.values_finite,
+            counts: (k, kt),
         })
     }
 
@@ -508,6 +640,62 @@ mod tests {
             lost.hist[1] += 1;
             assert_eq!(v.explicit_counts_from(lost), None);
         }
+    }
+
+    /// The factors' features made from totals (as the GPU counts them) are the host pass's,
+    /// with and without what is known of A's symmetry, and totals that cannot be the matrix's
+    /// are refused.
+    #[test]
+    fn factor_features_from_totals_are_the_host_pass_features() {
+        let check = |a: &CsrMatrix, omega: f64| {
+            let v = K1Factors::of(a).unwrap();
+            let t = v.factor_totals(omega);
+            for sym in [Some(KnownSymmetry::Symmetric), None] {
+                let host = v.features(omega, sym);
+                let mut padded = t.clone();
+                for s in [&mut padded.a, &mut padded.k, &mut padded.kt] {
+                    s.hist.resize(s.hist.len().max(1024), 0);
+                }
+                let from = v.features_from(padded, sym).expect("totals add up");
+                let n = a.nrows();
+                assert_eq!(from.k, host.k, "n = {n}: K");
+                assert_eq!(from.kt, host.kt, "n = {n}: K^T");
+                assert_eq!(from.counts, host.counts, "n = {n}: counts");
+                assert_eq!(from.counts_a, host.counts_a, "n = {n}: A");
+                assert_eq!(from.a_ndiag, host.a_ndiag);
+                assert_eq!(from.values_finite, host.values_finite);
+            }
+            let mut lost = t.clone();
+            lost.k.hist[1] += 1;
+            assert!(v.features_from(lost, None).is_none());
+            let mut moved = t.clone();
+            moved.kt.hist.resize(moved.kt.hist.len().max(3), 0);
+            moved.kt.hist[1] -= 1;
+            moved.kt.hist[2] += 1;
+            assert!(
+                v.features_from(moved, None).is_none(),
+                "K^T's entries do not add up"
+            );
+            let mut short = t;
+            short.a.diagonals.pop();
+            assert!(v.features_from(short, None).is_none());
+        };
+        for a in cases() {
+            check(&a, 1.0);
+            check(&a, 0.7);
+        }
+        // A diagonal matrix: K's off-diagonal is empty (symmetric factors); and values whose
+        // factors overflow are seen as not finite.
+        check(&CsrMatrix::identity(300).unwrap(), 1.0);
+        let a = families::poisson2d_5pt(20, 20).unwrap();
+        let mut values = a.data().to_vec();
+        // a_10 = 1e308 over a_00 = 1e-10: K_10 overflows.
+        values[a.indptr()[1] as usize] = 1e308;
+        values[0] = 1e-10;
+        let big = a.with_values(values).unwrap();
+        let t = K1Factors::of(&big).unwrap().factor_totals(1.0);
+        assert!(!t.values_finite);
+        check(&big, 1.0);
     }
 
     /// Where the views do not apply, the host build decides (and reports a bad diagonal).

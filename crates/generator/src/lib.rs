@@ -156,6 +156,13 @@ pub struct PlanRequest<'a> {
     /// the failure noted).
     #[cfg(feature = "model")]
     pub gram_counter: Option<factors::GramCounter<'a>>,
+    /// Where the structure of `A` and of first-order factored SSOR-AI's factors is counted for
+    /// the model, if not by the host's pass over the factors' views: the GPU the solve will
+    /// run on, from the arrays already uploaded there (the same counts, a test pins them; a
+    /// count it does not make, or one that fails, falls back to the host's pass, the failure
+    /// noted).
+    #[cfg(feature = "model")]
+    pub factor_counter: Option<factors::FactorCounter<'a>>,
 }
 
 impl<'a> PlanRequest<'a> {
@@ -174,6 +181,8 @@ impl<'a> PlanRequest<'a> {
             symmetry: KnownSymmetry::Unknown,
             #[cfg(feature = "model")]
             gram_counter: None,
+            #[cfg(feature = "model")]
+            factor_counter: None,
         }
     }
 }
@@ -400,7 +409,28 @@ fn modelled(
     // The factors' counts, read through A's pattern in one pass.
     let views = match (views, &*pre) {
         (Some(v), PlannedPrecond::SsorK1FromA { omega, .. }) => {
-            let f = v.features(*omega, Some(req.symmetry));
+            let counted = match req.factor_counter.map(|c| (c.0)(a, *omega)) {
+                Some(Ok(Some(t))) => {
+                    let f = v.features_from(t, Some(req.symmetry));
+                    if f.is_none() {
+                        out.notes.push(
+                            "the factors' count made on the device does not add up (internal \
+                             error): counted on the host"
+                                .into(),
+                        );
+                    }
+                    f
+                }
+                Some(Err(e)) => {
+                    out.notes.push(format!(
+                        "the factors' structure was counted on the host: the device's count \
+                         failed ({e})"
+                    ));
+                    None
+                }
+                Some(Ok(None)) | None => None,
+            };
+            let f = counted.unwrap_or_else(|| v.features(*omega, Some(req.symmetry)));
             // The explicit product of factors with values that are not finite is counted as
             // formed (see below): the host builds them first.
             if !f.values_finite && req.ssor_form_auto {

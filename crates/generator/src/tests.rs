@@ -168,6 +168,83 @@ fn a_count_made_elsewhere_is_the_one_the_form_reads() {
     assert_ne!(summary(&p).2, summary(&host).2);
 }
 
+/// The structure of A and of the factors counted elsewhere (the GPU, in the prepared solver)
+/// is what the selection reads: the same totals plan what the host's pass plans, with every
+/// prediction equal; a count that is refused, fails or does not add up falls back to the
+/// host's (the last two noted); other totals give other predictions (so the counter's values
+/// are the ones used).
+#[test]
+fn a_factor_count_made_elsewhere_is_the_one_the_selection_reads() {
+    use crate::factors::{FactorCounter, K1Factors};
+    use autopcg_sparse::features::K1Totals;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let m = model();
+    for a in [
+        fixture("s3rmt3m3"),
+        families::poisson3d_7pt(30, 30, 30).unwrap(),
+    ] {
+        let omega = auto_omega(&a);
+        let mut r = with_model(&a, PrecondKind::ssor_ai().with_omega(omega), &m);
+        r.ssor_form_auto = true;
+        r.symmetry = KnownSymmetry::Symmetric;
+        let host = plan(&r).unwrap();
+        let summary = |p: &SolvePlan| {
+            (
+                p.precond_applied().to_string(),
+                format!("{:?}", p.gpu),
+                format!("{:?}", p.explain),
+                p.predicted_iteration_ms,
+            )
+        };
+        let calls = AtomicUsize::new(0);
+        let same = |b: &CsrMatrix, w: f64| -> Result<Option<K1Totals>, String> {
+            assert_eq!(w, omega);
+            calls.fetch_add(1, Ordering::Relaxed);
+            Ok(Some(K1Factors::of(b).unwrap().factor_totals(w)))
+        };
+        r.factor_counter = Some(FactorCounter(&same));
+        let counted = plan(&r).unwrap();
+        assert_eq!(calls.load(Ordering::Relaxed), 1);
+        assert_eq!(summary(&counted), summary(&host));
+        assert!(!counted.notes.iter().any(|n| n.contains("factors")));
+        let refused = |_: &CsrMatrix, _| -> Result<Option<K1Totals>, String> { Ok(None) };
+        r.factor_counter = Some(FactorCounter(&refused));
+        let p = plan(&r).unwrap();
+        assert_eq!(summary(&p), summary(&host));
+        assert!(!p.notes.iter().any(|n| n.contains("factors")));
+        let failed =
+            |_: &CsrMatrix, _| -> Result<Option<K1Totals>, String> { Err("no room".into()) };
+        r.factor_counter = Some(FactorCounter(&failed));
+        let p = plan(&r).unwrap();
+        assert_eq!(summary(&p), summary(&host));
+        assert!(p
+            .notes
+            .iter()
+            .any(|n| n.contains("counted on the host") && n.contains("no room")));
+        let lost = |b: &CsrMatrix, w: f64| -> Result<Option<K1Totals>, String> {
+            let mut t = K1Factors::of(b).unwrap().factor_totals(w);
+            t.a.hist[1] += 1;
+            Ok(Some(t))
+        };
+        r.factor_counter = Some(FactorCounter(&lost));
+        let p = plan(&r).unwrap();
+        assert_eq!(summary(&p), summary(&host));
+        assert!(p.notes.iter().any(|n| n.contains("does not add up")));
+        // Every row of K^T and of A reads twice as far from its diagonal: other predictions.
+        let other = |b: &CsrMatrix, w: f64| -> Result<Option<K1Totals>, String> {
+            let mut t = K1Factors::of(b).unwrap().factor_totals(w);
+            for s in [&mut t.a, &mut t.k, &mut t.kt] {
+                s.x_lines *= 4;
+                s.dist *= 2;
+            }
+            Ok(Some(t))
+        };
+        r.factor_counter = Some(FactorCounter(&other));
+        let p = plan(&r).unwrap();
+        assert_ne!(summary(&p).2, summary(&host).2);
+    }
+}
+
 /// A caller that checked A symmetric (the prepared solver) saves the features' search for an
 /// asymmetric pair, and K, K^T and M are known triangular and symmetric by construction: the
 /// plans, explanations and predicted times are the same as with nothing known.

@@ -286,6 +286,25 @@ pub struct StructureTotals {
     pub diag_stored: u64,
 }
 
+/// What a count made elsewhere than the host (a GPU kernel) finds of a square matrix `A` with
+/// every diagonal entry stored and of its first-order SSOR-AI factors `K` (row `i`: `A`'s
+/// columns up to `i`) and `K^T diag(s)` (row `i`: `A`'s columns from `i` on), with what their
+/// values are: what one host pass over the factors' views reads of them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct K1Totals {
+    /// `A`'s structure.
+    pub a: StructureTotals,
+    /// `K`'s structure.
+    pub k: StructureTotals,
+    /// `K^T diag(s)`'s structure.
+    pub kt: StructureTotals,
+    /// Every off-diagonal value of `K` and every scale `s_i` is finite.
+    pub values_finite: bool,
+    /// Every off-diagonal value of `K` is zero, or not finite (what the factors' symmetry
+    /// feature tests).
+    pub off_diagonal_zero: bool,
+}
+
 /// Counts the features of a matrix that is never stored, from its rows as a symbolic pass
 /// finds them (sorted, distinct column indices per row), so that the pass can drop each row
 /// once it is counted. The result equals [`features`] of the matrix whose rows were given,

@@ -13,7 +13,7 @@
 //! build on the host, as the host build transposes such a `K`.
 use std::fmt;
 
-use autopcg_sparse::features::StructureTotals;
+use autopcg_sparse::features::{K1Totals, StructureTotals};
 
 use cudarc::driver::PushKernelArg;
 
@@ -37,16 +37,19 @@ pub enum SsorBuildKernel {
     /// The checks of every upload of `A` ([`row_checks`]; not the build's own): the first row
     /// whose diagonal entry is missing or not positive, and `||A||_inf`.
     RowChecks,
+    /// The structure of `A`, `K` and `K^T diag(s)`, counted ([`ssor_k1_totals`]).
+    Totals,
 }
 
 impl SsorBuildKernel {
     /// Every kernel of the build.
-    pub const ALL: [SsorBuildKernel; 5] = [
+    pub const ALL: [SsorBuildKernel; 6] = [
         SsorBuildKernel::Lengths,
         SsorBuildKernel::Build,
         SsorBuildKernel::KtSources,
         SsorBuildKernel::GramCount,
         SsorBuildKernel::RowChecks,
+        SsorBuildKernel::Totals,
     ];
 }
 
@@ -58,6 +61,7 @@ impl fmt::Display for SsorBuildKernel {
             SsorBuildKernel::KtSources => "ssor_k1_kt_sources",
             SsorBuildKernel::GramCount => "ssor_k1_gram_count",
             SsorBuildKernel::RowChecks => "csr_row_checks",
+            SsorBuildKernel::Totals => "ssor_k1_totals",
         })
     }
 }
@@ -496,6 +500,92 @@ pub fn ssor_k1_refresh_maps(
         DeviceDiagonal::from_device(diag, a.nnz()),
         DeviceGather::from_device(src, k.nnz()),
     )))
+}
+
+/// Counts, on the device, the structure of the square matrix `a` (every diagonal entry
+/// stored) and of its first-order SSOR-AI factors with relaxation `omega`, and what their
+/// values are ([`K1Totals`]): what the host's one pass over the factors' views finds, read
+/// from the arrays already uploaded by one launch (a thread per row of `A`, whose three row
+/// segments are tallied as [`ssor_k1_gram_count`] tallies a row of the product). Waits for two
+/// copies back (the diagonal check and the counts).
+///
+/// `None` where the device does not count it exactly: not square, a row without its diagonal
+/// entry, a row of `A` with [`GRAM_HIST`] entries or more, or a sum of distances that could
+/// pass 64 bits.
+pub fn ssor_k1_totals(
+    dev: &GpuDevice,
+    a: &DeviceCsr,
+    omega: f64,
+) -> Result<Option<K1Totals>, GpuError> {
+    let (n, m) = a.shape();
+    let nnz = a.nnz();
+    if n != m || n == 0 || nnz as u64 >= u64::from(u32::MAX) {
+        return Ok(None);
+    }
+    // Every entry adds at most n - 1 to a section's distances.
+    if (nnz as u128) * (n as u128) >= 1u128 << 63 {
+        return Ok(None);
+    }
+    let (diag, len, bad) = lengths_of(dev, n, &a.indptr, &a.indices)?;
+    drop(len);
+    let n32 = n as u32;
+    if dev.download(&bad)?[0] < n32 {
+        return Ok(None);
+    }
+    let words = (2 * n - 1).div_ceil(64);
+    let section = GRAM_HEAD + GRAM_HIST + words;
+    let mut out = dev.alloc_zeros::<u64>(3 * section + 1)?;
+    let kernel = SsorBuildKernel::Totals;
+    let blocks = n
+        .div_ceil(DEFAULT_THREADS as usize)
+        .min(8 * dev.props().sm_count.max(1) as usize) as u32;
+    let cfg = LaunchConfig::new(DEFAULT_THREADS, blocks.max(1));
+    cfg.check(kernel, dev.props())?;
+    let l = Launch::plain(dev, KernelSource::Precond, &kernel, cfg)?;
+    let scale = omega * (2.0 - omega);
+    let words64 = words as u64;
+    // SAFETY: matches `ssor_k1_totals(u32 n, const u32 *a_ptr, const u32 *a_idx,
+    // const double *a_vals, const u32 *diag, double omega, double scale, u64 words, u64 *out)`;
+    // a's arrays are a square CSR matrix of n rows whose every row stores its diagonal entry
+    // (checked above), at diag[i]; every read stays inside a row; out holds three sections of
+    // GRAM_HEAD + GRAM_HIST + words words (words covering the bits below 2n - 1) and one more.
+    // DEFAULT_THREADS is a multiple of 32, as the kernel's warp rounds need.
+    unsafe {
+        l.run(|b| {
+            b.arg(&n32)
+                .arg(&a.indptr.buf)
+                .arg(&a.indices.buf)
+                .arg(&a.vals.buf)
+                .arg(&diag.buf)
+                .arg(&omega)
+                .arg(&scale)
+                .arg(&words64)
+                .arg(&mut out.buf);
+        })
+    }?;
+    let out = dev.download(&out)?;
+    let totals = |s: usize| {
+        let o = &out[s * section..(s + 1) * section];
+        (o[4] == 0).then(|| StructureTotals {
+            x_lines: o[0],
+            dist: o[1],
+            warp_slots: o[2],
+            diag_stored: o[3],
+            hist: o[GRAM_HEAD..GRAM_HEAD + GRAM_HIST].to_vec(),
+            diagonals: o[GRAM_HEAD + GRAM_HIST..].to_vec(),
+        })
+    };
+    let (Some(ta), Some(tk), Some(tkt)) = (totals(0), totals(1), totals(2)) else {
+        return Ok(None);
+    };
+    let values = out[3 * section];
+    Ok(Some(K1Totals {
+        a: ta,
+        k: tk,
+        kt: tkt,
+        values_finite: values & 1 == 0,
+        off_diagonal_zero: values & 2 == 0,
+    }))
 }
 
 #[cfg(test)]
