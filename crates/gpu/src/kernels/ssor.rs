@@ -611,7 +611,9 @@ mod tests {
                 "ssor_k1_lengths",
                 "ssor_k1_build",
                 "ssor_k1_kt_sources",
-                "ssor_k1_gram_count"
+                "ssor_k1_gram_count",
+                "csr_row_checks",
+                "ssor_k1_totals"
             ]
         );
     }
