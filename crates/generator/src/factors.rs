@@ -11,9 +11,10 @@
 //! pin the choices made from them.
 use autopcg_catalog::SpmvMethod;
 use autopcg_sparse::features::{
-    FeatureCounter, K1Totals, KnownSymmetry, MatrixFeatures, RowTally, StructureTotals,
-    SYMMETRY_TOLERANCE,
+    FeatureCounter, KnownSymmetry, MatrixFeatures, RowTally, SYMMETRY_TOLERANCE,
 };
+#[cfg(feature = "model")]
+use autopcg_sparse::features::{K1Totals, StructureTotals};
 use autopcg_sparse::CsrMatrix;
 use rayon::prelude::*;
 
