@@ -290,44 +290,22 @@ impl<'a> K1Factors<'a> {
         let n = self.n();
         let a: &'a CsrMatrix = self.a;
         let (ptr, idx, val) = (a.indptr(), a.indices(), a.data());
-        let per_line = (autopcg_model::work::X_LINE_BYTES / 8) as u32;
         let section = |row: &dyn Fn(usize) -> &'a [u32]| {
             let counter = FeatureCounter::new(n, n);
             let mut rows = RowTally::default();
-            let mut t = StructureTotals {
-                hist: Vec::new(),
-                diagonals: Vec::new(),
-                x_lines: 0,
-                dist: 0,
-                warp_slots: 0,
-                diag_stored: 0,
-            };
-            let mut longest = 0u64;
+            let mut totals = RowTotals::default();
+            let (mut longest, mut warp_slots) = (0u64, 0u64);
             for i in 0..n {
                 let cols = row(i);
                 counter.add_row(&mut rows, i, cols);
-                let l = cols.len();
-                if t.hist.len() <= l {
-                    t.hist.resize(l + 1, 0);
-                }
-                t.hist[l] += 1;
-                let mut last = u32::MAX;
-                for &j in cols {
-                    if j / per_line != last {
-                        t.x_lines += 1;
-                        last = j / per_line;
-                    }
-                    t.dist += (j as u64).abs_diff(i as u64);
-                }
-                t.diag_stored += u64::from(cols.binary_search(&(i as u32)).is_ok());
-                longest = longest.max(l as u64);
+                totals.add_row(i, cols);
+                longest = longest.max(cols.len() as u64);
                 if i % 32 == 31 || i + 1 == n {
-                    t.warp_slots += 32 * longest;
+                    warp_slots += 32 * longest;
                     longest = 0;
                 }
             }
-            t.diagonals = counter.into_diagonal_words();
-            t
+            totals.finish(counter, warp_slots)
         };
         let (mut finite, mut off_zero) = (true, true);
         let scale = omega * (2.0 - omega);
@@ -464,62 +442,95 @@ impl K1Factors<'_> {
     pub fn gram_totals(&self) -> StructureTotals {
         #[derive(Default)]
         struct T {
-            hist: Vec<u64>,
-            x_lines: u64,
-            dist: u64,
-            diag_stored: u64,
+            rows: RowTally,
+            totals: RowTotals,
             /// The longest row of each warp seen (by warp index).
             warps: std::collections::BTreeMap<usize, u64>,
         }
         let n = self.n();
         let counter = FeatureCounter::new(n, n);
-        let per_line = (autopcg_model::work::X_LINE_BYTES / 8) as u32;
-        let (_, t) = autopcg_solver::precond::fold_gram_pattern(
+        let t = autopcg_solver::precond::fold_gram_pattern(
             n,
             |i| self.kt_row(i),
             |q| self.k_row(q),
-            || (RowTally::default(), T::default()),
-            |(rows, t), i, cols| {
-                counter.add_row(rows, i, cols);
-                let l = cols.len();
-                if t.hist.len() <= l {
-                    t.hist.resize(l + 1, 0);
-                }
-                t.hist[l] += 1;
-                let mut last = u32::MAX;
-                for &j in cols {
-                    if j / per_line != last {
-                        t.x_lines += 1;
-                        last = j / per_line;
-                    }
-                    t.dist += (j as u64).abs_diff(i as u64);
-                }
-                t.diag_stored += u64::from(cols.binary_search(&(i as u32)).is_ok());
+            T::default,
+            |t, i, cols| {
+                counter.add_row(&mut t.rows, i, cols);
+                t.totals.add_row(i, cols);
                 let w = t.warps.entry(i / 32).or_default();
-                *w = (*w).max(l as u64);
+                *w = (*w).max(cols.len() as u64);
             },
-            |(r1, mut t1), (r2, t2)| {
-                if t1.hist.len() < t2.hist.len() {
-                    t1.hist.resize(t2.hist.len(), 0);
-                }
-                t1.hist.iter_mut().zip(&t2.hist).for_each(|(a, b)| *a += b);
-                t1.x_lines += t2.x_lines;
-                t1.dist += t2.dist;
-                t1.diag_stored += t2.diag_stored;
+            |mut t1, t2| {
+                t1.rows = t1.rows.merge(t2.rows);
+                t1.totals.merge(t2.totals);
                 for (w, l) in t2.warps {
                     let e = t1.warps.entry(w).or_default();
                     *e = (*e).max(l);
                 }
-                (r1.merge(r2), t1)
+                t1
             },
         );
+        let warp_slots = t.warps.values().map(|l| 32 * l).sum();
+        t.totals.finish(counter, warp_slots)
+    }
+}
+
+/// The totals of rows tallied one by one as the device's counts tally them (the host's
+/// references for those counts: [`K1Factors::gram_totals`], [`K1Factors::factor_totals`]);
+/// the caller keeps the warps' longest rows and the diagonal bitmap.
+#[cfg(feature = "model")]
+#[derive(Default)]
+struct RowTotals {
+    hist: Vec<u64>,
+    x_lines: u64,
+    dist: u64,
+    diag_stored: u64,
+}
+
+#[cfg(feature = "model")]
+impl RowTotals {
+    /// Adds row `i` with ascending columns `cols`.
+    fn add_row(&mut self, i: usize, cols: &[u32]) {
+        let per_line = (autopcg_model::work::X_LINE_BYTES / 8) as u32;
+        let l = cols.len();
+        if self.hist.len() <= l {
+            self.hist.resize(l + 1, 0);
+        }
+        self.hist[l] += 1;
+        let mut last = u32::MAX;
+        for &j in cols {
+            if j / per_line != last {
+                self.x_lines += 1;
+                last = j / per_line;
+            }
+            self.dist += (j as u64).abs_diff(i as u64);
+        }
+        self.diag_stored += u64::from(cols.binary_search(&(i as u32)).is_ok());
+    }
+
+    /// Adds the rows `next` tallied.
+    fn merge(&mut self, next: RowTotals) {
+        if self.hist.len() < next.hist.len() {
+            self.hist.resize(next.hist.len(), 0);
+        }
+        self.hist
+            .iter_mut()
+            .zip(&next.hist)
+            .for_each(|(a, b)| *a += b);
+        self.x_lines += next.x_lines;
+        self.dist += next.dist;
+        self.diag_stored += next.diag_stored;
+    }
+
+    /// The totals, with the diagonals `counter` marked and `warp_slots`.
+    fn finish(self, counter: FeatureCounter, warp_slots: u64) -> StructureTotals {
         StructureTotals {
-            warp_slots: t.warps.values().map(|l| 32 * l).sum(),
-            hist: t.hist,
+            hist: self.hist,
             diagonals: counter.into_diagonal_words(),
-            x_lines: t.x_lines,
-            dist: t.dist,
-            diag_stored: t.diag_stored,
+            x_lines: self.x_lines,
+            dist: self.dist,
+            warp_slots,
+            diag_stored: self.diag_stored,
         }
     }
 }
