@@ -399,14 +399,7 @@ fn gram_count_of(
     drop((len, bad));
     let words = (2 * n - 1).div_ceil(64);
     let mut out = dev.alloc_zeros::<u64>(GRAM_HEAD + GRAM_HIST + words)?;
-    let kernel = SsorBuildKernel::GramCount;
-    // Enough blocks to fill the device; each one flushes its histogram once.
-    let blocks = n
-        .div_ceil(DEFAULT_THREADS as usize)
-        .min(8 * dev.props().sm_count.max(1) as usize) as u32;
-    let cfg = LaunchConfig::new(DEFAULT_THREADS, blocks.max(1));
-    cfg.check(kernel, dev.props())?;
-    let l = Launch::plain(dev, KernelSource::Precond, &kernel, cfg)?;
+    let l = counting(dev, SsorBuildKernel::GramCount, n)?;
     let n32 = n as u32;
     // SAFETY: matches `ssor_k1_gram_count(u32 n, const u32 *a_ptr, const u32 *a_idx,
     // const u32 *diag, u64 *out)`. indptr and indices are the pattern of the validated square
@@ -425,18 +418,32 @@ fn gram_count_of(
                 .arg(&mut out.buf);
         })
     }?;
-    let out = dev.download(&out)?;
-    if out[4] != 0 {
-        return Ok(None);
-    }
-    Ok(Some(StructureTotals {
-        x_lines: out[0],
-        dist: out[1],
-        warp_slots: out[2],
-        diag_stored: out[3],
-        hist: out[GRAM_HEAD..GRAM_HEAD + GRAM_HIST].to_vec(),
-        diagonals: out[GRAM_HEAD + GRAM_HIST..].to_vec(),
-    }))
+    Ok(totals_at(&dev.download(&out)?))
+}
+
+/// A launch of a counting kernel over `n` rows (grid-stride): enough blocks to fill the device,
+/// each of which flushes its shared histograms once.
+fn counting(dev: &GpuDevice, kernel: SsorBuildKernel, n: usize) -> Result<Launch<'_>, GpuError> {
+    let blocks = n
+        .div_ceil(DEFAULT_THREADS as usize)
+        .min(8 * dev.props().sm_count.max(1) as usize) as u32;
+    let cfg = LaunchConfig::new(DEFAULT_THREADS, blocks.max(1));
+    cfg.check(kernel, dev.props())?;
+    Launch::plain(dev, KernelSource::Precond, &kernel, cfg)
+}
+
+/// The totals of one section of a counting kernel's output ([`GRAM_HEAD`] totals, the flags
+/// last among them, [`GRAM_HIST`] bins, then the diagonal bitmap to the section's end); `None`
+/// when a flag is set (the count is not exact).
+fn totals_at(o: &[u64]) -> Option<StructureTotals> {
+    (o[GRAM_HEAD - 1] == 0).then(|| StructureTotals {
+        x_lines: o[0],
+        dist: o[1],
+        warp_slots: o[2],
+        diag_stored: o[3],
+        hist: o[GRAM_HEAD..GRAM_HEAD + GRAM_HIST].to_vec(),
+        diagonals: o[GRAM_HEAD + GRAM_HIST..].to_vec(),
+    })
 }
 
 /// What a value refresh of factors [`ssor_k1_factors`] built from `a` needs to recompute them
@@ -535,13 +542,7 @@ pub fn ssor_k1_totals(
     let words = (2 * n - 1).div_ceil(64);
     let section = GRAM_HEAD + GRAM_HIST + words;
     let mut out = dev.alloc_zeros::<u64>(3 * section + 1)?;
-    let kernel = SsorBuildKernel::Totals;
-    let blocks = n
-        .div_ceil(DEFAULT_THREADS as usize)
-        .min(8 * dev.props().sm_count.max(1) as usize) as u32;
-    let cfg = LaunchConfig::new(DEFAULT_THREADS, blocks.max(1));
-    cfg.check(kernel, dev.props())?;
-    let l = Launch::plain(dev, KernelSource::Precond, &kernel, cfg)?;
+    let l = counting(dev, SsorBuildKernel::Totals, n)?;
     let scale = omega * (2.0 - omega);
     let words64 = words as u64;
     // SAFETY: matches `ssor_k1_totals(u32 n, const u32 *a_ptr, const u32 *a_idx,
@@ -564,17 +565,7 @@ pub fn ssor_k1_totals(
         })
     }?;
     let out = dev.download(&out)?;
-    let totals = |s: usize| {
-        let o = &out[s * section..(s + 1) * section];
-        (o[4] == 0).then(|| StructureTotals {
-            x_lines: o[0],
-            dist: o[1],
-            warp_slots: o[2],
-            diag_stored: o[3],
-            hist: o[GRAM_HEAD..GRAM_HEAD + GRAM_HIST].to_vec(),
-            diagonals: o[GRAM_HEAD + GRAM_HIST..].to_vec(),
-        })
-    };
+    let totals = |s: usize| totals_at(&out[s * section..(s + 1) * section]);
     let (Some(ta), Some(tk), Some(tkt)) = (totals(0), totals(1), totals(2)) else {
         return Ok(None);
     };
@@ -600,6 +591,28 @@ mod tests {
         // 128-byte lines of doubles, as the SpMV model counts them.
         assert!(text.contains("#define GRAM_LINE_COLS 16\n"));
         assert!(text.contains(&format!("#define GRAM_HEAD {GRAM_HEAD}\n")));
+    }
+
+    /// A section reads as the kernels write it: totals, flags, histogram, then the bitmap; a
+    /// flag refuses it.
+    #[test]
+    fn a_section_reads_as_the_kernels_write_it() {
+        let mut o: Vec<u64> = (0..(GRAM_HEAD + GRAM_HIST + 3) as u64).collect();
+        o[GRAM_HEAD - 1] = 0;
+        let t = totals_at(&o).unwrap();
+        assert_eq!(
+            (t.x_lines, t.dist, t.warp_slots, t.diag_stored),
+            (0, 1, 2, 3)
+        );
+        assert_eq!(t.hist.len(), GRAM_HIST);
+        assert_eq!(t.hist[0], GRAM_HEAD as u64);
+        assert_eq!(
+            t.diagonals,
+            ((GRAM_HEAD + GRAM_HIST) as u64..(GRAM_HEAD + GRAM_HIST + 3) as u64)
+                .collect::<Vec<_>>()
+        );
+        o[GRAM_HEAD - 1] = 2;
+        assert!(totals_at(&o).is_none());
     }
 
     #[test]
