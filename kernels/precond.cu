@@ -374,6 +374,72 @@ __device__ __forceinline__ bool gram_has_diagonal(const u32 *a_ptr, const u32 *a
     return d < a_ptr[i + 1] && a_idx[d] == i;
 }
 
+// The columns of row i of M = K^T diag(s) K, ascending and distinct, each handed to
+// emit(position in the row, column): the merge of the (at most GRAM_MERGE) rows q of K that
+// row i of K^T names, their heads held in registers (the loops are unrolled), so that each
+// column of K is loaded once and the loads of different rows overlap. Returns false, emitting
+// nothing, for a row it does not merge: flags |= 1 for a row of K^T longer than GRAM_MERGE, 4
+// for a row (i's or a q's) without its diagonal entry. len is the row's length.
+template <typename Emit>
+__device__ __forceinline__ bool gram_row(const u32 *__restrict__ a_ptr,
+                                         const u32 *__restrict__ a_idx,
+                                         const u32 *__restrict__ diag, u32 i, u64 &flags,
+                                         u32 &len, Emit emit) {
+    const u32 d = diag[i];
+    const u32 k = a_ptr[i + 1] - d;
+    // pos[m], end[m]: what is left of the m-th row of K; head[m] its next column (GRAM_DONE
+    // once it is used up, or for m >= k).
+    u32 pos[GRAM_MERGE], end[GRAM_MERGE], head[GRAM_MERGE];
+    bool ok = gram_has_diagonal(a_ptr, a_idx, diag, i);
+    if (!ok) {
+        flags |= 4;
+    } else if (k > GRAM_MERGE) {
+        flags |= 1;
+        ok = false;
+    }
+#pragma unroll
+    for (u32 m = 0; m < GRAM_MERGE; ++m) {
+        head[m] = GRAM_DONE;
+        pos[m] = 0;
+        end[m] = 0;
+        if (ok && m < k) {
+            const u32 q = a_idx[d + m];
+            if (gram_has_diagonal(a_ptr, a_idx, diag, q)) {
+                pos[m] = a_ptr[q];
+                end[m] = diag[q] + 1;
+                head[m] = a_idx[pos[m]];
+            } else {
+                flags |= 4;
+                ok = false;
+            }
+        }
+    }
+    len = 0;
+    if (!ok) {
+        return false;
+    }
+    for (;;) {
+        u32 c = GRAM_DONE;
+#pragma unroll
+        for (u32 m = 0; m < GRAM_MERGE; ++m) {
+            c = head[m] < c ? head[m] : c;
+        }
+        if (c == GRAM_DONE) {
+            break;
+        }
+#pragma unroll
+        for (u32 m = 0; m < GRAM_MERGE; ++m) {
+            if (head[m] == c) {
+                ++pos[m];
+                head[m] = pos[m] < end[m] ? a_idx[pos[m]] : GRAM_DONE;
+            }
+        }
+        emit(len, c);
+        ++len;
+    }
+    return true;
+}
+
 extern "C" __global__ void ssor_k1_gram_count(u32 n, const u32 *__restrict__ a_ptr,
                                               const u32 *__restrict__ a_idx,
                                               const u32 *__restrict__ diag, u64 *out) {
@@ -395,69 +461,24 @@ extern "C" __global__ void ssor_k1_gram_count(u32 n, const u32 *__restrict__ a_p
         u32 len = 0;
         if (t < n) {
             const u32 i = (u32)t;
-            const u32 d = diag[i];
-            const u32 k = a_ptr[i + 1] - d;
-            // pos[m], end[m]: what is left of the m-th row of K; head[m] its next column
-            // (GRAM_DONE once it is used up, or for m >= k).
-            u32 pos[GRAM_MERGE], end[GRAM_MERGE], head[GRAM_MERGE];
-            bool ok = gram_has_diagonal(a_ptr, a_idx, diag, i);
-            if (!ok) {
-                flags |= 4;
-            } else if (k > GRAM_MERGE) {
-                flags |= 1;
-                ok = false;
-            }
-#pragma unroll
-            for (u32 m = 0; m < GRAM_MERGE; ++m) {
-                head[m] = GRAM_DONE;
-                pos[m] = 0;
-                end[m] = 0;
-                if (ok && m < k) {
-                    const u32 q = a_idx[d + m];
-                    if (gram_has_diagonal(a_ptr, a_idx, diag, q)) {
-                        pos[m] = a_ptr[q];
-                        end[m] = diag[q] + 1;
-                        head[m] = a_idx[pos[m]];
-                    } else {
-                        flags |= 4;
-                        ok = false;
-                    }
+            const u64 shift = (u64)n - 1 - i;
+            u32 last_line = GRAM_DONE;
+            const bool ok = gram_row(a_ptr, a_idx, diag, i, flags, len, [&](u32, u32 c) {
+                const u32 line = c / GRAM_LINE_COLS;
+                if (line != last_line) {
+                    ++lines;
+                    last_line = line;
                 }
-            }
+                dist += c > i ? (u64)(c - i) : (u64)(i - c);
+                stored += c == i;
+                const u64 bit = (u64)c + shift;
+                const u64 mask = 1ull << (bit & 63);
+                // Most diagonals are seen again and again: test before setting.
+                if ((diagonals[bit >> 6] & mask) == 0) {
+                    atomicOr(diagonals + (bit >> 6), mask);
+                }
+            });
             if (ok) {
-                const u64 shift = (u64)n - 1 - i;
-                u32 last_line = GRAM_DONE;
-                for (;;) {
-                    u32 c = GRAM_DONE;
-#pragma unroll
-                    for (u32 m = 0; m < GRAM_MERGE; ++m) {
-                        c = head[m] < c ? head[m] : c;
-                    }
-                    if (c == GRAM_DONE) {
-                        break;
-                    }
-#pragma unroll
-                    for (u32 m = 0; m < GRAM_MERGE; ++m) {
-                        if (head[m] == c) {
-                            ++pos[m];
-                            head[m] = pos[m] < end[m] ? a_idx[pos[m]] : GRAM_DONE;
-                        }
-                    }
-                    ++len;
-                    const u32 line = c / GRAM_LINE_COLS;
-                    if (line != last_line) {
-                        ++lines;
-                        last_line = line;
-                    }
-                    dist += c > i ? (u64)(c - i) : (u64)(i - c);
-                    stored += c == i;
-                    const u64 bit = (u64)c + shift;
-                    const u64 mask = 1ull << (bit & 63);
-                    // Most diagonals are seen again and again: test before setting.
-                    if ((diagonals[bit >> 6] & mask) == 0) {
-                        atomicOr(diagonals + (bit >> 6), mask);
-                    }
-                }
                 if (len < GRAM_HIST) {
                     atomicAdd(sh_hist + len, 1u);
                 } else {
@@ -492,6 +513,57 @@ extern "C" __global__ void ssor_k1_gram_count(u32 n, const u32 *__restrict__ a_p
     }
     if (threadIdx.x == 4 && sh_totals[4] != 0) {
         atomicOr(out + 4, sh_totals[4]);
+    }
+}
+
+// The pattern of the explicit product M = K^T diag(s) K of first-order SSOR-AI formed on the
+// device from A's pattern, the rows the count above merges (diag from ssor_k1_lengths), in two
+// launches around a scan of the lengths (its values are then ssor_gram_values'):
+//
+//   ssor_k1_gram_lengths  len[i] = the length of row i of M; the lengths' 64-bit sum added to
+//                         total[0]; a row the merge does not take (see gram_row) lowers bad[0]
+//                         to its index (bad[0] starts at n). Whole warps take part in the sum:
+//                         blockDim.x is a multiple of 32.
+//   ssor_k1_gram_fill     row i's columns written to m_idx[m_ptr[i] ..], m_ptr the exclusive
+//                         scan of len; only after a first launch that flagged no row and whose
+//                         total fits 32 bits
+extern "C" __global__ void ssor_k1_gram_lengths(u32 n, const u32 *__restrict__ a_ptr,
+                                                const u32 *__restrict__ a_idx,
+                                                const u32 *__restrict__ diag,
+                                                u32 *__restrict__ len, u64 *total, u32 *bad) {
+    u64 sum = 0;
+    const u64 rows = ((u64)n + 31) & ~(u64)31;
+    for (u64 t = GLOBAL_TID; t < rows; t += GLOBAL_THREADS) {
+        if (t < n) {
+            const u32 i = (u32)t;
+            u64 flags = 0;
+            u32 l = 0;
+            if (!gram_row(a_ptr, a_idx, diag, i, flags, l, [](u32, u32) {})) {
+                atomicMin(bad, i);
+            }
+            len[i] = l;
+            sum += l;
+        }
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+        sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    }
+    if ((threadIdx.x & 31) == 0 && sum != 0) {
+        atomicAdd(total, sum);
+    }
+}
+
+extern "C" __global__ void ssor_k1_gram_fill(u32 n, const u32 *__restrict__ a_ptr,
+                                             const u32 *__restrict__ a_idx,
+                                             const u32 *__restrict__ diag,
+                                             const u32 *__restrict__ m_ptr,
+                                             u32 *__restrict__ m_idx) {
+    for (u64 t = GLOBAL_TID; t < n; t += GLOBAL_THREADS) {
+        const u32 i = (u32)t;
+        u32 *row = m_idx + m_ptr[i];
+        u64 flags = 0;
+        u32 l = 0;
+        gram_row(a_ptr, a_idx, diag, i, flags, l, [&](u32 at, u32 c) { row[at] = c; });
     }
 }
 
@@ -623,5 +695,58 @@ extern "C" __global__ void ssor_k1_totals(u32 n, const u32 *__restrict__ a_ptr,
                 atomicAdd(out + s * section + h, v);
             }
         }
+    }
+}
+
+// csr_totals: the structure of A alone, one section as ssor_k1_totals writes its first (the
+// GRAM_HEAD totals, GRAM_HIST bins, then the diagonal bitmap: bit j + n - 1 - i for entry
+// (i, j)): what the SpMV model reads of A when no preconditioner's factors are counted with it
+// (none, Jacobi). A thread per row, rows in warps of 32 consecutive ones; nothing is asked of
+// the diagonal.
+extern "C" __global__ void csr_totals(u32 n, const u32 *__restrict__ a_ptr,
+                                      const u32 *__restrict__ a_idx, u64 *out) {
+    __shared__ u32 sh_hist[GRAM_HIST];
+    __shared__ u64 sh_totals[GRAM_HEAD];
+    for (u32 t = threadIdx.x; t < GRAM_HIST; t += blockDim.x) {
+        sh_hist[t] = 0;
+    }
+    if (threadIdx.x < GRAM_HEAD) {
+        sh_totals[threadIdx.x] = 0;
+    }
+    __syncthreads();
+    u64 lines = 0, dist = 0, slots = 0, stored = 0, flags = 0;
+    const u64 rows = ((u64)n + 31) & ~(u64)31;
+    for (u64 t = GLOBAL_TID; t < rows; t += GLOBAL_THREADS) {
+        u32 len = 0;
+        if (t < n) {
+            const u32 i = (u32)t;
+            const u32 lo = a_ptr[i], hi = a_ptr[i + 1];
+            totals_row(a_idx, lo, hi, i, (u64)n - 1 - i, out + GRAM_HEAD + GRAM_HIST, sh_hist,
+                       lines, dist, stored, flags);
+            len = hi - lo;
+        }
+        const u32 longest = warp_max(len);
+        if ((threadIdx.x & 31) == 0) {
+            slots += 32ull * longest;
+        }
+    }
+    atomicAdd(sh_totals + 0, lines);
+    atomicAdd(sh_totals + 1, dist);
+    atomicAdd(sh_totals + 2, slots);
+    atomicAdd(sh_totals + 3, stored);
+    if (flags != 0) {
+        atomicOr(sh_totals + 4, flags);
+    }
+    __syncthreads();
+    for (u32 t = threadIdx.x; t < GRAM_HIST; t += blockDim.x) {
+        if (sh_hist[t] != 0) {
+            atomicAdd(out + GRAM_HEAD + t, (u64)sh_hist[t]);
+        }
+    }
+    if (threadIdx.x < 4 && sh_totals[threadIdx.x] != 0) {
+        atomicAdd(out + threadIdx.x, sh_totals[threadIdx.x]);
+    }
+    if (threadIdx.x == 4 && sh_totals[4] != 0) {
+        atomicOr(out + 4, sh_totals[4]);
     }
 }

@@ -240,6 +240,12 @@ impl<'a> PreparedSolver<'a> {
             let factor_counter = gpu
                 .as_ref()
                 .map(|d| move |m: &CsrMatrix, omega: f64| device_factor_totals(d, m, omega, ahead));
+            // And A's structure where no count of the factors counts it (no preconditioner,
+            // Jacobi).
+            #[cfg(feature = "gpu")]
+            let a_counter = gpu
+                .as_ref()
+                .map(|d| move |m: &CsrMatrix| device_a_totals(d, m, ahead));
             #[cfg(feature = "gpu")]
             {
                 req.model = match (&model, &label) {
@@ -255,6 +261,9 @@ impl<'a> PreparedSolver<'a> {
                 req.factor_counter = factor_counter
                     .as_ref()
                     .map(|c| autopcg_generator::factors::FactorCounter(c));
+                req.a_counter = a_counter
+                    .as_ref()
+                    .map(|c| autopcg_generator::factors::ACounter(c));
             }
             let device_ms = t0.elapsed().as_secs_f64() * 1e3;
             let mut plan = autopcg_generator::plan(&req).map_err(|e| match e {
@@ -580,10 +589,11 @@ impl<'a> PreparedSolver<'a> {
     /// take the new values (see the module documentation: on a GPU the values alone cross the
     /// bus, and the preconditioner is recomputed there). The first call also
     /// prepares the refresh (the position of each entry of K^T in K; for the explicit SSOR-AI
-    /// form, K and K^T themselves), which its `precond_ms` includes. First-order factored
-    /// SSOR-AI that the device built at preparation is refreshed from A on the device with no
-    /// host copy (what the refresh needs is found there); where the device cannot (a factor
-    /// kept in COO, a system solved scaled), its host copy is built here the first time.
+    /// form, K and K^T themselves), which its `precond_ms` includes. A preconditioner the
+    /// device built at preparation (first-order SSOR-AI in either form, Jacobi) is refreshed
+    /// from A on the device with no host copy (what the refresh needs is found there); where
+    /// the device cannot (an operand kept in COO, a system solved scaled), its host copy is
+    /// built here the first time.
     ///
     /// Errors (and nothing changes): a length other than [`PreparedSolver::nnz`], a non-finite
     /// value, or values that make a diagonal entry non-positive.
@@ -1108,6 +1118,27 @@ pub(crate) fn device_factor_totals(
         return Ok(None);
     }
     let count = |u: Option<&UploadedA>| u.map(|u| ssor_k1_totals(dev, u.matrix(), omega));
+    match ahead.and_then(|up| up.with(count)) {
+        Some(r) => r.map_err(|e| e.to_string()),
+        None => Ok(None),
+    }
+}
+
+/// [`autopcg_gpu::kernels::ssor::csr_totals`] of `a`, from the arrays `ahead` uploaded
+/// (waiting for them), as the plan takes it. `Ok(None)`, for the host to count, where
+/// [`device_factor_totals`] would not count (below [`DEVICE_GRAM_COUNT_MIN_NNZ`] entries,
+/// without an upload ahead) or where the device does not count the matrix.
+#[cfg(feature = "gpu")]
+pub(crate) fn device_a_totals(
+    dev: &GpuDevice,
+    a: &CsrMatrix,
+    ahead: Option<&AheadUpload>,
+) -> Result<Option<autopcg_sparse::features::StructureTotals>, String> {
+    use autopcg_gpu::kernels::ssor::csr_totals;
+    if a.nnz() < DEVICE_GRAM_COUNT_MIN_NNZ {
+        return Ok(None);
+    }
+    let count = |u: Option<&UploadedA>| u.map(|u| csr_totals(dev, u.matrix()));
     match ahead.and_then(|up| up.with(count)) {
         Some(r) => r.map_err(|e| e.to_string()),
         None => Ok(None),

@@ -578,6 +578,9 @@ fn a_backend_on_a_uploaded_ahead_solves_as_one_that_uploads_it(dev: GpuDevice) {
             let what = format!("{name}, {kind}");
             let req = PlanRequest::new(a, kind, Target::Gpu(dev.props().clone()));
             let planned = plan(&req).unwrap();
+            if kind == PrecondKind::Jacobi {
+                assert!(planned.preconditioner.built_by_backend(), "{what}");
+            }
             let choice = planned.gpu.as_ref().unwrap();
             let run = |mut be: GpuBackend| {
                 be.reserve_iterations(params.max_iter).unwrap();
@@ -756,11 +759,132 @@ fn the_device_counts_the_factors_as_the_host(dev: GpuDevice) {
     assert!(true_residual(&a, &s.x, &b) < 1e-7);
 }
 
+/// What the device builds and counts of A alone, from the arrays uploaded ahead, is the host's:
+/// Jacobi's inverse diagonal bit for bit (none for a matrix missing a diagonal entry), and the
+/// structure of A the selection reads for no preconditioner and Jacobi (its totals, and the
+/// counts made from them); where the device does not count a matrix (a row of GRAM_HIST
+/// entries or more) it says so, and only then. Prepared solvers with those preconditioners
+/// count A on the device (no note of a host count) and build Jacobi there.
+fn the_device_builds_jacobi_and_counts_a_as_the_host(dev: GpuDevice) {
+    use autopcg::generator::factors::{a_counts_from, structure_totals};
+    use autopcg::generator::select::SpmvCounts;
+    use autopcg::gpu::kernels::ssor::{csr_totals, jacobi_inv_diag, GRAM_HIST};
+    use autopcg::solver::gpu::UploadedA;
+    use autopcg::sparse::features::KnownSymmetry;
+    let fixture = |f: &str| {
+        autopcg::sparse::mm::read_matrix(format!("../../matrices/{f}.mtx"), &Default::default())
+            .expect("fixture")
+            .matrix
+    };
+    // Not symmetric, row 2 (1-based) without its diagonal entry.
+    let holed = CsrMatrix::from_triplets(
+        4,
+        4,
+        &[0, 0, 1, 2, 3, 3],
+        &[0, 3, 2, 2, 1, 3],
+        &[4.0, 1.0, 2.0, 3.0, 0.5, 5.0],
+    )
+    .unwrap();
+    let cases = [
+        (
+            "poisson3d 33x20x41",
+            families::poisson3d_7pt(33, 20, 41).unwrap(),
+        ),
+        (
+            "poisson3d-27pt 20^3",
+            families::poisson3d_27pt(20, 20, 20).unwrap(),
+        ),
+        ("fem 30000", families::fem_p1_2d(30_000, 9).unwrap()),
+        (
+            "power-law 20000",
+            families::random_powerlaw_spd(20_000, 9.0, 1.3, 4).unwrap(),
+        ),
+        ("identity 5000", CsrMatrix::identity(5000).unwrap()),
+        ("1138_bus", fixture("1138_bus")),
+        ("bcsstk13", fixture("bcsstk13")),
+        ("holed 4x4", holed),
+    ];
+    let mut counted = 0;
+    for (name, a) in &cases {
+        let up = UploadedA::upload(&dev, a).unwrap();
+        let host_diag = a.diagonal_positions();
+        match jacobi_inv_diag(&dev, up.matrix()).unwrap() {
+            Some(d) => {
+                assert!(
+                    host_diag
+                        .iter()
+                        .all(|&p| p != autopcg::sparse::csr::NO_ENTRY),
+                    "{name}: built without every diagonal entry"
+                );
+                let want: Vec<u64> = a.diagonal().iter().map(|v| (1.0 / v).to_bits()).collect();
+                let got: Vec<u64> = dev
+                    .download(&d)
+                    .unwrap()
+                    .iter()
+                    .map(|v| v.to_bits())
+                    .collect();
+                assert_eq!(got, want, "{name}: inverse diagonal");
+            }
+            None => assert!(
+                host_diag.contains(&autopcg::sparse::csr::NO_ENTRY),
+                "{name}: not built on the device"
+            ),
+        }
+        let device = csr_totals(&dev, up.matrix()).unwrap();
+        let longest = (0..a.nrows()).map(|i| a.row_len(i)).max().unwrap();
+        let Some(t) = device else {
+            assert!(longest >= GRAM_HIST, "{name}: not counted on the device");
+            continue;
+        };
+        assert!(longest < GRAM_HIST, "{name}: counted past the histogram");
+        counted += 1;
+        let mut host = structure_totals(a);
+        host.hist.resize(GRAM_HIST, 0);
+        assert_eq!(t, host, "{name}: totals");
+        for sym in [KnownSymmetry::Symmetric, KnownSymmetry::Unknown] {
+            let symmetric = sym.symmetric(a);
+            if sym == KnownSymmetry::Symmetric && !symmetric {
+                continue;
+            }
+            assert_eq!(
+                a_counts_from(a, t.clone(), symmetric),
+                Some(SpmvCounts::of_knowing(a, sym)),
+                "{name}: counts"
+            );
+        }
+    }
+    assert!(
+        counted >= 7,
+        "only {counted} matrices counted on the device"
+    );
+    // Through prepared solvers (1.5M entries: counted on the device), with the device's model
+    // where there is one.
+    let a = families::poisson3d_7pt(60, 60, 60).unwrap();
+    for kind in [PrecondKind::None, PrecondKind::Jacobi] {
+        let mut p = Solver::new(&a)
+            .device(Device::Gpu)
+            .precond(kind)
+            .prepare()
+            .unwrap();
+        if p.plan().source.starts_with("model") {
+            assert!(
+                !p.notes().iter().any(|n| n.contains("counted on the host")),
+                "{kind}: {:?}",
+                p.notes()
+            );
+        }
+        let b = rhs(&a, 4);
+        let s = p.solve(&b).unwrap();
+        assert!(true_residual(&a, &s.x, &b) < 1e-7, "{kind}");
+    }
+}
+
 autopcg_gpu::test_main! {
     cpu: [saved_plans_are_checked_before_any_device],
     gpu: [
         uploads_ahead_check_on_the_device_what_the_host_checks,
         the_device_counts_the_factors_as_the_host,
+        the_device_builds_jacobi_and_counts_a_as_the_host,
         a_backend_on_a_uploaded_ahead_solves_as_one_that_uploads_it,
         the_device_counts_the_explicit_product_as_the_host,
         a_saved_plan_prepares_once_and_solves_many,

@@ -290,23 +290,7 @@ impl<'a> K1Factors<'a> {
         let n = self.n();
         let a: &'a CsrMatrix = self.a;
         let (ptr, idx, val) = (a.indptr(), a.indices(), a.data());
-        let section = |row: &dyn Fn(usize) -> &'a [u32]| {
-            let counter = FeatureCounter::new(n, n);
-            let mut rows = RowTally::default();
-            let mut totals = RowTotals::default();
-            let (mut longest, mut warp_slots) = (0u64, 0u64);
-            for i in 0..n {
-                let cols = row(i);
-                counter.add_row(&mut rows, i, cols);
-                totals.add_row(i, cols);
-                longest = longest.max(cols.len() as u64);
-                if i % 32 == 31 || i + 1 == n {
-                    warp_slots += 32 * longest;
-                    longest = 0;
-                }
-            }
-            totals.finish(counter, warp_slots)
-        };
+        let section = |row: &dyn Fn(usize) -> &'a [u32]| rows_totals(n, row);
         let (mut finite, mut off_zero) = (true, true);
         let scale = omega * (2.0 - omega);
         for i in 0..n {
@@ -325,6 +309,67 @@ impl<'a> K1Factors<'a> {
             values_finite: finite,
             off_diagonal_zero: off_zero,
         }
+    }
+}
+
+/// The totals of the `n` rows `row` gives (ascending columns), tallied one row after another
+/// as the device's counts tally them, warps of 32 consecutive rows.
+#[cfg(feature = "model")]
+fn rows_totals<'r>(n: usize, row: &dyn Fn(usize) -> &'r [u32]) -> StructureTotals {
+    let counter = FeatureCounter::new(n, n);
+    let mut rows = RowTally::default();
+    let mut totals = RowTotals::default();
+    let (mut longest, mut warp_slots) = (0u64, 0u64);
+    for i in 0..n {
+        let cols = row(i);
+        counter.add_row(&mut rows, i, cols);
+        totals.add_row(i, cols);
+        longest = longest.max(cols.len() as u64);
+        if i % 32 == 31 || i + 1 == n {
+            warp_slots += 32 * longest;
+            longest = 0;
+        }
+    }
+    totals.finish(counter, warp_slots)
+}
+
+/// The [`StructureTotals`] of the square matrix `a` counted on the host: the reference a
+/// count of `A` made elsewhere must equal (for tests; [`a_counts_from`] turns either into the
+/// SpMV counts).
+#[cfg(feature = "model")]
+pub fn structure_totals(a: &CsrMatrix) -> StructureTotals {
+    let (ptr, idx) = (a.indptr(), a.indices());
+    rows_totals(a.nrows(), &|i| &idx[ptr[i] as usize..ptr[i + 1] as usize])
+}
+
+/// The SpMV counts of the square matrix `a` from its totals counted elsewhere (see
+/// [`structure_totals`]; the counts [`SpmvCounts::of_knowing`] finds by its pass over `a`),
+/// `symmetric` as the caller knows it; `None` when the totals cannot be `a`'s (rows, entries,
+/// stored diagonals or bitmap words that do not add up).
+#[cfg(feature = "model")]
+pub fn a_counts_from(a: &CsrMatrix, t: StructureTotals, symmetric: bool) -> Option<SpmvCounts> {
+    let entries: u64 = t.hist.iter().enumerate().map(|(l, &r)| l as u64 * r).sum();
+    if !a.is_square() || entries != a.nnz() as u64 {
+        return None;
+    }
+    counts_from_totals(a.nrows(), t, symmetric)
+}
+
+/// Counts the structure of `A` somewhere other than the host's pass (the GPU): `Ok(None)`
+/// where it does not count this matrix, `Err` naming why it failed. The plan then counts on
+/// the host.
+#[cfg(feature = "model")]
+#[derive(Clone, Copy)]
+pub struct ACounter<'a>(pub &'a ACount<'a>);
+
+/// The function an [`ACounter`] calls.
+#[cfg(feature = "model")]
+pub type ACount<'a> = dyn Fn(&CsrMatrix) -> Result<Option<StructureTotals>, String> + Sync + 'a;
+
+#[cfg(feature = "model")]
+impl std::fmt::Debug for ACounter<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ACounter")
     }
 }
 
@@ -651,6 +696,48 @@ mod tests {
             let mut lost = t;
             lost.hist[1] += 1;
             assert_eq!(v.explicit_counts_from(lost), None);
+        }
+    }
+
+    /// A's counts made from its totals (as the GPU counts them) are the host pass's, with what
+    /// is known of its symmetry, and totals that cannot be the matrix's are refused.
+    #[test]
+    fn a_counts_from_totals_are_the_host_pass_counts() {
+        let mut all = cases();
+        // Not symmetric, and rows without a diagonal entry.
+        all.push(
+            CsrMatrix::from_triplets(3, 3, &[0, 1, 2, 2], &[1, 1, 0, 2], &[1.0, 2.0, 3.0, 4.0])
+                .unwrap(),
+        );
+        for a in all {
+            let t = structure_totals(&a);
+            assert_eq!(t.hist.iter().sum::<u64>(), a.nrows() as u64);
+            for sym in [KnownSymmetry::Symmetric, KnownSymmetry::Unknown] {
+                let symmetric = sym.symmetric(&a);
+                let mut padded = t.clone();
+                padded.hist.resize(t.hist.len().max(1024), 0);
+                let want = SpmvCounts::of_knowing(&a, sym);
+                assert_eq!(
+                    a_counts_from(&a, padded, symmetric),
+                    Some(want.clone()),
+                    "n = {}",
+                    a.nrows()
+                );
+                assert_eq!(a_counts_from(&a, t.clone(), symmetric), Some(want));
+            }
+            let mut short = t.clone();
+            short.diagonals.pop();
+            assert_eq!(a_counts_from(&a, short, true), None);
+            let mut lost = t.clone();
+            lost.hist[1] += 1;
+            assert_eq!(a_counts_from(&a, lost, true), None);
+            // As many rows, one entry less.
+            if let Some(l) = (2..t.hist.len()).find(|&l| t.hist[l] > 0) {
+                let mut fewer = t.clone();
+                fewer.hist[l] -= 1;
+                fewer.hist[l - 1] += 1;
+                assert_eq!(a_counts_from(&a, fewer, true), None);
+            }
         }
     }
 

@@ -107,13 +107,17 @@ pub fn elementwise(kernel: PrecondKernel, n: usize, props: &DeviceProps) -> Elem
     }
 }
 
+/// Jacobi's step by the fallback rule, for vectors of length `n` (the plan fuses it into the
+/// update; the launch serves where it runs on its own).
+pub fn jacobi_choice(n: usize, props: &DeviceProps) -> PrecondChoice {
+    PrecondChoice::Jacobi(elementwise(PrecondKernel::Jacobi(Loads::Double2), n, props))
+}
+
 /// The preconditioner step by the fallback rule.
 pub fn precond_choice(pre: &Preconditioner, n: usize, props: &DeviceProps) -> PrecondChoice {
     match pre {
         Preconditioner::None => PrecondChoice::None,
-        Preconditioner::Jacobi { .. } => {
-            PrecondChoice::Jacobi(elementwise(PrecondKernel::Jacobi(Loads::Double2), n, props))
-        }
+        Preconditioner::Jacobi { .. } => jacobi_choice(n, props),
         Preconditioner::SsorFactored { k, kt, .. } => PrecondChoice::Factored {
             k: spmv_choice(k),
             kt: spmv_choice(kt),

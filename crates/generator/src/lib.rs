@@ -35,6 +35,8 @@ use autopcg_catalog::DeviceProps;
 #[cfg(feature = "model")]
 use autopcg_model::file::ModelFile;
 use autopcg_solver::gpu::{GpuPlanChoice, PrecondChoice, SpmvChoice};
+#[cfg(feature = "model")]
+use autopcg_solver::precond::DEVICE_EXPLICIT_MERGE;
 use autopcg_solver::{PcgError, Plan, PlannedPrecond, PrecondKind, Preconditioner, SsorForm};
 pub use autopcg_sparse::features::KnownSymmetry;
 use autopcg_sparse::CsrMatrix;
@@ -163,6 +165,13 @@ pub struct PlanRequest<'a> {
     /// noted).
     #[cfg(feature = "model")]
     pub factor_counter: Option<factors::FactorCounter<'a>>,
+    /// Where the structure of `A` is counted for the model when no count of the factors
+    /// counts it too (no preconditioner, Jacobi, a form built on the host), if not by the
+    /// host's pass over `A`: the GPU the solve will run on (the same counts, a test pins them;
+    /// a count it does not make, or one that fails, falls back to the host's pass, the
+    /// failure noted).
+    #[cfg(feature = "model")]
+    pub a_counter: Option<factors::ACounter<'a>>,
 }
 
 impl<'a> PlanRequest<'a> {
@@ -183,6 +192,8 @@ impl<'a> PlanRequest<'a> {
             gram_counter: None,
             #[cfg(feature = "model")]
             factor_counter: None,
+            #[cfg(feature = "model")]
+            a_counter: None,
         }
     }
 }
@@ -260,11 +271,25 @@ pub fn plan(req: &PlanRequest) -> Result<SolvePlan, PlanError> {
         _ => req.precond.resolved_for(a),
     };
     #[cfg_attr(not(feature = "model"), allow(unused_mut))]
-    let mut pre: PlannedPrecond = match (&views, kind.omega()) {
-        (Some(_), Some(omega)) => PlannedPrecond::SsorK1FromA {
+    let mut pre: PlannedPrecond = match (&views, kind.omega(), &req.target, &kind) {
+        (Some(_), Some(omega), ..) => PlannedPrecond::SsorK1FromA {
             omega,
             n: a.nrows(),
         },
+        // Jacobi on a square matrix for a GPU: its inverse diagonal is the backend's to make,
+        // from the matrix it uploads; a bad diagonal is the host build's error all the same
+        // (one parallel pass that allocates nothing).
+        (_, _, Target::Gpu(_), PrecondKind::Jacobi) if a.is_square() => {
+            if let Some((row, value)) = autopcg_solver::scaling::first_bad_diagonal(a) {
+                return Err(PcgError::BadDiagonal {
+                    row,
+                    value,
+                    precond: kind.to_string(),
+                }
+                .into());
+            }
+            PlannedPrecond::JacobiFromA { n: a.nrows() }
+        }
         _ => Preconditioner::build(a, &kind)?.into(),
     };
     // With the factors left to the backend: the relaxation factor and the diagonal's
@@ -342,6 +367,12 @@ pub fn plan(req: &PlanRequest) -> Result<SolvePlan, PlanError> {
                     props,
                 )
             }
+            (PlannedPrecond::JacobiFromA { .. }, _) => fallback::gpu_choice_of(
+                a.nrows(),
+                fallback::spmv_choice(a),
+                fallback::jacobi_choice(a.nrows(), props),
+                props,
+            ),
             _ => {
                 let built = pre.host(a)?;
                 fallback::gpu_choice(a, built, props)
@@ -353,10 +384,16 @@ pub fn plan(req: &PlanRequest) -> Result<SolvePlan, PlanError> {
     let steps = choice.plan();
     let select_ms = (t1.elapsed().as_secs_f64() * 1e3 - m.spent_building).max(0.0);
     let mut notes = m.notes;
-    if pre.built_by_backend() {
-        notes.push(
+    match pre {
+        PlannedPrecond::SsorK1FromA { .. } => notes.push(
             "SSOR-AI's K and K^T diag(s) are built on the device from A's uploaded arrays".into(),
-        );
+        ),
+        PlannedPrecond::SsorK1ExplicitFromA { .. } => notes.push(
+            "SSOR-AI's explicit product K^T diag(s) K is formed on the device from A's uploaded \
+             arrays"
+                .into(),
+        ),
+        _ => {}
     }
     Ok(SolvePlan {
         preconditioner: pre,
@@ -474,16 +511,27 @@ fn modelled(
             let counts = counted.unwrap_or_else(|| v.explicit_counts());
             out.spent_building = tb.elapsed().as_secs_f64() * 1e3;
             let (ck, ckt) = &f.counts;
+            let kt_longest = f.kt.row_len_max;
             match choose_ssor_form_counted(m.file, ck, ckt, &counts, props, req.expected_iterations)
             {
                 Ok(f) => {
                     out.explain.push(f.explain.clone());
                     if f.form == SsorForm::Explicit {
-                        // The explicit product is formed on the host.
-                        let tv = Instant::now();
                         *kind = kind.with_form(SsorForm::Explicit);
-                        *pre = Preconditioner::build(a, kind)?.into();
-                        out.spent_building += tv.elapsed().as_secs_f64() * 1e3;
+                        match *pre {
+                            // The backend forms the product from the matrix it uploads, as it
+                            // would have built the factors, where its merge takes every row.
+                            PlannedPrecond::SsorK1FromA { omega, n }
+                                if kt_longest <= DEVICE_EXPLICIT_MERGE =>
+                            {
+                                *pre = PlannedPrecond::SsorK1ExplicitFromA { omega, n };
+                            }
+                            _ => {
+                                let tv = Instant::now();
+                                *pre = Preconditioner::build(a, kind)?.into();
+                                out.spent_building += tv.elapsed().as_secs_f64() * 1e3;
+                            }
+                        }
                     }
                     form_choice = Some(f);
                 }
@@ -548,8 +596,17 @@ fn modelled(
         (PlannedPrecond::SsorK1FromA { .. }, Some(f)) => Some(&f.counts),
         _ => None,
     };
-    // A's counts, when the factors' pass counted them too (whatever the form).
-    let a_counts = out.k1.as_ref().and_then(|f| f.counts_a.as_ref());
+    // A's counts, when the factors' pass counted them too (whatever the form), or else by
+    // the counter given, where it counts A.
+    let counted_a = match out.k1.as_ref().and_then(|f| f.counts_a.as_ref()) {
+        Some(_) => None,
+        None => a_counted(req, &mut out.notes),
+    };
+    let a_counts = out
+        .k1
+        .as_ref()
+        .and_then(|f| f.counts_a.as_ref())
+        .or(counted_a.as_ref());
     match select_plan(
         m.file,
         a,
@@ -573,6 +630,34 @@ fn modelled(
             .push(format!("model {} not used ({e}): default rule", m.label)),
     }
     Ok(out)
+}
+
+/// `A`'s counts from the request's [`PlanRequest::a_counter`], when it counts `A` (`None`
+/// otherwise, for the host's pass; a count that fails or does not add up is noted).
+#[cfg(feature = "model")]
+fn a_counted(req: &PlanRequest, notes: &mut Vec<String>) -> Option<SpmvCounts> {
+    let a = req.matrix;
+    match req.a_counter.map(|c| (c.0)(a)) {
+        Some(Ok(Some(t))) => {
+            let symmetric = req.symmetry.symmetric(a);
+            let c = factors::a_counts_from(a, t, symmetric);
+            if c.is_none() {
+                notes.push(
+                    "the matrix's count made on the device does not add up (internal error): \
+                     counted on the host"
+                        .into(),
+                );
+            }
+            c
+        }
+        Some(Err(e)) => {
+            notes.push(format!(
+                "the matrix's structure was counted on the host: the device's count failed ({e})"
+            ));
+            None
+        }
+        Some(Ok(None)) | None => None,
+    }
 }
 
 /// The note of an explicit product refused by its bound.
@@ -627,9 +712,11 @@ fn select_plan(
                 kt: f.kt.0,
             }
         }
-        (PlannedPrecond::Built(Preconditioner::SsorExplicit { .. }), Some(f))
-            if f.form == SsorForm::Explicit =>
-        {
+        (
+            PlannedPrecond::Built(Preconditioner::SsorExplicit { .. })
+            | PlannedPrecond::SsorK1ExplicitFromA { .. },
+            Some(f),
+        ) if f.form == SsorForm::Explicit => {
             explain.push(f.m.1.clone());
             PrecondChoice::Explicit { m: f.m.0 }
         }
@@ -660,10 +747,12 @@ fn select_plan(
             PrecondChoice::Explicit { m: cm }
         }
         (PlannedPrecond::Built(p), _) => fallback::precond_choice(p, a.nrows(), props),
-        (PlannedPrecond::SsorK1FromA { .. }, Some(_)) => {
+        (PlannedPrecond::JacobiFromA { .. }, _) => fallback::jacobi_choice(a.nrows(), props),
+        (PlannedPrecond::SsorK1FromA { .. }, Some(_))
+        | (PlannedPrecond::SsorK1ExplicitFromA { .. }, _) => {
             return Err(SelectError::NoChoice {
                 step: "ssor-ai form".into(),
-                reason: "an explicit form without its product (internal error)".into(),
+                reason: "a form without its counts (internal error)".into(),
             })
         }
     };

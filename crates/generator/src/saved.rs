@@ -312,7 +312,8 @@ impl SavedPrecond {
                 })?),
                 form: Some(
                     match pre {
-                        PrecondRef::Built(Preconditioner::SsorExplicit { .. }) => "explicit",
+                        PrecondRef::Built(Preconditioner::SsorExplicit { .. })
+                        | PrecondRef::SsorK1ExplicitFromA { .. } => "explicit",
                         _ => "factored",
                     }
                     .into(),
@@ -860,18 +861,33 @@ impl SavedPlan {
         }
         let kind = self.precond.kind()?;
         let t0 = Instant::now();
-        // First-order factored SSOR-AI is built by the GPU backend from A, as `plan` leaves it.
-        let pre: PlannedPrecond = match (kind, crate::factors::K1Factors::of(a)) {
-            (
-                PrecondKind::SsorAi {
-                    order: 1,
-                    omega: Some(omega),
-                    form: SsorForm::Factored,
+        // First-order SSOR-AI (either form) and Jacobi are built by the GPU backend from A,
+        // as `plan` leaves them.
+        let pre: PlannedPrecond = match kind {
+            PrecondKind::Jacobi if a.is_square() => {
+                if let Some((row, value)) = autopcg_solver::scaling::first_bad_diagonal(a) {
+                    return Err(autopcg_solver::PcgError::BadDiagonal {
+                        row,
+                        value,
+                        precond: kind.to_string(),
+                    }
+                    .into());
+                }
+                PlannedPrecond::JacobiFromA { n: a.nrows() }
+            }
+            PrecondKind::SsorAi {
+                order: 1,
+                omega: Some(omega),
+                form,
+            } if crate::factors::K1Factors::of(a).is_some() => match form {
+                SsorForm::Factored => PlannedPrecond::SsorK1FromA {
+                    omega,
+                    n: a.nrows(),
                 },
-                Some(_),
-            ) => PlannedPrecond::SsorK1FromA {
-                omega,
-                n: a.nrows(),
+                SsorForm::Explicit => PlannedPrecond::SsorK1ExplicitFromA {
+                    omega,
+                    n: a.nrows(),
+                },
             },
             _ => Preconditioner::build(a, &kind)?.into(),
         };

@@ -77,6 +77,37 @@ fn the_model_chooses_the_explicit_form_where_it_predicts_it_faster() {
     assert_eq!(form.step, "ssor-ai form");
     assert!(form.options[0].name.starts_with("explicit"));
     assert!(form.options[0].predicted_ms < form.options[1].predicted_ms);
+    // Rows of K^T longer than the device's merge (36 entries): formed on the host.
+    assert!(matches!(
+        p.preconditioner,
+        PlannedPrecond::Built(Preconditioner::SsorExplicit { .. })
+    ));
+    assert_eq!(
+        p.kind,
+        PlannedPrecond::ssor_k1_explicit_kind(auto_omega(&a))
+    );
+    assert!(!p.notes.iter().any(|n| n.contains("formed on the device")));
+    // Within the merge (a P1 FEM mesh, 5 entries at most): the product is the GPU backend's to
+    // form from A, with the factors' omega; its host copy is the host's explicit build.
+    let fem = families::fem_p1_2d(20_000, 3).unwrap();
+    let omega = auto_omega(&fem);
+    let mut r = with_model(&fem, PrecondKind::ssor_ai().with_omega(omega), &m);
+    r.ssor_form_auto = true;
+    let p = plan(&r).unwrap();
+    check_modelled(&p);
+    assert_eq!(
+        p.preconditioner,
+        PlannedPrecond::SsorK1ExplicitFromA {
+            omega,
+            n: fem.nrows()
+        }
+    );
+    assert!(p.notes.iter().any(|n| n.contains("formed on the device")));
+    let mut pre = p.preconditioner.clone();
+    assert_eq!(
+        *pre.host(&fem).unwrap(),
+        Preconditioner::build(&fem, &p.kind).unwrap()
+    );
     // Without `ssor_form_auto`, the asked form stays.
     r.ssor_form_auto = false;
     assert_eq!(plan(&r).unwrap().precond_applied(), "ssor-ai-factored");
@@ -242,6 +273,95 @@ fn a_factor_count_made_elsewhere_is_the_one_the_selection_reads() {
         r.factor_counter = Some(FactorCounter(&other));
         let p = plan(&r).unwrap();
         assert_ne!(summary(&p).2, summary(&host).2);
+    }
+}
+
+/// A count of A made elsewhere (the GPU's, for no preconditioner and Jacobi) is what the
+/// selection reads: the host's totals give the host's plan and predictions, other totals
+/// other predictions; a count refused, failed or not adding up falls back to the host's pass
+/// (the last two noted). With SSOR-AI the factors' count counts A: the counter is not asked.
+#[test]
+fn an_a_count_made_elsewhere_is_the_one_the_selection_reads() {
+    use crate::factors::{structure_totals, ACounter};
+    use autopcg_sparse::features::StructureTotals;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let m = model();
+    let summary = |p: &SolvePlan| {
+        (
+            p.precond_applied().to_string(),
+            format!("{:?}", p.gpu),
+            format!("{:?}", p.explain),
+            p.predicted_iteration_ms,
+        )
+    };
+    for a in [
+        fixture("s3rmt3m3"),
+        families::poisson3d_7pt(30, 30, 30).unwrap(),
+        families::random_powerlaw_spd(3000, 9.0, 1.3, 5).unwrap(),
+    ] {
+        for kind in [PrecondKind::None, PrecondKind::Jacobi] {
+            let mut r = with_model(&a, kind, &m);
+            r.symmetry = KnownSymmetry::Symmetric;
+            let host = plan(&r).unwrap();
+            let calls = AtomicUsize::new(0);
+            let same = |b: &CsrMatrix| -> Result<Option<StructureTotals>, String> {
+                calls.fetch_add(1, Ordering::Relaxed);
+                let mut t = structure_totals(b);
+                // The device's histogram is GRAM_HIST long.
+                t.hist.resize(1024, 0);
+                Ok(Some(t))
+            };
+            r.a_counter = Some(ACounter(&same));
+            let counted = plan(&r).unwrap();
+            assert_eq!(calls.load(Ordering::Relaxed), 1);
+            assert_eq!(summary(&counted), summary(&host), "{kind}");
+            assert!(!counted.notes.iter().any(|n| n.contains("matrix's")));
+            let refused = |_: &CsrMatrix| -> Result<Option<StructureTotals>, String> { Ok(None) };
+            r.a_counter = Some(ACounter(&refused));
+            let p = plan(&r).unwrap();
+            assert_eq!(summary(&p), summary(&host));
+            assert!(!p.notes.iter().any(|n| n.contains("matrix's")));
+            let failed = |_: &CsrMatrix| -> Result<Option<StructureTotals>, String> {
+                Err("no room".into())
+            };
+            r.a_counter = Some(ACounter(&failed));
+            let p = plan(&r).unwrap();
+            assert_eq!(summary(&p), summary(&host));
+            assert!(p
+                .notes
+                .iter()
+                .any(|n| n.contains("counted on the host") && n.contains("no room")));
+            let lost = |b: &CsrMatrix| -> Result<Option<StructureTotals>, String> {
+                let mut t = structure_totals(b);
+                t.hist[1] += 1;
+                Ok(Some(t))
+            };
+            r.a_counter = Some(ACounter(&lost));
+            let p = plan(&r).unwrap();
+            assert_eq!(summary(&p), summary(&host));
+            assert!(p.notes.iter().any(|n| n.contains("does not add up")));
+            // Every row reads twice as far from its diagonal: other predictions.
+            let other = |b: &CsrMatrix| -> Result<Option<StructureTotals>, String> {
+                let mut t = structure_totals(b);
+                t.x_lines *= 4;
+                t.dist *= 2;
+                Ok(Some(t))
+            };
+            r.a_counter = Some(ACounter(&other));
+            let p = plan(&r).unwrap();
+            assert_ne!(summary(&p).2, summary(&host).2, "{kind}");
+        }
+        // SSOR-AI: A is counted with the factors.
+        let calls = AtomicUsize::new(0);
+        let counter = |b: &CsrMatrix| -> Result<Option<StructureTotals>, String> {
+            calls.fetch_add(1, Ordering::Relaxed);
+            Ok(Some(structure_totals(b)))
+        };
+        let mut r = with_model(&a, PrecondKind::ssor_ai(), &m);
+        r.symmetry = KnownSymmetry::Symmetric;
+        r.a_counter = Some(ACounter(&counter));
+        plan(&r).unwrap();
+        assert_eq!(calls.load(Ordering::Relaxed), 0);
     }
 }
 
@@ -994,11 +1114,9 @@ fn first_order_factored_ssor_ai_on_a_gpu_is_built_from_a_on_the_device() {
     assert!(on_device(&with_model(&a, PrecondKind::ssor_ai(), &m)));
     let mut auto = with_model(&a, PrecondKind::ssor_ai(), &m);
     auto.ssor_form_auto = true;
+    // Either form: the explicit product is formed on the device too.
     let p = plan(&auto).unwrap();
-    assert_eq!(
-        p.preconditioner.built_by_backend(),
-        p.precond_applied() == "ssor-ai-factored"
-    );
+    assert!(p.preconditioner.built_by_backend());
     assert!(on_device(&PlanRequest::new(
         &a,
         PrecondKind::ssor_ai(),
@@ -1016,7 +1134,7 @@ fn first_order_factored_ssor_ai_on_a_gpu_is_built_from_a_on_the_device() {
     let c = p.gpu.expect("a GPU plan");
     let want = crate::fallback::gpu_choice(&a, &host, &DeviceProps::hopper_like());
     assert_eq!(c, want.with_graph_iters(c.graph_iters));
-    // Built on the host: the CPU, the explicit form, second order, Jacobi.
+    // Built on the host: the CPU, the explicit form, second order.
     let cpu = Target::Cpu { threads: 2 };
     assert!(!on_device(&PlanRequest::new(
         &a,
@@ -1030,11 +1148,17 @@ fn first_order_factored_ssor_ai_on_a_gpu_is_built_from_a_on_the_device() {
         PrecondKind::ssor_ai2(),
         gpu()
     )));
-    assert!(!on_device(&PlanRequest::new(
-        &a,
-        PrecondKind::Jacobi,
-        gpu()
-    )));
+    // Jacobi: its inverse diagonal is the backend's on a GPU, the host's on the CPU, with
+    // and without a model.
+    assert!(on_device(&PlanRequest::new(&a, PrecondKind::Jacobi, gpu())));
+    assert!(on_device(&with_model(&a, PrecondKind::Jacobi, &m)));
+    let cpu = Target::Cpu { threads: 2 };
+    assert!(!on_device(&PlanRequest::new(&a, PrecondKind::Jacobi, cpu)));
+    let j = plan(&PlanRequest::new(&a, PrecondKind::Jacobi, gpu())).unwrap();
+    let host = Preconditioner::build(&a, &PrecondKind::Jacobi).unwrap();
+    let want = crate::fallback::gpu_choice(&a, &host, &DeviceProps::hopper_like());
+    let c = j.gpu.expect("a GPU plan");
+    assert_eq!(c, want.with_graph_iters(c.graph_iters));
     // A pattern with more entries below the diagonal than above: K^T is a transpose.
     let t = CsrMatrix::from_triplets(
         3,

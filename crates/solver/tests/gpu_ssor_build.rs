@@ -1,9 +1,11 @@
-//! First-order factored SSOR-AI built on the device from `A`'s CSR arrays
-//! (`autopcg_gpu::kernels::ssor`, `PrecondRef::SsorK1FromA`): the factors equal the host
-//! build's bit for bit; patterns from which `K^T` cannot be read off are reported (and the
-//! backend builds on the host instead); a backend built this way solves exactly as one given
-//! the host's preconditioner, whatever format its factors run in, scaled systems included;
-//! new values of A refresh such factors on the device with no host copy, as a fresh build.
+//! First-order SSOR-AI built on the device from `A`'s CSR arrays
+//! (`autopcg_gpu::kernels::ssor`, `PrecondRef::SsorK1FromA`, `PrecondRef::SsorK1ExplicitFromA`):
+//! the factors and the explicit product equal the host build's bit for bit; patterns from
+//! which `K^T` cannot be read off are reported (and the backend builds on the host instead); a
+//! backend built this way solves exactly as one given the host's preconditioner, whatever
+//! format its factors or product run in, scaled systems included; new values of A refresh
+//! such a preconditioner (and Jacobi's, `PrecondRef::JacobiFromA`) on the device with no host
+//! copy, as a fresh build.
 //!
 //! Without a CUDA device the runner reports each GPU test as ignored (with
 //! AUTOPCG_REQUIRE_GPU=1 it fails instead); see autopcg_gpu::testing.
@@ -12,7 +14,9 @@ mod common;
 use std::ops::ControlFlow;
 
 use autopcg_gpu::kernels::spmv::SpmvKernel;
-use autopcg_gpu::kernels::ssor::{ssor_k1_factors, SsorK1Build};
+use autopcg_gpu::kernels::ssor::{
+    ssor_k1_explicit, ssor_k1_factors, SsorK1Build, SsorK1Explicit, GRAM_MERGE,
+};
 use autopcg_gpu::{CusparseAlg, DeviceCsr, GpuDevice, GpuError, LaunchConfig};
 use autopcg_solver::gpu::{GpuBackend, GpuPlanChoice, PrecondChoice, SpmvChoice, SpmvMethod};
 use autopcg_solver::{
@@ -128,7 +132,7 @@ fn run(
     let mut be = GpuBackend::new(dev, a, pre, b, None, choice).unwrap();
     assert_eq!(
         be.setup_times().precond_ms > 0.0,
-        matches!(pre, PrecondRef::SsorK1FromA { .. }),
+        !matches!(pre, PrecondRef::Built(_)),
         "the device build is timed as the preconditioner's"
     );
     let mut recs = Vec::new();
@@ -271,12 +275,13 @@ fn an_asymmetric_pattern_is_built_on_the_host(dev: GpuDevice) {
     assert_eq!(rd, rh);
 }
 
-/// New values of A (its diagonal raised) refreshed on the device into factors the device
-/// built, with no host copy of the preconditioner: the solve is that of a backend built
-/// afresh for the new values, bit for bit (CSR, DIA, ELL and cuSPARSE's CSR_ALG1 factors, each
-/// with A in DIA, converted and given its CSR source, and in CSR). A factor kept in COO keeps
-/// no CSR values: refused, for the caller to refresh on the host.
-fn factors_built_from_a_are_refreshed_from_a_on_the_device(dev: GpuDevice) {
+/// New values of A (its diagonal raised) refreshed on the device into a preconditioner the
+/// device built from A (factored SSOR-AI, the explicit product, Jacobi's inverse diagonal),
+/// with no host copy of it: the solve is that of a backend built afresh for the new values,
+/// bit for bit (CSR, DIA, ELL and cuSPARSE's CSR_ALG1 factors or product, each with A in DIA,
+/// converted and given its CSR source, and in CSR). An operand kept in COO keeps no CSR
+/// values: refused, for the caller to refresh on the host.
+fn preconditioners_built_from_a_are_refreshed_from_a_on_the_device(dev: GpuDevice) {
     let a = poisson3d(10, 9, 8);
     let (n, omega) = (a.nrows(), 0.95);
     let b = random_rhs(n, 5);
@@ -289,61 +294,182 @@ fn factors_built_from_a_are_refreshed_from_a_on_the_device(dev: GpuDevice) {
         }
         m
     };
-    let host = Preconditioner::build(&a, &PlannedPrecond::ssor_k1_kind(omega)).unwrap();
-    let base = autopcg_generator::fallback::gpu_choice(&a, &host, dev.props());
-    let (hk, _) = host_factors(&a, omega);
     let p = params(1e-10, 4000);
-    let from_a = PrecondRef::SsorK1FromA { omega, n };
-    for m in methods(&hk) {
-        for a_csr in [false, true] {
-            let s = SpmvChoice {
-                method: m,
-                predicted_ms: None,
+    for (kind, from_a) in [
+        (
+            PlannedPrecond::ssor_k1_kind(omega),
+            PrecondRef::SsorK1FromA { omega, n },
+        ),
+        (
+            PlannedPrecond::ssor_k1_explicit_kind(omega),
+            PrecondRef::SsorK1ExplicitFromA { omega, n },
+        ),
+        (PrecondKind::Jacobi, PrecondRef::JacobiFromA { n }),
+    ] {
+        let host = Preconditioner::build(&a, &kind).unwrap();
+        let base = autopcg_generator::fallback::gpu_choice(&a, &host, dev.props());
+        // The preconditioner's operand in every method, or Jacobi's one step.
+        let steps: Vec<Option<SpmvMethod>> = match &host {
+            Preconditioner::SsorFactored { k, .. } => methods(k).into_iter().map(Some).collect(),
+            Preconditioner::SsorExplicit { m } => methods(m).into_iter().map(Some).collect(),
+            _ => vec![None],
+        };
+        for m in steps {
+            for a_csr in [false, true] {
+                let mut c = base.clone();
+                if let Some(m) = m {
+                    let s = SpmvChoice {
+                        method: m,
+                        predicted_ms: None,
+                    };
+                    c.precond = match c.precond {
+                        PrecondChoice::Explicit { .. } => PrecondChoice::Explicit { m: s },
+                        _ => PrecondChoice::Factored { k: s, kt: s },
+                    };
+                }
+                if a_csr {
+                    c.a = SpmvChoice {
+                        method: SpmvMethod::Csr {
+                            kernel: SpmvKernel::CsrScalar,
+                            config: LaunchConfig::per_item(n as u64, 256),
+                        },
+                        predicted_ms: None,
+                    };
+                }
+                let tag = format!("{kind}, {m:?}, A {}", c.a.method.kernel_name());
+                let mut be = GpuBackend::new(&dev, &a, from_a, &b, None, &c).unwrap();
+                pcg(&mut be, &p, |_| ControlFlow::Continue(())).unwrap();
+                assert!(be.keep_matrix_source(&a).unwrap(), "{tag}");
+                let on_device = be.prepare_device_refresh_from_a().unwrap();
+                if matches!(m, Some(SpmvMethod::Coo { .. })) {
+                    assert!(!on_device, "{tag}: a COO operand keeps no CSR values");
+                    continue;
+                }
+                assert!(on_device, "{tag}");
+                for f in [1.1, 1.3] {
+                    let a2 = raised(f);
+                    let v = a2.data();
+                    be.stage_matrix_values(&|off, piece| {
+                        piece.copy_from_slice(&v[off..off + piece.len()])
+                    })
+                    .unwrap();
+                    let max = v.iter().fold(0.0f64, |m, x| m.max(x.abs()));
+                    let ms = be.commit_matrix_values_on_device(n, max).unwrap();
+                    assert!(ms.is_some(), "{tag}: the same scale factors");
+                    assert!(be.set_problem(&b, None).unwrap(), "{tag}");
+                    let mut recs = Vec::new();
+                    let info = pcg(&mut be, &p, |r| {
+                        recs.push(*r);
+                        ControlFlow::Continue(())
+                    })
+                    .unwrap();
+                    let x = be.solution().unwrap();
+                    let (fresh, frecs, xf) = run(&dev, &a2, from_a, &b, &c);
+                    assert_eq!(info.iterations, fresh.iterations, "{tag} x {f}");
+                    assert_eq!(recs, frecs, "{tag} x {f}: records differ");
+                    assert_eq!(bits(&x), bits(&xf), "{tag} x {f}: solutions differ");
+                }
+            }
+        }
+    }
+}
+
+/// The explicit product formed on the device from A's arrays is the host's explicit build:
+/// the same pattern and the same values (bit for bit, up to the sign of a zero). Refused, for
+/// the host to form, where a row of K^T is longer than the device's merge, and only there, and
+/// for patterns that are not symmetric.
+fn device_explicit_product_equals_the_host_build(dev: GpuDevice) {
+    let mut formed = 0;
+    for (name, a) in matrices() {
+        for omega in [1.0, 0.7] {
+            let tag = format!("{name}, omega {omega}");
+            let d = DeviceCsr::upload(&dev, &a).unwrap();
+            let longest = (0..a.nrows())
+                .map(|i| {
+                    let (c, _) = a.row(i);
+                    c.iter().filter(|&&j| j as usize >= i).count()
+                })
+                .max()
+                .unwrap();
+            let parts = match ssor_k1_explicit(&dev, &d, omega).unwrap() {
+                SsorK1Explicit::Built(parts) => parts,
+                SsorK1Explicit::Refused(why) => {
+                    assert!(longest > GRAM_MERGE, "{tag}: refused ({why})");
+                    assert!(why.contains("merges"), "{tag}: {why}");
+                    continue;
+                }
             };
-            let mut c = base.clone();
-            c.precond = PrecondChoice::Factored { k: s, kt: s };
-            if a_csr {
-                c.a = SpmvChoice {
-                    method: SpmvMethod::Csr {
-                        kernel: SpmvKernel::CsrScalar,
-                        config: LaunchConfig::per_item(n as u64, 256),
-                    },
-                    predicted_ms: None,
+            assert!(longest <= GRAM_MERGE, "{tag}: formed past the merge");
+            formed += 1;
+            let want =
+                match Preconditioner::build(&a, &PlannedPrecond::ssor_k1_explicit_kind(omega))
+                    .unwrap()
+                {
+                    Preconditioner::SsorExplicit { m } => m,
+                    other => panic!("explicit form expected, got {}", other.kind_name()),
                 };
-            }
-            let tag = format!("factors {m:?}, A {}", c.a.method.kernel_name());
-            let mut be = GpuBackend::new(&dev, &a, from_a, &b, None, &c).unwrap();
-            pcg(&mut be, &p, |_| ControlFlow::Continue(())).unwrap();
-            assert!(be.keep_matrix_source(&a).unwrap(), "{tag}");
-            let on_device = be.prepare_device_refresh_from_a().unwrap();
-            if matches!(m, SpmvMethod::Coo { .. }) {
-                assert!(!on_device, "{tag}: a COO factor keeps no CSR values");
-                continue;
-            }
-            assert!(on_device, "{tag}");
-            for f in [1.1, 1.3] {
-                let a2 = raised(f);
-                let v = a2.data();
-                be.stage_matrix_values(&|off, piece| {
-                    piece.copy_from_slice(&v[off..off + piece.len()])
-                })
-                .unwrap();
-                let max = v.iter().fold(0.0f64, |m, x| m.max(x.abs()));
-                let ms = be.commit_matrix_values_on_device(n, max).unwrap();
-                assert!(ms.is_some(), "{tag}: the same scale factors");
-                assert!(be.set_problem(&b, None).unwrap(), "{tag}");
-                let mut recs = Vec::new();
-                let info = pcg(&mut be, &p, |r| {
-                    recs.push(*r);
-                    ControlFlow::Continue(())
-                })
-                .unwrap();
-                let x = be.solution().unwrap();
-                let (fresh, frecs, xf) = run(&dev, &a2, from_a, &b, &c);
-                assert_eq!(info.iterations, fresh.iterations, "{tag} x {f}");
-                assert_eq!(recs, frecs, "{tag} x {f}: records differ");
-                assert_eq!(bits(&x), bits(&xf), "{tag} x {f}: solutions differ");
-            }
+            let (p, i, v) = parts.m.download(&dev).unwrap();
+            assert_eq!(parts.m.shape(), (want.nrows(), want.ncols()), "{tag}");
+            assert_eq!(p, want.indptr(), "{tag}: row pointers");
+            assert_eq!(i, want.indices(), "{tag}: columns");
+            assert!(
+                v.iter()
+                    .zip(want.data())
+                    .all(|(x, y)| x.to_bits() == y.to_bits() || (*x == 0.0 && *y == 0.0)),
+                "{tag}: values"
+            );
+        }
+    }
+    assert!(formed >= 14, "only {formed} products formed on the device");
+    let diag = |n: usize| (0..n).map(|i| (i, i, 4.0)).collect::<Vec<_>>();
+    let mut t = diag(4);
+    t.extend([(3, 0, -1.0), (3, 1, -1.0), (0, 3, -1.0)]);
+    let d = DeviceCsr::upload(&dev, &csr(4, &t)).unwrap();
+    match ssor_k1_explicit(&dev, &d, 1.0).unwrap() {
+        SsorK1Explicit::Refused(why) => assert!(why.contains("not symmetric"), "{why}"),
+        SsorK1Explicit::Built(_) => panic!("an asymmetric pattern was formed"),
+    }
+}
+
+/// A backend that forms the explicit product on the device from A solves exactly as one given
+/// the host's explicit build, whatever format the product runs in, a scaled system included;
+/// one whose product the device refuses (a row of K^T longer than its merge) forms it on the
+/// host, and solves as that too.
+fn backend_forming_the_explicit_product_solves_as_the_host_build(dev: GpuDevice) {
+    let big = |a: &CsrMatrix| common::scaled(a, 1e200);
+    let cases = [
+        ("poisson3d 12^3", poisson3d(12, 12, 12)),
+        ("random spd 2000", random_spd(2000, 9, true, 3)),
+        ("poisson3d 8^3 times 1e200", big(&poisson3d(8, 8, 8))),
+        (
+            "power-law 20000",
+            families::random_powerlaw_spd(20_000, 10.0, 1.3, 7).unwrap(),
+        ),
+    ];
+    for (name, a) in cases {
+        let n = a.nrows();
+        let b = random_rhs(n, 11);
+        let host = Preconditioner::build(&a, &PlannedPrecond::ssor_k1_explicit_kind(0.9)).unwrap();
+        let base = autopcg_generator::fallback::gpu_choice(&a, &host, dev.props());
+        let Preconditioner::SsorExplicit { m: hm } = &host else {
+            panic!("{name}: explicit form expected")
+        };
+        for method in methods(hm) {
+            let mut c = base.clone();
+            c.precond = PrecondChoice::Explicit {
+                m: SpmvChoice {
+                    method,
+                    predicted_ms: None,
+                },
+            };
+            let tag = format!("{name}: M {method:?}");
+            let (ih, rh, xh) = run(&dev, &a, PrecondRef::Built(&host), &b, &c);
+            let from_a = PrecondRef::SsorK1ExplicitFromA { omega: 0.9, n };
+            let (id, rd, xd) = run(&dev, &a, from_a, &b, &c);
+            assert!(ih.converged, "{tag}");
+            assert_eq!(id.iterations, ih.iterations, "{tag}");
+            assert_eq!(rd, rh, "{tag}: records differ");
+            assert_eq!(bits(&xd), bits(&xh), "{tag}: solutions differ");
         }
     }
 }
@@ -355,6 +481,8 @@ autopcg_gpu::test_main! {
         patterns_without_mirrors_are_reported,
         backend_building_on_the_device_solves_as_the_host_build,
         an_asymmetric_pattern_is_built_on_the_host,
-        factors_built_from_a_are_refreshed_from_a_on_the_device,
+        preconditioners_built_from_a_are_refreshed_from_a_on_the_device,
+        device_explicit_product_equals_the_host_build,
+        backend_forming_the_explicit_product_solves_as_the_host_build,
     ],
 }

@@ -63,7 +63,7 @@ impl fmt::Display for RefreshKernel {
 /// The position of each row's diagonal entry in a square CSR pattern, on the device.
 #[derive(Debug)]
 pub struct DeviceDiagonal {
-    pos: DeviceVec<u32>,
+    pub(crate) pos: DeviceVec<u32>,
     nnz: usize,
 }
 

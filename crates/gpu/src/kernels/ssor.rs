@@ -18,7 +18,9 @@ use autopcg_sparse::features::{K1Totals, StructureTotals};
 use cudarc::driver::PushKernelArg;
 
 use super::convert::{exclusive_scan, ConvertKernel, ScanWorkspace};
-use super::refresh::{DeviceDiagonal, DeviceGather};
+use super::refresh::{
+    gather_values, gram_values, inv_diag, DeviceDiagonal, DeviceGather, RefreshKernel,
+};
 use super::{Launch, PushGroups};
 use crate::sources::{KernelSource, ModuleSpec};
 use crate::{DeviceCsr, DeviceVec, GpuDevice, GpuError, LaunchConfig, DEFAULT_THREADS};
@@ -39,17 +41,26 @@ pub enum SsorBuildKernel {
     RowChecks,
     /// The structure of `A`, `K` and `K^T diag(s)`, counted ([`ssor_k1_totals`]).
     Totals,
+    /// The structure of `A` alone, counted ([`csr_totals`]).
+    CsrTotals,
+    /// The explicit product's row lengths ([`ssor_k1_explicit`]).
+    GramLengths,
+    /// The explicit product's columns ([`ssor_k1_explicit`]).
+    GramFill,
 }
 
 impl SsorBuildKernel {
     /// Every kernel of the build.
-    pub const ALL: [SsorBuildKernel; 6] = [
+    pub const ALL: [SsorBuildKernel; 9] = [
         SsorBuildKernel::Lengths,
         SsorBuildKernel::Build,
         SsorBuildKernel::KtSources,
         SsorBuildKernel::GramCount,
         SsorBuildKernel::RowChecks,
         SsorBuildKernel::Totals,
+        SsorBuildKernel::CsrTotals,
+        SsorBuildKernel::GramLengths,
+        SsorBuildKernel::GramFill,
     ];
 }
 
@@ -62,6 +73,9 @@ impl fmt::Display for SsorBuildKernel {
             SsorBuildKernel::GramCount => "ssor_k1_gram_count",
             SsorBuildKernel::RowChecks => "csr_row_checks",
             SsorBuildKernel::Totals => "ssor_k1_totals",
+            SsorBuildKernel::CsrTotals => "csr_totals",
+            SsorBuildKernel::GramLengths => "ssor_k1_gram_lengths",
+            SsorBuildKernel::GramFill => "ssor_k1_gram_fill",
         })
     }
 }
@@ -86,11 +100,19 @@ pub enum SsorK1Build {
     },
 }
 
-/// Compiles (or finds) and loads every kernel [`ssor_k1_factors`] launches (its own and the
-/// scan's), so that a caller can time loading apart from the build.
+/// Compiles (or finds) and loads every kernel [`ssor_k1_factors`], [`ssor_k1_explicit`] and
+/// [`jacobi_inv_diag`] launch (their own, the value kernels and the scan's), so that a caller
+/// can time loading apart from the build.
 pub fn preload(dev: &GpuDevice) -> Result<(), GpuError> {
     let precond = ModuleSpec::plain(KernelSource::Precond);
     for k in SsorBuildKernel::ALL {
+        dev.kernel(&precond, &k.to_string())?;
+    }
+    for k in [
+        RefreshKernel::InvDiag,
+        RefreshKernel::Gather,
+        RefreshKernel::Gram,
+    ] {
         dev.kernel(&precond, &k.to_string())?;
     }
     let convert = ModuleSpec::plain(KernelSource::Convert);
@@ -579,6 +601,219 @@ pub fn ssor_k1_totals(
     }))
 }
 
+/// The position of each row's diagonal entry of the square matrix `a`, found on the device
+/// from its uploaded pattern (a binary search per row, the search of [`ssor_k1_factors`]):
+/// what value kernels such as Jacobi's inverse diagonal read. `None` when `a` is not square or
+/// a row stores no diagonal entry. Waits for one 8-byte copy back.
+pub fn diagonal_positions(
+    dev: &GpuDevice,
+    a: &DeviceCsr,
+) -> Result<Option<DeviceDiagonal>, GpuError> {
+    let (n, m) = a.shape();
+    if n != m || u32::try_from(n).is_err() {
+        return Ok(None);
+    }
+    if n == 0 {
+        return Ok(Some(DeviceDiagonal::from_device(dev.alloc_zeros(0)?, 0)));
+    }
+    let (diag, len, bad) = lengths(dev, a)?;
+    drop(len);
+    if dev.download(&bad)?[0] < n as u32 {
+        return Ok(None);
+    }
+    Ok(Some(DeviceDiagonal::from_device(diag, a.nnz())))
+}
+
+/// What [`ssor_k1_explicit`] made.
+#[derive(Debug)]
+pub enum SsorK1Explicit {
+    /// The product, with what a value refresh of it needs.
+    Built(Box<ExplicitParts>),
+    /// Not formed on the device, for the reason given (the caller forms it on the host, as
+    /// the host build transposes `K` for a pattern that is not symmetric). Nothing was kept.
+    Refused(String),
+}
+
+/// The explicit product formed on the device and the operands it was formed from, which a
+/// value refresh recomputes it from (see [`super::refresh`]).
+#[derive(Debug)]
+pub struct ExplicitParts {
+    /// `M = K^T diag(s) K`.
+    pub m: DeviceCsr,
+    /// `K = I - omega L D^-1`.
+    pub k: DeviceCsr,
+    /// `K^T`, its values `K`'s (not scaled).
+    pub kt: DeviceCsr,
+    /// The positions of `A`'s diagonal entries.
+    pub diag: DeviceDiagonal,
+    /// For each entry of `K^T`, the position in `K` of its mirror.
+    pub kt_src: DeviceGather,
+}
+
+/// First-order SSOR-AI's explicit product `M = K^T diag(s) K`, `s_q = omega (2 - omega) /
+/// a_qq`, formed on the device from `a` (a square CSR matrix as `CsrMatrix` uploads it) with
+/// relaxation `omega` in (0, 2): the matrix `autopcg_solver::Preconditioner::build` forms on the
+/// host for the explicit form, the same pattern and, term by term in the same order, the same
+/// values (up to the sign of a zero). `K` and `K^T` are built as [`ssor_k1_factors`] builds
+/// them (`K^T` then takes `K`'s values by the refresh's gather); the product's pattern is the
+/// merge [`ssor_k1_gram_count`] counts, its row lengths found first, scanned into its row
+/// pointers, then its columns written; its values are the value refresh's kernel. Every
+/// diagonal entry must be stored (an error otherwise); whether the diagonal values are
+/// positive is the caller's check. Refused (for the host to form) where `a`'s pattern is not
+/// symmetric, a row of `K^T` is longer than [`GRAM_MERGE`], or the product holds `2^32` entries
+/// or more. Waits for five small copies back.
+pub fn ssor_k1_explicit(
+    dev: &GpuDevice,
+    a: &DeviceCsr,
+    omega: f64,
+) -> Result<SsorK1Explicit, GpuError> {
+    let n = a.nrows();
+    let (k, mut kt) = match ssor_k1_factors(dev, a, omega)? {
+        SsorK1Build::Built { k, kt } => (*k, *kt),
+        SsorK1Build::AsymmetricPattern { .. } => {
+            return Ok(SsorK1Explicit::Refused(
+                "the matrix's pattern is not symmetric".into(),
+            ))
+        }
+    };
+    let Some((diag, kt_src)) = ssor_k1_refresh_maps(dev, a, &k, &kt)? else {
+        return Ok(SsorK1Explicit::Refused(
+            "the factors' rows do not follow the matrix's pattern".into(),
+        ));
+    };
+    // K^T with K's values: the product scales by s_q itself.
+    gather_values(dev, &kt_src, &k, &mut kt)?;
+    let n32 = n as u32;
+    // SAFETY: ssor_k1_gram_lengths writes every row's length.
+    let mut len = unsafe { dev.alloc_uninit::<u32>(n)? };
+    let mut total = dev.alloc_zeros::<u64>(1)?;
+    let mut bad = dev.upload(&[n32])?;
+    if n > 0 {
+        let l = per_row(dev, SsorBuildKernel::GramLengths, n)?;
+        // SAFETY: matches `ssor_k1_gram_lengths(u32 n, const u32 *a_ptr, const u32 *a_idx,
+        // const u32 *diag, u32 *len, u64 *total, u32 *bad)`; a is a validated square CSR
+        // matrix of n rows whose every row stores its diagonal entry, at diag[i] (the factors
+        // were built from it); the merge reads inside rows of a; len holds n elements, total
+        // and bad one each; per_row launches DEFAULT_THREADS threads a block, a multiple of
+        // 32 as the kernel's sum needs.
+        unsafe {
+            l.run(|b| {
+                b.arg(&n32)
+                    .arg(&a.indptr.buf)
+                    .arg(&a.indices.buf)
+                    .arg(&diag.pos.buf)
+                    .arg(&mut len.buf)
+                    .arg(&mut total.buf)
+                    .arg(&mut bad.buf);
+            })
+        }?;
+    }
+    let first_unmerged = dev.download(&bad)?[0];
+    if first_unmerged < n32 {
+        return Ok(SsorK1Explicit::Refused(format!(
+            "row {} of K^T has more than the {GRAM_MERGE} entries the device merges",
+            first_unmerged as usize + 1
+        )));
+    }
+    let nnz_m = dev.download(&total)?[0];
+    if nnz_m >= u64::from(u32::MAX) {
+        return Ok(SsorK1Explicit::Refused(format!(
+            "its {nnz_m} entries exceed the 32-bit indices of the device's arrays"
+        )));
+    }
+    let nnz_m = nnz_m as usize;
+    // SAFETY: exclusive_scan writes all n + 1 pointers; ssor_k1_gram_fill writes every entry of
+    // every row (row i gets len[i] columns from m_ptr[i]), and ssor_gram_values every value.
+    let mut m_ptr = unsafe { dev.alloc_uninit::<u32>(n + 1)? };
+    let mut ws = ScanWorkspace::new(dev, ScanWorkspace::tiles(n, DEFAULT_THREADS))?;
+    exclusive_scan(dev, DEFAULT_THREADS, &len, &mut m_ptr, &mut ws)?;
+    drop((ws, len));
+    let (mut m_idx, m_vals) = unsafe {
+        (
+            dev.alloc_uninit::<u32>(nnz_m)?,
+            dev.alloc_uninit::<f64>(nnz_m)?,
+        )
+    };
+    if n > 0 {
+        let l = per_row(dev, SsorBuildKernel::GramFill, n)?;
+        // SAFETY: matches `ssor_k1_gram_fill(u32 n, const u32 *a_ptr, const u32 *a_idx,
+        // const u32 *diag, const u32 *m_ptr, u32 *m_idx)`; the lengths launch flagged no row
+        // and their sum, nnz_m = m_ptr[n], fits 32 bits, so each row writes its len[i] columns
+        // inside [m_ptr[i], m_ptr[i + 1]) of the nnz_m elements of m_idx; reads as above.
+        unsafe {
+            l.run(|b| {
+                b.arg(&n32)
+                    .arg(&a.indptr.buf)
+                    .arg(&a.indices.buf)
+                    .arg(&diag.pos.buf)
+                    .arg(&m_ptr.buf)
+                    .arg(&mut m_idx.buf);
+            })
+        }?;
+    }
+    let mut m = DeviceCsr::from_device(n, n, m_ptr, m_idx, m_vals)?;
+    gram_values(dev, &kt, &k, a, &diag, omega * (2.0 - omega), &mut m)?;
+    Ok(SsorK1Explicit::Built(Box::new(ExplicitParts {
+        m,
+        k,
+        kt,
+        diag,
+        kt_src,
+    })))
+}
+
+/// Jacobi's inverse diagonal `1 / a_ii` of the square matrix `a`, built on the device from
+/// its uploaded arrays ([`diagonal_positions`], then the value refresh's kernel): the values
+/// `autopcg_solver::Preconditioner::build` makes on the host, bit for bit (one rounded
+/// division each). `None` when a row stores no diagonal entry (whether the diagonal values
+/// are positive is the caller's check, as for the host build). Waits for one small copy back.
+pub fn jacobi_inv_diag(dev: &GpuDevice, a: &DeviceCsr) -> Result<Option<DeviceVec<f64>>, GpuError> {
+    let Some(diag) = diagonal_positions(dev, a)? else {
+        return Ok(None);
+    };
+    // SAFETY: inv_diag writes every element.
+    let mut out = unsafe { dev.alloc_uninit::<f64>(a.nrows())? };
+    inv_diag(dev, a, &diag, 1.0, &mut out)?;
+    Ok(Some(out))
+}
+
+/// Counts, on the device, the structure of the square matrix `a` as the SpMV model reads it
+/// ([`StructureTotals`], the histogram [`GRAM_HIST`] long): the section of [`ssor_k1_totals`]
+/// that counts `A`, for a plan with no factors to count alongside (no preconditioner, Jacobi).
+/// One launch on the arrays already uploaded, one copy back.
+///
+/// `None` where the device does not count it exactly: not square, empty, a row of
+/// [`GRAM_HIST`] entries or more, or a sum of distances that could pass 64 bits.
+pub fn csr_totals(dev: &GpuDevice, a: &DeviceCsr) -> Result<Option<StructureTotals>, GpuError> {
+    let (n, m) = a.shape();
+    let nnz = a.nnz();
+    if n != m || n == 0 || nnz as u64 >= u64::from(u32::MAX) {
+        return Ok(None);
+    }
+    // Every entry adds at most n - 1 to the distances.
+    if (nnz as u128) * (n as u128) >= 1u128 << 63 {
+        return Ok(None);
+    }
+    let words = (2 * n - 1).div_ceil(64);
+    let mut out = dev.alloc_zeros::<u64>(GRAM_HEAD + GRAM_HIST + words)?;
+    let l = counting(dev, SsorBuildKernel::CsrTotals, n)?;
+    let n32 = n as u32;
+    // SAFETY: matches `csr_totals(u32 n, const u32 *a_ptr, const u32 *a_idx, u64 *out)`; a's
+    // arrays are a square CSR matrix of n rows (n + 1 pointers, columns below n), every read
+    // stays inside a row; out holds GRAM_HEAD + GRAM_HIST words and the bitmap's words
+    // covering the bits below 2n - 1. DEFAULT_THREADS is a multiple of 32, as the kernel's
+    // warp rounds need.
+    unsafe {
+        l.run(|b| {
+            b.arg(&n32)
+                .arg(&a.indptr.buf)
+                .arg(&a.indices.buf)
+                .arg(&mut out.buf);
+        })
+    }?;
+    Ok(totals_at(&dev.download(&out)?))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -626,7 +861,10 @@ mod tests {
                 "ssor_k1_kt_sources",
                 "ssor_k1_gram_count",
                 "csr_row_checks",
-                "ssor_k1_totals"
+                "ssor_k1_totals",
+                "csr_totals",
+                "ssor_k1_gram_lengths",
+                "ssor_k1_gram_fill"
             ]
         );
     }

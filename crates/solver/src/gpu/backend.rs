@@ -40,7 +40,9 @@ use std::ops::ControlFlow;
 use autopcg_gpu::kernels::dot::{
     dot, dot3_advance, dot3_advance_next, Dot3Workspace, DotKernel, DotWorkspace,
 };
-use autopcg_gpu::kernels::ssor::{ssor_k1_factors, SsorK1Build};
+use autopcg_gpu::kernels::ssor::{
+    jacobi_inv_diag, ssor_k1_explicit, ssor_k1_factors, SsorK1Build, SsorK1Explicit,
+};
 use autopcg_gpu::kernels::vector::{
     cg_update, xpay, CgVectors, UpdateU, VectorKernel, VectorOp, VectorVariant,
 };
@@ -145,8 +147,19 @@ pub struct GpuBackend {
     /// What refreshes the preconditioner's values on the device, once
     /// [`GpuBackend::prepare_device_refresh`] made it.
     device_refresh: Option<DeviceRefresh>,
-    /// The omega of first-order factored SSOR-AI when the device built it from `A`.
-    built_from_a: Option<f64>,
+    /// The preconditioner the device built from `A`, when it did.
+    built_from_a: Option<BuiltFromA>,
+}
+
+/// A preconditioner the device built from `A`'s arrays (see [`PrecondRef`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum BuiltFromA {
+    /// First-order factored SSOR-AI with this omega.
+    SsorK1(f64),
+    /// First-order explicit SSOR-AI with this omega.
+    SsorK1Explicit(f64),
+    /// Jacobi's inverse diagonal.
+    Jacobi,
 }
 
 impl std::fmt::Debug for GpuBackend {
@@ -243,6 +256,109 @@ fn operand_a(
     }
 }
 
+/// `A` (scaled as the backend solves it) and first-order explicit SSOR-AI with relaxation
+/// `omega` on the device: `A`'s CSR arrays are uploaded once (or were, ahead), the product
+/// `K^T diag(s) K` formed from them there ([`ssor_k1_explicit`]), then each operand put in the
+/// format `choice` runs it in. Where the device does not form it (a pattern that is not
+/// symmetric, a row of `K^T` longer than its merge, too many entries) the host forms it and it
+/// is uploaded, as a preconditioner built on the host would be. Says which it was (`true`:
+/// formed on the device).
+fn operands_with_ssor_k1_explicit(
+    dev: &GpuDevice,
+    a: &CsrMatrix,
+    ahead: Option<DeviceCsr>,
+    omega: f64,
+    choice: &GpuPlanChoice,
+    mut times: Option<&mut BackendTimes>,
+) -> Result<(DeviceOperator, DevicePrecond, bool), PcgError> {
+    let PrecondChoice::Explicit { m: mc } = &choice.precond else {
+        return Err(PcgError::Backend(
+            "a GPU plan forms explicit SSOR-AI without an explicit step (internal error)".into(),
+        ));
+    };
+    let limits = &choice.padding;
+    let mut sw = Stopwatch::new(times.as_deref_mut());
+    let csr = match ahead {
+        Some(csr) => csr,
+        None => DeviceCsr::upload(dev, a)?,
+    };
+    sw.lap(dev, upload_part)?;
+    let formed = ssor_k1_explicit(dev, &csr, omega)?;
+    sw.lap(dev, precond_part)?;
+    let on_device = matches!(formed, SsorK1Explicit::Built(_));
+    let pre_dev = match formed {
+        SsorK1Explicit::Built(parts) => {
+            let m = DeviceOperator::from_csr_timed(
+                dev,
+                parts.m,
+                mc.method,
+                limits,
+                "M",
+                times.as_deref_mut(),
+            )?;
+            DevicePrecond::Explicit { m: Box::new(m) }
+        }
+        SsorK1Explicit::Refused(_) => {
+            let mut sw = Stopwatch::new(times.as_deref_mut());
+            let host = Preconditioner::build(a, &PlannedPrecond::ssor_k1_explicit_kind(omega))?;
+            sw.lap(dev, precond_part)?;
+            DevicePrecond::upload_timed(dev, &host, &choice.precond, limits, times.as_deref_mut())?
+        }
+    };
+    let a_dev = match choice.a.method {
+        // COO is made on the host: from the host matrix, not from a copy of the device's.
+        SpmvMethod::Coo { .. } => {
+            drop(csr);
+            DeviceOperator::upload_timed(dev, a, choice.a.method, limits, "A", times)?
+        }
+        method => DeviceOperator::from_csr_timed(dev, csr, method, limits, "A", times)?,
+    };
+    Ok((a_dev, pre_dev, on_device))
+}
+
+/// `A` and Jacobi's inverse diagonal on the device: computed there from the arrays uploaded
+/// ahead (`ahead`: the unscaled `a`, which the system then is), or else built on the host from
+/// `a` and uploaded. Says which it was (`true`: built on the device). The diagonal was checked
+/// by the caller.
+fn operands_with_jacobi(
+    dev: &GpuDevice,
+    a: &CsrMatrix,
+    ahead: Option<DeviceCsr>,
+    choice: &GpuPlanChoice,
+    mut times: Option<&mut BackendTimes>,
+) -> Result<(DeviceOperator, DevicePrecond, bool), PcgError> {
+    let PrecondChoice::Jacobi(how) = choice.precond else {
+        return Err(PcgError::Backend(
+            "a GPU plan builds Jacobi without a Jacobi step (internal error)".into(),
+        ));
+    };
+    let mut sw = Stopwatch::new(times.as_deref_mut());
+    let built = match &ahead {
+        Some(csr) => jacobi_inv_diag(dev, csr)?,
+        None => None,
+    };
+    sw.lap(dev, precond_part)?;
+    let on_device = built.is_some();
+    let inv_diag = match built {
+        Some(d) => d,
+        None => {
+            let mut sw = Stopwatch::new(times.as_deref_mut());
+            let host = Preconditioner::build(a, &crate::PrecondKind::Jacobi)?;
+            sw.lap(dev, precond_part)?;
+            let Preconditioner::Jacobi { inv_diag } = host else {
+                return Err(PcgError::Backend(
+                    "the host's Jacobi build is not Jacobi (internal error)".into(),
+                ));
+            };
+            let d = dev.upload(&inv_diag)?;
+            sw.lap(dev, upload_part)?;
+            d
+        }
+    };
+    let a_dev = operand_a(dev, a, ahead, choice, times)?;
+    Ok((a_dev, DevicePrecond::Jacobi { inv_diag, how }, on_device))
+}
+
 /// `A` (scaled as the backend solves it) and first-order factored SSOR-AI with relaxation
 /// `omega` on the device: `A`'s CSR arrays are uploaded once, `K` and `K^T diag(s)` built
 /// from them there, then each operand put in the format `choice` runs it in. Where `A`'s
@@ -326,11 +442,14 @@ impl GpuBackend {
     /// scaled by powers of two ([`ScaleFactors::for_system`], the preconditioner scaled to
     /// match); the solution is scaled back when downloaded.
     ///
-    /// `pre` is the host's preconditioner, or first-order factored SSOR-AI for the backend to
-    /// build ([`PrecondRef::SsorK1FromA`]): then `A`'s CSR arrays are uploaded once, `K` and
-    /// `K^T diag(s)` are built from them on the device (the same values as the host build), and
-    /// only then is each operand put in the format its step runs. A pattern that is not
-    /// symmetric, from which `K^T` cannot be read off, is built on the host instead.
+    /// `pre` is the host's preconditioner, or one for the backend to build from `A`: for
+    /// first-order SSOR-AI ([`PrecondRef::SsorK1FromA`], [`PrecondRef::SsorK1ExplicitFromA`])
+    /// `A`'s CSR arrays are uploaded once, `K` and `K^T diag(s)` (or the product
+    /// `K^T diag(s) K`) are built from them on the device (the same values as the host build),
+    /// and only then is each operand put in the format its step runs; a pattern that is not
+    /// symmetric, from which `K^T` cannot be read off (or a product the device does not form),
+    /// is built on the host instead. Jacobi ([`PrecondRef::JacobiFromA`]) is computed on the
+    /// device from arrays uploaded ahead ([`GpuBackend::with_uploaded`]), else on the host.
     pub fn new<'p>(
         dev: &GpuDevice,
         a: &CsrMatrix,
@@ -431,7 +550,7 @@ impl GpuBackend {
         // copies and the conversions.
         let mut sw = Stopwatch::new(Some(&mut times));
         preload(dev, choice, &aux)?;
-        if let PrecondRef::SsorK1FromA { .. } = pre {
+        if !matches!(pre, PrecondRef::Built(_)) {
             autopcg_gpu::kernels::ssor::preload(dev)?;
         }
         sw.lap(dev, load_part)?;
@@ -451,7 +570,22 @@ impl GpuBackend {
             PrecondRef::SsorK1FromA { omega, .. } => {
                 let (a_dev, pre_dev, on_device) =
                     operands_with_ssor_k1(dev, &a, ahead, omega, choice, sw.times())?;
-                built_from_a = on_device.then_some(omega);
+                built_from_a = on_device.then_some(BuiltFromA::SsorK1(omega));
+                (a_dev, pre_dev)
+            }
+            // K^T diag(s) K scales with s, as the host's scaled preconditioner does.
+            PrecondRef::SsorK1ExplicitFromA { omega, .. } => {
+                let (a_dev, pre_dev, on_device) =
+                    operands_with_ssor_k1_explicit(dev, &a, ahead, omega, choice, sw.times())?;
+                built_from_a = on_device.then_some(BuiltFromA::SsorK1Explicit(omega));
+                (a_dev, pre_dev)
+            }
+            // From the arrays uploaded ahead, unscaled: a scaled system builds it on the host
+            // from the scaled matrix (1 / (2^e a_ii), the host's scaled preconditioner).
+            PrecondRef::JacobiFromA { .. } => {
+                let (a_dev, pre_dev, on_device) =
+                    operands_with_jacobi(dev, &a, ahead, choice, sw.times())?;
+                built_from_a = on_device.then_some(BuiltFromA::Jacobi);
                 (a_dev, pre_dev)
             }
         };
@@ -715,18 +849,18 @@ impl GpuBackend {
         Ok(true)
     }
 
-    /// [`GpuBackend::prepare_device_refresh`] for first-order factored SSOR-AI that this
-    /// backend built on the device from `A` ([`PrecondRef::SsorK1FromA`]), with no host copy
-    /// of the preconditioner: what the refresh needs is found on the device, from `A`'s CSR
-    /// values kept there. Returns whether the device can do it: `false` for a backend whose
-    /// factors were not built on the device, a system solved scaled or without `A`'s CSR
-    /// values on the device ([`GpuBackend::keep_matrix_source`] keeps them), or a factor kept
-    /// in COO.
+    /// [`GpuBackend::prepare_device_refresh`] for first-order factored SSOR-AI or Jacobi that
+    /// this backend built on the device from `A` ([`PrecondRef::SsorK1FromA`],
+    /// [`PrecondRef::JacobiFromA`]), with no host copy of the preconditioner: what the refresh
+    /// needs is found on the device, from `A`'s CSR values kept there. Returns whether the
+    /// device can do it: `false` for a backend whose preconditioner was not built on the
+    /// device, a system solved scaled or without `A`'s CSR values on the device
+    /// ([`GpuBackend::keep_matrix_source`] keeps them), or a factor kept in COO.
     pub fn prepare_device_refresh_from_a(&mut self) -> Result<bool, PcgError> {
         if self.device_refresh.is_some() {
             return Ok(true);
         }
-        let Some(omega) = self.built_from_a else {
+        let Some(built) = self.built_from_a else {
             return Ok(false);
         };
         if self.scale.matrix_exp != 0 {
@@ -737,7 +871,13 @@ impl GpuBackend {
         let Some(a) = self.a.device_csr_source() else {
             return Ok(false);
         };
-        self.device_refresh = DeviceRefresh::from_a(&handle, a, omega, &mut self.pre)?;
+        self.device_refresh = match built {
+            BuiltFromA::SsorK1(omega) => DeviceRefresh::from_a(&handle, a, omega, &mut self.pre)?,
+            BuiltFromA::SsorK1Explicit(omega) => {
+                DeviceRefresh::explicit_from_a(&handle, a, omega, &mut self.pre)?
+            }
+            BuiltFromA::Jacobi => DeviceRefresh::jacobi_from_a(&handle, a, &self.pre)?,
+        };
         Ok(self.device_refresh.is_some())
     }
 

@@ -168,6 +168,10 @@ impl PrecondChoice {
                     )
             ),
             PrecondRef::SsorK1FromA { .. } => matches!(self, PrecondChoice::Factored { .. }),
+            PrecondRef::SsorK1ExplicitFromA { .. } => {
+                matches!(self, PrecondChoice::Explicit { .. })
+            }
+            PrecondRef::JacobiFromA { .. } => matches!(self, PrecondChoice::Jacobi(_)),
         }
     }
 }

@@ -12,7 +12,10 @@ use autopcg_gpu::kernels::refresh::{
     gather_scaled_values, gather_values, gram_values, inv_diag, ssor_k_values, DeviceDiagonal,
     DeviceGather,
 };
-use autopcg_gpu::kernels::ssor::{ssor_k1_factors, ssor_k1_refresh_maps, SsorK1Build};
+use autopcg_gpu::kernels::ssor::{
+    diagonal_positions, ssor_k1_explicit, ssor_k1_factors, ssor_k1_refresh_maps, SsorK1Build,
+    SsorK1Explicit,
+};
 use autopcg_gpu::{DeviceCsr, GpuDevice};
 use autopcg_sparse::{CsrMatrix, PaddingLimits};
 
@@ -169,6 +172,65 @@ impl DeviceRefresh {
                 },
             }),
         )
+    }
+
+    /// Prepares device refreshes of first-order explicit SSOR-AI that the backend formed on
+    /// the device from `a` (`A`'s CSR arrays on the device) with relaxation `omega`, without
+    /// any host copy: the product is formed there again with the factors it is formed from,
+    /// which the refresh keeps (and a converted `M` its CSR arrays as its source). `None` when
+    /// the device cannot refresh it (`M` kept in COO, or a matrix the device does not form
+    /// the product of): the caller then refreshes on the host.
+    pub(crate) fn explicit_from_a(
+        dev: &GpuDevice,
+        a: &DeviceCsr,
+        omega: f64,
+        pre: &mut DevicePrecond,
+    ) -> Result<Option<DeviceRefresh>, PcgError> {
+        let DevicePrecond::Explicit { m } = pre else {
+            return Err(internal(
+                "an explicit refresh from A of another preconditioner",
+            ));
+        };
+        let parts = match ssor_k1_explicit(dev, a, omega)? {
+            SsorK1Explicit::Built(parts) => *parts,
+            SsorK1Explicit::Refused(_) => return Ok(None),
+        };
+        if m.lacks_source() && !m.keep_device_source(parts.m) {
+            return Ok(None);
+        }
+        if m.device_csr_source().is_none() {
+            return Ok(None);
+        }
+        Ok(Some(DeviceRefresh {
+            diag: parts.diag,
+            what: Refreshed::Explicit {
+                omega,
+                order: 1,
+                kt_src: parts.kt_src,
+                k: Box::new(parts.k),
+                kt: Box::new(parts.kt),
+            },
+        }))
+    }
+
+    /// Prepares device refreshes of Jacobi's inverse diagonal that the backend built on the
+    /// device from `a` (`A`'s CSR arrays on the device): the diagonal positions are found
+    /// there. `None` when a row of `a` stores no diagonal entry (the build would not have
+    /// taken it).
+    pub(crate) fn jacobi_from_a(
+        dev: &GpuDevice,
+        a: &DeviceCsr,
+        pre: &DevicePrecond,
+    ) -> Result<Option<DeviceRefresh>, PcgError> {
+        let DevicePrecond::Jacobi { .. } = pre else {
+            return Err(internal(
+                "a Jacobi refresh from A of another preconditioner",
+            ));
+        };
+        Ok(diagonal_positions(dev, a)?.map(|diag| DeviceRefresh {
+            diag,
+            what: Refreshed::Jacobi,
+        }))
     }
 
     /// Recomputes `pre`'s values from `a` (`A`'s CSR values on the device) and converts its

@@ -1,12 +1,19 @@
 //! A plan's preconditioner: built on the host, or left to the GPU backend, which builds
-//! first-order factored SSOR-AI from the matrix it has just uploaded, so that the host neither
-//! forms `K` and `K^T diag(s)` nor copies them over the bus. Whatever needs the host arrays
+//! first-order factored SSOR-AI (or Jacobi's inverse diagonal) from the matrix it has just
+//! uploaded, so that the host neither forms `K` and `K^T diag(s)` (or `D^-1`) nor copies them
+//! over the bus. Whatever needs the host arrays
 //! (the CPU backend, a value refresh on the host, a transposing fallback) builds them when it
 //! first needs them ([`PlannedPrecond::host`]).
 use autopcg_sparse::CsrMatrix;
 
 use super::{PrecondKind, Preconditioner, SsorForm};
 use crate::PcgError;
+
+/// The longest row of `K^T` (entries of `A`'s row from its diagonal on) for which the GPU
+/// backend forms first-order SSOR-AI's explicit product on the device: each row of the product
+/// merges that many rows of `K` at most (a plan asks for [`PlannedPrecond::SsorK1ExplicitFromA`]
+/// only within it; the backend forms a longer one on the host).
+pub const DEVICE_EXPLICIT_MERGE: usize = 16;
 
 /// What a plan hands its backend as the preconditioner.
 #[derive(Debug, Clone, PartialEq)]
@@ -18,6 +25,22 @@ pub enum PlannedPrecond {
     SsorK1FromA {
         /// The relaxation factor, resolved for the matrix.
         omega: f64,
+        /// Rows of the matrix it is for.
+        n: usize,
+    },
+    /// First-order SSOR-AI in the explicit form, its product `K^T diag(s) K` formed from `A`
+    /// where the solve runs (the GPU backend forms it on the device from the CSR arrays of
+    /// `A` it uploads, and on the host where the device does not take the matrix).
+    SsorK1ExplicitFromA {
+        /// The relaxation factor, resolved for the matrix.
+        omega: f64,
+        /// Rows of the matrix it is for.
+        n: usize,
+    },
+    /// Jacobi, built from `A` where the solve runs (the GPU backend computes the inverse
+    /// diagonal on the device from the CSR arrays of `A` uploaded ahead, and on the host when
+    /// there are none).
+    JacobiFromA {
         /// Rows of the matrix it is for.
         n: usize,
     },
@@ -39,11 +62,19 @@ impl PlannedPrecond {
         }
     }
 
+    /// The kind of [`PlannedPrecond::SsorK1ExplicitFromA`]: its omega resolved, the explicit
+    /// form.
+    pub fn ssor_k1_explicit_kind(omega: f64) -> PrecondKind {
+        Self::ssor_k1_kind(omega).with_form(SsorForm::Explicit)
+    }
+
     /// The preconditioner as applied, as [`Preconditioner::kind_name`] names it.
     pub fn kind_name(&self) -> &str {
         match self {
             PlannedPrecond::Built(p) => p.kind_name(),
             PlannedPrecond::SsorK1FromA { .. } => "ssor-ai-factored",
+            PlannedPrecond::SsorK1ExplicitFromA { .. } => "ssor-ai-explicit",
+            PlannedPrecond::JacobiFromA { .. } => "jacobi",
         }
     }
 
@@ -51,31 +82,41 @@ impl PlannedPrecond {
     pub fn built(&self) -> Option<&Preconditioner> {
         match self {
             PlannedPrecond::Built(p) => Some(p),
-            PlannedPrecond::SsorK1FromA { .. } => None,
+            PlannedPrecond::SsorK1FromA { .. }
+            | PlannedPrecond::SsorK1ExplicitFromA { .. }
+            | PlannedPrecond::JacobiFromA { .. } => None,
         }
     }
 
     /// True when the backend builds it from the matrix.
     pub fn built_by_backend(&self) -> bool {
-        matches!(self, PlannedPrecond::SsorK1FromA { .. })
+        !matches!(self, PlannedPrecond::Built(_))
     }
 
     /// The host arrays, built from `a` first when the backend was to build them (the same
     /// preconditioner, value for value, as the backend's). `a` must be the matrix of the plan
     /// (or one of its pattern: the values are those of `a`).
     pub fn host(&mut self, a: &CsrMatrix) -> Result<&mut Preconditioner, PcgError> {
-        if let PlannedPrecond::SsorK1FromA { omega, n } = *self {
+        let planned = match *self {
+            PlannedPrecond::Built(_) => None,
+            PlannedPrecond::SsorK1FromA { omega, n } => Some((Self::ssor_k1_kind(omega), n)),
+            PlannedPrecond::SsorK1ExplicitFromA { omega, n } => {
+                Some((Self::ssor_k1_explicit_kind(omega), n))
+            }
+            PlannedPrecond::JacobiFromA { n } => Some((PrecondKind::Jacobi, n)),
+        };
+        if let Some((kind, n)) = planned {
             if a.nrows() != n {
                 return Err(PcgError::Dimension(format!(
                     "the preconditioner was planned for {n} rows, the matrix has {}",
                     a.nrows()
                 )));
             }
-            *self = PlannedPrecond::Built(Preconditioner::build(a, &Self::ssor_k1_kind(omega))?);
+            *self = PlannedPrecond::Built(Preconditioner::build(a, &kind)?);
         }
         match self {
             PlannedPrecond::Built(p) => Ok(p),
-            PlannedPrecond::SsorK1FromA { .. } => unreachable!("built just above"),
+            _ => unreachable!("built just above"),
         }
     }
 
@@ -104,6 +145,19 @@ pub enum PrecondRef<'p> {
         /// Rows.
         n: usize,
     },
+    /// First-order explicit SSOR-AI with this omega for a matrix of `n` rows, its product
+    /// formed by the backend.
+    SsorK1ExplicitFromA {
+        /// The relaxation factor.
+        omega: f64,
+        /// Rows.
+        n: usize,
+    },
+    /// Jacobi for a matrix of `n` rows, built by the backend.
+    JacobiFromA {
+        /// Rows.
+        n: usize,
+    },
 }
 
 impl<'p> From<&'p Preconditioner> for PrecondRef<'p> {
@@ -117,6 +171,10 @@ impl<'p> From<&'p PlannedPrecond> for PrecondRef<'p> {
         match p {
             PlannedPrecond::Built(p) => PrecondRef::Built(p),
             &PlannedPrecond::SsorK1FromA { omega, n } => PrecondRef::SsorK1FromA { omega, n },
+            &PlannedPrecond::SsorK1ExplicitFromA { omega, n } => {
+                PrecondRef::SsorK1ExplicitFromA { omega, n }
+            }
+            &PlannedPrecond::JacobiFromA { n } => PrecondRef::JacobiFromA { n },
         }
     }
 }
@@ -127,6 +185,8 @@ impl PrecondRef<'_> {
         match self {
             PrecondRef::Built(p) => p.kind_name(),
             PrecondRef::SsorK1FromA { .. } => "ssor-ai-factored",
+            PrecondRef::SsorK1ExplicitFromA { .. } => "ssor-ai-explicit",
+            PrecondRef::JacobiFromA { .. } => "jacobi",
         }
     }
 
@@ -134,7 +194,9 @@ impl PrecondRef<'_> {
     pub fn dim(&self) -> Option<usize> {
         match self {
             PrecondRef::Built(p) => p.dim(),
-            PrecondRef::SsorK1FromA { n, .. } => Some(*n),
+            PrecondRef::SsorK1FromA { n, .. }
+            | PrecondRef::SsorK1ExplicitFromA { n, .. }
+            | PrecondRef::JacobiFromA { n } => Some(*n),
         }
     }
 
@@ -167,5 +229,52 @@ mod tests {
         assert_eq!(*p.host(&a).unwrap(), want);
         let mut q = PlannedPrecond::SsorK1FromA { omega: 0.8, n: 8 };
         assert!(q.host(&a).unwrap_err().to_string().contains("8 rows"));
+    }
+
+    #[test]
+    fn the_host_copy_of_jacobi_is_the_host_build() {
+        let a = poisson1d(9);
+        let mut p = PlannedPrecond::JacobiFromA { n: 9 };
+        assert_eq!(p.kind_name(), "jacobi");
+        assert_eq!(p.as_ref(), PrecondRef::JacobiFromA { n: 9 });
+        assert_eq!(p.as_ref().dim(), Some(9));
+        assert!(!p.as_ref().is_factored());
+        assert!(p.built().is_none() && p.built_by_backend());
+        let want = Preconditioner::build(&a, &PrecondKind::Jacobi).unwrap();
+        assert_eq!(*p.host(&a).unwrap(), want);
+        assert!(!p.built_by_backend());
+        let mut q = PlannedPrecond::JacobiFromA { n: 8 };
+        assert!(q.host(&a).unwrap_err().to_string().contains("8 rows"));
+    }
+
+    /// The plan's limit is the device merge's.
+    #[cfg(feature = "gpu")]
+    #[test]
+    fn the_explicit_merge_limit_is_the_devices() {
+        assert_eq!(
+            DEVICE_EXPLICIT_MERGE,
+            autopcg_gpu::kernels::ssor::GRAM_MERGE
+        );
+    }
+
+    #[test]
+    fn the_host_copy_of_the_explicit_form_is_the_host_build() {
+        let a = poisson1d(9);
+        let mut p = PlannedPrecond::SsorK1ExplicitFromA { omega: 0.8, n: 9 };
+        assert_eq!(p.kind_name(), "ssor-ai-explicit");
+        assert_eq!(
+            p.as_ref(),
+            PrecondRef::SsorK1ExplicitFromA { omega: 0.8, n: 9 }
+        );
+        assert_eq!(p.as_ref().kind_name(), "ssor-ai-explicit");
+        assert!(!p.as_ref().is_factored());
+        assert!(p.built().is_none() && p.built_by_backend());
+        let kind = PlannedPrecond::ssor_k1_explicit_kind(0.8);
+        assert_eq!(kind.to_string(), "ssor-ai-explicit");
+        assert_eq!(kind.omega(), Some(0.8));
+        let want = Preconditioner::build(&a, &kind).unwrap();
+        assert_eq!(*p.host(&a).unwrap(), want);
+        assert_eq!(p.kind_name(), want.kind_name());
+        assert!(!p.built_by_backend());
     }
 }
