@@ -25,6 +25,7 @@ use std::time::Instant;
 use autopcg_catalog::{device_slug, DeviceProps};
 use autopcg_model::work::{spmv_work, SpmvWork};
 use autopcg_solver::gpu::{GpuPlanChoice, HaloMethod};
+use autopcg_solver::precond::DEVICE_EXPLICIT_MERGE;
 use autopcg_solver::{
     PcgError, Plan, PlannedPrecond, PrecondKind, PrecondRef, Preconditioner, SsorForm,
 };
@@ -879,15 +880,21 @@ impl SavedPlan {
                 order: 1,
                 omega: Some(omega),
                 form,
-            } if crate::factors::K1Factors::of(a).is_some() => match form {
-                SsorForm::Factored => PlannedPrecond::SsorK1FromA {
+            } => match (form, crate::factors::K1Factors::of(a)) {
+                (SsorForm::Factored, Some(_)) => PlannedPrecond::SsorK1FromA {
                     omega,
                     n: a.nrows(),
                 },
-                SsorForm::Explicit => PlannedPrecond::SsorK1ExplicitFromA {
-                    omega,
-                    n: a.nrows(),
-                },
+                // The product where the device's merge takes every row of K^T.
+                (SsorForm::Explicit, Some(v))
+                    if (0..a.nrows()).all(|i| v.kt_row(i).len() <= DEVICE_EXPLICIT_MERGE) =>
+                {
+                    PlannedPrecond::SsorK1ExplicitFromA {
+                        omega,
+                        n: a.nrows(),
+                    }
+                }
+                _ => Preconditioner::build(a, &kind)?.into(),
             },
             _ => Preconditioner::build(a, &kind)?.into(),
         };
