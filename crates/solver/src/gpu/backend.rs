@@ -316,10 +316,12 @@ fn operands_with_ssor_k1_explicit(
     Ok((a_dev, pre_dev, on_device))
 }
 
-/// `A` and Jacobi's inverse diagonal on the device: computed there from the arrays uploaded
-/// ahead (`ahead`: the unscaled `a`, which the system then is), or else built on the host from
-/// `a` and uploaded. Says which it was (`true`: built on the device). The diagonal was checked
-/// by the caller.
+/// `A` (scaled as the backend solves it) and Jacobi's inverse diagonal on the device: `A`'s
+/// CSR arrays are uploaded once (or were, ahead: `ahead`, the unscaled `a`, which the system
+/// then is), the inverse diagonal computed from them there, then `A` put in the format
+/// `choice` runs it in. Says whether it was built on the device (`true`), as it is unless a
+/// row stores no diagonal entry (the caller checked the diagonal; the host's build is then
+/// uploaded).
 fn operands_with_jacobi(
     dev: &GpuDevice,
     a: &CsrMatrix,
@@ -333,10 +335,12 @@ fn operands_with_jacobi(
         ));
     };
     let mut sw = Stopwatch::new(times.as_deref_mut());
-    let built = match &ahead {
-        Some(csr) => jacobi_inv_diag(dev, csr)?,
-        None => None,
+    let csr = match ahead {
+        Some(csr) => csr,
+        None => DeviceCsr::upload(dev, a)?,
     };
+    sw.lap(dev, upload_part)?;
+    let built = jacobi_inv_diag(dev, &csr)?;
     sw.lap(dev, precond_part)?;
     let on_device = built.is_some();
     let inv_diag = match built {
@@ -355,7 +359,7 @@ fn operands_with_jacobi(
             d
         }
     };
-    let a_dev = operand_a(dev, a, ahead, choice, times)?;
+    let a_dev = operand_a(dev, a, Some(csr), choice, times)?;
     Ok((a_dev, DevicePrecond::Jacobi { inv_diag, how }, on_device))
 }
 
@@ -448,8 +452,8 @@ impl GpuBackend {
     /// `K^T diag(s) K`) are built from them on the device (the same values as the host build),
     /// and only then is each operand put in the format its step runs; a pattern that is not
     /// symmetric, from which `K^T` cannot be read off (or a product the device does not form),
-    /// is built on the host instead. Jacobi ([`PrecondRef::JacobiFromA`]) is computed on the
-    /// device from arrays uploaded ahead ([`GpuBackend::with_uploaded`]), else on the host.
+    /// is built on the host instead. Jacobi's inverse diagonal ([`PrecondRef::JacobiFromA`])
+    /// is computed on the device from `A`'s CSR arrays the same way.
     pub fn new<'p>(
         dev: &GpuDevice,
         a: &CsrMatrix,

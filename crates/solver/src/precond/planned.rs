@@ -38,8 +38,8 @@ pub enum PlannedPrecond {
         n: usize,
     },
     /// Jacobi, built from `A` where the solve runs (the GPU backend computes the inverse
-    /// diagonal on the device from the CSR arrays of `A` uploaded ahead, and on the host when
-    /// there are none).
+    /// diagonal on the device from the CSR arrays of `A` it uploads, or that were uploaded
+    /// ahead).
     JacobiFromA {
         /// Rows of the matrix it is for.
         n: usize,
