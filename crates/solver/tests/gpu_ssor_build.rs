@@ -432,7 +432,9 @@ fn device_explicit_product_equals_the_host_build(dev: GpuDevice) {
 }
 
 /// A backend that forms the explicit product on the device from A solves exactly as one given
-/// the host's explicit build, whatever format the product runs in, a scaled system included;
+/// the host's explicit build, whatever format the product runs in (to rounding for COO and
+/// cuSPARSE, whose sums of a long row are not ordered the same from run to run), a scaled
+/// system included;
 /// one whose product the device refuses (a row of K^T longer than its merge) forms it on the
 /// host, and solves as that too.
 fn backend_forming_the_explicit_product_solves_as_the_host_build(dev: GpuDevice) {
@@ -466,7 +468,21 @@ fn backend_forming_the_explicit_product_solves_as_the_host_build(dev: GpuDevice)
             let (ih, rh, xh) = run(&dev, &a, PrecondRef::Built(&host), &b, &c);
             let from_a = PrecondRef::SsorK1ExplicitFromA { omega: 0.9, n };
             let (id, rd, xd) = run(&dev, &a, from_a, &b, &c);
-            assert!(ih.converged, "{tag}");
+            assert!(ih.converged && id.converged, "{tag}");
+            if let SpmvMethod::Coo { .. } | SpmvMethod::Cusparse { .. } = method {
+                // COO adds a row's pieces with atomics, and cuSPARSE's CSR_ALG1 splits long rows
+                // too: a long row of M sums in an order that changes run to run (seen on the
+                // power-law matrix, whose product the host forms). Equal to rounding.
+                assert!(id.iterations.abs_diff(ih.iterations) <= 1, "{tag}");
+                let scale = xh.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+                assert!(
+                    xd.iter()
+                        .zip(&xh)
+                        .all(|(p, q)| (p - q).abs() <= 1e-8 * scale),
+                    "{tag}: solutions differ"
+                );
+                continue;
+            }
             assert_eq!(id.iterations, ih.iterations, "{tag}");
             assert_eq!(rd, rh, "{tag}: records differ");
             assert_eq!(bits(&xd), bits(&xh), "{tag}: solutions differ");
