@@ -374,6 +374,53 @@ __device__ __forceinline__ bool gram_has_diagonal(const u32 *a_ptr, const u32 *a
     return d < a_ptr[i + 1] && a_idx[d] == i;
 }
 
+// The largest v over the 32 lanes of a warp, in every lane; every lane must call it.
+__device__ __forceinline__ u32 warp_max(u32 v) {
+    for (int o = 16; o > 0; o >>= 1) {
+        const u32 other = __shfl_xor_sync(0xffffffffu, v, o);
+        v = other > v ? other : v;
+    }
+    return v;
+}
+
+// A block's tallies of one counted section: zeroed by every thread of the block at the start
+// (clear_section), then, once every thread has its own totals, added to the section at out
+// (flush_section: the GRAM_HEAD totals, the flags or-ed, and the histogram). Every thread of
+// the block calls both: they synchronize it.
+__device__ __forceinline__ void clear_section(u32 *sh_hist, u64 *sh_totals) {
+    for (u32 t = threadIdx.x; t < GRAM_HIST; t += blockDim.x) {
+        sh_hist[t] = 0;
+    }
+    if (threadIdx.x < GRAM_HEAD) {
+        sh_totals[threadIdx.x] = 0;
+    }
+    __syncthreads();
+}
+
+__device__ __forceinline__ void flush_section(const u32 *sh_hist, u64 *sh_totals, u64 *out,
+                                              u64 lines, u64 dist, u64 slots, u64 stored,
+                                              u64 flags) {
+    atomicAdd(sh_totals + 0, lines);
+    atomicAdd(sh_totals + 1, dist);
+    atomicAdd(sh_totals + 2, slots);
+    atomicAdd(sh_totals + 3, stored);
+    if (flags != 0) {
+        atomicOr(sh_totals + 4, flags);
+    }
+    __syncthreads();
+    for (u32 t = threadIdx.x; t < GRAM_HIST; t += blockDim.x) {
+        if (sh_hist[t] != 0) {
+            atomicAdd(out + GRAM_HEAD + t, (u64)sh_hist[t]);
+        }
+    }
+    if (threadIdx.x < 4 && sh_totals[threadIdx.x] != 0) {
+        atomicAdd(out + threadIdx.x, sh_totals[threadIdx.x]);
+    }
+    if (threadIdx.x == 4 && sh_totals[4] != 0) {
+        atomicOr(out + 4, sh_totals[4]);
+    }
+}
+
 // The columns of row i of M = K^T diag(s) K, ascending and distinct, each handed to
 // emit(position in the row, column): the merge of the (at most GRAM_MERGE) rows q of K that
 // row i of K^T names, their heads held in registers (the loops are unrolled), so that each
@@ -445,13 +492,7 @@ extern "C" __global__ void ssor_k1_gram_count(u32 n, const u32 *__restrict__ a_p
                                               const u32 *__restrict__ diag, u64 *out) {
     __shared__ u32 sh_hist[GRAM_HIST];
     __shared__ u64 sh_totals[GRAM_HEAD];
-    for (u32 t = threadIdx.x; t < GRAM_HIST; t += blockDim.x) {
-        sh_hist[t] = 0;
-    }
-    if (threadIdx.x < GRAM_HEAD) {
-        sh_totals[threadIdx.x] = 0;
-    }
-    __syncthreads();
+    clear_section(sh_hist, sh_totals);
     u64 *diagonals = out + GRAM_HEAD + GRAM_HIST;
     u64 lines = 0, dist = 0, slots = 0, stored = 0, flags = 0;
     // Whole warps take part in every round (the grid's threads are a multiple of 32), so the
@@ -486,34 +527,12 @@ extern "C" __global__ void ssor_k1_gram_count(u32 n, const u32 *__restrict__ a_p
                 }
             }
         }
-        u32 longest = len;
-        for (int o = 16; o > 0; o >>= 1) {
-            const u32 other = __shfl_xor_sync(0xffffffffu, longest, o);
-            longest = other > longest ? other : longest;
-        }
+        const u32 longest = warp_max(len);
         if ((threadIdx.x & 31) == 0) {
             slots += 32ull * longest;
         }
     }
-    atomicAdd(sh_totals + 0, lines);
-    atomicAdd(sh_totals + 1, dist);
-    atomicAdd(sh_totals + 2, slots);
-    atomicAdd(sh_totals + 3, stored);
-    if (flags != 0) {
-        atomicOr(sh_totals + 4, flags);
-    }
-    __syncthreads();
-    for (u32 t = threadIdx.x; t < GRAM_HIST; t += blockDim.x) {
-        if (sh_hist[t] != 0) {
-            atomicAdd(out + GRAM_HEAD + t, (u64)sh_hist[t]);
-        }
-    }
-    if (threadIdx.x < 4 && sh_totals[threadIdx.x] != 0) {
-        atomicAdd(out + threadIdx.x, sh_totals[threadIdx.x]);
-    }
-    if (threadIdx.x == 4 && sh_totals[4] != 0) {
-        atomicOr(out + 4, sh_totals[4]);
-    }
+    flush_section(sh_hist, sh_totals, out, lines, dist, slots, stored, flags);
 }
 
 // The pattern of the explicit product M = K^T diag(s) K of first-order SSOR-AI formed on the
@@ -604,14 +623,6 @@ __device__ __forceinline__ void totals_row(const u32 *__restrict__ idx, u32 lo, 
     }
 }
 
-__device__ __forceinline__ u32 warp_max(u32 v) {
-    for (int o = 16; o > 0; o >>= 1) {
-        const u32 other = __shfl_xor_sync(0xffffffffu, v, o);
-        v = other > v ? other : v;
-    }
-    return v;
-}
-
 extern "C" __global__ void ssor_k1_totals(u32 n, const u32 *__restrict__ a_ptr,
                                           const u32 *__restrict__ a_idx,
                                           const double *__restrict__ a_vals,
@@ -619,13 +630,9 @@ extern "C" __global__ void ssor_k1_totals(u32 n, const u32 *__restrict__ a_ptr,
                                           double scale, u64 words, u64 *out) {
     __shared__ u32 sh_hist[3][GRAM_HIST];
     __shared__ u64 sh_totals[3][GRAM_HEAD];
-    for (u32 t = threadIdx.x; t < 3 * GRAM_HIST; t += blockDim.x) {
-        sh_hist[t / GRAM_HIST][t % GRAM_HIST] = 0;
+    for (int s = 0; s < 3; ++s) {
+        clear_section(sh_hist[s], sh_totals[s]);
     }
-    if (threadIdx.x < 3 * GRAM_HEAD) {
-        sh_totals[threadIdx.x / GRAM_HEAD][threadIdx.x % GRAM_HEAD] = 0;
-    }
-    __syncthreads();
     const u64 section = GRAM_HEAD + GRAM_HIST + words;
     u64 lines[3] = {0, 0, 0}, dist[3] = {0, 0, 0}, slots[3] = {0, 0, 0};
     u64 stored[3] = {0, 0, 0}, flags[3] = {0, 0, 0};
@@ -667,34 +674,11 @@ extern "C" __global__ void ssor_k1_totals(u32 n, const u32 *__restrict__ a_ptr,
     }
 #pragma unroll
     for (int s = 0; s < 3; ++s) {
-        atomicAdd(&sh_totals[s][0], lines[s]);
-        atomicAdd(&sh_totals[s][1], dist[s]);
-        atomicAdd(&sh_totals[s][2], slots[s]);
-        atomicAdd(&sh_totals[s][3], stored[s]);
-        if (flags[s] != 0) {
-            atomicOr(&sh_totals[s][4], flags[s]);
-        }
+        flush_section(sh_hist[s], sh_totals[s], out + s * section, lines[s], dist[s], slots[s],
+                      stored[s], flags[s]);
     }
     if (values != 0) {
         atomicOr(out + 3 * section, values);
-    }
-    __syncthreads();
-    for (u32 t = threadIdx.x; t < 3 * GRAM_HIST; t += blockDim.x) {
-        const u32 s = t / GRAM_HIST, l = t % GRAM_HIST;
-        if (sh_hist[s][l] != 0) {
-            atomicAdd(out + s * section + GRAM_HEAD + l, (u64)sh_hist[s][l]);
-        }
-    }
-    if (threadIdx.x < 3 * GRAM_HEAD) {
-        const u32 s = threadIdx.x / GRAM_HEAD, h = threadIdx.x % GRAM_HEAD;
-        const u64 v = sh_totals[s][h];
-        if (v != 0) {
-            if (h == 4) {
-                atomicOr(out + s * section + h, v);
-            } else {
-                atomicAdd(out + s * section + h, v);
-            }
-        }
     }
 }
 
@@ -707,13 +691,7 @@ extern "C" __global__ void csr_totals(u32 n, const u32 *__restrict__ a_ptr,
                                       const u32 *__restrict__ a_idx, u64 *out) {
     __shared__ u32 sh_hist[GRAM_HIST];
     __shared__ u64 sh_totals[GRAM_HEAD];
-    for (u32 t = threadIdx.x; t < GRAM_HIST; t += blockDim.x) {
-        sh_hist[t] = 0;
-    }
-    if (threadIdx.x < GRAM_HEAD) {
-        sh_totals[threadIdx.x] = 0;
-    }
-    __syncthreads();
+    clear_section(sh_hist, sh_totals);
     u64 lines = 0, dist = 0, slots = 0, stored = 0, flags = 0;
     const u64 rows = ((u64)n + 31) & ~(u64)31;
     for (u64 t = GLOBAL_TID; t < rows; t += GLOBAL_THREADS) {
@@ -730,23 +708,5 @@ extern "C" __global__ void csr_totals(u32 n, const u32 *__restrict__ a_ptr,
             slots += 32ull * longest;
         }
     }
-    atomicAdd(sh_totals + 0, lines);
-    atomicAdd(sh_totals + 1, dist);
-    atomicAdd(sh_totals + 2, slots);
-    atomicAdd(sh_totals + 3, stored);
-    if (flags != 0) {
-        atomicOr(sh_totals + 4, flags);
-    }
-    __syncthreads();
-    for (u32 t = threadIdx.x; t < GRAM_HIST; t += blockDim.x) {
-        if (sh_hist[t] != 0) {
-            atomicAdd(out + GRAM_HEAD + t, (u64)sh_hist[t]);
-        }
-    }
-    if (threadIdx.x < 4 && sh_totals[threadIdx.x] != 0) {
-        atomicAdd(out + threadIdx.x, sh_totals[threadIdx.x]);
-    }
-    if (threadIdx.x == 4 && sh_totals[4] != 0) {
-        atomicOr(out + 4, sh_totals[4]);
-    }
+    flush_section(sh_hist, sh_totals, out, lines, dist, slots, stored, flags);
 }

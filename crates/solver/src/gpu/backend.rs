@@ -237,9 +237,10 @@ fn dimension_checks(
     Ok(n)
 }
 
-/// `A`'s operand in the format `choice` names: converted on the device from the arrays
-/// uploaded ahead (`ahead`, the unscaled `a` when the system is not scaled) or from `a`
-/// uploaded now; COO is made on the host from `a` whatever was uploaded.
+/// `A`'s operand in the format `choice` names: converted on the device from CSR arrays of `a`
+/// already there (`ahead`: uploaded ahead, the unscaled `a` when the system is not scaled, or
+/// by the caller) or from `a` uploaded now; COO is made on the host from `a` whatever was
+/// uploaded.
 fn operand_a(
     dev: &GpuDevice,
     a: &CsrMatrix,
@@ -252,7 +253,11 @@ fn operand_a(
         (Some(csr), method) if !matches!(method, SpmvMethod::Coo { .. }) => {
             DeviceOperator::from_csr_timed(dev, csr, method, limits, "A", times)
         }
-        _ => DeviceOperator::upload_timed(dev, a, choice.a.method, limits, "A", times),
+        // Arrays uploaded but not taken are freed before A is uploaded again.
+        (ahead, method) => {
+            drop(ahead);
+            DeviceOperator::upload_timed(dev, a, method, limits, "A", times)
+        }
     }
 }
 
@@ -298,21 +303,15 @@ fn operands_with_ssor_k1_explicit(
             )?;
             DevicePrecond::Explicit { m: Box::new(m) }
         }
-        SsorK1Explicit::Refused(_) => {
-            let mut sw = Stopwatch::new(times.as_deref_mut());
-            let host = Preconditioner::build(a, &PlannedPrecond::ssor_k1_explicit_kind(omega))?;
-            sw.lap(dev, precond_part)?;
-            DevicePrecond::upload_timed(dev, &host, &choice.precond, limits, times.as_deref_mut())?
-        }
+        SsorK1Explicit::Refused(_) => host_precond(
+            dev,
+            a,
+            &PlannedPrecond::ssor_k1_explicit_kind(omega),
+            choice,
+            times.as_deref_mut(),
+        )?,
     };
-    let a_dev = match choice.a.method {
-        // COO is made on the host: from the host matrix, not from a copy of the device's.
-        SpmvMethod::Coo { .. } => {
-            drop(csr);
-            DeviceOperator::upload_timed(dev, a, choice.a.method, limits, "A", times)?
-        }
-        method => DeviceOperator::from_csr_timed(dev, csr, method, limits, "A", times)?,
-    };
+    let a_dev = operand_a(dev, a, Some(csr), choice, times)?;
     Ok((a_dev, pre_dev, on_device))
 }
 
@@ -343,24 +342,18 @@ fn operands_with_jacobi(
     let built = jacobi_inv_diag(dev, &csr)?;
     sw.lap(dev, precond_part)?;
     let on_device = built.is_some();
-    let inv_diag = match built {
-        Some(d) => d,
-        None => {
-            let mut sw = Stopwatch::new(times.as_deref_mut());
-            let host = Preconditioner::build(a, &crate::PrecondKind::Jacobi)?;
-            sw.lap(dev, precond_part)?;
-            let Preconditioner::Jacobi { inv_diag } = host else {
-                return Err(PcgError::Backend(
-                    "the host's Jacobi build is not Jacobi (internal error)".into(),
-                ));
-            };
-            let d = dev.upload(&inv_diag)?;
-            sw.lap(dev, upload_part)?;
-            d
-        }
+    let pre_dev = match built {
+        Some(inv_diag) => DevicePrecond::Jacobi { inv_diag, how },
+        None => host_precond(
+            dev,
+            a,
+            &crate::PrecondKind::Jacobi,
+            choice,
+            times.as_deref_mut(),
+        )?,
     };
     let a_dev = operand_a(dev, a, Some(csr), choice, times)?;
-    Ok((a_dev, DevicePrecond::Jacobi { inv_diag, how }, on_device))
+    Ok((a_dev, pre_dev, on_device))
 }
 
 /// `A` (scaled as the backend solves it) and first-order factored SSOR-AI with relaxation
@@ -402,22 +395,32 @@ fn operands_with_ssor_k1(
             let kt = op(*kt, ktc.method, "K^T")?;
             DevicePrecond::Factored { k, kt }
         }
-        SsorK1Build::AsymmetricPattern { .. } => {
-            let mut sw = Stopwatch::new(times.as_deref_mut());
-            let host = Preconditioner::build(a, &PlannedPrecond::ssor_k1_kind(omega))?;
-            sw.lap(dev, precond_part)?;
-            DevicePrecond::upload_timed(dev, &host, &choice.precond, limits, times.as_deref_mut())?
-        }
+        SsorK1Build::AsymmetricPattern { .. } => host_precond(
+            dev,
+            a,
+            &PlannedPrecond::ssor_k1_kind(omega),
+            choice,
+            times.as_deref_mut(),
+        )?,
     };
-    let a_dev = match choice.a.method {
-        // COO is made on the host: from the host matrix, not from a copy of the device's.
-        SpmvMethod::Coo { .. } => {
-            drop(csr);
-            DeviceOperator::upload_timed(dev, a, choice.a.method, limits, "A", times)?
-        }
-        method => DeviceOperator::from_csr_timed(dev, csr, method, limits, "A", times)?,
-    };
+    let a_dev = operand_a(dev, a, Some(csr), choice, times)?;
     Ok((a_dev, pre_dev, on_device))
+}
+
+/// The preconditioner `kind` built on the host from `a` (scaled as the backend solves it) and
+/// uploaded as `choice` says, where the device does not build it; the build is timed as the
+/// preconditioner's, the copies as uploads.
+fn host_precond(
+    dev: &GpuDevice,
+    a: &CsrMatrix,
+    kind: &crate::PrecondKind,
+    choice: &GpuPlanChoice,
+    mut times: Option<&mut BackendTimes>,
+) -> Result<DevicePrecond, PcgError> {
+    let mut sw = Stopwatch::new(times.as_deref_mut());
+    let host = Preconditioner::build(a, kind)?;
+    sw.lap(dev, precond_part)?;
+    DevicePrecond::upload_timed(dev, &host, &choice.precond, &choice.padding, times)
 }
 
 /// Compiles (or finds) and loads every kernel the plan `choice` launches, with the auxiliary
