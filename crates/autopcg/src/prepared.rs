@@ -227,6 +227,13 @@ impl<'a> PreparedSolver<'a> {
             req.ssor_form_auto = s.ssor_form_auto;
             req.expected_iterations = s.expected_iterations;
             req.check_every = s.check_every.or(s.params.check_every);
+            // The upload ahead checks the diagonal on the device, and the backend reports a bad
+            // entry as the host's check would (a GPU test pins it): Jacobi's plan skips its
+            // host pass then.
+            #[cfg(feature = "gpu")]
+            {
+                req.diagonal_checked = ahead.is_some();
+            }
             // The explicit SSOR-AI product's structure, when the model compares the forms, is
             // counted on the device the solve runs on (the host's pass takes tens of ms on
             // millions of rows), from the arrays uploaded ahead when they are there.

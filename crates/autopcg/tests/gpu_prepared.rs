@@ -638,19 +638,27 @@ fn a_backend_on_a_uploaded_ahead_solves_as_one_that_uploads_it(dev: GpuDevice) {
             "{kind}: a solve on a prepared solver uploads no A"
         );
     }
-    // A zero diagonal entry in row 38 (1-based), found on the device: the host's error.
+    // A zero diagonal entry in row 38 (1-based), found on the device: the host's error, also
+    // with Jacobi, whose plan leaves the check to the device.
     let bad = with_diagonal(&p3, 37, Some(0.0));
-    let err = Solver::new(&bad)
-        .device(Device::Gpu)
-        .model(ModelChoice::Off)
-        .precond(PrecondKind::None)
-        .prepare()
-        .unwrap_err();
-    match err {
-        Error::Pcg(autopcg::PcgError::BadDiagonal { row, value, .. }) => {
-            assert_eq!((row, value), (38, 0.0));
+    for kind in [PrecondKind::None, PrecondKind::Jacobi] {
+        let err = Solver::new(&bad)
+            .device(Device::Gpu)
+            .model(ModelChoice::Off)
+            .precond(kind)
+            .prepare()
+            .unwrap_err();
+        match err {
+            Error::Pcg(autopcg::PcgError::BadDiagonal {
+                row,
+                value,
+                precond,
+            }) => {
+                assert_eq!((row, value), (38, 0.0), "{kind}");
+                assert_eq!(precond, kind.to_string());
+            }
+            other => panic!("{kind}: a zero diagonal entry gave {other:?}"),
         }
-        other => panic!("a zero diagonal entry gave {other:?}"),
     }
 }
 

@@ -172,6 +172,11 @@ pub struct PlanRequest<'a> {
     /// failure noted).
     #[cfg(feature = "model")]
     pub a_counter: Option<factors::ACounter<'a>>,
+    /// True when the caller has the diagonal checked where the solve runs (the prepared
+    /// solver's upload ahead checks it on the GPU, and the backend reports a bad entry as the
+    /// host's check would): a preconditioner the backend builds from `A` (Jacobi) then needs no
+    /// host pass over the diagonal here. False by default: the plan reports a bad diagonal.
+    pub diagonal_checked: bool,
 }
 
 impl<'a> PlanRequest<'a> {
@@ -194,6 +199,7 @@ impl<'a> PlanRequest<'a> {
             factor_counter: None,
             #[cfg(feature = "model")]
             a_counter: None,
+            diagonal_checked: false,
         }
     }
 }
@@ -278,9 +284,14 @@ pub fn plan(req: &PlanRequest) -> Result<SolvePlan, PlanError> {
         },
         // Jacobi on a square matrix for a GPU: its inverse diagonal is the backend's to make,
         // from the matrix it uploads; a bad diagonal is the host build's error all the same
-        // (one parallel pass that allocates nothing).
+        // (one parallel pass that allocates nothing), unless the caller has it checked where
+        // the solve runs.
         (_, _, Target::Gpu(_), PrecondKind::Jacobi) if a.is_square() => {
-            if let Some((row, value)) = autopcg_solver::scaling::first_bad_diagonal(a) {
+            let bad = match req.diagonal_checked {
+                true => None,
+                false => autopcg_solver::scaling::first_bad_diagonal(a),
+            };
+            if let Some((row, value)) = bad {
                 return Err(PcgError::BadDiagonal {
                     row,
                     value,

@@ -693,6 +693,17 @@ fn a_bad_diagonal_is_an_error_not_a_plan() {
     let a = CsrMatrix::from_triplets(2, 2, &[0, 1], &[0, 1], &[1.0, -1.0]).unwrap();
     let e = plan(&PlanRequest::new(&a, PrecondKind::Jacobi, gpu())).unwrap_err();
     assert!(e.to_string().contains("diagonal"), "{e}");
+    // Unless the caller has the diagonal checked where the solve runs (the backend then
+    // reports it): Jacobi is left to the backend without a host pass, on a GPU only.
+    let mut r = PlanRequest::new(&a, PrecondKind::Jacobi, gpu());
+    r.diagonal_checked = true;
+    assert_eq!(
+        plan(&r).unwrap().preconditioner,
+        PlannedPrecond::JacobiFromA { n: 2 }
+    );
+    let mut r = PlanRequest::new(&a, PrecondKind::Jacobi, Target::Cpu { threads: 1 });
+    r.diagonal_checked = true;
+    assert!(plan(&r).is_err());
 }
 
 /// A matrix whose halves cost the GPU differently per nonzero: a 27-point 3D stencil (DIA)
