@@ -383,6 +383,27 @@ __device__ __forceinline__ u32 warp_max(u32 v) {
     return v;
 }
 
+// Tallies column c of row i, the columns of a row coming ascending: a new 128-byte line of x
+// (GRAM_LINE_COLS columns) when c's differs from the last one's (last_line, GRAM_DONE before
+// the row's first), |i - c|, whether c is the diagonal, and c's diagonal in the bitmap (bit
+// c + n - 1 - i, shift = n - 1 - i), tested before it is set: most are seen again and again.
+__device__ __forceinline__ void tally_column(u32 c, u32 i, u64 shift, u64 *diagonals,
+                                             u32 &last_line, u64 &lines, u64 &dist,
+                                             u64 &stored) {
+    const u32 line = c / GRAM_LINE_COLS;
+    if (line != last_line) {
+        ++lines;
+        last_line = line;
+    }
+    dist += c > i ? (u64)(c - i) : (u64)(i - c);
+    stored += c == i;
+    const u64 bit = (u64)c + shift;
+    const u64 mask = 1ull << (bit & 63);
+    if ((diagonals[bit >> 6] & mask) == 0) {
+        atomicOr(diagonals + (bit >> 6), mask);
+    }
+}
+
 // A block's tallies of one counted section: zeroed by every thread of the block at the start
 // (clear_section), then, once every thread has its own totals, added to the section at out
 // (flush_section: the GRAM_HEAD totals, the flags or-ed, and the histogram). Every thread of
@@ -505,19 +526,7 @@ extern "C" __global__ void ssor_k1_gram_count(u32 n, const u32 *__restrict__ a_p
             const u64 shift = (u64)n - 1 - i;
             u32 last_line = GRAM_DONE;
             const bool ok = gram_row(a_ptr, a_idx, diag, i, flags, len, [&](u32, u32 c) {
-                const u32 line = c / GRAM_LINE_COLS;
-                if (line != last_line) {
-                    ++lines;
-                    last_line = line;
-                }
-                dist += c > i ? (u64)(c - i) : (u64)(i - c);
-                stored += c == i;
-                const u64 bit = (u64)c + shift;
-                const u64 mask = 1ull << (bit & 63);
-                // Most diagonals are seen again and again: test before setting.
-                if ((diagonals[bit >> 6] & mask) == 0) {
-                    atomicOr(diagonals + (bit >> 6), mask);
-                }
+                tally_column(c, i, shift, diagonals, last_line, lines, dist, stored);
             });
             if (ok) {
                 if (len < GRAM_HIST) {
@@ -601,19 +610,7 @@ __device__ __forceinline__ void totals_row(const u32 *__restrict__ idx, u32 lo, 
                                            u64 &dist, u64 &stored, u64 &flags) {
     u32 last_line = GRAM_DONE;
     for (u32 p = lo; p < hi; ++p) {
-        const u32 c = idx[p];
-        const u32 line = c / GRAM_LINE_COLS;
-        if (line != last_line) {
-            ++lines;
-            last_line = line;
-        }
-        dist += c > i ? (u64)(c - i) : (u64)(i - c);
-        stored += c == i;
-        const u64 bit = (u64)c + shift;
-        const u64 mask = 1ull << (bit & 63);
-        if ((diagonals[bit >> 6] & mask) == 0) {
-            atomicOr(diagonals + (bit >> 6), mask);
-        }
+        tally_column(idx[p], i, shift, diagonals, last_line, lines, dist, stored);
     }
     const u32 len = hi - lo;
     if (len < GRAM_HIST) {
