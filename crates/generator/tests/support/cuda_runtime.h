@@ -82,6 +82,7 @@ __device__ void __syncwarp(unsigned mask = 0xffffffffu);
 __device__ void __threadfence(void);
 __device__ double atomicAdd(double *p, double v);
 __device__ unsigned atomicAdd(unsigned *p, unsigned v);
+__device__ unsigned long long atomicAdd(unsigned long long *p, unsigned long long v);
 __device__ unsigned long long atomicOr(unsigned long long *p, unsigned long long v);
 __device__ unsigned __shfl_xor_sync(unsigned mask, unsigned v, int lane, int w = 32);
 __device__ double __ldcg(const double *p);
