@@ -707,3 +707,69 @@ extern "C" __global__ void csr_totals(u32 n, const u32 *__restrict__ a_ptr,
     }
     flush_section(sh_hist, sh_totals, out, lines, dist, slots, stored, flags);
 }
+
+// ssor_k1_checks: what the selection reads of A before SSOR-AI's factors exist, so that no
+// host pass over A precedes it (diag from ssor_k1_lengths, whose bad[0] already holds the first
+// row without a stored diagonal entry): lowers bad[0] to the first row whose diagonal value is
+// not positive and finite; adds to out[0] the entries of K (each row's entries up to and with
+// its diagonal) and to out[1] their squares (the explicit product's bound); raises out[2] to
+// the bits of the largest coupling sum_{j<i} |a_ij| / sqrt(a_ii a_jj) (the automatic
+// relaxation's), each row summed in order as the host sums it, a NaN sum skipped (bits of
+// non-negative doubles order as the values do). A row without its diagonal entry adds nothing.
+// The reductions after the loop need every thread of the block: blockDim.x is a multiple of 32.
+extern "C" __global__ void ssor_k1_checks(u32 n, const u32 *__restrict__ a_ptr,
+                                          const u32 *__restrict__ a_idx,
+                                          const double *__restrict__ a_vals,
+                                          const u32 *__restrict__ diag, u32 *bad, u64 *out) {
+    __shared__ u64 sh[3];
+    if (threadIdx.x < 3) {
+        sh[threadIdx.x] = 0;
+    }
+    __syncthreads();
+    u64 entries = 0, squares = 0, best = 0;
+    for (u64 t = GLOBAL_TID; t < n; t += GLOBAL_THREADS) {
+        const u32 i = (u32)t;
+        if (!gram_has_diagonal(a_ptr, a_idx, diag, i)) {
+            continue;
+        }
+        const u32 lo = a_ptr[i], d = diag[i];
+        const double di = a_vals[d];
+        if (!(di > 0.0 && isfinite(di))) {
+            atomicMin(bad, i);
+            continue;
+        }
+        const u64 len = (u64)(d - lo) + 1;
+        entries += len;
+        squares += len * len;
+        double sum = 0.0;
+        for (u32 p = lo; p < d; ++p) {
+            const double dj = a_vals[diag[a_idx[p]]];
+            sum = __dadd_rn(sum, __ddiv_rn(fabs(a_vals[p]), __dsqrt_rn(__dmul_rn(di, dj))));
+        }
+        if (!isnan(sum)) {
+            const u64 bits = (u64)__double_as_longlong(sum);
+            best = bits > best ? bits : best;
+        }
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+        entries += __shfl_xor_sync(0xffffffffu, entries, o);
+        squares += __shfl_xor_sync(0xffffffffu, squares, o);
+        const u64 other = __shfl_xor_sync(0xffffffffu, best, o);
+        best = other > best ? other : best;
+    }
+    if ((threadIdx.x & 31) == 0) {
+        atomicAdd(sh, entries);
+        atomicAdd(sh + 1, squares);
+        atomicMax(sh + 2, best);
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        if (sh[0] != 0) {
+            atomicAdd(out, sh[0]);
+            atomicAdd(out + 1, sh[1]);
+        }
+        if (sh[2] != 0) {
+            atomicMax(out + 2, sh[2]);
+        }
+    }
+}

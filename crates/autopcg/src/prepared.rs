@@ -247,6 +247,12 @@ impl<'a> PreparedSolver<'a> {
             let factor_counter = gpu
                 .as_ref()
                 .map(|d| move |m: &CsrMatrix, omega: f64| device_factor_totals(d, m, omega, ahead));
+            // So are SSOR-AI's checks of A that precede them (its diagonal, the views' counts, the
+            // automatic relaxation factor's coupling): no host pass over A precedes the choice.
+            #[cfg(feature = "gpu")]
+            let k1_checker = gpu
+                .as_ref()
+                .map(|d| move |m: &CsrMatrix| device_k1_checks(d, m, ahead));
             // And A's structure where no count of the factors counts it (no preconditioner,
             // Jacobi).
             #[cfg(feature = "gpu")]
@@ -271,6 +277,9 @@ impl<'a> PreparedSolver<'a> {
                 req.a_counter = a_counter
                     .as_ref()
                     .map(|c| autopcg_generator::factors::ACounter(c));
+                req.k1_checker = k1_checker
+                    .as_ref()
+                    .map(|c| autopcg_generator::factors::K1Checker(c));
             }
             let device_ms = t0.elapsed().as_secs_f64() * 1e3;
             let mut plan = autopcg_generator::plan(&req).map_err(|e| match e {
@@ -1126,6 +1135,27 @@ pub(crate) fn device_factor_totals(
     }
     let count = |u: Option<&UploadedA>| u.map(|u| ssor_k1_totals(dev, u.matrix(), omega));
     match ahead.and_then(|up| up.with(count)) {
+        Some(r) => r.map_err(|e| e.to_string()),
+        None => Ok(None),
+    }
+}
+
+/// [`autopcg_gpu::kernels::ssor::ssor_k1_checks`] of `a`, from the arrays `ahead` uploaded
+/// (waiting for them), as the plan takes them. `Ok(None)`, for the host to read them, where
+/// [`device_factor_totals`] would not count (below [`DEVICE_GRAM_COUNT_MIN_NNZ`] entries,
+/// without an upload ahead) or where the device does not read the matrix.
+#[cfg(feature = "gpu")]
+pub(crate) fn device_k1_checks(
+    dev: &GpuDevice,
+    a: &CsrMatrix,
+    ahead: Option<&AheadUpload>,
+) -> Result<Option<autopcg_sparse::features::K1Checks>, String> {
+    use autopcg_gpu::kernels::ssor::ssor_k1_checks;
+    if a.nnz() < DEVICE_GRAM_COUNT_MIN_NNZ {
+        return Ok(None);
+    }
+    let check = |u: Option<&UploadedA>| u.map(|u| ssor_k1_checks(dev, u.matrix()));
+    match ahead.and_then(|up| up.with(check)) {
         Some(r) => r.map_err(|e| e.to_string()),
         None => Ok(None),
     }

@@ -767,6 +767,168 @@ fn the_device_counts_the_factors_as_the_host(dev: GpuDevice) {
     assert!(true_residual(&a, &s.x, &b) < 1e-7);
 }
 
+/// SSOR-AI's checks of A read on the device from the arrays uploaded ahead are the host's: on
+/// good matrices K's entries, their squared row lengths and the coupling (so the automatic
+/// omega, bit for bit, below 1 on most of them); the first bad diagonal entry (missing, zero,
+/// negative, NaN, infinite) where there is one; views made from them exactly where the host
+/// makes views (not for a pattern with fewer entries below the diagonal than above). A prepared
+/// solver with SSOR-AI reads them there (no note of a host read) and solves.
+fn the_device_reads_ssor_checks_as_the_host(dev: GpuDevice) {
+    use autopcg::generator::factors::K1Factors;
+    use autopcg::gpu::kernels::ssor::ssor_k1_checks;
+    use autopcg::solver::gpu::UploadedA;
+    let fixture = |f: &str| {
+        autopcg::sparse::mm::read_matrix(format!("../../matrices/{f}.mtx"), &Default::default())
+            .expect("fixture")
+            .matrix
+    };
+    let bus = fixture("1138_bus");
+    let mut nan_off = families::poisson2d_5pt(40, 30).unwrap();
+    let p = nan_off.indptr()[100] as usize;
+    nan_off.data_mut()[p] = f64::NAN;
+    let good = [
+        (
+            "poisson3d 33x20x41",
+            families::poisson3d_7pt(33, 20, 41).unwrap(),
+        ),
+        (
+            "poisson3d-27pt 20^3",
+            families::poisson3d_27pt(20, 20, 20).unwrap(),
+        ),
+        (
+            "anisotropic 90x70",
+            families::anisotropic2d(90, 70, 0.01, 0.5).unwrap(),
+        ),
+        ("fem 30000", families::fem_p1_2d(30_000, 9).unwrap()),
+        (
+            "power-law 20000",
+            families::random_powerlaw_spd(20_000, 9.0, 1.3, 4).unwrap(),
+        ),
+        ("identity 5000", CsrMatrix::identity(5000).unwrap()),
+        ("1 x 1", CsrMatrix::identity(1).unwrap()),
+        ("NaN off the diagonal", nan_off),
+        ("1138_bus", bus.clone()),
+        ("bcsstk13", fixture("bcsstk13")),
+        ("s3rmt3m3", fixture("s3rmt3m3")),
+    ];
+    let mut below_one = 0;
+    for (name, a) in &good {
+        let v = K1Factors::of(a).expect("views");
+        let up = UploadedA::upload(&dev, a).unwrap();
+        let c = ssor_k1_checks(&dev, up.matrix()).unwrap().expect("read");
+        let host = v.checks();
+        assert_eq!(c.bad_diagonal, None, "{name}");
+        assert_eq!(
+            (c.nnz_k, c.k_len_squares),
+            (host.nnz_k, host.k_len_squares),
+            "{name}"
+        );
+        // Equal as values (an empty sum is +0 on the device, either zero on the host).
+        assert!(
+            c.coupling == host.coupling,
+            "{name}: {} {}",
+            c.coupling,
+            host.coupling
+        );
+        let w = K1Factors::from_checks(a, &c).expect("views from the device's checks");
+        assert_eq!(
+            w.auto_omega().to_bits(),
+            autopcg::solver::auto_omega(a).to_bits(),
+            "{name}"
+        );
+        assert_eq!(w.explicit_nnz_bound(), v.explicit_nnz_bound(), "{name}");
+        below_one += usize::from(w.auto_omega() < 1.0);
+    }
+    assert!(
+        below_one >= 4,
+        "only {below_one} matrices with omega below 1"
+    );
+    // Bad diagonals: the first, as the host finds it.
+    let p = families::poisson2d_5pt(30, 20).unwrap();
+    let last = p.nrows() - 1;
+    for (r, v) in [
+        (0, None),
+        (last, None),
+        (17, Some(0.0)),
+        (17, Some(-2.0)),
+        (250, Some(f64::NAN)),
+        (last, Some(f64::INFINITY)),
+    ] {
+        let mut a = with_diagonal(&p, r, v);
+        // A later bad entry too, where there is a later row: the first is reported.
+        if r + 40 <= last {
+            let d = a.diagonal_positions()[r + 40] as usize;
+            a.data_mut()[d] = -1.0;
+        }
+        let up = UploadedA::upload(&dev, &a).unwrap();
+        let c = ssor_k1_checks(&dev, up.matrix()).unwrap().expect("read");
+        let host = autopcg::solver::scaling::first_bad_diagonal(&a).map(|(row, _)| row);
+        assert_eq!(c.bad_diagonal, host, "row {r} value {v:?}");
+        assert_eq!(c.bad_diagonal, Some(r), "row {r} value {v:?}");
+        assert!(K1Factors::from_checks(&a, &c).is_none());
+        assert!(K1Factors::of(&a).is_none());
+    }
+    // Patterns that are not symmetric: views exactly where the host makes them.
+    let (mut rows, mut cols, mut vals) = (Vec::new(), Vec::new(), Vec::new());
+    for i in 0..p.nrows() {
+        let (c, x) = p.row(i);
+        for (&j, &y) in c.iter().zip(x) {
+            rows.push(i as u32);
+            cols.push(j);
+            vals.push(y);
+        }
+    }
+    let drop_at = |skip: usize| {
+        let keep: Vec<usize> = (0..rows.len()).filter(|&e| e != skip).collect();
+        let r: Vec<u32> = keep.iter().map(|&e| rows[e]).collect();
+        let c: Vec<u32> = keep.iter().map(|&e| cols[e]).collect();
+        let v: Vec<f64> = keep.iter().map(|&e| vals[e]).collect();
+        CsrMatrix::from_triplets(p.nrows(), p.ncols(), &r, &c, &v).unwrap()
+    };
+    let below = (0..rows.len()).find(|&e| cols[e] < rows[e]).unwrap();
+    let above = (0..rows.len()).find(|&e| cols[e] > rows[e]).unwrap();
+    for (name, a) in [
+        ("one below dropped", drop_at(below)),
+        ("one above dropped", drop_at(above)),
+    ] {
+        let up = UploadedA::upload(&dev, &a).unwrap();
+        let c = ssor_k1_checks(&dev, up.matrix()).unwrap().expect("read");
+        assert_eq!(
+            K1Factors::from_checks(&a, &c).is_some(),
+            K1Factors::of(&a).is_some(),
+            "{name}"
+        );
+        assert_eq!(
+            c.nnz_k,
+            K1Factors::of(&p).unwrap().nnz_k() as u64 - u64::from(name.contains("below")),
+            "{name}"
+        );
+    }
+    // Not square: not read.
+    let wide = CsrMatrix::from_triplets(2, 3, &[0, 1], &[0, 1], &[1.0, 1.0]).unwrap();
+    let up = UploadedA::upload(&dev, &wide).unwrap();
+    assert_eq!(ssor_k1_checks(&dev, up.matrix()).unwrap(), None);
+    // Through a prepared solver (1.3M entries: read on the device), omega below 1.
+    let a = families::random_powerlaw_spd(150_000, 9.0, 1.3, 4).unwrap();
+    assert!(a.nnz() >= 1_000_000);
+    let mut p = Solver::new(&a)
+        .device(Device::Gpu)
+        .precond(PrecondKind::ssor_ai())
+        .prepare()
+        .unwrap();
+    assert!(
+        !p.notes().iter().any(|n| n.contains("read on the host")),
+        "{:?}",
+        p.notes()
+    );
+    let omega = autopcg::solver::auto_omega(&a);
+    assert!(omega < 1.0);
+    assert_eq!(p.precond().omega().map(f64::to_bits), Some(omega.to_bits()));
+    let b = rhs(&a, 5);
+    let s = p.solve(&b).unwrap();
+    assert!(true_residual(&a, &s.x, &b) < 1e-7);
+}
+
 /// What the device builds and counts of A alone, from the arrays uploaded ahead, is the host's:
 /// Jacobi's inverse diagonal bit for bit (none for a matrix missing a diagonal entry), and the
 /// structure of A the selection reads for no preconditioner and Jacobi (its totals, and the
@@ -892,6 +1054,7 @@ autopcg_gpu::test_main! {
     gpu: [
         uploads_ahead_check_on_the_device_what_the_host_checks,
         the_device_counts_the_factors_as_the_host,
+        the_device_reads_ssor_checks_as_the_host,
         the_device_builds_jacobi_and_counts_a_as_the_host,
         a_backend_on_a_uploaded_ahead_solves_as_one_that_uploads_it,
         the_device_counts_the_explicit_product_as_the_host,

@@ -11,12 +11,13 @@
 //! pin the choices made from them.
 use autopcg_catalog::SpmvMethod;
 use autopcg_sparse::features::{
-    FeatureCounter, KnownSymmetry, MatrixFeatures, RowTally, SYMMETRY_TOLERANCE,
+    FeatureCounter, K1Checks, KnownSymmetry, MatrixFeatures, RowTally, SYMMETRY_TOLERANCE,
 };
 #[cfg(feature = "model")]
 use autopcg_sparse::features::{K1Totals, StructureTotals};
 use autopcg_sparse::CsrMatrix;
 use rayon::prelude::*;
+use std::sync::OnceLock;
 
 #[cfg(feature = "model")]
 use crate::select::SpmvCounts;
@@ -31,9 +32,14 @@ const ROWS: usize = 8192;
 #[derive(Debug)]
 pub struct K1Factors<'a> {
     a: &'a CsrMatrix,
-    /// Position of each row's diagonal entry in `A`'s arrays.
-    diag: Vec<u32>,
+    /// Position of each row's diagonal entry in `A`'s arrays: found by [`K1Factors::of`], or,
+    /// for views made from checks read elsewhere ([`K1Factors::from_checks`]), on first use.
+    diag: OnceLock<Vec<u32>>,
     nnz_k: usize,
+    /// The squares of `K`'s row lengths, summed, when the checks counted them.
+    k_len_squares: Option<u64>,
+    /// [`autopcg_solver::coupling_at`] of `A`, when the checks read it.
+    coupling: Option<f64>,
 }
 
 /// What one pass over `A` finds of both factors, and of `A` itself.
@@ -127,8 +133,63 @@ impl<'a> K1Factors<'a> {
             .enumerate()
             .map(|(i, &d)| (d - ptr[i]) as usize + 1)
             .sum();
-        let f = K1Factors { a, diag, nnz_k };
+        let f = K1Factors {
+            a,
+            diag: OnceLock::from(diag),
+            nnz_k,
+            k_len_squares: None,
+            coupling: None,
+        };
         (f.nnz_k == f.nnz_kt()).then_some(f)
+    }
+
+    /// The views of `a`'s factors from [`K1Checks`] read elsewhere (on the GPU, from the arrays
+    /// uploaded there), so that no host pass over `A` precedes the selection: `None` exactly
+    /// where [`K1Factors::of`] gives `None` when the checks are `a`'s (a test pins the
+    /// device's against the host's, [`K1Factors::checks`]). The diagonal's positions are
+    /// found on the host only if a host pass over the views is needed after all.
+    pub fn from_checks(a: &'a CsrMatrix, c: &K1Checks) -> Option<Self> {
+        if !a.is_square() || c.bad_diagonal.is_some() {
+            return None;
+        }
+        let f = K1Factors {
+            a,
+            diag: OnceLock::new(),
+            nnz_k: usize::try_from(c.nnz_k).ok()?,
+            k_len_squares: Some(c.k_len_squares),
+            coupling: Some(c.coupling),
+        };
+        // Entries that cannot be A's (K holds at most A's entries) are not these views.
+        (f.nnz_k <= a.nnz() && f.nnz_k == f.nnz_kt()).then_some(f)
+    }
+
+    /// The [`K1Checks`] of `A` read through these views on the host: the reference a check
+    /// made elsewhere must equal.
+    pub fn checks(&self) -> K1Checks {
+        let ptr = self.a.indptr();
+        K1Checks {
+            bad_diagonal: None,
+            nnz_k: self.nnz_k as u64,
+            k_len_squares: self
+                .diag()
+                .par_iter()
+                .enumerate()
+                .map(|(i, &d)| u64::from(d - ptr[i] + 1).pow(2))
+                .sum(),
+            coupling: autopcg_solver::coupling_at(self.a, self.diag()),
+        }
+    }
+
+    /// Position of each row's diagonal entry in `A`'s arrays (found now if the views were made
+    /// from checks).
+    fn diag(&self) -> &[u32] {
+        self.diag.get_or_init(|| self.a.diagonal_positions())
+    }
+
+    /// Whether the diagonal's positions were found on the host (by [`K1Factors::of`], or by a
+    /// host pass over views made from checks).
+    pub fn diagonal_searched(&self) -> bool {
+        self.diag.get().is_some()
     }
 
     /// Rows.
@@ -149,26 +210,33 @@ impl<'a> K1Factors<'a> {
     /// The columns of row `i` of `K`.
     #[inline]
     pub fn k_row(&self, i: usize) -> &'a [u32] {
-        &self.a.indices()[self.a.indptr()[i] as usize..=self.diag[i] as usize]
+        &self.a.indices()[self.a.indptr()[i] as usize..=self.diag()[i] as usize]
     }
 
     /// The columns of row `i` of `K^T diag(s)`.
     #[inline]
     pub fn kt_row(&self, i: usize) -> &'a [u32] {
-        &self.a.indices()[self.diag[i] as usize..self.a.indptr()[i + 1] as usize]
+        &self.a.indices()[self.diag()[i] as usize..self.a.indptr()[i + 1] as usize]
     }
 
-    /// [`autopcg_solver::auto_omega`] of `A`, read with the diagonal positions these views
-    /// hold instead of searching each row again (the same terms, summed in the same order:
-    /// the same value).
+    /// [`autopcg_solver::auto_omega`] of `A`: from the coupling the checks read, or read
+    /// with the diagonal positions these views hold instead of searching each row again (the
+    /// same terms, summed in the same order: the same value).
     pub fn auto_omega(&self) -> f64 {
-        autopcg_solver::auto_omega_at(self.a, &self.diag)
+        match self.coupling {
+            Some(c) => autopcg_solver::omega_for_coupling(c),
+            None => autopcg_solver::auto_omega_at(self.a, self.diag()),
+        }
     }
 
-    /// [`crate::ssor::explicit_nnz_bound`] of `K`.
+    /// [`crate::ssor::explicit_nnz_bound`] of `K` (a sum of squared integers, exact in either
+    /// count below 2^53).
     pub fn explicit_nnz_bound(&self) -> f64 {
+        if let Some(s) = self.k_len_squares {
+            return s as f64;
+        }
         let ptr = self.a.indptr();
-        self.diag
+        self.diag()
             .par_iter()
             .enumerate()
             .map(|(i, &d)| f64::from(d - ptr[i] + 1).powi(2))
@@ -188,7 +256,7 @@ impl<'a> K1Factors<'a> {
         let (ck, ckt) = (FeatureCounter::new(n, n), FeatureCounter::new(n, n));
         let ca = FeatureCounter::new(n, n);
         let (ptr, idx, val) = (self.a.indptr(), self.a.indices(), self.a.data());
-        let diag = &self.diag;
+        let diag = self.diag();
         let scale = omega * (2.0 - omega);
         let pass = || {
             (0..n.div_ceil(ROWS))
@@ -293,14 +361,15 @@ impl<'a> K1Factors<'a> {
         let section = |row: &dyn Fn(usize) -> &'a [u32]| rows_totals(n, row);
         let (mut finite, mut off_zero) = (true, true);
         let scale = omega * (2.0 - omega);
+        let diag = self.diag();
         for i in 0..n {
             let lo = ptr[i] as usize;
-            for (p, &j) in (lo..self.diag[i] as usize).zip(self.k_row(i)) {
-                let x = -(omega * val[p] / val[self.diag[j as usize] as usize]);
+            for (p, &j) in (lo..diag[i] as usize).zip(self.k_row(i)) {
+                let x = -(omega * val[p] / val[diag[j as usize] as usize]);
                 finite &= x.is_finite();
                 off_zero &= !(x.is_finite() && x != 0.0);
             }
-            finite &= (scale / val[self.diag[i] as usize]).is_finite();
+            finite &= (scale / val[diag[i] as usize]).is_finite();
         }
         K1Totals {
             a: section(&|i| &idx[ptr[i] as usize..ptr[i + 1] as usize]),
@@ -353,6 +422,21 @@ pub fn a_counts_from(a: &CsrMatrix, t: StructureTotals, symmetric: bool) -> Opti
         return None;
     }
     counts_from_totals(a.nrows(), t, symmetric)
+}
+
+/// Reads first-order SSOR-AI's [`K1Checks`] of `A` somewhere other than the host's passes
+/// (the GPU, from the arrays uploaded there): `Ok(None)` where it does not read this matrix,
+/// `Err` naming why it failed. The plan then reads them on the host.
+#[derive(Clone, Copy)]
+pub struct K1Checker<'a>(pub &'a K1Check<'a>);
+
+/// The function a [`K1Checker`] calls.
+pub type K1Check<'a> = dyn Fn(&CsrMatrix) -> Result<Option<K1Checks>, String> + Sync + 'a;
+
+impl std::fmt::Debug for K1Checker<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("K1Checker")
+    }
 }
 
 /// Counts the structure of `A` somewhere other than the host's pass (the GPU): `Ok(None)`
@@ -609,6 +693,51 @@ mod tests {
             fixture("bcsstk13"),
             fixture("1138_bus"),
         ]
+    }
+
+    /// Views made from the host's checks are those of the host's passes (the same counts,
+    /// omega and bound) without searching the diagonal until a pass over them needs it; checks
+    /// naming a bad diagonal, or counts that cannot be A's, make no views.
+    #[test]
+    fn views_from_checks_are_the_host_views() {
+        for a in cases() {
+            let v = K1Factors::of(&a).unwrap();
+            let c = v.checks();
+            let w = K1Factors::from_checks(&a, &c).expect("views from the host's checks");
+            assert!(!w.diagonal_searched());
+            assert_eq!((w.nnz_k(), w.nnz_kt()), (v.nnz_k(), v.nnz_kt()));
+            assert_eq!(w.auto_omega().to_bits(), v.auto_omega().to_bits());
+            assert_eq!(
+                w.explicit_nnz_bound().to_bits(),
+                v.explicit_nnz_bound().to_bits()
+            );
+            assert_eq!(
+                v.auto_omega().to_bits(),
+                autopcg_solver::auto_omega(&a).to_bits()
+            );
+            assert!(!w.diagonal_searched());
+            assert_eq!(w.kt_row(a.nrows() - 1), v.kt_row(a.nrows() - 1));
+            assert!(w.diagonal_searched());
+            let bad = K1Checks {
+                bad_diagonal: Some(0),
+                ..c
+            };
+            assert!(K1Factors::from_checks(&a, &bad).is_none());
+            let uneven = K1Checks {
+                nnz_k: c.nnz_k + 1,
+                ..c
+            };
+            assert!(K1Factors::from_checks(&a, &uneven).is_none());
+        }
+        // More entries in K than A holds (as many "below" as "above" by the count alone).
+        let a = CsrMatrix::identity(4).unwrap();
+        let c = K1Checks {
+            bad_diagonal: None,
+            nnz_k: 1 << 40,
+            k_len_squares: 0,
+            coupling: 0.0,
+        };
+        assert!(K1Factors::from_checks(&a, &c).is_none());
     }
 
     /// The counts read through A's pattern are those of the formed factors and of their

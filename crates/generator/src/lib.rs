@@ -177,6 +177,12 @@ pub struct PlanRequest<'a> {
     /// host's check would): a preconditioner the backend builds from `A` (Jacobi) then needs no
     /// host pass over the diagonal here. False by default: the plan reports a bad diagonal.
     pub diagonal_checked: bool,
+    /// Where first-order factored SSOR-AI's checks of `A` (its diagonal, the counts of its
+    /// factors' views, the automatic relaxation's coupling) are read for a GPU plan, if not by
+    /// host passes over `A`: the GPU the solve will run on, from the arrays uploaded there
+    /// (the same values, a test pins them; a check it does not make, or one that fails, falls
+    /// back to the host's passes, the failure noted).
+    pub k1_checker: Option<factors::K1Checker<'a>>,
 }
 
 impl<'a> PlanRequest<'a> {
@@ -200,6 +206,7 @@ impl<'a> PlanRequest<'a> {
             #[cfg(feature = "model")]
             a_counter: None,
             diagonal_checked: false,
+            k1_checker: None,
         }
     }
 }
@@ -259,6 +266,7 @@ impl SolvePlan {
 pub fn plan(req: &PlanRequest) -> Result<SolvePlan, PlanError> {
     let a = req.matrix;
     let t0 = Instant::now();
+    let mut early_notes = Vec::new();
     let views = match (&req.target, req.precond) {
         (
             Target::Gpu(_),
@@ -267,7 +275,7 @@ pub fn plan(req: &PlanRequest) -> Result<SolvePlan, PlanError> {
                 form: SsorForm::Factored,
                 ..
             },
-        ) => factors::K1Factors::of(a),
+        ) => k1_views(req, &mut early_notes),
         _ => None,
     };
     // A model may switch SSOR-AI to its explicit form.
@@ -394,7 +402,8 @@ pub fn plan(req: &PlanRequest) -> Result<SolvePlan, PlanError> {
     choice.check(a.nrows(), &pre, props)?;
     let steps = choice.plan();
     let select_ms = (t1.elapsed().as_secs_f64() * 1e3 - m.spent_building).max(0.0);
-    let mut notes = m.notes;
+    let mut notes = early_notes;
+    notes.extend(m.notes);
     match pre {
         PlannedPrecond::SsorK1FromA { .. } => notes.push(
             "SSOR-AI's K and K^T diag(s) are built on the device from A's uploaded arrays".into(),
@@ -435,6 +444,22 @@ struct Modelled {
     spent_building: f64,
     /// What the pass over `A` found of first-order SSOR-AI's factors, when it ran.
     k1: Option<factors::K1Features>,
+}
+
+/// First-order SSOR-AI's factors seen through `A`'s pattern, from the checks the request's
+/// [`PlanRequest::k1_checker`] reads where it reads them (no host pass over `A`), else from
+/// the host's passes ([`factors::K1Factors::of`]); a failed check is noted.
+fn k1_views<'a>(req: &PlanRequest<'a>, notes: &mut Vec<String>) -> Option<factors::K1Factors<'a>> {
+    let a = req.matrix;
+    match req.k1_checker.map(|c| (c.0)(a)) {
+        Some(Ok(Some(c))) => return factors::K1Factors::from_checks(a, &c),
+        Some(Err(e)) => notes.push(format!(
+            "SSOR-AI's diagonal and relaxation factor were read on the host: the device's \
+             check failed ({e})"
+        )),
+        Some(Ok(None)) | None => {}
+    }
+    factors::K1Factors::of(a)
 }
 
 /// The model's part of a GPU plan: SSOR-AI's form by predicted time (which may replace `pre`

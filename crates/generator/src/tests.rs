@@ -276,6 +276,93 @@ fn a_factor_count_made_elsewhere_is_the_one_the_selection_reads() {
     }
 }
 
+/// SSOR-AI's checks of A read elsewhere (the GPU's, in the prepared solver) are what the plan
+/// reads: the host's checks plan what the host's passes plan, with the automatic omega and every
+/// prediction equal; a check refused or failed falls back to the host's passes (the failure
+/// noted); a check finding a bad diagonal leaves the preconditioner to the host build, which
+/// reports it; another coupling gives another omega (so the checker's values are the ones used).
+#[test]
+fn ssor_checks_read_elsewhere_are_the_ones_the_plan_reads() {
+    use crate::factors::{K1Checker, K1Factors};
+    use autopcg_sparse::features::K1Checks;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let m = model();
+    let summary = |p: &SolvePlan| {
+        (
+            p.kind.to_string(),
+            p.kind.omega().map(f64::to_bits),
+            p.precond_applied().to_string(),
+            format!("{:?}", p.gpu),
+            format!("{:?}", p.explain),
+            p.predicted_iteration_ms,
+        )
+    };
+    for a in [
+        fixture("s3rmt3m3"),
+        families::poisson3d_7pt(30, 30, 30).unwrap(),
+        families::fem_p1_2d(20_000, 3).unwrap(),
+    ] {
+        for with in [true, false] {
+            let mut r = match with {
+                true => with_model(&a, PrecondKind::ssor_ai(), &m),
+                false => PlanRequest::new(&a, PrecondKind::ssor_ai(), gpu()),
+            };
+            r.ssor_form_auto = true;
+            r.symmetry = KnownSymmetry::Symmetric;
+            let host = plan(&r).unwrap();
+            assert_eq!(host.kind.omega(), Some(auto_omega(&a)));
+            let calls = AtomicUsize::new(0);
+            let same = |b: &CsrMatrix| -> Result<Option<K1Checks>, String> {
+                calls.fetch_add(1, Ordering::Relaxed);
+                Ok(Some(K1Factors::of(b).unwrap().checks()))
+            };
+            r.k1_checker = Some(K1Checker(&same));
+            let checked = plan(&r).unwrap();
+            assert_eq!(calls.load(Ordering::Relaxed), 1);
+            assert_eq!(summary(&checked), summary(&host));
+            assert_eq!(checked.notes, host.notes);
+            let refused = |_: &CsrMatrix| -> Result<Option<K1Checks>, String> { Ok(None) };
+            r.k1_checker = Some(K1Checker(&refused));
+            let p = plan(&r).unwrap();
+            assert_eq!(summary(&p), summary(&host));
+            assert_eq!(p.notes, host.notes);
+            let failed =
+                |_: &CsrMatrix| -> Result<Option<K1Checks>, String> { Err("no room".into()) };
+            r.k1_checker = Some(K1Checker(&failed));
+            let p = plan(&r).unwrap();
+            assert_eq!(summary(&p), summary(&host));
+            assert!(p
+                .notes
+                .iter()
+                .any(|n| n.contains("read on the host") && n.contains("no room")));
+            // A coupling of 4: omega 1/4, whatever A's own.
+            let other = |b: &CsrMatrix| -> Result<Option<K1Checks>, String> {
+                let mut c = K1Factors::of(b).unwrap().checks();
+                c.coupling = 4.0;
+                Ok(Some(c))
+            };
+            r.k1_checker = Some(K1Checker(&other));
+            let p = plan(&r).unwrap();
+            assert_eq!(p.kind.omega(), Some(0.25));
+            // A bad diagonal found there: the host build reports it, with its row (1-based).
+            let mut bad = a.clone();
+            let d = bad.diagonal_positions()[7] as usize;
+            bad.data_mut()[d] = -1.0;
+            let found = |_: &CsrMatrix| -> Result<Option<K1Checks>, String> {
+                let mut c = K1Factors::of(&a).unwrap().checks();
+                c.bad_diagonal = Some(7);
+                Ok(Some(c))
+            };
+            let mut r = PlanRequest::new(&bad, PrecondKind::ssor_ai(), gpu());
+            r.k1_checker = Some(K1Checker(&found));
+            match plan(&r) {
+                Err(PlanError::Solver(PcgError::BadDiagonal { row: 8, .. })) => {}
+                other => panic!("a bad diagonal found on the device gave {other:?}"),
+            }
+        }
+    }
+}
+
 /// A count of A made elsewhere (the GPU's, for no preconditioner and Jacobi) is what the
 /// selection reads: the host's totals give the host's plan and predictions, other totals
 /// other predictions; a count refused, failed or not adding up falls back to the host's pass

@@ -38,7 +38,7 @@ pub use params::{HistoryNorm, PcgError, PcgInfo, PcgParams, StopReason};
 pub use pcg::{pcg, solve_cpu, SolveFailure};
 pub use plan::{Plan, PlanStep};
 pub use precond::{
-    auto_omega, auto_omega_at, PlannedPrecond, PrecondKind, PrecondRef, Preconditioner, SsorForm,
-    ValueRefresh,
+    auto_omega, auto_omega_at, coupling_at, omega_for_coupling, PlannedPrecond, PrecondKind,
+    PrecondRef, Preconditioner, SsorForm, ValueRefresh,
 };
 pub use scaling::{ScaleFactors, SinkStats, ValueStats, ValueStatsSink};

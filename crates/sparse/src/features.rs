@@ -286,6 +286,26 @@ pub struct StructureTotals {
     pub diag_stored: u64,
 }
 
+/// What the selection reads of a square matrix `A` before first-order SSOR-AI's factors exist
+/// (the factors' views need a positive, finite diagonal and as many entries below the
+/// diagonal as above; the automatic relaxation needs the coupling), read where `A` was
+/// uploaded (a GPU kernel) instead of by host passes over it. Beside `bad_diagonal` the
+/// fields count only rows that store their diagonal entry, and mean what they say only when
+/// `bad_diagonal` is `None`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct K1Checks {
+    /// The first row (0-based) whose diagonal entry is not stored, or is not positive and
+    /// finite.
+    pub bad_diagonal: Option<usize>,
+    /// Entries of `K`: each row's entries up to and with its diagonal.
+    pub nnz_k: u64,
+    /// The squares of `K`'s row lengths, summed (the explicit product's bound on its entries).
+    pub k_len_squares: u64,
+    /// `max_i sum_{j<i} |a_ij| / sqrt(a_ii a_jj)`, each row summed in column order, rows whose
+    /// sum is NaN skipped (what the automatic relaxation factor is computed from).
+    pub coupling: f64,
+}
+
 /// What a count made elsewhere than the host (a GPU kernel) finds of a square matrix `A` with
 /// every diagonal entry stored and of its first-order SSOR-AI factors `K` (row `i`: `A`'s
 /// columns up to `i`) and `K^T diag(s)` (row `i`: `A`'s columns from `i` on), with what their

@@ -13,7 +13,7 @@
 //! build on the host, as the host build transposes such a `K`.
 use std::fmt;
 
-use autopcg_sparse::features::{K1Totals, StructureTotals};
+use autopcg_sparse::features::{K1Checks, K1Totals, StructureTotals};
 
 use cudarc::driver::PushKernelArg;
 
@@ -47,11 +47,13 @@ pub enum SsorBuildKernel {
     GramLengths,
     /// The explicit product's columns ([`ssor_k1_explicit`]).
     GramFill,
+    /// What the selection reads of `A` before the factors exist ([`ssor_k1_checks`]).
+    Checks,
 }
 
 impl SsorBuildKernel {
     /// Every kernel of the build.
-    pub const ALL: [SsorBuildKernel; 9] = [
+    pub const ALL: [SsorBuildKernel; 10] = [
         SsorBuildKernel::Lengths,
         SsorBuildKernel::Build,
         SsorBuildKernel::KtSources,
@@ -61,6 +63,7 @@ impl SsorBuildKernel {
         SsorBuildKernel::CsrTotals,
         SsorBuildKernel::GramLengths,
         SsorBuildKernel::GramFill,
+        SsorBuildKernel::Checks,
     ];
 }
 
@@ -76,6 +79,7 @@ impl fmt::Display for SsorBuildKernel {
             SsorBuildKernel::CsrTotals => "csr_totals",
             SsorBuildKernel::GramLengths => "ssor_k1_gram_lengths",
             SsorBuildKernel::GramFill => "ssor_k1_gram_fill",
+            SsorBuildKernel::Checks => "ssor_k1_checks",
         })
     }
 }
@@ -598,6 +602,58 @@ pub fn ssor_k1_totals(
         kt: tkt,
         values_finite: values & 1 == 0,
         off_diagonal_zero: values & 2 == 0,
+    }))
+}
+
+/// What the selection reads of the square matrix `a` before first-order SSOR-AI's factors
+/// exist ([`K1Checks`]: the first bad diagonal entry, `K`'s entries and their squared row
+/// lengths, the coupling the automatic relaxation factor is computed from), read on the device
+/// from its uploaded arrays by two launches (the diagonal positions of [`ssor_k1_factors`],
+/// then a thread per row) instead of by host passes over `A`: the same values as the host's
+/// (`K1Factors` of `autopcg-generator`; the coupling's terms summed in the same order, so
+/// the same bits). `None` for a matrix that is not square. Waits for two small copies back.
+pub fn ssor_k1_checks(dev: &GpuDevice, a: &DeviceCsr) -> Result<Option<K1Checks>, GpuError> {
+    let (n, m) = a.shape();
+    if n != m || u32::try_from(n).is_err() {
+        return Ok(None);
+    }
+    if n == 0 {
+        return Ok(Some(K1Checks {
+            bad_diagonal: None,
+            nnz_k: 0,
+            k_len_squares: 0,
+            coupling: 0.0,
+        }));
+    }
+    let (diag, len, mut bad) = lengths(dev, a)?;
+    drop(len);
+    let n32 = n as u32;
+    let mut out = dev.alloc_zeros::<u64>(3)?;
+    let l = per_row(dev, SsorBuildKernel::Checks, n)?;
+    // SAFETY: matches `ssor_k1_checks(u32 n, const u32 *a_ptr, const u32 *a_idx,
+    // const double *a_vals, const u32 *diag, u32 *bad, u64 *out)`; a's arrays are a square
+    // CSR matrix of n rows, diag holds n positions from ssor_k1_lengths (a row's own diagonal
+    // position, checked before use, or its start), every read stays inside a row or at a
+    // diagonal position checked to be stored; bad holds 2 words, out 3; per_row launches
+    // DEFAULT_THREADS threads a block, a multiple of 32 as the kernel's reductions need.
+    unsafe {
+        l.run(|b| {
+            b.arg(&n32)
+                .arg(&a.indptr.buf)
+                .arg(&a.indices.buf)
+                .arg(&a.vals.buf)
+                .arg(&diag.buf)
+                .arg(&mut bad.buf)
+                .arg(&mut out.buf);
+        })
+    }?;
+    let first = dev.download_range(&bad, 0, 1)?[0];
+    let out = dev.download(&out)?;
+    Ok(Some(K1Checks {
+        bad_diagonal: (first < n32).then_some(first as usize),
+        nnz_k: out[0],
+        k_len_squares: out[1],
+        coupling: f64::from_bits(out[2]),
     }))
 }
 

@@ -195,12 +195,21 @@ pub fn auto_omega(a: &CsrMatrix) -> f64 {
 /// that holds them does not search the rows again. The same value: the same terms, summed in
 /// the same order.
 pub fn auto_omega_at(a: &CsrMatrix, diag: &[u32]) -> f64 {
+    omega_for_coupling(coupling_at(a, diag))
+}
+
+/// The largest scaled coupling of a row to the rows before it,
+/// `max_i sum_{j<i, a_jj > 0} |a_ij| / sqrt(a_ii a_jj)` over the rows with a positive
+/// diagonal entry (rows whose sum is NaN skipped; zero, of either sign, for no such row), each
+/// row summed in column order: what [`auto_omega`] reads of `A`, `diag` as for
+/// [`auto_omega_at`]. A count made elsewhere (the GPU) sums the same terms in the same order.
+pub fn coupling_at(a: &CsrMatrix, diag: &[u32]) -> f64 {
     let val = a.data();
     let d = |i: usize| match diag[i] {
         autopcg_sparse::csr::NO_ENTRY => 0.0,
         p => val[p as usize],
     };
-    let norm = (0..a.nrows())
+    (0..a.nrows())
         .into_par_iter()
         .map(|i| {
             let (cols, vals) = a.row(i);
@@ -214,7 +223,12 @@ pub fn auto_omega_at(a: &CsrMatrix, diag: &[u32]) -> f64 {
                 .map(|(&j, &v)| v.abs() / (di * d(j as usize)).sqrt())
                 .sum::<f64>()
         })
-        .reduce(|| 0.0, f64::max);
+        .reduce(|| 0.0, f64::max)
+}
+
+/// The automatic relaxation factor for the coupling `norm` ([`coupling_at`]): `1 / norm`
+/// where it is finite and above one, else 1.
+pub fn omega_for_coupling(norm: f64) -> f64 {
     if norm > 1.0 && norm.is_finite() {
         1.0 / norm
     } else {
