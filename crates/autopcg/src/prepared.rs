@@ -1077,17 +1077,20 @@ fn reserved_gpu_backend(
     Ok((backend, parts))
 }
 
-/// Stored entries of `A` below which the explicit product's structure is counted on the host:
-/// there the device's copies and launches cost more than the host's pass saves (on the GPU
-/// host, matrices of 5e4 to 2.1e5 entries took 0.3-3.3 ms longer to set up with the count on
-/// the device, in a fresh process).
+/// Stored entries of `A` below which the explicit product's structure is counted on the host
+/// when `A` was not uploaded ahead (the count would upload the pattern for itself): there the
+/// copies and launches cost more than the host's pass saves (on the GPU host, matrices of 5e4
+/// to 2.1e5 entries took 0.3-3.3 ms longer to set up with such a count, in a fresh process).
+/// With the arrays uploaded ahead every count is made on the device, whatever the size: the
+/// pattern is there already, and a warm setup of 1e4 rows with SSOR-AI took 1.45 ms counted on
+/// the device against 1.87 ms on the host, of 1.1e5 rows 2.58 against 5.45 ms (README).
 #[cfg(feature = "gpu")]
 pub const DEVICE_GRAM_COUNT_MIN_NNZ: usize = 1_000_000;
 
 /// [`autopcg_gpu::kernels::ssor::ssor_k1_gram_count`] of `a` on `dev`, as the plan takes it
-/// (`longest`: the longest row of `K^T`). `Ok(None)`, for the host to count, below
-/// [`DEVICE_GRAM_COUNT_MIN_NNZ`] entries or where a row of `K^T` is longer than the device's
-/// merge holds (nothing is copied then).
+/// (`longest`: the longest row of `K^T`). `Ok(None)`, for the host to count, where a row of
+/// `K^T` is longer than the device's merge holds, or without an upload ahead below
+/// [`DEVICE_GRAM_COUNT_MIN_NNZ`] entries (nothing is copied then).
 #[cfg(feature = "gpu")]
 pub(crate) fn device_gram_count(
     dev: &GpuDevice,
@@ -1096,15 +1099,16 @@ pub(crate) fn device_gram_count(
     ahead: Option<&AheadUpload>,
 ) -> Result<Option<autopcg_sparse::features::StructureTotals>, String> {
     use autopcg_gpu::kernels::ssor::{ssor_k1_gram_count, ssor_k1_gram_count_on, GRAM_MERGE};
-    if a.nnz() < DEVICE_GRAM_COUNT_MIN_NNZ || longest > GRAM_MERGE {
+    if longest > GRAM_MERGE {
         return Ok(None);
     }
     // The pattern uploaded ahead, once its upload is done (it is `a`'s: the same matrix the
-    // plan reads); without it, `a`'s pattern is uploaded for the count.
+    // plan reads); without it, `a`'s pattern is uploaded for the count where that pays.
     let on_device = |u: Option<&UploadedA>| u.map(|u| ssor_k1_gram_count_on(dev, u.matrix()));
     match ahead.and_then(|up| up.with(on_device)) {
         Some(r) => r,
-        None => ssor_k1_gram_count(dev, a),
+        None if a.nnz() >= DEVICE_GRAM_COUNT_MIN_NNZ => ssor_k1_gram_count(dev, a),
+        None => Ok(None),
     }
     .map_err(|e| e.to_string())
 }
@@ -1119,9 +1123,7 @@ fn gpu_choice(plan: &SolvePlan) -> Result<&autopcg_solver::gpu::GpuPlanChoice, E
 
 /// [`autopcg_gpu::kernels::ssor::ssor_k1_totals`] of `a` with relaxation `omega`, from the
 /// arrays `ahead` uploaded (waiting for them), as the plan takes it. `Ok(None)`, for the host
-/// to count, below [`DEVICE_GRAM_COUNT_MIN_NNZ`] entries (the same trade as the product's
-/// count: a launch and two copies back against one host pass), without an upload ahead, or
-/// where the device does not count the matrix.
+/// to count, without an upload ahead or where the device does not count the matrix.
 #[cfg(feature = "gpu")]
 pub(crate) fn device_factor_totals(
     dev: &GpuDevice,
@@ -1130,20 +1132,12 @@ pub(crate) fn device_factor_totals(
     ahead: Option<&AheadUpload>,
 ) -> Result<Option<autopcg_sparse::features::K1Totals>, String> {
     use autopcg_gpu::kernels::ssor::ssor_k1_totals;
-    if a.nnz() < DEVICE_GRAM_COUNT_MIN_NNZ {
-        return Ok(None);
-    }
-    let count = |u: Option<&UploadedA>| u.map(|u| ssor_k1_totals(dev, u.matrix(), omega));
-    match ahead.and_then(|up| up.with(count)) {
-        Some(r) => r.map_err(|e| e.to_string()),
-        None => Ok(None),
-    }
+    on_uploaded(ahead, a, |m| ssor_k1_totals(dev, m, omega))
 }
 
 /// [`autopcg_gpu::kernels::ssor::ssor_k1_checks`] of `a`, from the arrays `ahead` uploaded
-/// (waiting for them), as the plan takes them. `Ok(None)`, for the host to read them, where
-/// [`device_factor_totals`] would not count (below [`DEVICE_GRAM_COUNT_MIN_NNZ`] entries,
-/// without an upload ahead) or where the device does not read the matrix.
+/// (waiting for them), as the plan takes them. `Ok(None)`, for the host to read them, without
+/// an upload ahead or where the device does not read the matrix.
 #[cfg(feature = "gpu")]
 pub(crate) fn device_k1_checks(
     dev: &GpuDevice,
@@ -1151,20 +1145,12 @@ pub(crate) fn device_k1_checks(
     ahead: Option<&AheadUpload>,
 ) -> Result<Option<autopcg_sparse::features::K1Checks>, String> {
     use autopcg_gpu::kernels::ssor::ssor_k1_checks;
-    if a.nnz() < DEVICE_GRAM_COUNT_MIN_NNZ {
-        return Ok(None);
-    }
-    let check = |u: Option<&UploadedA>| u.map(|u| ssor_k1_checks(dev, u.matrix()));
-    match ahead.and_then(|up| up.with(check)) {
-        Some(r) => r.map_err(|e| e.to_string()),
-        None => Ok(None),
-    }
+    on_uploaded(ahead, a, |m| ssor_k1_checks(dev, m))
 }
 
 /// [`autopcg_gpu::kernels::ssor::csr_totals`] of `a`, from the arrays `ahead` uploaded
-/// (waiting for them), as the plan takes it. `Ok(None)`, for the host to count, where
-/// [`device_factor_totals`] would not count (below [`DEVICE_GRAM_COUNT_MIN_NNZ`] entries,
-/// without an upload ahead) or where the device does not count the matrix.
+/// (waiting for them), as the plan takes it. `Ok(None)`, for the host to count, without an
+/// upload ahead or where the device does not count the matrix.
 #[cfg(feature = "gpu")]
 pub(crate) fn device_a_totals(
     dev: &GpuDevice,
@@ -1172,14 +1158,27 @@ pub(crate) fn device_a_totals(
     ahead: Option<&AheadUpload>,
 ) -> Result<Option<autopcg_sparse::features::StructureTotals>, String> {
     use autopcg_gpu::kernels::ssor::csr_totals;
-    if a.nnz() < DEVICE_GRAM_COUNT_MIN_NNZ {
-        return Ok(None);
-    }
-    let count = |u: Option<&UploadedA>| u.map(|u| csr_totals(dev, u.matrix()));
-    match ahead.and_then(|up| up.with(count)) {
-        Some(r) => r.map_err(|e| e.to_string()),
-        None => Ok(None),
-    }
+    on_uploaded(ahead, a, |m| csr_totals(dev, m))
+}
+
+/// `f` of the arrays `ahead` uploaded (waiting for them), which are `a`'s (a shape or a count
+/// of entries that differs is an internal error); `Ok(None)` without an upload ahead, or where
+/// it failed (the backend reports that).
+#[cfg(feature = "gpu")]
+fn on_uploaded<T>(
+    ahead: Option<&AheadUpload>,
+    a: &CsrMatrix,
+    f: impl FnOnce(&autopcg_gpu::DeviceCsr) -> Result<Option<T>, autopcg_gpu::GpuError>,
+) -> Result<Option<T>, String> {
+    let run = |u: Option<&UploadedA>| {
+        u.map(|u| {
+            if !u.fits(a) {
+                return Err("the matrix uploaded ahead is not the plan's (internal error)".into());
+            }
+            f(u.matrix()).map_err(|e| e.to_string())
+        })
+    };
+    ahead.and_then(|up| up.with(run)).unwrap_or(Ok(None))
 }
 
 #[cfg(feature = "gpu")]

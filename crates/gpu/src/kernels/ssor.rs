@@ -920,7 +920,8 @@ mod tests {
                 "ssor_k1_totals",
                 "csr_totals",
                 "ssor_k1_gram_lengths",
-                "ssor_k1_gram_fill"
+                "ssor_k1_gram_fill",
+                "ssor_k1_checks"
             ]
         );
     }

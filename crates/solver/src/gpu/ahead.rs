@@ -80,7 +80,7 @@ impl UploadedA {
     }
 
     /// Whether these are the arrays of `a` by their shape (the caller answers for the values).
-    pub(crate) fn fits(&self, a: &CsrMatrix) -> bool {
+    pub fn fits(&self, a: &CsrMatrix) -> bool {
         self.csr.shape() == (a.nrows(), a.ncols()) && self.csr.nnz() == a.nnz()
     }
 }
