@@ -182,6 +182,11 @@ impl<'a> PreparedSolver<'a> {
         // for what is left of the copies.
         #[cfg(feature = "gpu")]
         let ahead = gpu.as_ref().map(|_| AheadUpload::new());
+        // Whether this device has loaded the counting kernels before (an earlier setup in this
+        // process): then the plan's counts and checks are made on it at every size, else only
+        // from DEVICE_GRAM_COUNT_MIN_NNZ entries (read before the upload ahead loads them).
+        #[cfg(feature = "gpu")]
+        let warm = gpu.as_ref().is_some_and(autopcg_gpu::kernels::ssor::loaded);
         let m: &CsrMatrix = &a;
         let (plan, params, exec, device, setup) = std::thread::scope(|scope| {
             #[cfg(feature = "gpu")]
@@ -239,26 +244,26 @@ impl<'a> PreparedSolver<'a> {
             // millions of rows), from the arrays uploaded ahead when they are there.
             #[cfg(feature = "gpu")]
             let gram_counter = gpu.as_ref().map(|d| {
-                move |m: &CsrMatrix, longest: usize| device_gram_count(d, m, longest, ahead)
+                move |m: &CsrMatrix, longest: usize| device_gram_count(d, m, longest, ahead, warm)
             });
             // So are the structure of A and of the factors of first-order factored SSOR-AI,
             // from the arrays uploaded ahead.
             #[cfg(feature = "gpu")]
-            let factor_counter = gpu
-                .as_ref()
-                .map(|d| move |m: &CsrMatrix, omega: f64| device_factor_totals(d, m, omega, ahead));
+            let factor_counter = gpu.as_ref().map(|d| {
+                move |m: &CsrMatrix, omega: f64| device_factor_totals(d, m, omega, ahead, warm)
+            });
             // So are SSOR-AI's checks of A that precede them (its diagonal, the views' counts, the
             // automatic relaxation factor's coupling): no host pass over A precedes the choice.
             #[cfg(feature = "gpu")]
             let k1_checker = gpu
                 .as_ref()
-                .map(|d| move |m: &CsrMatrix| device_k1_checks(d, m, ahead));
+                .map(|d| move |m: &CsrMatrix| device_k1_checks(d, m, ahead, warm));
             // And A's structure where no count of the factors counts it (no preconditioner,
             // Jacobi).
             #[cfg(feature = "gpu")]
             let a_counter = gpu
                 .as_ref()
-                .map(|d| move |m: &CsrMatrix| device_a_totals(d, m, ahead));
+                .map(|d| move |m: &CsrMatrix| device_a_totals(d, m, ahead, warm));
             #[cfg(feature = "gpu")]
             {
                 req.model = match (&model, &label) {
@@ -1077,19 +1082,31 @@ fn reserved_gpu_backend(
     Ok((backend, parts))
 }
 
-/// Stored entries of `A` below which the explicit product's structure is counted on the host
-/// when `A` was not uploaded ahead (the count would upload the pattern for itself): there the
-/// copies and launches cost more than the host's pass saves (on the GPU host, matrices of 5e4
-/// to 2.1e5 entries took 0.3-3.3 ms longer to set up with such a count, in a fresh process).
-/// With the arrays uploaded ahead every count is made on the device, whatever the size: the
-/// pattern is there already, and a warm setup of 1e4 rows with SSOR-AI took 1.45 ms counted on
-/// the device against 1.87 ms on the host, of 1.1e5 rows 2.58 against 5.45 ms (README).
+/// Stored entries of `A` below which the plan's counts and checks are made on the host in a
+/// process whose device has not yet loaded the counting kernels (the first setup): there the
+/// device's first use (the module's load, the memory pool's first allocation) makes a count
+/// that waits for it slower than the host's pass beside it (on the GPU host, matrices of 5e4
+/// to 2.1e5 entries took 0.3-3.3 ms longer to set up with the explicit product's count on the
+/// device, in a fresh process; with the checks and counts made there, 8e4 entries with SSOR-AI
+/// 16 ms longer). Once the kernels are loaded ([`autopcg_gpu::kernels::ssor::loaded`]) every
+/// count is made on the device from the arrays uploaded ahead: a warm setup of 1e4 rows with
+/// SSOR-AI took 1.64-1.73 ms counted there against 2.12 ms on the host, of 1.1e5 rows
+/// 2.77-3.12 against 6.61-6.97 ms (README, "SSOR-AI's checks of A on the device").
 #[cfg(feature = "gpu")]
 pub const DEVICE_GRAM_COUNT_MIN_NNZ: usize = 1_000_000;
 
+/// Whether the plan's counts and checks of a matrix of `nnz` entries are made on the device,
+/// `warm` when the device had loaded the counting kernels before the setup began (see
+/// [`DEVICE_GRAM_COUNT_MIN_NNZ`]).
+#[cfg(feature = "gpu")]
+pub(crate) fn counts_on_device(nnz: usize, warm: bool) -> bool {
+    warm || nnz >= DEVICE_GRAM_COUNT_MIN_NNZ
+}
+
 /// [`autopcg_gpu::kernels::ssor::ssor_k1_gram_count`] of `a` on `dev`, as the plan takes it
-/// (`longest`: the longest row of `K^T`). `Ok(None)`, for the host to count, where a row of
-/// `K^T` is longer than the device's merge holds, or without an upload ahead below
+/// (`longest`: the longest row of `K^T`; `warm` as for [`counts_on_device`]). `Ok(None)`, for
+/// the host to count, where a row of `K^T` is longer than the device's merge holds, where
+/// [`counts_on_device`] says the host, or without an upload ahead below
 /// [`DEVICE_GRAM_COUNT_MIN_NNZ`] entries (nothing is copied then).
 #[cfg(feature = "gpu")]
 pub(crate) fn device_gram_count(
@@ -1097,9 +1114,10 @@ pub(crate) fn device_gram_count(
     a: &CsrMatrix,
     longest: usize,
     ahead: Option<&AheadUpload>,
+    warm: bool,
 ) -> Result<Option<autopcg_sparse::features::StructureTotals>, String> {
     use autopcg_gpu::kernels::ssor::{ssor_k1_gram_count, ssor_k1_gram_count_on, GRAM_MERGE};
-    if longest > GRAM_MERGE {
+    if longest > GRAM_MERGE || !counts_on_device(a.nnz(), warm) {
         return Ok(None);
     }
     // The pattern uploaded ahead, once its upload is done (it is `a`'s: the same matrix the
@@ -1122,54 +1140,65 @@ fn gpu_choice(plan: &SolvePlan) -> Result<&autopcg_solver::gpu::GpuPlanChoice, E
 }
 
 /// [`autopcg_gpu::kernels::ssor::ssor_k1_totals`] of `a` with relaxation `omega`, from the
-/// arrays `ahead` uploaded (waiting for them), as the plan takes it. `Ok(None)`, for the host
-/// to count, without an upload ahead or where the device does not count the matrix.
+/// arrays `ahead` uploaded (waiting for them), as the plan takes it (`warm` as for
+/// [`counts_on_device`]). `Ok(None)`, for the host to count, where [`counts_on_device`] says
+/// the host, without an upload ahead, or where the device does not count the matrix.
 #[cfg(feature = "gpu")]
 pub(crate) fn device_factor_totals(
     dev: &GpuDevice,
     a: &CsrMatrix,
     omega: f64,
     ahead: Option<&AheadUpload>,
+    warm: bool,
 ) -> Result<Option<autopcg_sparse::features::K1Totals>, String> {
     use autopcg_gpu::kernels::ssor::ssor_k1_totals;
-    on_uploaded(ahead, a, |m| ssor_k1_totals(dev, m, omega))
+    on_uploaded(ahead, a, warm, |m| ssor_k1_totals(dev, m, omega))
 }
 
 /// [`autopcg_gpu::kernels::ssor::ssor_k1_checks`] of `a`, from the arrays `ahead` uploaded
-/// (waiting for them), as the plan takes them. `Ok(None)`, for the host to read them, without
-/// an upload ahead or where the device does not read the matrix.
+/// (waiting for them), as the plan takes them (`warm` as for [`counts_on_device`]).
+/// `Ok(None)`, for the host to read them, where [`counts_on_device`] says the host, without an
+/// upload ahead, or where the device does not read the matrix.
 #[cfg(feature = "gpu")]
 pub(crate) fn device_k1_checks(
     dev: &GpuDevice,
     a: &CsrMatrix,
     ahead: Option<&AheadUpload>,
+    warm: bool,
 ) -> Result<Option<autopcg_sparse::features::K1Checks>, String> {
     use autopcg_gpu::kernels::ssor::ssor_k1_checks;
-    on_uploaded(ahead, a, |m| ssor_k1_checks(dev, m))
+    on_uploaded(ahead, a, warm, |m| ssor_k1_checks(dev, m))
 }
 
 /// [`autopcg_gpu::kernels::ssor::csr_totals`] of `a`, from the arrays `ahead` uploaded
-/// (waiting for them), as the plan takes it. `Ok(None)`, for the host to count, without an
-/// upload ahead or where the device does not count the matrix.
+/// (waiting for them), as the plan takes it (`warm` as for [`counts_on_device`]). `Ok(None)`,
+/// for the host to count, where [`counts_on_device`] says the host, without an upload ahead,
+/// or where the device does not count the matrix.
 #[cfg(feature = "gpu")]
 pub(crate) fn device_a_totals(
     dev: &GpuDevice,
     a: &CsrMatrix,
     ahead: Option<&AheadUpload>,
+    warm: bool,
 ) -> Result<Option<autopcg_sparse::features::StructureTotals>, String> {
     use autopcg_gpu::kernels::ssor::csr_totals;
-    on_uploaded(ahead, a, |m| csr_totals(dev, m))
+    on_uploaded(ahead, a, warm, |m| csr_totals(dev, m))
 }
 
 /// `f` of the arrays `ahead` uploaded (waiting for them), which are `a`'s (a shape or a count
-/// of entries that differs is an internal error); `Ok(None)` without an upload ahead, or where
-/// it failed (the backend reports that).
+/// of entries that differs is an internal error); `Ok(None)` where [`counts_on_device`] says
+/// the host (`warm` as there), without an upload ahead, or where it failed (the backend
+/// reports that).
 #[cfg(feature = "gpu")]
 fn on_uploaded<T>(
     ahead: Option<&AheadUpload>,
     a: &CsrMatrix,
+    warm: bool,
     f: impl FnOnce(&autopcg_gpu::DeviceCsr) -> Result<Option<T>, autopcg_gpu::GpuError>,
 ) -> Result<Option<T>, String> {
+    if !counts_on_device(a.nnz(), warm) {
+        return Ok(None);
+    }
     let run = |u: Option<&UploadedA>| {
         u.map(|u| {
             if !u.fits(a) {
@@ -1307,5 +1336,22 @@ mod tests {
             super::SYMMETRY_TOLERANCE,
             autopcg_sparse::features::SYMMETRY_TOLERANCE
         );
+    }
+
+    /// The plan's counts run on the device at every size once the device has loaded the
+    /// counting kernels, and only from DEVICE_GRAM_COUNT_MIN_NNZ entries before (the first
+    /// setup of a process).
+    #[test]
+    #[cfg(feature = "gpu")]
+    fn counts_go_to_a_warm_device_at_every_size() {
+        use super::{counts_on_device, DEVICE_GRAM_COUNT_MIN_NNZ};
+        assert_eq!(DEVICE_GRAM_COUNT_MIN_NNZ, 1_000_000);
+        for nnz in [1, 49_600, 999_999] {
+            assert!(counts_on_device(nnz, true), "{nnz}");
+            assert!(!counts_on_device(nnz, false), "{nnz}");
+        }
+        for nnz in [1_000_000, 49_324_032] {
+            assert!(counts_on_device(nnz, true) && counts_on_device(nnz, false));
+        }
     }
 }

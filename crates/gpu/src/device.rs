@@ -490,6 +490,15 @@ impl GpuDevice {
         Ok(module)
     }
 
+    /// Whether module `spec` is loaded in this device's context (by any handle of it): a
+    /// kernel of it launches without compiling or loading first.
+    pub fn module_loaded(&self, spec: &ModuleSpec) -> bool {
+        self.registry
+            .modules
+            .lock()
+            .is_ok_and(|m| m.contains_key(spec))
+    }
+
     /// The kernel `entry` of module `spec`, compiling (or reading from the cache) and loading
     /// the module on first use.
     pub fn kernel(&self, spec: &ModuleSpec, entry: &str) -> Result<Kernel, GpuError> {

@@ -155,6 +155,13 @@ fn opened_handles_share_loaded_kernels(dev: GpuDevice) {
         (before.hits, before.misses),
         "the second handle found the module loaded"
     );
+    // Every handle knows which modules are loaded (what the prepared solver reads to tell a
+    // warm device from a cold one), and a module no one loaded is not.
+    let fresh = ModuleSpec::plain(KernelSource::Vector).define("AUTOPCG_LOADED_PROBE", 1);
+    assert!(dev.module_loaded(&spec) && other.module_loaded(&spec));
+    assert!(!dev.module_loaded(&fresh) && !other.module_loaded(&fresh));
+    other.kernel(&fresh, "axpy_elem").unwrap();
+    assert!(dev.module_loaded(&fresh) && other.module_loaded(&fresh));
     // Both handles launch it, each on its own stream, with their own buffers.
     for h in [&dev, &other] {
         let d = h.upload(&[2.0, 3.0]).unwrap();

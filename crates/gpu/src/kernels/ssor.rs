@@ -130,6 +130,14 @@ pub fn preload(dev: &GpuDevice) -> Result<(), GpuError> {
     Ok(())
 }
 
+/// Whether the kernels of the device build, its counts and checks, and of every upload's
+/// checks ([`row_checks`]) are loaded on `dev`'s context: true once `dev` has taken an upload
+/// (or built or counted anything here) in this process, so that a count launched now waits
+/// neither for a module load nor for the first use of the device's memory pool.
+pub fn loaded(dev: &GpuDevice) -> bool {
+    dev.module_loaded(&ModuleSpec::plain(KernelSource::Precond))
+}
+
 /// A launch of `kernel` with a thread per row (grid-stride, so any block count is safe).
 fn per_row(dev: &GpuDevice, kernel: SsorBuildKernel, n: usize) -> Result<Launch<'_>, GpuError> {
     let blocks = n.div_ceil(DEFAULT_THREADS as usize).clamp(1, 1 << 20) as u32;
