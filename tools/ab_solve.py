@@ -5,7 +5,8 @@ Each round runs `autopcg solve M --device gpu --precond P --json` once with each
 alternating order from round to round, so that neither always runs on a warmer machine), one
 process per solve. It prints, per matrix and preconditioner, the medians over the rounds of
 the setup and its parts as `solve --json` reports them (device wait, preconditioner build,
-selection, backend = uploads, conversions and kernel loading), the solve, the time to solution
+selection, backend = uploads, conversions and kernel loading; the upload ahead, which
+overlaps the selection, and the kernel loading alone), the solve, the time to solution
 (setup + solve; reading the file is not counted) and the iterations, for A and B and B / A.
 
     python3 tools/ab_solve.py --a OLD/autopcg --b NEW/autopcg --rounds 3 \\
@@ -45,6 +46,8 @@ def parts(j):
         "prec": s["precond_ms"],
         "select": s["select_ms"],
         "backend": s["backend_ms"],
+        "ahead": s.get("ahead_ms", 0.0),
+        "load": s.get("load_ms", 0.0),
         "solve": j["solve_ms"],
         "tts": j["setup_ms"] + j["solve_ms"],
         "iters": j["iterations"],
@@ -87,7 +90,7 @@ def main():
                     if args.json:
                         with open(args.json, "w") as f:
                             json.dump(runs, f, indent=1)
-    keys = ["setup", "dev", "prec", "select", "backend", "solve", "tts", "iters"]
+    keys = ["setup", "dev", "prec", "select", "backend", "ahead", "load", "solve", "tts", "iters"]
     print(f"medians of {args.rounds} rounds, ms (A = {args.a}, B = {args.b})")
     print(f"{'matrix':28} {'precond':9} {'side':4} " + " ".join(f"{k:>8}" for k in keys))
     for m in args.matrices:

@@ -60,6 +60,19 @@ pub fn open_gpu_ahead(ordinal: usize) {
     let _ = ordinal;
 }
 
+/// [`open_gpu_ahead`] for a setup of a matrix of `rows` rows and `entries` stored entries
+/// (both triangles): once the context exists, the same thread also pays the device's other
+/// first-use costs that the setup's upload would pay (page-locked staging buffers, the memory
+/// pool's growth, the load of the upload's checks; `GpuDevice::prepare_for_upload`), so that
+/// a process's first setup runs as a later one would. Sizes from a file's size line are
+/// enough ([`autopcg_sparse::mm::read_header`]); nothing is allocated past the preparation.
+pub fn open_gpu_ahead_for(ordinal: usize, rows: usize, entries: usize) {
+    #[cfg(feature = "gpu")]
+    GpuDevice::open_ahead_for(ordinal, rows, entries);
+    #[cfg(not(feature = "gpu"))]
+    let _ = (ordinal, rows, entries);
+}
+
 /// Waits for the opens [`open_gpu_ahead`] started that no [`open_gpu`] has taken yet; call it
 /// before a process exits early (see `GpuDevice::finish_opens_ahead`). Nothing without the `gpu`
 /// feature.

@@ -68,7 +68,7 @@ mod solve;
 pub use blocks::GpuCount;
 #[cfg(feature = "gpu")]
 pub use device::open_gpu;
-pub use device::{finish_gpu_opens_ahead, open_gpu_ahead, Device};
+pub use device::{finish_gpu_opens_ahead, open_gpu_ahead, open_gpu_ahead_for, Device};
 pub use models::ModelChoice;
 #[cfg(feature = "gpu")]
 pub use models::{resolve_model, LoadedModel, ResolvedModel};

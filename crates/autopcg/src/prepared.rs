@@ -183,8 +183,9 @@ impl<'a> PreparedSolver<'a> {
         #[cfg(feature = "gpu")]
         let ahead = gpu.as_ref().map(|_| AheadUpload::new());
         // Whether this device has loaded the counting kernels before (an earlier setup in this
-        // process): then the plan's counts and checks are made on it at every size, else only
-        // from DEVICE_GRAM_COUNT_MIN_NNZ entries (read before the upload ahead loads them).
+        // process, or an open ahead told the matrix's size): then the plan's counts and checks
+        // are made on it at every size, else only from DEVICE_GRAM_COUNT_MIN_NNZ entries (read
+        // before the upload ahead loads them).
         #[cfg(feature = "gpu")]
         let warm = gpu.as_ref().is_some_and(autopcg_gpu::kernels::ssor::loaded);
         let m: &CsrMatrix = &a;
@@ -1088,7 +1089,8 @@ fn reserved_gpu_backend(
 /// that waits for it slower than the host's pass beside it (on the GPU host, matrices of 5e4
 /// to 2.1e5 entries took 0.3-3.3 ms longer to set up with the explicit product's count on the
 /// device, in a fresh process; with the checks and counts made there, 8e4 entries with SSOR-AI
-/// 16 ms longer). Once the kernels are loaded ([`autopcg_gpu::kernels::ssor::loaded`]) every
+/// 16 ms longer). Once the kernels are loaded ([`autopcg_gpu::kernels::ssor::loaded`]: an
+/// earlier setup, or `crate::open_gpu_ahead_for`, which also grows the memory pool) every
 /// count is made on the device from the arrays uploaded ahead: a warm setup of 1e4 rows with
 /// SSOR-AI took 1.64-1.73 ms counted there against 2.12 ms on the host, of 1.1e5 rows
 /// 2.77-3.12 against 6.61-6.97 ms (README, "SSOR-AI's checks of A on the device").

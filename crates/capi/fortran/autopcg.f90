@@ -99,7 +99,8 @@ module autopcg
   public :: autopcg_get_n, autopcg_get_nnz, autopcg_get_info, autopcg_get_iterations
   public :: autopcg_get_residual, autopcg_get_setup, autopcg_destroy
   public :: autopcg_device, autopcg_precond, autopcg_last_error, autopcg_status_string
-  public :: autopcg_version, autopcg_open_gpu_ahead, autopcg_finish_opens_ahead
+  public :: autopcg_version, autopcg_open_gpu_ahead, autopcg_open_gpu_ahead_for, &
+            autopcg_finish_opens_ahead
   ! The C strings above as Fortran strings.
   public :: autopcg_error_message, autopcg_device_name, autopcg_precond_name
   public :: autopcg_status_name, autopcg_version_string
@@ -277,6 +278,17 @@ module autopcg
       integer(c_int), value :: ordinal
       integer(c_int) :: status
     end function autopcg_open_gpu_ahead
+
+    ! autopcg_open_gpu_ahead for a matrix of rows rows and entries stored entries (both
+    ! triangles): the device's other first-use costs of the first setup's upload are paid in
+    ! the background too.
+    function autopcg_open_gpu_ahead_for(ordinal, rows, entries) result(status) &
+        bind(C, name="autopcg_open_gpu_ahead_for")
+      import :: c_int, c_int64_t
+      integer(c_int), value :: ordinal
+      integer(c_int64_t), value :: rows, entries
+      integer(c_int) :: status
+    end function autopcg_open_gpu_ahead_for
 
     ! Waits for the opens started by autopcg_open_gpu_ahead that no handle has taken yet: call
     ! it before stopping without creating a handle.

@@ -291,6 +291,14 @@ void autopcg_destroy(autopcg_solver *s);
 // negative ordinal.
 int autopcg_open_gpu_ahead(int ordinal);
 
+// `autopcg_open_gpu_ahead` for a matrix of `rows` rows and `entries` stored entries (both
+// triangles) that the first handle on that GPU will set up: once the context exists, the
+// same thread also pays the device's other first-use costs of that setup's upload
+// (page-locked staging buffers, the growth of the device's memory pool, the load of the
+// upload's checks), so that a program's first setup runs as a later one would. Nothing stays
+// allocated past that. `AUTOPCG_ERR_BAD_INPUT` for a negative ordinal, rows or entries.
+int autopcg_open_gpu_ahead_for(int ordinal, int64_t rows, int64_t entries);
+
 // Waits for the opens `autopcg_open_gpu_ahead` started that no handle has taken yet (the
 // opened devices stay for later handles). Always `AUTOPCG_OK`.
 int autopcg_finish_opens_ahead(void);

@@ -904,6 +904,29 @@ pub extern "C" fn autopcg_open_gpu_ahead(ordinal: c_int) -> c_int {
     })
 }
 
+/// `autopcg_open_gpu_ahead` for a matrix of `rows` rows and `entries` stored entries (both
+/// triangles) that the first handle on that GPU will set up: once the context exists, the
+/// same thread also pays the device's other first-use costs of that setup's upload
+/// (page-locked staging buffers, the growth of the device's memory pool, the load of the
+/// upload's checks), so that a program's first setup runs as a later one would. Nothing stays
+/// allocated past that. `AUTOPCG_ERR_BAD_INPUT` for a negative ordinal, rows or entries.
+#[no_mangle]
+pub extern "C" fn autopcg_open_gpu_ahead_for(ordinal: c_int, rows: i64, entries: i64) -> c_int {
+    status::guard(|| {
+        let name = "autopcg_open_gpu_ahead_for";
+        let count = |what: &str, v: i64| {
+            usize::try_from(v).map_err(|_| {
+                Failure::bad_input(format!("{name}: {what} = {v}: expected 0 or more"))
+            })
+        };
+        let ordinal = count("ordinal", i64::from(ordinal))?;
+        let rows = count("rows", rows)?;
+        let entries = count("entries", entries)?;
+        autopcg::open_gpu_ahead_for(ordinal, rows, entries);
+        Ok(())
+    })
+}
+
 /// Waits for the opens `autopcg_open_gpu_ahead` started that no handle has taken yet (the
 /// opened devices stay for later handles). Always `AUTOPCG_OK`.
 #[no_mangle]

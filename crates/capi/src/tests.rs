@@ -642,7 +642,7 @@ use std::collections::{BTreeMap, BTreeSet};
 fn fortran_module_matches_the_header() {
     let (fns, consts) = header_items();
     assert!(fns.contains("autopcg_create_i32") && fns.contains("autopcg_solve_many"));
-    assert_eq!(fns.len(), 22, "{fns:?}");
+    assert_eq!(fns.len(), 23, "{fns:?}");
     assert_eq!(consts.len(), 23, "{consts:?}");
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let f = std::fs::read_to_string(dir.join("fortran/autopcg.f90")).unwrap();
@@ -757,6 +757,20 @@ fn opening_a_gpu_ahead_then_setting_up() {
     assert_eq!(autopcg_open_gpu_ahead(0), AUTOPCG_OK);
     assert_eq!(last_error(), "");
     assert_eq!(autopcg_open_gpu_ahead(4096), AUTOPCG_OK);
+    // With the size of the matrix to come: each count must be 0 or more, and is named.
+    for (args, needle) in [
+        ((-1, 10, 10), "ordinal = -1"),
+        ((0, -5, 10), "rows = -5"),
+        ((0, 10, i64::MIN), "entries = -9223372036854775808"),
+    ] {
+        assert_eq!(
+            autopcg_open_gpu_ahead_for(args.0, args.1, args.2),
+            AUTOPCG_ERR_BAD_INPUT
+        );
+        assert!(last_error().contains(needle), "{}", last_error());
+    }
+    assert_eq!(autopcg_open_gpu_ahead_for(4097, 100, 460), AUTOPCG_OK);
+    assert_eq!(last_error(), "");
     // Waits for the open of a GPU that is not there (nothing is left under way), and again.
     assert_eq!(autopcg_finish_opens_ahead(), AUTOPCG_OK);
     assert_eq!(autopcg_finish_opens_ahead(), AUTOPCG_OK);

@@ -166,16 +166,26 @@ pub(crate) fn solve(a: SolveArgs) -> Result<u8, Fail> {
         None => None,
     };
     // Creating a GPU context takes a quarter of a second in a new process: it runs while the
-    // matrix is read, and setup counts only what is left of it. A saved plan of several blocks
-    // opens the GPUs it names.
+    // matrix is read, and setup counts only what is left of it. So do the device's other
+    // first-use costs of the upload (staging buffers, the memory pool's growth), sized by the
+    // file's size line (a header that cannot be read is reported by the read below). A saved
+    // plan of several blocks opens the GPUs it names, each prepared for its share of the rows.
     if a.device != Device::Cpu {
         let opened = match (a.gpus, &saved) {
             (Some(autopcg::GpuCount::Count(k)), _) => k,
             (_, Some(s)) => s.blocks.iter().map(|b| b.gpu + 1).max().unwrap_or(1),
             _ => 1,
         };
+        let size = mm::read_header(&a.matrix).ok().map(|h| stored_entries(&h));
         for ordinal in 0..opened {
-            autopcg::open_gpu_ahead(ordinal);
+            match size {
+                Some((rows, entries)) => autopcg::open_gpu_ahead_for(
+                    ordinal,
+                    rows.div_ceil(opened.max(1)),
+                    entries.div_ceil(opened.max(1)),
+                ),
+                None => autopcg::open_gpu_ahead(ordinal),
+            }
         }
     }
     let t_read = Instant::now();
@@ -547,4 +557,17 @@ fn print_plan(sol: &autopcg::Solution, explain: bool) {
             }
         }
     }
+}
+
+/// Rows and stored entries of the matrix a file's header describes, once read: a symmetric
+/// file stores one triangle, mirrored on reading (its diagonal taken as stored in full).
+fn stored_entries(h: &mm::Header) -> (usize, usize) {
+    let entries = match h.symmetry {
+        mm::Symmetry::General => h.entries,
+        mm::Symmetry::Symmetric => h
+            .entries
+            .saturating_mul(2)
+            .saturating_sub(h.entries.min(h.nrows)),
+    };
+    (h.nrows, entries)
 }

@@ -390,6 +390,14 @@ impl DeviceCsr {
     pub fn nnz(&self) -> usize {
         self.vals.len()
     }
+    /// Bytes of the arrays of a matrix of `rows` rows and `entries` stored entries on the
+    /// device (32-bit row pointers and column indices, 64-bit values; no merge workspace).
+    pub fn arrays_bytes(rows: usize, entries: usize) -> usize {
+        rows.saturating_add(1)
+            .saturating_mul(4)
+            .saturating_add(entries.saturating_mul(12))
+    }
+
     /// Bytes of device memory the arrays (and the merge workspace, when prepared) occupy.
     pub fn device_bytes(&self) -> usize {
         self.indptr.num_bytes()

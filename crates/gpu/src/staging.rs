@@ -91,6 +91,12 @@ impl StageCell {
         }
     }
 
+    /// Allocates the staging buffers now if they are not yet (and not in use): the first
+    /// large copy then does not pay for them.
+    pub(crate) fn prepare(&self, stream: &Arc<CudaStream>) {
+        let _ = self.with(stream, |_| Ok(()));
+    }
+
     /// Queues `dst[..data.len()] = data` on `stream` through the staging buffers when `data`
     /// is large enough; returns `None` (nothing queued) when the caller should copy directly.
     /// `data` may be changed by the caller as soon as this returns.

@@ -7,7 +7,8 @@ use autopcg_gpu::kernels::vector::{axpy, VectorVariant};
 use autopcg_gpu::sources::catalog;
 use autopcg_gpu::{
     gpu_available, time_call, time_kernel, time_kernel_batched, time_kernel_replayed, CallTiming,
-    GpuDevice, GpuError, GpuTimer, KernelCache, KernelSource, LaunchConfig, ModuleSpec, ShortCalls,
+    DeviceCsr, GpuDevice, GpuError, GpuTimer, KernelCache, KernelSource, LaunchConfig, ModuleSpec,
+    ShortCalls,
 };
 
 fn probing_never_panics() {
@@ -270,6 +271,45 @@ fn an_open_ahead_hands_its_handle_to_open(dev: GpuDevice) {
         GpuDevice::open(count),
         Err(GpuError::NoDevice { .. })
     ));
+}
+
+/// An open ahead given the size of the matrix to come pays the first upload's costs on its
+/// thread: the memory pool has grown by what `prepare_for_upload` says (twice the CSR arrays'
+/// bytes and 80 bytes a row) with nothing left allocated, and the upload's checks are loaded.
+fn an_open_ahead_for_a_size_prepares_the_upload(dev: GpuDevice) {
+    let ord = dev.ordinal();
+    let held: Vec<GpuDevice> = (0..=autopcg_gpu::device::IDLE_HANDLES_PER_DEVICE)
+        .map(|_| GpuDevice::open(ord).unwrap())
+        .collect();
+    // Sized past what the pool holds now, so that the growth is this call's.
+    let (reserved, used) = dev.pool_bytes().unwrap();
+    let rows = 1000usize;
+    let entries = (reserved as usize + (512 << 20)) / 24 + 1;
+    let grow = 2 * DeviceCsr::arrays_bytes(rows, entries) + 80 * rows;
+    let (free, _) = dev.mem_info().unwrap();
+    GpuDevice::open_ahead_for(ord, rows, entries);
+    let ahead = GpuDevice::open(ord).unwrap();
+    let (reserved_after, used_after) = ahead.pool_bytes().unwrap();
+    assert!(
+        reserved_after >= grow.min(free / 4) as u64,
+        "pool {reserved} -> {reserved_after} bytes, expected at least {grow}"
+    );
+    assert_eq!(used_after, used, "nothing stays allocated");
+    assert!(autopcg_gpu::kernels::ssor::loaded(&ahead));
+    // A handle of a registry of its own, prepared directly: its checks' module is loaded.
+    let dir = tempfile::tempdir().unwrap();
+    let own = GpuDevice::open_with_cache(ord, KernelCache::new(Some(dir.path().into()))).unwrap();
+    assert!(!autopcg_gpu::kernels::ssor::loaded(&own));
+    own.prepare_for_upload(10, 28).unwrap();
+    assert!(autopcg_gpu::kernels::ssor::loaded(&own));
+    // The arrays' bytes are what an upload occupies.
+    let a = common::poisson2d(7);
+    let up = DeviceCsr::upload(&own, &a).unwrap();
+    assert_eq!(
+        up.device_bytes(),
+        DeviceCsr::arrays_bytes(a.nrows(), a.nnz())
+    );
+    drop((up, ahead, own, held));
 }
 
 fn memory_round_trips(dev: GpuDevice) {
@@ -572,6 +612,7 @@ autopcg_gpu::test_main! {
         opened_handles_share_loaded_kernels,
         dropped_handles_are_reused,
         an_open_ahead_hands_its_handle_to_open,
+        an_open_ahead_for_a_size_prepares_the_upload,
         memory_round_trips,
         staged_copies_round_trip,
         filled_uploads_write_each_element_once,

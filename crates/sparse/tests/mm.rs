@@ -557,6 +557,55 @@ fn matrix_round_trip_plain_and_gz() {
 }
 
 #[test]
+fn header_alone_is_the_readers_header() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = CsrMatrix::from_triplets(
+        3,
+        3,
+        &[0, 1, 0, 2, 1, 2],
+        &[0, 0, 1, 1, 2, 2],
+        &[2.0, -1.0, -1.0, 0.5, 0.5, 3.0],
+    )
+    .unwrap();
+    for (name, sym) in [
+        ("g.mtx", WriteSymmetry::General),
+        ("s.mtx", WriteSymmetry::SymmetricLower),
+        ("s.mtx.gz", WriteSymmetry::SymmetricLower),
+    ] {
+        let p = dir.path().join(name);
+        write_matrix(&p, &s, sym).unwrap();
+        let h = read_header(&p).unwrap();
+        assert_eq!(h, read_matrix(&p, &opts()).unwrap().header, "{name}");
+    }
+    assert_eq!(read_header(dir.path().join("s.mtx")).unwrap().entries, 4);
+    assert_eq!(read_header(dir.path().join("g.mtx")).unwrap().entries, 6);
+    // Comments and blank lines before the size line; a data section that would not parse is
+    // not read.
+    let p = dir.path().join("c.mtx");
+    std::fs::write(
+        &p,
+        "%%MatrixMarket matrix coordinate real symmetric\n% a comment\n\n7 7 9\nnot data\n",
+    )
+    .unwrap();
+    let h = read_header(&p).unwrap();
+    assert_eq!((h.nrows, h.ncols, h.entries), (7, 7, 9));
+    assert!(read_matrix(&p, &opts()).is_err());
+    // What the full read refuses in the prelude, the header read refuses alike.
+    let p = dir.path().join("bad.mtx");
+    std::fs::write(
+        &p,
+        "%%MatrixMarket matrix coordinate complex general\n1 1 1\n",
+    )
+    .unwrap();
+    let e = read_header(&p).unwrap_err().to_string();
+    assert!(e.contains("bad.mtx"), "{e}");
+    assert!(matches!(
+        read_header(dir.path().join("missing.mtx")),
+        Err(SparseError::Io { .. })
+    ));
+}
+
+#[test]
 fn writer_refusals() {
     let mut out = Vec::new();
     let rect = CsrMatrix::from_triplets(2, 3, &[0], &[2], &[1.0]).unwrap();

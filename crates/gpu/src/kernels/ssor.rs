@@ -130,10 +130,21 @@ pub fn preload(dev: &GpuDevice) -> Result<(), GpuError> {
     Ok(())
 }
 
+/// Loads the module of every upload's checks ([`row_checks`]), which also holds the device
+/// build's kernels, its counts and checks (compiling it first where the kernel cache does not
+/// hold it): what [`GpuDevice::prepare_for_upload`] does ahead of a first upload.
+pub fn preload_checks(dev: &GpuDevice) -> Result<(), GpuError> {
+    let precond = ModuleSpec::plain(KernelSource::Precond);
+    dev.kernel(&precond, &SsorBuildKernel::RowChecks.to_string())
+        .map(|_| ())
+}
+
 /// Whether the kernels of the device build, its counts and checks, and of every upload's
 /// checks ([`row_checks`]) are loaded on `dev`'s context: true once `dev` has taken an upload
-/// (or built or counted anything here) in this process, so that a count launched now waits
-/// neither for a module load nor for the first use of the device's memory pool.
+/// (or built or counted anything here) in this process, or was prepared for one
+/// ([`GpuDevice::prepare_for_upload`], which a device opened ahead with a size does), so that
+/// a count launched now waits neither for a module load nor for the first use of the device's
+/// memory pool.
 pub fn loaded(dev: &GpuDevice) -> bool {
     dev.module_loaded(&ModuleSpec::plain(KernelSource::Precond))
 }

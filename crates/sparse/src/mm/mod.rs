@@ -177,6 +177,19 @@ pub struct EntryLine {
     pub text: String,
 }
 
+/// The banner and size line of a Matrix Market file (a `.gz` file decompressed as far as
+/// them), without reading its data: what a caller sizes its work by before the whole read.
+pub fn read_header(path: impl AsRef<Path>) -> Result<Header, SparseError> {
+    let path = path.as_ref();
+    let label = path.display().to_string();
+    let mut s = open_stream(path, HEADER_BLOCK)?;
+    let io = |e| stream_err(path, &label, e);
+    Ok(prelude::stream_prelude(&mut s, &label, &io)?.header)
+}
+
+/// Buffer of [`read_header`]'s stream: a banner, comments and a size line fit many times.
+const HEADER_BLOCK: usize = 64 << 10;
+
 /// Reads a matrix from a Matrix Market file (a `.gz` file is decompressed as it is read).
 pub fn read_matrix(path: impl AsRef<Path>, opts: &ReadOptions) -> Result<MmMatrix, SparseError> {
     read_matrix_checked(path, opts, &ReadChecks::default())
