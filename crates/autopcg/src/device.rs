@@ -64,8 +64,10 @@ pub fn open_gpu_ahead(ordinal: usize) {
 /// (both triangles): once the context exists, the same thread also pays the device's other
 /// first-use costs that the setup's upload would pay (page-locked staging buffers, the memory
 /// pool's growth, the load of the upload's checks; `GpuDevice::prepare_for_upload`), so that
-/// a process's first setup runs as a later one would. Sizes from a file's size line are
-/// enough ([`autopcg_sparse::mm::read_header`]); nothing is allocated past the preparation.
+/// a process's first setup runs as a later one would, as far as the caller's own work (reading
+/// the matrix) lasts: once a setup waits for the device, what is not yet begun is left to it.
+/// Sizes from a file's size line are enough ([`autopcg_sparse::mm::read_header`]); nothing is
+/// allocated past the preparation.
 pub fn open_gpu_ahead_for(ordinal: usize, rows: usize, entries: usize) {
     #[cfg(feature = "gpu")]
     GpuDevice::open_ahead_for(ordinal, rows, entries);

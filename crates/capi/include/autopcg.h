@@ -295,8 +295,10 @@ int autopcg_open_gpu_ahead(int ordinal);
 // triangles) that the first handle on that GPU will set up: once the context exists, the
 // same thread also pays the device's other first-use costs of that setup's upload
 // (page-locked staging buffers, the growth of the device's memory pool, the load of the
-// upload's checks), so that a program's first setup runs as a later one would. Nothing stays
-// allocated past that. `AUTOPCG_ERR_BAD_INPUT` for a negative ordinal, rows or entries.
+// upload's checks), so that a program's first setup runs as a later one would, as far as
+// the caller's own work lasts (what is not begun when a handle's setup waits for the device
+// is left to that setup). Nothing stays allocated past that. `AUTOPCG_ERR_BAD_INPUT` for a
+// negative ordinal, rows or entries.
 int autopcg_open_gpu_ahead_for(int ordinal, int64_t rows, int64_t entries);
 
 // Waits for the opens `autopcg_open_gpu_ahead` started that no handle has taken yet (the

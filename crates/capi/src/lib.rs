@@ -908,8 +908,10 @@ pub extern "C" fn autopcg_open_gpu_ahead(ordinal: c_int) -> c_int {
 /// triangles) that the first handle on that GPU will set up: once the context exists, the
 /// same thread also pays the device's other first-use costs of that setup's upload
 /// (page-locked staging buffers, the growth of the device's memory pool, the load of the
-/// upload's checks), so that a program's first setup runs as a later one would. Nothing stays
-/// allocated past that. `AUTOPCG_ERR_BAD_INPUT` for a negative ordinal, rows or entries.
+/// upload's checks), so that a program's first setup runs as a later one would, as far as
+/// the caller's own work lasts (what is not begun when a handle's setup waits for the device
+/// is left to that setup). Nothing stays allocated past that. `AUTOPCG_ERR_BAD_INPUT` for a
+/// negative ordinal, rows or entries.
 #[no_mangle]
 pub extern "C" fn autopcg_open_gpu_ahead_for(ordinal: c_int, rows: i64, entries: i64) -> c_int {
     status::guard(|| {

@@ -571,3 +571,41 @@ fn stored_entries(h: &mm::Header) -> (usize, usize) {
     };
     (h.nrows, entries)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header(symmetry: mm::Symmetry, nrows: usize, entries: usize) -> mm::Header {
+        mm::Header {
+            field: mm::Field::Real,
+            symmetry,
+            nrows,
+            ncols: nrows,
+            entries,
+        }
+    }
+
+    /// A symmetric file's triangle is counted twice less its diagonal; a general one as stored.
+    #[test]
+    fn the_open_ahead_is_sized_by_the_matrix_as_read() {
+        // 2D Poisson 3x3: 9 diagonal entries and 12 below it.
+        assert_eq!(
+            stored_entries(&header(mm::Symmetry::Symmetric, 9, 21)),
+            (9, 33)
+        );
+        assert_eq!(
+            stored_entries(&header(mm::Symmetry::General, 9, 33)),
+            (9, 33)
+        );
+        // Fewer entries than rows (a diagonal not stored in full): no underflow.
+        assert_eq!(
+            stored_entries(&header(mm::Symmetry::Symmetric, 9, 4)),
+            (9, 4)
+        );
+        assert_eq!(
+            stored_entries(&header(mm::Symmetry::Symmetric, 2, usize::MAX)).1,
+            usize::MAX - 2
+        );
+    }
+}

@@ -13,6 +13,7 @@
 //! context alive between handles. [`GpuDevice::open_with_cache`] gives a handle its own
 //! registry over the cache it is given.
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use cudarc::driver::{
@@ -182,9 +183,17 @@ fn idle_handles() -> &'static Mutex<HashMap<usize, Vec<Arc<DeviceState>>>> {
     IDLE.get_or_init(|| Mutex::new(HashMap::new()))
 }
 
+/// An open started by [`GpuDevice::open_ahead`]: its thread, and whether an
+/// [`GpuDevice::open`] waits for it (then the thread prepares nothing more, see
+/// [`GpuDevice::open_ahead_for`]).
+struct OpenAhead {
+    thread: std::thread::JoinHandle<()>,
+    waited: Arc<AtomicBool>,
+}
+
 /// Opens started by [`GpuDevice::open_ahead`] and not yet waited for, per ordinal.
-fn opens_ahead() -> &'static Mutex<HashMap<usize, std::thread::JoinHandle<()>>> {
-    static AHEAD: OnceLock<Mutex<HashMap<usize, std::thread::JoinHandle<()>>>> = OnceLock::new();
+fn opens_ahead() -> &'static Mutex<HashMap<usize, OpenAhead>> {
+    static AHEAD: OnceLock<Mutex<HashMap<usize, OpenAhead>>> = OnceLock::new();
     AHEAD.get_or_init(|| Mutex::new(HashMap::new()))
 }
 
@@ -305,7 +314,8 @@ impl GpuDevice {
             .and_then(|mut m| m.remove(&ordinal));
         if let Some(opening) = ahead {
             // A failed open ahead left nothing: the open below fails again and reports why.
-            let _ = opening.join();
+            opening.waited.store(true, Ordering::Relaxed);
+            let _ = opening.thread.join();
         }
         GpuDevice::open_kept_or_new(ordinal)
     }
@@ -323,8 +333,11 @@ impl GpuDevice {
     /// [`GpuDevice::open_ahead`], and on the same thread, once the context exists,
     /// [`GpuDevice::prepare_for_upload`]`(rows, entries)`: a caller that knows the size of the
     /// matrix it is about to set up (a file's size line) has the device's first-use costs paid
-    /// while it reads the matrix too. A failed preparation is not reported: the setup then
-    /// pays those costs itself.
+    /// while it reads the matrix too. Only while no [`GpuDevice::open`] waits: a step not
+    /// begun by then is left to the setup, which runs it beside its host work (measured on
+    /// an H200 in fresh processes: preparing for small matrices, read long before the context
+    /// exists, added 10-20 ms to the wait for the open and saved less inside the setup). A
+    /// failed preparation is not reported: the setup then pays those costs itself.
     pub fn open_ahead_for(ordinal: usize, rows: usize, entries: usize) {
         GpuDevice::open_ahead_then(ordinal, Some((rows, entries)));
     }
@@ -340,17 +353,19 @@ impl GpuDevice {
         if kept || ahead.contains_key(&ordinal) {
             return;
         }
+        let waited = Arc::new(AtomicBool::new(false));
+        let stop = waited.clone();
         let opening = std::thread::Builder::new()
             .name(format!("open gpu {ordinal}"))
             .spawn(move || {
                 // Dropping the handle keeps it (the Drop of GpuDevice) for the next open.
                 let opened = GpuDevice::open_kept_or_new(ordinal);
                 if let (Ok(dev), Some((rows, entries))) = (&opened, upload) {
-                    let _ = dev.prepare_for_upload(rows, entries);
+                    let _ = dev.prepare_unless(rows, entries, &|| stop.load(Ordering::Relaxed));
                 }
             });
-        if let Ok(handle) = opening {
-            ahead.insert(ordinal, handle);
+        if let Ok(thread) = opening {
+            ahead.insert(ordinal, OpenAhead { thread, waited });
         }
     }
 
@@ -360,12 +375,12 @@ impl GpuDevice {
     /// under it: a program that may stop before it opens the device it opened ahead (an error
     /// in its input) calls this first.
     pub fn finish_opens_ahead() {
-        let pending: Vec<std::thread::JoinHandle<()>> = opens_ahead()
+        let pending: Vec<OpenAhead> = opens_ahead()
             .lock()
             .map(|mut m| m.drain().map(|(_, h)| h).collect())
             .unwrap_or_default();
         for opening in pending {
-            let _ = opening.join();
+            let _ = opening.thread.join();
         }
     }
 
@@ -441,21 +456,35 @@ impl GpuDevice {
     /// iteration's vectors), at most a quarter of the free memory. Returns when all of it is
     /// done; nothing stays allocated.
     pub fn prepare_for_upload(&self, rows: usize, entries: usize) -> Result<(), GpuError> {
+        self.prepare_unless(rows, entries, &|| false)
+    }
+
+    /// [`GpuDevice::prepare_for_upload`], one step at a time (the pool's growth, the staging
+    /// buffers, the module), each begun only while `stop()` is false.
+    fn prepare_unless(
+        &self,
+        rows: usize,
+        entries: usize,
+        stop: &dyn Fn() -> bool,
+    ) -> Result<(), GpuError> {
         let csr = crate::DeviceCsr::arrays_bytes(rows, entries);
-        if csr >= crate::staging::STAGED_MIN_BYTES {
-            self.stage().prepare(self.stream());
-        }
         let (free, _) = self.mem_info()?;
         let grow = csr
             .saturating_mul(2)
             .saturating_add(rows.saturating_mul(80))
             .min(free / 4);
-        if grow > 0 {
+        if grow > 0 && !stop() {
             // SAFETY: the bytes are never read or written; the allocation only grows the pool.
             let block = unsafe { self.stream.alloc::<u8>(grow) }
                 .during(|| format!("growing the memory pool by {grow} bytes"))?;
             drop(block);
             self.synchronize()?;
+        }
+        if csr >= crate::staging::STAGED_MIN_BYTES && !stop() {
+            self.stage().prepare(self.stream());
+        }
+        if stop() {
+            return Ok(());
         }
         crate::kernels::ssor::preload_checks(self)
     }

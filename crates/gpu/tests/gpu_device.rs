@@ -288,6 +288,9 @@ fn an_open_ahead_for_a_size_prepares_the_upload(dev: GpuDevice) {
     let grow = 2 * DeviceCsr::arrays_bytes(rows, entries) + 80 * rows;
     let (free, _) = dev.mem_info().unwrap();
     GpuDevice::open_ahead_for(ord, rows, entries);
+    // Waited for without asking for the handle: the preparation runs to its end (an open
+    // waiting would have stopped it between steps).
+    GpuDevice::finish_opens_ahead();
     let ahead = GpuDevice::open(ord).unwrap();
     let (reserved_after, used_after) = ahead.pool_bytes().unwrap();
     assert!(
