@@ -336,8 +336,8 @@ impl GpuDevice {
     /// while it reads the matrix too. Only while no [`GpuDevice::open`] waits: a step not
     /// begun by then is left to the setup, which runs it beside its host work (measured on
     /// an H200 in fresh processes: preparing for small matrices, read long before the context
-    /// exists, added 10-20 ms to the wait for the open and saved less inside the setup). A
-    /// failed preparation is not reported: the setup then pays those costs itself.
+    /// exists, added 16 ms on average to the wait for the open and saved 4-21 ms inside the
+    /// setup). A failed preparation is not reported: the setup then pays those costs itself.
     pub fn open_ahead_for(ordinal: usize, rows: usize, entries: usize) {
         GpuDevice::open_ahead_then(ordinal, Some((rows, entries)));
     }
