@@ -101,4 +101,53 @@ __device__ __forceinline__ void cg_advance(double gamma, double delta, double rr
     }
 }
 
+// What follows needs common.cuh's types and block reductions: it is defined when common.cuh was
+// included before this header, as every kernel file does (the host emulation of the recurrence
+// in the generator's tests includes this header alone).
+#ifdef AUTOPCG_COMMON_CUH
+
+// The iteration after the last one recorded in the scalar buffer.
+__device__ __forceinline__ u32 cg_next_iteration(const double *scalars) {
+    return (u32)scalars[CG_ITER] + 1u;
+}
+
+// The end of a three-dot reduction done in one launch (dot3_last_block, and the SpMV kernels
+// whose epilogue adds the three dots of their rows): this thread's shares g = (r, u),
+// d = (w, u), q = (r, r) are added over its block into partial[b], partial[nb + b],
+// partial[2 nb + b] (b = blockIdx.x, nb = gridDim.x); the last block to finish adds the partials
+// in block order and runs cg_advance for `iteration`, or for the iteration after the last one
+// recorded when `next`, then resets the ticket counter to 0 for the next call. Every thread of
+// every block must call it; blockDim.x must be a multiple of 32 (block_sum3).
+__device__ __forceinline__ void dot3_grid_finish(double g, double d, double q, double *partial,
+                                                 u32 *counter, double *scalars, double *history,
+                                                 u32 history_cap, u32 iteration, bool next) {
+    __shared__ double scratch[96];
+    block_sum3(g, d, q, scratch);
+    const u32 nb = gridDim.x;
+    if (threadIdx.x == 0) {
+        partial[blockIdx.x] = g;
+        partial[nb + blockIdx.x] = d;
+        partial[2 * nb + blockIdx.x] = q;
+    }
+    if (last_block_done(counter)) {
+        g = 0.0;
+        d = 0.0;
+        q = 0.0;
+        for (u32 b = threadIdx.x; b < nb; b += blockDim.x) {
+            g += __ldcg(partial + b);
+            d += __ldcg(partial + nb + b);
+            q += __ldcg(partial + 2 * nb + b);
+        }
+        __syncthreads(); // scratch is reused
+        block_sum3(g, d, q, scratch);
+        if (threadIdx.x == 0) {
+            const u32 it = next ? cg_next_iteration(scalars) : iteration;
+            cg_advance(g, d, q, scalars, history, history_cap, it);
+            *counter = 0;
+        }
+    }
+}
+
+#endif // AUTOPCG_COMMON_CUH
+
 #endif // AUTOPCG_CG_SCALARS_CUH

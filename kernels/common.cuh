@@ -67,4 +67,17 @@ __device__ __forceinline__ void block_sum3(double &a, double &b, double &c, doub
     }
 }
 
+// Called by every thread of a block after thread 0 wrote its block's partial(s): returns true
+// (in every thread) in the last block to get here, which may then read all partials.
+__device__ __forceinline__ bool last_block_done(u32 *counter) {
+    __shared__ bool is_last;
+    if (threadIdx.x == 0) {
+        __threadfence();
+        const u32 ticket = atomicAdd(counter, 1u);
+        is_last = (ticket == gridDim.x - 1);
+    }
+    __syncthreads();
+    return is_last;
+}
+
 #endif // AUTOPCG_COMMON_CUH

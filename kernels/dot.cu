@@ -254,19 +254,6 @@ extern "C" __global__ void __launch_bounds__(BLOCK_SIZE) dot_vec2(DOT_ARGS) {
     }
 }
 
-// Called by every thread of a block after thread 0 wrote its block's partial(s): returns true
-// (in every thread) in the last block to get here, which may then read all partials.
-__device__ __forceinline__ bool last_block_done(u32 *counter) {
-    __shared__ bool is_last;
-    if (threadIdx.x == 0) {
-        __threadfence();
-        const u32 ticket = atomicAdd(counter, 1u);
-        is_last = (ticket == gridDim.x - 1);
-    }
-    __syncthreads();
-    return is_last;
-}
-
 extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
     dot_last_block(u64 n, const double *__restrict__ x, const double *__restrict__ y,
                    double *partial, u32 *counter, double *out) {
@@ -354,11 +341,6 @@ extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
     }
 }
 
-// The iteration after the last one recorded in the scalar buffer.
-__device__ __forceinline__ u32 cg_next_iteration(const double *scalars) {
-    return (u32)scalars[CG_ITER] + 1u;
-}
-
 // Stage two: adds the m partial triples laid out as dot3_two_pass writes them (m = its block
 // count), then runs the recurrence for `iteration`, or for the next iteration when `next`.
 __device__ __forceinline__ void dot3_finish_body(u32 m, const double *__restrict__ partial,
@@ -393,40 +375,16 @@ extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
 }
 
 // Both stages in one launch: the last block to finish adds the partials and runs the recurrence
-// for `iteration`, or for the next iteration when `next`.
+// for `iteration`, or for the next iteration when `next` (dot3_grid_finish of cg_scalars.cuh).
 __device__ __forceinline__ void dot3_last_block_body(u64 n, const double *__restrict__ r,
                                                      const double *__restrict__ u,
                                                      const double *__restrict__ w,
                                                      double *partial, u32 *counter,
                                                      double *scalars, double *history,
                                                      u32 history_cap, u32 iteration, bool next) {
-    __shared__ double scratch[96];
     double g, d, q;
     dot3_thread(n, r, u, w, g, d, q);
-    block_sum3(g, d, q, scratch);
-    const u32 nb = gridDim.x;
-    if (threadIdx.x == 0) {
-        partial[blockIdx.x] = g;
-        partial[nb + blockIdx.x] = d;
-        partial[2 * nb + blockIdx.x] = q;
-    }
-    if (last_block_done(counter)) {
-        g = 0.0;
-        d = 0.0;
-        q = 0.0;
-        for (u32 b = threadIdx.x; b < nb; b += BLOCK_SIZE) {
-            g += __ldcg(partial + b);
-            d += __ldcg(partial + nb + b);
-            q += __ldcg(partial + 2 * nb + b);
-        }
-        __syncthreads(); // scratch is reused
-        block_sum3(g, d, q, scratch);
-        if (threadIdx.x == 0) {
-            const u32 it = next ? cg_next_iteration(scalars) : iteration;
-            cg_advance(g, d, q, scalars, history, history_cap, it);
-            *counter = 0;
-        }
-    }
+    dot3_grid_finish(g, d, q, partial, counter, scalars, history, history_cap, iteration, next);
 }
 
 extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)

@@ -22,14 +22,27 @@
 //
 //   spmv_csr_scalar_add   as spmv_csr_scalar
 //   spmv_csr_vector_add_L as spmv_csr_vector_L (L = 2, 4, 8, 16, 32)
+//
+// The dot3 variants compute the product w = A u of the PCG iteration, and their epilogue adds
+// the three dots (r, u), (w, u), (r, r) of their rows and finishes them over the grid
+// (dot3_grid_finish of cg_scalars.cuh: the last block runs the recurrence for the next
+// iteration). A square matrix; threads per block a multiple of 32; partial holds 3 x the block
+// count:
+//
+//   spmv_csr_scalar_dot3_next    as spmv_csr_scalar
+//   spmv_csr_vector_dot3_next_L  as spmv_csr_vector_L
 #include "common.cuh"
+#include "cg_scalars.cuh"
 
-// One thread per row, grid-stride. ADD: y[row] += sum instead of y[row] = sum.
-template <bool ADD>
+// One thread per row, grid-stride. ADD: y[row] += sum instead of y[row] = sum. DOTS: also adds
+// r[row] u[row], w[row] u[row], r[row]^2 into g, d, q (x is u, y is w).
+template <bool ADD, bool DOTS = false>
 __device__ __forceinline__ void csr_scalar(u32 nrows, const u32 *__restrict__ indptr,
                                            const u32 *__restrict__ indices,
                                            const double *__restrict__ vals,
-                                           const double *__restrict__ x, double *__restrict__ y) {
+                                           const double *__restrict__ x, double *__restrict__ y,
+                                           const double *__restrict__ r = nullptr,
+                                           double *dots = nullptr) {
     const u64 stride = (u64)gridDim.x * blockDim.x;
     for (u64 row = (u64)blockIdx.x * blockDim.x + threadIdx.x; row < nrows; row += stride) {
         const u32 end = indptr[row + 1];
@@ -41,6 +54,13 @@ __device__ __forceinline__ void csr_scalar(u32 nrows, const u32 *__restrict__ in
             y[row] += sum;
         } else {
             y[row] = sum;
+        }
+        if (DOTS) {
+            const double ui = x[row];
+            const double ri = r[row];
+            dots[0] += ri * ui;
+            dots[1] += sum * ui;
+            dots[2] += ri * ri;
         }
     }
 }
@@ -54,11 +74,15 @@ extern "C" __global__ void spmv_csr_scalar(u32 nrows, const u32 *__restrict__ in
 
 // Every lane of a warp runs the same number of loop trips (the loop bound is per warp), so the
 // full-mask shuffles always have all 32 lanes present. ADD: y[row] += sum instead of y[row] = sum.
-template <int LANES, bool ADD>
+// DOTS: the lane that writes a row also adds r[row] u[row], w[row] u[row], r[row]^2 into
+// dots[0..3) (x is u, y is w).
+template <int LANES, bool ADD, bool DOTS = false>
 __device__ __forceinline__ void csr_vector(u32 nrows, const u32 *__restrict__ indptr,
                                            const u32 *__restrict__ indices,
                                            const double *__restrict__ vals,
-                                           const double *__restrict__ x, double *__restrict__ y) {
+                                           const double *__restrict__ x, double *__restrict__ y,
+                                           const double *__restrict__ r = nullptr,
+                                           double *dots = nullptr) {
     const u32 lane = threadIdx.x & 31u;
     const u32 sub = lane % LANES;
     const u32 rows_per_warp = 32 / LANES;
@@ -83,6 +107,13 @@ __device__ __forceinline__ void csr_vector(u32 nrows, const u32 *__restrict__ in
             } else {
                 y[row] = sum;
             }
+            if (DOTS) {
+                const double ui = x[row];
+                const double ri = r[row];
+                dots[0] += ri * ui;
+                dots[1] += sum * ui;
+                dots[2] += ri * ri;
+            }
         }
     }
 }
@@ -105,6 +136,49 @@ extern "C" __global__ void spmv_csr_vector_16(CSR_ARGS) {
 }
 extern "C" __global__ void spmv_csr_vector_32(CSR_ARGS) {
     csr_vector<32, false>(nrows, indptr, indices, vals, x, y);
+}
+
+// The arguments of the dot3 variants: the matrix, u, w, r, the last-block workspace and the
+// recurrence's buffers.
+#define CSR_DOT3_ARGS                                                                           \
+    u32 nrows, const u32 *__restrict__ indptr, const u32 *__restrict__ indices,                 \
+        const double *__restrict__ vals, const double *__restrict__ u, double *__restrict__ w,  \
+        const double *__restrict__ r, double *partial, u32 *counter, double *scalars,           \
+        double *history, u32 history_cap
+
+#define CSR_DOT3_FINISH                                                                         \
+    dot3_grid_finish(dots[0], dots[1], dots[2], partial, counter, scalars, history, history_cap,\
+                     0, true)
+
+extern "C" __global__ void spmv_csr_scalar_dot3_next(CSR_DOT3_ARGS) {
+    double dots[3] = {0.0, 0.0, 0.0};
+    csr_scalar<false, true>(nrows, indptr, indices, vals, u, w, r, dots);
+    CSR_DOT3_FINISH;
+}
+extern "C" __global__ void spmv_csr_vector_dot3_next_2(CSR_DOT3_ARGS) {
+    double dots[3] = {0.0, 0.0, 0.0};
+    csr_vector<2, false, true>(nrows, indptr, indices, vals, u, w, r, dots);
+    CSR_DOT3_FINISH;
+}
+extern "C" __global__ void spmv_csr_vector_dot3_next_4(CSR_DOT3_ARGS) {
+    double dots[3] = {0.0, 0.0, 0.0};
+    csr_vector<4, false, true>(nrows, indptr, indices, vals, u, w, r, dots);
+    CSR_DOT3_FINISH;
+}
+extern "C" __global__ void spmv_csr_vector_dot3_next_8(CSR_DOT3_ARGS) {
+    double dots[3] = {0.0, 0.0, 0.0};
+    csr_vector<8, false, true>(nrows, indptr, indices, vals, u, w, r, dots);
+    CSR_DOT3_FINISH;
+}
+extern "C" __global__ void spmv_csr_vector_dot3_next_16(CSR_DOT3_ARGS) {
+    double dots[3] = {0.0, 0.0, 0.0};
+    csr_vector<16, false, true>(nrows, indptr, indices, vals, u, w, r, dots);
+    CSR_DOT3_FINISH;
+}
+extern "C" __global__ void spmv_csr_vector_dot3_next_32(CSR_DOT3_ARGS) {
+    double dots[3] = {0.0, 0.0, 0.0};
+    csr_vector<32, false, true>(nrows, indptr, indices, vals, u, w, r, dots);
+    CSR_DOT3_FINISH;
 }
 
 // ---------------------------------------------------------------------------------------------

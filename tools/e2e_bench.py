@@ -11,7 +11,10 @@ For every matrix and preconditioner it prints, in one table:
     passes, the update 9 and the dots 2 distinct vectors; jacobi: 15, the fused update 12 and the
     dots 3; ssor-ai: the SpMV of A scaled by 1 + 2 (nnz + n) / (2 nnz) for K and K^T diag(s),
     plus 13 passes: update 10, dots 3 (the diagonal scaling is folded into K^T's values, so it
-    makes no pass of its own); an estimate, marked as such);
+    makes no pass of its own); an estimate, marked as such). Where the plan adds the dots in
+    the SpMV's epilogue (its dots step says so), the dots' passes are those the fused kernel
+    still makes: none 0 (u is r and w is in registers), jacobi and ssor-ai 1 (r), so 9, 13 and
+    11 passes;
   - CuPy's cupyx.scipy.sparse.linalg.cg with the same preconditioner (ssor-ai against CuPy with
     Jacobi, CuPy having no SSOR-AI): the matrix uploaded from SciPy, b uploaded, cg, x
     downloaded, timed after one untimed warm-up solve (CuPy's kernels compiled and its context
@@ -76,15 +79,22 @@ def make_matrix(spec, autopcg, out_dir):
     return path
 
 
-def floor_ms(pre, n, nnz, spmv_ms, triad_gbs):
+def fused_dots(plan):
+    """True when the plan's dots step is the SpMV's epilogue (no reduction kernel)."""
+    steps = (plan or {}).get("steps") or []
+    return any(st.get("step") == "dots" and "epilogue" in str(st.get("kernel", ""))
+               for st in steps)
+
+
+def floor_ms(pre, n, nnz, spmv_ms, triad_gbs, fused=False):
     """The iteration floor (see the module text); (ms, estimated?)."""
     pass_ms = 8.0 * n / (triad_gbs * 1e9) * 1e3
     if pre == "none":
-        return spmv_ms + 11 * pass_ms, False
+        return spmv_ms + (9 if fused else 11) * pass_ms, False
     if pre == "jacobi":
-        return spmv_ms + 15 * pass_ms, False
+        return spmv_ms + (13 if fused else 15) * pass_ms, False
     k_share = (nnz + n) / (2.0 * nnz)
-    return spmv_ms * (1 + 2 * k_share) + 13 * pass_ms, True
+    return spmv_ms * (1 + 2 * k_share) + (11 if fused else 13) * pass_ms, True
 
 
 def spmv_floor_inputs(autopcg, path, timeout, quick):
@@ -183,7 +193,8 @@ def main():
                           "--tol", str(args.tol), "--max-iter", str(args.max_iter), "--json"],
                          args.timeout, ok=(0, 1))
             n, nnz = s["n"], s["nnz"]
-            f_ms, est = floor_ms(pre, n, nnz, fl["best_ms"], fl["triad_gbs"])
+            fused = fused_dots(s.get("plan"))
+            f_ms, est = floor_ms(pre, n, nnz, fl["best_ms"], fl["triad_gbs"], fused)
             row = {
                 "matrix": spec, "n": n, "nnz": nnz, "precond": pre,
                 "precond_applied": s.get("precond_applied"),
@@ -192,7 +203,7 @@ def main():
                 "tts_ms": s["setup_ms"] + s["solve_ms"],
                 "iterations": s["iterations"], "ms_per_it": s["ms_per_iteration"],
                 "residual": s["relative_residual"], "converged": s["converged"],
-                "floor_ms": f_ms, "floor_estimated": est, "spmv": fl,
+                "floor_ms": f_ms, "floor_estimated": est, "fused_dots": fused, "spmv": fl,
                 "plan": s.get("plan"),
             }
             if a_host is not None:

@@ -343,6 +343,17 @@ impl SpmvMethod {
         }
     }
 
+    /// The kernel and launch of the method's variant that adds the three dots of the PCG
+    /// iteration in its epilogue ([`SpmvKernel::dot3_entry_point`]), when it has one: one
+    /// launch of CSR scalar, CSR vector, ELL or DIA (not the merge or COO kernels, HYB's two
+    /// launches or cuSPARSE).
+    pub fn dot3_variant(&self) -> Option<(SpmvKernel, LaunchConfig)> {
+        match self.launches()[..] {
+            [(k, cfg)] if k.dot3_entry_point().is_some() => Some((k, cfg)),
+            _ => None,
+        }
+    }
+
     /// The implementation, as a candidate names it.
     pub fn implementation(&self) -> SpmvImpl {
         match *self {

@@ -138,7 +138,14 @@ pub fn plan_blocks(req: &PlanRequest, split: &BlockSplit) -> Result<BlockPlans, 
             let mut r = req.clone();
             r.matrix = &blk.local;
             r.precond = kind;
-            let local = plan(&r)?;
+            let mut local = plan(&r)?;
+            // A block adds its dots into its slot (dot3_slot) for the sum over the blocks, so
+            // its SpMV runs without the dots in its epilogue.
+            if let Some(g) = local.gpu.as_mut() {
+                if g.fused_dots.take().is_some() {
+                    local.steps = g.plan();
+                }
+            }
             let HaloPlan {
                 step: halo,
                 us: halo_us,

@@ -16,7 +16,8 @@ use autopcg_catalog::{
     Dot3Kernel, Loads, PrecondKernel, SpmvKernel, SpmvMethod, VectorVariant, DEFAULT_THREADS,
 };
 use autopcg_solver::gpu::{
-    Dot3Choice, ElementwiseChoice, GpuPlanChoice, PrecondChoice, SpmvChoice, UpdateChoice,
+    fused_dots_launch, Dot3Choice, ElementwiseChoice, GpuPlanChoice, PrecondChoice, SpmvChoice,
+    UpdateChoice,
 };
 use autopcg_solver::Preconditioner;
 use autopcg_sparse::{CsrMatrix, PaddingLimits};
@@ -143,6 +144,7 @@ pub fn gpu_choice_of(
     let update = VectorVariant::GridV2;
     let dot3 = Dot3Kernel::LastBlock;
     GpuPlanChoice {
+        fused_dots: fused_dots_launch(&a.method, n, props),
         a,
         precond,
         update: UpdateChoice {

@@ -95,8 +95,7 @@ void destroy_graphs(ApgSolver &S) {
 void launch_iteration(ApgSolver &S) {
     apg_update(S, S.stream);
     apg_precond(S, S.r, S.u, S.stream);
-    apg_spmv_A(S.A, APG_U, S.w, S.stream);
-    apg_dot3_next(S, S.stream);
+    apg_spmv_dots_next(S, S.stream);
 }
 
 cudaGraphExec_t capture(ApgSolver &S, uint32_t iters) {

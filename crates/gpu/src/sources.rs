@@ -163,7 +163,11 @@ pub fn catalog() -> Vec<(ModuleSpec, Vec<String>)> {
         let mut entries: Vec<String> = SpmvKernel::all()
             .into_iter()
             .filter(|k| k.source() == src)
-            .flat_map(|k| k.entry_points())
+            .flat_map(|k| {
+                let mut v = k.entry_points();
+                v.extend(k.dot3_entry_point().map(str::to_string));
+                v
+            })
             .collect();
         if src == KernelSource::SpmvCsr {
             entries.push(crate::kernels::spmv::MERGE_PARTITION.to_string());

@@ -139,6 +139,61 @@ impl SpmvKernel {
         })
     }
 
+    /// The entry point of the variant whose epilogue adds the three dots of the PCG iteration
+    /// ((r, u), (w, u), (r, r) of the rows it writes, w = A u) and runs the recurrence for the
+    /// next iteration in its last block, for the kernels that write each row from one thread or
+    /// one group of lanes: CSR scalar, CSR vector with a compiled lane count, ELL and DIA. Same
+    /// launch rules as the kernel, but whole warps (the block reduction) and a square matrix.
+    pub fn dot3_entry_point(self) -> Option<&'static str> {
+        Some(match self {
+            SpmvKernel::CsrScalar => "spmv_csr_scalar_dot3_next",
+            SpmvKernel::CsrVector(2) => "spmv_csr_vector_dot3_next_2",
+            SpmvKernel::CsrVector(4) => "spmv_csr_vector_dot3_next_4",
+            SpmvKernel::CsrVector(8) => "spmv_csr_vector_dot3_next_8",
+            SpmvKernel::CsrVector(16) => "spmv_csr_vector_dot3_next_16",
+            SpmvKernel::CsrVector(32) => "spmv_csr_vector_dot3_next_32",
+            SpmvKernel::Ell => "spmv_ell_dot3_next",
+            SpmvKernel::Dia => "spmv_dia_dot3_next",
+            _ => return None,
+        })
+    }
+
+    /// The kernels with a dot3 variant ([`SpmvKernel::dot3_entry_point`]), in
+    /// [`SpmvKernel::all`]'s order.
+    pub fn with_dot3_variant() -> Vec<SpmvKernel> {
+        SpmvKernel::all()
+            .into_iter()
+            .filter(|k| k.dot3_entry_point().is_some())
+            .collect()
+    }
+
+    /// Checks that `cfg` can run the dot3 variant of this kernel on `props`: the kernel has one,
+    /// the kernel's own launch rules ([`SpmvKernel::check_launch`]) and whole warps.
+    pub fn check_dot3_launch(
+        self,
+        cfg: LaunchConfig,
+        props: &DeviceProps,
+    ) -> Result<(), LaunchError> {
+        let Some(entry) = self.dot3_entry_point() else {
+            return Err(LaunchError::new(
+                self,
+                "has no variant with the three dots in its epilogue (only CSR scalar, CSR \
+                 vector, ELL and DIA)",
+            ));
+        };
+        self.check_launch(cfg, props)?;
+        if cfg.threads % 32 != 0 {
+            return Err(LaunchError::new(
+                entry,
+                format!(
+                    "needs whole warps: {} threads per block is not a multiple of 32",
+                    cfg.threads
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     /// The kernels with an add variant ([`SpmvKernel::add_entry_point`]): CSR scalar, then CSR
     /// vector with each of [`CSR_LANES`].
     pub fn with_add_variant() -> Vec<SpmvKernel> {
@@ -272,6 +327,44 @@ mod tests {
         ] {
             assert_eq!(k.add_entry_point(), None, "{k:?}");
         }
+    }
+
+    #[test]
+    fn dot3_variants_are_the_row_kernels_named_after_them() {
+        let with = SpmvKernel::with_dot3_variant();
+        let mut want = vec![SpmvKernel::CsrScalar];
+        want.extend(CSR_LANES.iter().map(|&l| SpmvKernel::CsrVector(l)));
+        want.extend([SpmvKernel::Ell, SpmvKernel::Dia]);
+        assert_eq!(with, want);
+        for k in with {
+            // spmv_dia -> spmv_dia_dot3_next, spmv_csr_vector_8 -> spmv_csr_vector_dot3_next_8.
+            let name = k.to_string();
+            let expected = match name.rsplit_once('_') {
+                Some((stem, lanes)) if lanes.parse::<u32>().is_ok() => {
+                    format!("{stem}_dot3_next_{lanes}")
+                }
+                _ => format!("{name}_dot3_next"),
+            };
+            assert_eq!(k.dot3_entry_point().unwrap(), expected);
+        }
+        let p = DeviceProps::hopper_like();
+        for k in [
+            SpmvKernel::CsrMerge,
+            SpmvKernel::CooAtomic,
+            SpmvKernel::CooSegment,
+            SpmvKernel::CsrVector(3),
+        ] {
+            assert_eq!(k.dot3_entry_point(), None, "{k:?}");
+            assert!(k.check_dot3_launch(LaunchConfig::new(256, 4), &p).is_err());
+        }
+        // One thread per row runs any block size, but its epilogue needs whole warps.
+        let odd = LaunchConfig::new(100, 40);
+        SpmvKernel::Dia.check_launch(odd, &p).unwrap();
+        let e = SpmvKernel::Dia.check_dot3_launch(odd, &p).unwrap_err();
+        assert!(e.to_string().contains("spmv_dia_dot3_next"), "{e}");
+        SpmvKernel::Dia
+            .check_dot3_launch(LaunchConfig::new(128, 40), &p)
+            .unwrap();
     }
 
     #[test]

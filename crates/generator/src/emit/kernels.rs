@@ -25,7 +25,8 @@ pub const AUX_XPAY: VectorVariant = VectorVariant::GridV2;
 /// The single dot product of `||b||` and of the true residual (as the GPU backend runs it).
 pub const AUX_DOT: DotKernel = DotKernel::LastBlock;
 
-/// Every entry point the solver of `choice` launches, by source file: the plan's steps, the
+/// Every entry point the solver of `choice` launches, by source file: the plan's steps (A's
+/// SpMV variant with the dots in its epilogue where the plan fuses them), the
 /// start's reduction (the variant taking the iteration as an argument), the merge-path
 /// partition where a CSR operand uses the merge kernel, and the two auxiliary kernels of the
 /// start and the residual checks ([`AUX_XPAY`], [`AUX_DOT`]).
@@ -67,6 +68,11 @@ pub fn entry_points(choice: &GpuPlanChoice) -> BTreeMap<KernelSource, Vec<String
             spmv(&kt.method, &mut add);
         }
         PrecondChoice::Explicit { m } => spmv(&m.method, &mut add),
+    }
+    if let (Some(_), Some((k, _))) = (choice.fused_dots, choice.a.method.dot3_variant()) {
+        if let Some(e) = k.dot3_entry_point() {
+            add(k.source(), e.to_string());
+        }
     }
     let d = choice.dot3.kernel;
     for e in d.entry_points().iter().chain(d.next_entry_points()) {

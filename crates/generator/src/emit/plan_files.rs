@@ -244,7 +244,13 @@ pub fn plan_header(plan: &SavedPlan, banner: &str) -> Result<String, EmitError> 
     );
     h.push('\n');
     def(&mut h, "APG_DOT_THREADS", c.dot3.config.threads.to_string());
-    def(&mut h, "APG_DOT3_BLOCKS", c.dot3.config.blocks.to_string());
+    // The reduction's partial sums serve the SpMV with the dots too, when the plan fuses them.
+    let dot3_blocks = c
+        .dot3
+        .config
+        .blocks
+        .max(c.fused_dots.map_or(0, |f| f.blocks));
+    def(&mut h, "APG_DOT3_BLOCKS", dot3_blocks.to_string());
     def(&mut h, "APG_AUX_THREADS", DEFAULT_THREADS.to_string());
     def(&mut h, "APG_MERGE_TILE", MERGE_TILE.to_string());
     def(
@@ -371,6 +377,29 @@ fn spmv_body(method: &SpmvMethod) -> String {
             launch(coo_config, 0)
         ),
     }
+}
+
+/// The body of `apg_spmv_dots_next`, A's product and the three dots of an iteration: A's SpMV
+/// then the reduction, or the one launch of the SpMV's variant with the dots in its epilogue
+/// when the plan fuses them ([`GpuPlanChoice::fused_dots`]).
+fn spmv_dots_body(c: &GpuPlanChoice) -> String {
+    let fused = c
+        .fused_dots
+        .and_then(|cfg| Some((c.a.method.dot3_variant()?, cfg)));
+    let Some(((kernel, _), cfg)) = fused else {
+        return "    apg_spmv_A(S.A, APG_U, S.w, st);\n    apg_dot3_next(S, st);\n".to_string();
+    };
+    let entry = kernel.dot3_entry_point().unwrap_or_default();
+    let matrix = match kernel {
+        SpmvKernel::Ell => "m.nrows, m.ell_width, m.ell_cols, m.ell_vals",
+        SpmvKernel::Dia => "m.nrows, m.ndiag, m.dia_offsets, m.dia_data",
+        _ => "m.nrows, m.indptr, m.indices, m.vals",
+    };
+    format!(
+        "    const ApgOperand &m = S.A;\n    {entry}{}({matrix}, APG_U, S.w, S.r, S.dot3_partial, \
+         S.dot3_counter, S.scalars, S.history, S.hist_cap);\n",
+        launch(cfg, 0)
+    )
 }
 
 /// The body of the fused three-dot reduction `d`: the start's (the iteration given) or the
@@ -529,9 +558,23 @@ pub fn plan_kernels(
     let _ = write!(
         s,
         "static void apg_dot3_start(ApgSolver &S, cudaStream_t st) {{\n{}}}\n\n\
-         static void apg_dot3_next(ApgSolver &S, cudaStream_t st) {{\n{}}}\n\n",
+         [[maybe_unused]] static void apg_dot3_next(ApgSolver &S, cudaStream_t st) {{\n{}}}\n\n",
         dot3_body(&c.dot3, false),
         dot3_body(&c.dot3, true)
+    );
+    let spmv_dots = match (c.fused_dots, c.a.method.dot3_variant()) {
+        (Some(cfg), Some((k, _))) => step_comment(
+            "A's SpMV with the three dots and the recurrence in its epilogue",
+            k.dot3_entry_point().unwrap_or_default(),
+            &cfg.words(),
+            None,
+        ),
+        _ => "// A's SpMV, then the three dots and the recurrence.\n".to_string(),
+    };
+    let _ = write!(
+        s,
+        "{spmv_dots}static void apg_spmv_dots_next(ApgSolver &S, cudaStream_t st) {{\n{}}}\n\n",
+        spmv_dots_body(c)
     );
     let _ = write!(
         s,

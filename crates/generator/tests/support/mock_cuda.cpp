@@ -362,6 +362,50 @@ static void k_coo(const Launch &L) {
 }
 static void k_coo_segment(const Launch &L) { whole_warps(L, "spmv_coo_segment"); k_coo(L); }
 
+// The SpMV kernels with the three dots in their epilogue (spmv_*_dot3_next: the matrix, u, w,
+// r, partial, counter, scalars, history, history_cap): w = A u in row order, then the dots in
+// row order and cg_advance for CG_ITER + 1. Whole warps; the ticket counter must be 0. `first`
+// is the index of u among the arguments (after the matrix's).
+static void dots_epilogue(const Launch &L, const char *k, u32 nrows, int first) {
+    whole_warps(L, k);
+    const double *u = L.get<const double *>(first), *w = L.get<const double *>(first + 1);
+    const double *r = L.get<const double *>(first + 2);
+    if (*L.get<u32 *>(first + 4) != 0) die(std::string(k) + ": the ticket counter is not zero");
+    double *sc = L.get<double *>(first + 5), *hist = L.get<double *>(first + 6);
+    const u32 cap = L.get<u32>(first + 7);
+    double g = 0.0, d = 0.0, q = 0.0;
+    for (u32 i = 0; i < nrows; ++i) {
+        g += r[i] * u[i];
+        d += w[i] * u[i];
+        q += r[i] * r[i];
+    }
+    cg_advance(g, d, q, sc, hist, cap, (u32)sc[CG_ITER] + 1u);
+}
+static void k_csr_dot3(const Launch &L) {
+    csr(L);
+    dots_epilogue(L, "spmv_csr_*_dot3_next", L.get<u32>(0), 4);
+}
+static void k_ell_dot3(const Launch &L) {
+    k_ell(L);
+    dots_epilogue(L, "spmv_ell_dot3_next", L.get<u32>(0), 4);
+}
+// spmv_dia_dot3_next takes no ncols (the matrix is square): its own product.
+static void k_dia_dot3(const Launch &L) {
+    const u32 nrows = L.get<u32>(0), ndiag = L.get<u32>(1);
+    const int *off = L.get<const int *>(2);
+    const double *data = L.get<const double *>(3), *x = L.get<const double *>(4);
+    double *y = L.get<double *>(5);
+    for (u32 i = 0; i < nrows; ++i) {
+        double s = 0.0;
+        for (u32 d = 0; d < ndiag; ++d) {
+            const long long c = (long long)i + off[d];
+            if (c >= 0 && c < (long long)nrows) s += data[(u64)d * nrows + i] * x[c];
+        }
+        y[i] = s;
+    }
+    dots_epilogue(L, "spmv_dia_dot3_next", nrows, 4);
+}
+
 static void block_size(const Launch &L, const char *k) {
     if (L.block.x != BLOCK_SIZE_EXPECTED) die(std::string(k) + ": launched with the wrong block size");
 }
@@ -496,6 +540,9 @@ STUB(dot3_finish) STUB(dot3_finish_next) STUB(dot_last_block)
 STUB(gather_f64) STUB(spmv_csr_scalar_add) STUB(spmv_csr_vector_add_2) STUB(spmv_csr_vector_add_4)
 STUB(spmv_csr_vector_add_8) STUB(spmv_csr_vector_add_16) STUB(spmv_csr_vector_add_32)
 STUB(dot3_slot) STUB(dot3_slots_advance) STUB(dot3_slots_advance_next) STUB(apg_poll_gather)
+STUB(spmv_csr_scalar_dot3_next) STUB(spmv_csr_vector_dot3_next_2) STUB(spmv_csr_vector_dot3_next_4)
+STUB(spmv_csr_vector_dot3_next_8) STUB(spmv_csr_vector_dot3_next_16)
+STUB(spmv_csr_vector_dot3_next_32) STUB(spmv_ell_dot3_next) STUB(spmv_dia_dot3_next)
 
 struct Entry {
     const void *stub;
@@ -549,6 +596,14 @@ static KernelFn find_kernel(const void *func) {
         {(const void *)&__device_stub__dot3_slot, k_dot3_slot},
         {(const void *)&__device_stub__dot3_slots_advance, k_dot3_slots_advance},
         {(const void *)&__device_stub__dot3_slots_advance_next, k_dot3_slots_advance_next},
+        {(const void *)&__device_stub__spmv_csr_scalar_dot3_next, k_csr_dot3},
+        {(const void *)&__device_stub__spmv_csr_vector_dot3_next_2, k_csr_dot3},
+        {(const void *)&__device_stub__spmv_csr_vector_dot3_next_4, k_csr_dot3},
+        {(const void *)&__device_stub__spmv_csr_vector_dot3_next_8, k_csr_dot3},
+        {(const void *)&__device_stub__spmv_csr_vector_dot3_next_16, k_csr_dot3},
+        {(const void *)&__device_stub__spmv_csr_vector_dot3_next_32, k_csr_dot3},
+        {(const void *)&__device_stub__spmv_ell_dot3_next, k_ell_dot3},
+        {(const void *)&__device_stub__spmv_dia_dot3_next, k_dia_dot3},
     };
     for (const Entry &e : table) {
         if (e.stub != nullptr && e.stub == func) return e.fn;

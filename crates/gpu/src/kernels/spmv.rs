@@ -3,10 +3,11 @@
 
 use cudarc::driver::PushKernelArg;
 
+use super::dot::Dot3Workspace;
 use super::{check_len, Launch, PushGroups};
 use crate::formats::{DeviceCoo, DeviceCsr, DeviceDia, DeviceEll, DeviceHyb, Format};
-use crate::sources::KernelSource;
-use crate::{DeviceVec, GpuDevice, GpuError, LaunchConfig, DEFAULT_THREADS};
+use crate::sources::{KernelSource, ModuleSpec};
+use crate::{CgScalars, DeviceVec, GpuDevice, GpuError, LaunchConfig, DEFAULT_THREADS};
 
 pub use autopcg_catalog::kernels::{
     merge_smem_bytes, merge_tiles, CSR_LANES, MERGE_FIXUP, MERGE_ITEMS, MERGE_MAX_THREADS,
@@ -355,6 +356,162 @@ pub fn spmv_hyb(
     check(coo_kernel, dev, coo_cfg, Format::Coo)?;
     spmv_ell(dev, &a.ell, ell_cfg, x, y)?;
     spmv_coo_accumulate(dev, &a.coo, coo_kernel, coo_cfg, x, y)
+}
+
+/// What the dot3 variant of a SpMV ([`SpmvKernel::dot3_entry_point`]) needs besides the
+/// matrix, u and w: the residual r (it may be u itself, without a preconditioner), the
+/// last-block workspace of the reduction, and the scalar buffer whose recurrence its last block
+/// runs for the next iteration (as [`crate::kernels::dot::dot3_advance_next`] does).
+pub struct Dot3Epilogue<'a> {
+    /// The residual.
+    pub r: &'a DeviceVec<f64>,
+    /// Partial sums (three per block) and the ticket counter.
+    pub ws: &'a mut Dot3Workspace,
+    /// The recurrence's scalars and history.
+    pub scalars: &'a mut CgScalars,
+}
+
+/// The checks of every dot3 variant: the kernel has one and can run `cfg` with whole warps,
+/// reads `format`, the matrix is square, u, w and r hold its rows, and the workspace holds
+/// partial sums for `cfg`'s blocks. Then the launch (the kernel's module has the variant).
+#[allow(clippy::too_many_arguments)]
+fn prepare_dot3<'d>(
+    dev: &'d GpuDevice,
+    kernel: SpmvKernel,
+    cfg: LaunchConfig,
+    format: Format,
+    (nrows, ncols): (usize, usize),
+    u: &DeviceVec<f64>,
+    w: &DeviceVec<f64>,
+    e: &Dot3Epilogue<'_>,
+) -> Result<Launch<'d>, GpuError> {
+    check(kernel, dev, cfg, format)?;
+    kernel.check_dot3_launch(cfg, dev.props())?;
+    let entry = kernel.dot3_entry_point().unwrap_or_default();
+    if nrows != ncols {
+        return Err(GpuError::launch(
+            entry,
+            format!("needs a square matrix (u and w of one length), got {nrows} x {ncols}"),
+        ));
+    }
+    check_len(&entry, "u", u.len(), nrows)?;
+    check_len(&entry, "w", w.len(), nrows)?;
+    check_len(&entry, "r", e.r.len(), nrows)?;
+    if cfg.blocks > e.ws.max_blocks() {
+        return Err(GpuError::launch(
+            entry,
+            format!(
+                "{} blocks but the workspace holds partial sums for {}",
+                cfg.blocks,
+                e.ws.max_blocks()
+            ),
+        ));
+    }
+    Launch::new(dev, &ModuleSpec::plain(kernel.source()), entry, cfg)
+}
+
+/// w = A u with a CSR row kernel (scalar or vector) whose epilogue adds the three dots of the
+/// PCG iteration and runs the recurrence for the next iteration ([`Dot3Epilogue`]): one launch
+/// instead of the SpMV and [`crate::kernels::dot::dot3_advance_next`]. The dots are added in
+/// another order than the separate reduction's, so they agree with it to rounding.
+pub fn spmv_csr_dot3_next(
+    dev: &GpuDevice,
+    a: &DeviceCsr,
+    kernel: SpmvKernel,
+    cfg: LaunchConfig,
+    u: &DeviceVec<f64>,
+    w: &mut DeviceVec<f64>,
+    e: Dot3Epilogue<'_>,
+) -> Result<(), GpuError> {
+    let l = prepare_dot3(dev, kernel, cfg, Format::Csr, a.shape(), u, w, &e)?;
+    let nrows = a.nrows() as u32;
+    let cap = e.scalars.capacity();
+    // SAFETY: matches `spmv_csr_scalar_dot3_next` / `spmv_csr_vector_dot3_next_L(u32 nrows,
+    // const u32 *indptr, const u32 *indices, const double *vals, const double *u, double *w,
+    // const double *r, double *partial, u32 *counter, double *scalars, double *history,
+    // u32 history_cap)`; the arrays were validated on upload (indices < ncols = nrows = len(u)),
+    // w and r hold nrows (checked), partial 3 x max_blocks >= 3 x blocks (checked), the
+    // scalars CG_SCALARS_LEN and the history 3 x history_cap; threads are whole warps (checked).
+    // w is written and is borrowed mutably, so it is neither u nor r.
+    unsafe {
+        l.run(|b| {
+            b.arg(&nrows)
+                .csr(a)
+                .arg(&u.buf)
+                .arg(&mut w.buf)
+                .arg(&e.r.buf)
+                .arg(&mut e.ws.partial.buf)
+                .arg(&mut e.ws.counter.buf)
+                .recurrence(e.scalars, &cap, None);
+        })
+    }
+}
+
+/// [`spmv_csr_dot3_next`] for ELLPACK.
+pub fn spmv_ell_dot3_next(
+    dev: &GpuDevice,
+    a: &DeviceEll,
+    cfg: LaunchConfig,
+    u: &DeviceVec<f64>,
+    w: &mut DeviceVec<f64>,
+    e: Dot3Epilogue<'_>,
+) -> Result<(), GpuError> {
+    let l = prepare_dot3(dev, SpmvKernel::Ell, cfg, Format::Ell, a.shape(), u, w, &e)?;
+    let (nrows, width) = (a.nrows() as u32, a.width() as u32);
+    let cap = e.scalars.capacity();
+    // SAFETY: matches `spmv_ell_dot3_next(u32 nrows, u32 width, const u32 *cols,
+    // const double *vals, const double *u, double *w, const double *r, double *partial,
+    // u32 *counter, double *scalars, double *history, u32 history_cap)`; cols and vals hold
+    // width x nrows slots whose columns are ELL_PAD or < ncols = nrows = len(u) (validated on
+    // upload); w, r, the workspace and the recurrence's buffers as in spmv_csr_dot3_next.
+    unsafe {
+        l.run(|b| {
+            b.arg(&nrows)
+                .arg(&width)
+                .arg(&a.cols.buf)
+                .arg(&a.vals.buf)
+                .arg(&u.buf)
+                .arg(&mut w.buf)
+                .arg(&e.r.buf)
+                .arg(&mut e.ws.partial.buf)
+                .arg(&mut e.ws.counter.buf)
+                .recurrence(e.scalars, &cap, None);
+        })
+    }
+}
+
+/// [`spmv_csr_dot3_next`] for the diagonal format.
+pub fn spmv_dia_dot3_next(
+    dev: &GpuDevice,
+    a: &DeviceDia,
+    cfg: LaunchConfig,
+    u: &DeviceVec<f64>,
+    w: &mut DeviceVec<f64>,
+    e: Dot3Epilogue<'_>,
+) -> Result<(), GpuError> {
+    let l = prepare_dot3(dev, SpmvKernel::Dia, cfg, Format::Dia, a.shape(), u, w, &e)?;
+    let (nrows, ndiag) = (a.nrows() as u32, a.ndiag() as u32);
+    let cap = e.scalars.capacity();
+    // SAFETY: matches `spmv_dia_dot3_next(u32 nrows, u32 ndiag, const int *offsets,
+    // const double *data, const double *u, double *w, const double *r, double *partial,
+    // u32 *counter, double *scalars, double *history, u32 history_cap)`; data holds
+    // ndiag x nrows values (validated), the kernel reads u only at columns in [0, nrows) =
+    // [0, len(u)) (square, checked); w, r, the workspace and the recurrence's buffers as in
+    // spmv_csr_dot3_next.
+    unsafe {
+        l.run(|b| {
+            b.arg(&nrows)
+                .arg(&ndiag)
+                .arg(&a.offsets.buf)
+                .arg(&a.data.buf)
+                .arg(&u.buf)
+                .arg(&mut w.buf)
+                .arg(&e.r.buf)
+                .arg(&mut e.ws.partial.buf)
+                .arg(&mut e.ws.counter.buf)
+                .recurrence(e.scalars, &cap, None);
+        })
+    }
 }
 
 #[cfg(test)]

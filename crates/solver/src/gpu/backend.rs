@@ -40,6 +40,7 @@ use std::ops::ControlFlow;
 use autopcg_gpu::kernels::dot::{
     dot, dot3_advance, dot3_advance_next, Dot3Workspace, DotKernel, DotWorkspace,
 };
+use autopcg_gpu::kernels::spmv::Dot3Epilogue;
 use autopcg_gpu::kernels::ssor::{
     jacobi_inv_diag, ssor_k1_explicit, ssor_k1_factors, SsorK1Build, SsorK1Explicit,
 };
@@ -63,8 +64,8 @@ use crate::{
 
 use super::ahead::UploadedA;
 use super::ops::{
-    load_part, precond_part, preload_dot3, preload_method, preload_precond_choice, preload_vector,
-    upload_part, DeviceOperator, DevicePrecond, Stopwatch,
+    load_part, precond_part, preload_dot3, preload_dot3_variant, preload_method,
+    preload_precond_choice, preload_vector, upload_part, DeviceOperator, DevicePrecond, Stopwatch,
 };
 use super::refresh::DeviceRefresh;
 use super::{BackendTimes, GpuPlanChoice, PrecondChoice, SpmvMethod, MAX_GRAPH_ITERS};
@@ -427,6 +428,9 @@ fn host_precond(
 /// kernels `aux` and the conversion kernels of the operands built on the device.
 fn preload(dev: &GpuDevice, choice: &GpuPlanChoice, aux: &AuxKernels) -> Result<(), GpuError> {
     preload_method(dev, choice.a.method)?;
+    if choice.fused_dots.is_some() {
+        preload_dot3_variant(dev, choice.a.method)?;
+    }
     preload_precond_choice(dev, &choice.precond)?;
     preload_vector(dev, choice.update_op().kernel(choice.update.variant))?;
     preload_vector(dev, VectorKernel::Xpay(aux.xpay.0))?;
@@ -617,7 +621,10 @@ impl GpuBackend {
             dev.alloc_zeros(n)?,
         );
         let scalars = CgScalars::new(dev, INITIAL_HISTORY)?;
-        let ws3 = Dot3Workspace::new(dev, choice.dot3.config.blocks)?;
+        // The reduction and, when the plan fuses them, the SpMV with the dots share the
+        // partial sums (they run one after the other).
+        let fused_blocks = choice.fused_dots.map_or(0, |c| c.blocks);
+        let ws3 = Dot3Workspace::new(dev, choice.dot3.config.blocks.max(fused_blocks))?;
         let ws = DotWorkspace::new(dev, aux.dot.1.blocks)?;
         sw.lap(dev, upload_part)?;
         Ok(GpuBackend {
@@ -1037,6 +1044,14 @@ impl GpuBackend {
     fn launch_spmv_dots(&mut self) -> Result<(), GpuError> {
         let u_is_r = self.choice.update_op() == VectorOp::CgUpdateNoPre;
         let u = if u_is_r { &self.r } else { &self.u };
+        if let Some(cfg) = self.choice.fused_dots {
+            let e = Dot3Epilogue {
+                r: &self.r,
+                ws: &mut self.ws3,
+                scalars: &mut self.scalars,
+            };
+            return self.a.apply_dot3_next(&self.dev, cfg, u, &mut self.w, e);
+        }
         self.a.apply(&self.dev, u, &mut self.w)?;
         let c = self.choice.dot3;
         dot3_advance_next(

@@ -188,6 +188,12 @@ pub struct GpuPlanChoice {
     pub update: UpdateChoice,
     /// The three-dot reduction.
     pub dot3: Dot3Choice,
+    /// The launch of A's SpMV variant that adds the three dots in its epilogue
+    /// ([`SpmvKernel::dot3_entry_point`]), which then replaces the SpMV and the reduction of
+    /// every iteration (the start and the residual checks still run them apart); `None`: the
+    /// SpMV and [`GpuPlanChoice::dot3`] run one after the other. See [`fused_dots_launch`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fused_dots: Option<LaunchConfig>,
     /// Replay iterations from captured CUDA graphs instead of launching kernel by kernel.
     pub use_graph: bool,
     /// Iterations per captured graph (1..=[`MAX_GRAPH_ITERS`]); a batch of this many is
@@ -285,6 +291,18 @@ impl GpuPlanChoice {
                 self.dot3.kernel, self.dot3.config.threads
             )));
         }
+        if let Some(cfg) = self.fused_dots {
+            let Some((kernel, _)) = self.a.method.dot3_variant() else {
+                return Err(PcgError::InvalidParameter(format!(
+                    "the plan adds the dots in the epilogue of A's SpMV, but {} has no such \
+                     variant (only one launch of CSR scalar, CSR vector, ELL or DIA)",
+                    self.a.method.kernel_name()
+                )));
+            };
+            kernel
+                .check_dot3_launch(cfg, props)
+                .map_err(|e| PcgError::InvalidParameter(format!("A with the dots: {e}")))?;
+        }
         if !(1..=MAX_GRAPH_ITERS).contains(&self.graph_iters) {
             return Err(PcgError::InvalidParameter(format!(
                 "graph_iters must be in 1..={MAX_GRAPH_ITERS}, got {}",
@@ -339,16 +357,36 @@ impl GpuPlanChoice {
             }
             PrecondChoice::Explicit { m } => spmv(&mut plan, "precond (M)", m),
         }
-        spmv(&mut plan, "spmv", &self.a);
-        plan.push(
-            "dots",
-            "-",
-            // The variant's name as the profiler records it (the entry points that take the
-            // iteration from the scalar buffer do the same work).
-            &self.dot3.kernel.to_string(),
-            self.dot3.config.words(),
-            self.dot3.predicted_ms,
-        );
+        match (self.fused_dots, self.a.method.dot3_variant()) {
+            (Some(cfg), Some((kernel, _))) => {
+                plan.push(
+                    "spmv",
+                    &self.a.method.format().to_string(),
+                    kernel.dot3_entry_point().unwrap_or_default(),
+                    cfg.words(),
+                    self.a.predicted_ms,
+                );
+                plan.push(
+                    "dots",
+                    "-",
+                    "in the spmv's epilogue",
+                    "(r,u), (w,u), (r,r) of each row as it is written: no kernel",
+                    None,
+                );
+            }
+            _ => {
+                spmv(&mut plan, "spmv", &self.a);
+                plan.push(
+                    "dots",
+                    "-",
+                    // The variant's name as the profiler records it (the entry points that take
+                    // the iteration from the scalar buffer do the same work).
+                    &self.dot3.kernel.to_string(),
+                    self.dot3.config.words(),
+                    self.dot3.predicted_ms,
+                );
+            }
+        }
         plan.source = if self.use_graph {
             format!(
                 "{}; CUDA graphs of {} iteration(s)",
@@ -369,7 +407,12 @@ impl GpuPlanChoice {
     /// products as chosen, and the block's three dots into its slot (`dot3_slot`, the launch
     /// chosen for the reduction), whose sum over the blocks runs the recurrence.
     pub fn block_plan(&self) -> Plan {
-        let full = self.plan();
+        // A block's SpMV never adds the dots (they go to its slot).
+        let full = GpuPlanChoice {
+            fused_dots: None,
+            ..self.clone()
+        }
+        .plan();
         let mut plan = Plan::default();
         for st in full.steps {
             match st.step.as_str() {
@@ -408,6 +451,24 @@ impl GpuPlanChoice {
     }
 }
 
+/// The launch of A's SpMV with the three dots in its epilogue, for vectors of length `n`, when
+/// A's method has that variant ([`SpmvMethod::dot3_variant`]: one launch of CSR scalar, CSR
+/// vector, ELL or DIA) and its threads per block are whole warps: the method's threads, and its
+/// blocks capped at one resident wave ([`LaunchConfig::grid_stride`]: the kernels stride over
+/// the rows, and the last block adds three partial sums per block). `None` otherwise.
+///
+/// The rule fuses whenever it can. The fused kernel reads r beside the product (nothing more
+/// when u is r) and does the reduction's work where the rows are written, in place of a pass
+/// of the reduction over r, u and w and its launch. The profile does not time the fused
+/// kernels, so no model weighs them.
+pub fn fused_dots_launch(a: &SpmvMethod, n: usize, props: &DeviceProps) -> Option<LaunchConfig> {
+    let (kernel, cfg) = a.dot3_variant()?;
+    let wave = LaunchConfig::grid_stride(kernel.work_items(n as u64, 0), cfg.threads, props);
+    let fused = LaunchConfig::new(cfg.threads, cfg.blocks.min(wave.blocks).max(1));
+    kernel.check_dot3_launch(fused, props).ok()?;
+    Some(fused)
+}
+
 fn check_config(
     operand: &str,
     kernel: &str,
@@ -421,6 +482,67 @@ fn check_config(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_dots_go_into_the_epilogue_of_every_row_kernel_that_has_the_variant() {
+        let p = DeviceProps::hopper_like();
+        let n = 10_000_000;
+        let wave = |t: u32| autopcg_catalog::launch::wave_blocks(t, &p) as u32;
+        let big = LaunchConfig::new(256, 40_000);
+        // One thread or one group of lanes per row: fused, the blocks capped at one wave.
+        for m in [
+            SpmvMethod::Dia { config: big },
+            SpmvMethod::Ell { config: big },
+            SpmvMethod::Csr {
+                kernel: SpmvKernel::CsrScalar,
+                config: big,
+            },
+            SpmvMethod::Csr {
+                kernel: SpmvKernel::CsrVector(8),
+                config: big,
+            },
+        ] {
+            assert_eq!(
+                fused_dots_launch(&m, n, &p),
+                Some(LaunchConfig::new(256, wave(256))),
+                "{m:?}"
+            );
+        }
+        // Fewer blocks than a wave are kept.
+        let small = SpmvMethod::Dia {
+            config: LaunchConfig::new(128, 5),
+        };
+        assert_eq!(
+            fused_dots_launch(&small, 600, &p),
+            Some(LaunchConfig::new(128, 5))
+        );
+        // Not fused: the merge and COO kernels, HYB's two launches, cuSPARSE, and a block size
+        // that is not whole warps (the epilogue's block reduction).
+        for m in [
+            SpmvMethod::Csr {
+                kernel: SpmvKernel::CsrMerge,
+                config: big,
+            },
+            SpmvMethod::Coo {
+                kernel: SpmvKernel::CooSegment,
+                config: big,
+            },
+            SpmvMethod::Hyb {
+                split: None,
+                ell_config: big,
+                coo_kernel: SpmvKernel::CooAtomic,
+                coo_config: big,
+            },
+            SpmvMethod::Cusparse {
+                alg: autopcg_catalog::CusparseAlg::Default,
+            },
+            SpmvMethod::Dia {
+                config: LaunchConfig::new(100, 50),
+            },
+        ] {
+            assert_eq!(fused_dots_launch(&m, n, &p), None, "{m:?}");
+        }
+    }
 
     #[test]
     fn graph_iterations_divide_the_polling_interval() {

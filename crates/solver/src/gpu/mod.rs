@@ -7,8 +7,8 @@
 mod choice;
 
 pub use choice::{
-    Dot3Choice, ElementwiseChoice, GpuPlanChoice, HaloMethod, PrecondChoice, SpmvChoice,
-    SpmvMethod, UpdateChoice, HALO_THREADS, MAX_GRAPH_ITERS,
+    fused_dots_launch, Dot3Choice, ElementwiseChoice, GpuPlanChoice, HaloMethod, PrecondChoice,
+    SpmvChoice, SpmvMethod, UpdateChoice, HALO_THREADS, MAX_GRAPH_ITERS,
 };
 
 /// Where the time of putting a GPU backend on the device went, in milliseconds: the parts of

@@ -5,7 +5,10 @@ use std::time::Instant;
 use autopcg_gpu::kernels::convert::{csr_to_dia, csr_to_ell, csr_to_hyb, ConvertKernel};
 use autopcg_gpu::kernels::dot::Dot3Kernel;
 use autopcg_gpu::kernels::precond::{jacobi_apply, PrecondKernel};
-use autopcg_gpu::kernels::spmv::{spmv_coo, spmv_csr, spmv_dia, spmv_ell, spmv_hyb, SpmvKernel};
+use autopcg_gpu::kernels::spmv::{
+    spmv_coo, spmv_csr, spmv_csr_dot3_next, spmv_dia, spmv_dia_dot3_next, spmv_ell,
+    spmv_ell_dot3_next, spmv_hyb, Dot3Epilogue, SpmvKernel,
+};
 use autopcg_gpu::kernels::vector::VectorKernel;
 use autopcg_gpu::{
     CusparseCsr, DeviceCoo, DeviceCsr, DeviceDia, DeviceEll, DeviceHyb, DeviceVec, GpuDevice,
@@ -436,6 +439,35 @@ impl DeviceOperator {
         }
     }
 
+    /// Queues `w = B u` with the variant of the method's kernel that adds the three dots of
+    /// the PCG iteration in its epilogue and runs the recurrence for the next iteration, with
+    /// `cfg` (the plan's [`super::GpuPlanChoice::fused_dots`]).
+    pub(crate) fn apply_dot3_next(
+        &self,
+        dev: &GpuDevice,
+        cfg: autopcg_gpu::LaunchConfig,
+        u: &DeviceVec<f64>,
+        w: &mut DeviceVec<f64>,
+        e: Dot3Epilogue<'_>,
+    ) -> Result<(), GpuError> {
+        match (&self.mat, self.method) {
+            (DeviceMatrix::Csr(m), SpmvMethod::Csr { kernel, .. }) => {
+                spmv_csr_dot3_next(dev, m, kernel, cfg, u, w, e)
+            }
+            (DeviceMatrix::Ell(m), SpmvMethod::Ell { .. }) => {
+                spmv_ell_dot3_next(dev, m, cfg, u, w, e)
+            }
+            (DeviceMatrix::Dia(m), SpmvMethod::Dia { .. }) => {
+                spmv_dia_dot3_next(dev, m, cfg, u, w, e)
+            }
+            (_, method) => Err(GpuError::launch(
+                method.kernel_name(),
+                "has no variant with the three dots in its epilogue (internal error: the plan \
+                 was checked)",
+            )),
+        }
+    }
+
     /// Compiles (or finds) and loads every kernel [`DeviceOperator::apply`] launches.
     pub(crate) fn preload(&self, dev: &GpuDevice) -> Result<(), GpuError> {
         for (k, _) in self.method.launches() {
@@ -479,6 +511,16 @@ pub(crate) fn preload_precond_choice(
         }
         PrecondChoice::Explicit { m } => preload_method(dev, m.method),
     }
+}
+
+/// Loads the variant of `method`'s kernel with the three dots in its epilogue, when it has one.
+pub(crate) fn preload_dot3_variant(dev: &GpuDevice, method: SpmvMethod) -> Result<(), GpuError> {
+    if let Some((k, _)) = method.dot3_variant() {
+        if let Some(e) = k.dot3_entry_point() {
+            dev.kernel(&ModuleSpec::plain(k.source()), e)?;
+        }
+    }
+    Ok(())
 }
 
 fn preload_spmv(dev: &GpuDevice, k: SpmvKernel) -> Result<(), GpuError> {
