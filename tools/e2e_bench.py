@@ -9,9 +9,10 @@ For every matrix and preconditioner it prints, in one table:
   - the iteration floor: the best SpMV of A measured by `autopcg bench spmv --quick` plus the
     vector passes of one iteration at the triad bandwidth that benchmark measures (none: 11
     passes, the update 9 and the dots 2 distinct vectors; jacobi: 15, the fused update 12 and the
-    dots 3; ssor-ai: the SpMV of A scaled by 1 + 2 (nnz + n) / (2 nnz) for K and K^T diag(s),
-    plus 13 passes: update 10, dots 3 (the diagonal scaling is folded into K^T's values, so it
-    makes no pass of its own); an estimate, marked as such). Where the plan adds the dots in
+    dots 3; ssor-ai: plus the best SpMV of each operand of the preconditioner the solve applied,
+    measured the same way (`bench spmv --operand k` and `kt` for the factored form, `m` for
+    the explicit one), and 13 passes: update 10, dots 3 (the diagonal scaling is folded into
+    K^T's values, so it makes no pass of its own)). Where the plan adds the dots in
     the SpMV's epilogue (its dots step says so), the dots' passes are those the fused kernel
     still makes: none 0 (u is r and w is in registers), jacobi and ssor-ai 1 (r), so 9, 13 and
     11 passes;
@@ -86,21 +87,32 @@ def fused_dots(plan):
                for st in steps)
 
 
-def floor_ms(pre, n, nnz, spmv_ms, triad_gbs, fused=False):
-    """The iteration floor (see the module text); (ms, estimated?)."""
+def floor_ms(pre, n, spmv_ms, precond_spmv_ms, triad_gbs, fused=False):
+    """The iteration floor (see the module text): the SpMV of A, the preconditioner's SpMVs
+    (ssor-ai) and the vector passes at the triad bandwidth."""
     pass_ms = 8.0 * n / (triad_gbs * 1e9) * 1e3
     if pre == "none":
-        return spmv_ms + (9 if fused else 11) * pass_ms, False
+        return spmv_ms + (9 if fused else 11) * pass_ms
     if pre == "jacobi":
-        return spmv_ms + (13 if fused else 15) * pass_ms, False
-    k_share = (nnz + n) / (2.0 * nnz)
-    return spmv_ms * (1 + 2 * k_share) + (11 if fused else 13) * pass_ms, True
+        return spmv_ms + (13 if fused else 15) * pass_ms
+    return spmv_ms + precond_spmv_ms + (11 if fused else 13) * pass_ms
 
 
-def spmv_floor_inputs(autopcg, path, timeout, quick):
-    """The best SpMV of the matrix and the triad bandwidth (measured by the full benchmark;
-    `--quick` skips the triad, so its callers take the triad of an earlier full run)."""
-    cmd = [autopcg, "bench", "spmv", path, "--json"] + (["--quick"] if quick else [])
+def precond_operands(applied):
+    """The `bench spmv --operand` values of the preconditioner a solve applied."""
+    if applied == "ssor-ai-factored":
+        return ["k", "kt"]
+    if applied == "ssor-ai-explicit":
+        return ["m"]
+    return []
+
+
+def spmv_floor_inputs(autopcg, path, timeout, quick, operand="a"):
+    """The best SpMV of the matrix (or of the preconditioner's `operand`) and the triad
+    bandwidth (measured by the full benchmark; `--quick` skips the triad, so its callers take
+    the triad of an earlier full run)."""
+    cmd = [autopcg, "bench", "spmv", path, "--json", "--operand", operand] + \
+        (["--quick"] if quick else [])
     b = run_json(cmd, timeout)
     recs = b["records"]
     best = recs[b["best"]]
@@ -183,6 +195,7 @@ def main():
         path = make_matrix(spec, args.autopcg, args.out_dir)
         fl = spmv_floor_inputs(args.autopcg, path, args.timeout, quick=triad is not None)
         triad = fl["triad_gbs"] = fl["triad_gbs"] or triad
+        operand_floor = {}  # the preconditioner operands' SpMV benchmarks of this matrix
         a_host = None
         if cp is not None:
             t0 = time.perf_counter()
@@ -194,7 +207,15 @@ def main():
                          args.timeout, ok=(0, 1))
             n, nnz = s["n"], s["nnz"]
             fused = fused_dots(s.get("plan"))
-            f_ms, est = floor_ms(pre, n, nnz, fl["best_ms"], fl["triad_gbs"], fused)
+            applied = s.get("precond_applied")
+            pfl = {}
+            for op in precond_operands(applied):
+                if op not in operand_floor:
+                    operand_floor[op] = spmv_floor_inputs(args.autopcg, path, args.timeout,
+                                                          quick=True, operand=op)
+                pfl[op] = operand_floor[op]
+            p_ms = sum(f["best_ms"] for f in pfl.values())
+            f_ms = floor_ms(pre, n, fl["best_ms"], p_ms, fl["triad_gbs"], fused)
             row = {
                 "matrix": spec, "n": n, "nnz": nnz, "precond": pre,
                 "precond_applied": s.get("precond_applied"),
@@ -203,7 +224,7 @@ def main():
                 "tts_ms": s["setup_ms"] + s["solve_ms"],
                 "iterations": s["iterations"], "ms_per_it": s["ms_per_iteration"],
                 "residual": s["relative_residual"], "converged": s["converged"],
-                "floor_ms": f_ms, "floor_estimated": est, "fused_dots": fused, "spmv": fl,
+                "floor_ms": f_ms, "fused_dots": fused, "spmv": fl, "precond_spmv": pfl,
                 "plan": s.get("plan"),
             }
             if a_host is not None:
@@ -227,11 +248,11 @@ def main():
               f'{st.get("device_ms", 0):>6.1f} {st.get("precond_ms", 0):>6.1f} '
               f'{st.get("select_ms", 0):>6.1f} {st.get("backend_ms", 0):>6.1f} '
               f'{r["solve_ms"]:>8.1f} {r["tts_ms"]:>8.1f} {r["iterations"]:>5}{" " if r["converged"] else "*"} '
-              f'{r["ms_per_it"] * 1e3:>7.1f} {fl:>6.1f}{"~" if r["floor_estimated"] else " "} '
+              f'{r["ms_per_it"] * 1e3:>7.1f} {fl:>7.1f} '
               f'{r["ms_per_it"] * 1e3 / fl:>5.2f} {c.get("ms", float("nan")):>8.1f} '
               f'{c.get("iterations", 0):>6} {c.get("ms", float("nan")) / r["tts_ms"]:>7.2f}')
-    print("times in ms except us/it and floor (us per iteration); x = us/it over floor (~: "
-          "estimated floor); speedup = CuPy time to solution / autopcg's (above 1: autopcg faster); "
+    print("times in ms except us/it and floor (us per iteration); x = us/it over floor; "
+          "speedup = CuPy time to solution / autopcg's (above 1: autopcg faster); "
           "* = not converged within --max-iter")
 
 

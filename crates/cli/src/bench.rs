@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
-use clap::{Args, Subcommand};
+use clap::{Args, Subcommand, ValueEnum};
 use serde_json::json;
 
 use autopcg::sparse::mm::{self, ReadOptions, SymmetryPolicy};
@@ -88,6 +88,68 @@ pub(crate) struct SpmvArgs {
     /// Which GPU (CUDA ordinal).
     #[arg(long, default_value_t = 0)]
     gpu: usize,
+    /// Which operand of the solver to time: `a`, the matrix as stored in the file; or an
+    /// operand of the SSOR-AI preconditioner that `solve --precond ssor-ai` builds from it (first
+    /// order, automatic omega): `k`, the factor K; `kt`, K^T diag(s), the second product of the
+    /// factored form; `m`, the explicit product K^T diag(s) K. The preconditioner's operands need
+    /// a symmetric matrix with a positive diagonal.
+    #[arg(long, value_enum, default_value = "a")]
+    operand: SpmvOperand,
+}
+
+/// The operand `bench spmv` times.
+#[derive(Copy, Clone, PartialEq, Eq, ValueEnum)]
+pub(crate) enum SpmvOperand {
+    /// The matrix of the file.
+    A,
+    /// SSOR-AI's factor K.
+    K,
+    /// K^T diag(s).
+    Kt,
+    /// The explicit product K^T diag(s) K.
+    M,
+}
+
+impl SpmvOperand {
+    fn name(self) -> &'static str {
+        match self {
+            SpmvOperand::A => "A",
+            SpmvOperand::K => "SSOR-AI's K",
+            SpmvOperand::Kt => "SSOR-AI's K^T diag(s)",
+            SpmvOperand::M => "SSOR-AI's explicit M",
+        }
+    }
+}
+
+/// The matrix of `path` or the SSOR-AI operand `op` built from it.
+fn spmv_operand(path: &std::path::Path, op: SpmvOperand) -> Result<autopcg::CsrMatrix> {
+    use autopcg::solver::Preconditioner;
+    use autopcg::{PrecondKind, SsorForm};
+    if op == SpmvOperand::A {
+        let opts = ReadOptions {
+            symmetry: SymmetryPolicy::AsStored,
+            require_square: false,
+        };
+        return Ok(mm::read_matrix(path, &opts)?.matrix);
+    }
+    let a = read_matrix(path, false)?;
+    let form = match op {
+        SpmvOperand::M => SsorForm::Explicit,
+        _ => SsorForm::Factored,
+    };
+    let kind = PrecondKind::ssor_ai().resolved_for(&a).with_form(form);
+    let pre = Preconditioner::build(&a, &kind)
+        .with_context(|| format!("building SSOR-AI from {}", path.display()))?;
+    Ok(match (pre, op) {
+        (Preconditioner::SsorFactored { k, .. }, SpmvOperand::K) => k,
+        (Preconditioner::SsorFactored { kt, .. }, SpmvOperand::Kt) => kt,
+        (Preconditioner::SsorExplicit { m }, SpmvOperand::M) => m,
+        (p, _) => bail!(
+            "SSOR-AI of {} came out as {}, not the asked form",
+            path.display(),
+            p.kind_name()
+        ),
+    })
 }
 
 #[derive(Args)]
@@ -150,11 +212,7 @@ pub(crate) fn bench_mmread(a: MmreadArgs) -> Result<()> {
 
 pub(crate) fn bench_spmv(a: SpmvArgs) -> Result<()> {
     use autopcg::gpu::bench::{bench_spmv, SpmvBenchOptions};
-    let opts = ReadOptions {
-        symmetry: SymmetryPolicy::AsStored,
-        require_square: false,
-    };
-    let m = mm::read_matrix(&a.matrix, &opts)?.matrix;
+    let m = spmv_operand(&a.matrix, a.operand)?;
     let dev = open_gpu(a.gpu)?;
     let mut o = if a.quick {
         SpmvBenchOptions::quick()
@@ -163,7 +221,8 @@ pub(crate) fn bench_spmv(a: SpmvArgs) -> Result<()> {
     };
     o.cusparse = !a.no_cusparse;
     eprintln!(
-        "timing SpMV on {} (n = {}, nnz = {}) on {} ...",
+        "timing SpMV with {} of {} (n = {}, nnz = {}) on {} ...",
+        a.operand.name(),
         a.matrix.display(),
         m.nrows(),
         m.nnz(),
@@ -264,4 +323,67 @@ pub(crate) fn bench_pcg(a: PcgBenchArgs) -> Result<()> {
         row(&format!("iteration, {}-iteration graph", t.graph_iters), g);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use autopcg::sparse::mm::{write_matrix, WriteSymmetry};
+
+    #[test]
+    fn spmv_operands_are_the_ssor_ai_factors_of_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = autopcg::sparse::families::poisson2d_5pt(6, 5).unwrap();
+        let path = dir.path().join("p.mtx");
+        write_matrix(&path, &a, WriteSymmetry::SymmetricLower).unwrap();
+        let full = spmv_operand(&path, SpmvOperand::A).unwrap();
+        // The file stores the lower triangle; `a` is what the file holds.
+        assert_eq!(full.nrows(), 30);
+        let k = spmv_operand(&path, SpmvOperand::K).unwrap();
+        let kt = spmv_operand(&path, SpmvOperand::Kt).unwrap();
+        let m = spmv_operand(&path, SpmvOperand::M).unwrap();
+        let n = a.nrows();
+        for i in 0..n {
+            let (c, v) = k.row(i);
+            assert!(c.iter().all(|&j| j as usize <= i), "K is lower triangular");
+            let d = c.iter().position(|&j| j as usize == i).unwrap();
+            assert_eq!(v[d], 1.0, "K has a unit diagonal");
+            assert!(
+                kt.row(i).0.iter().all(|&j| j as usize >= i),
+                "K^T S is upper"
+            );
+        }
+        // One below-diagonal entry per neighbour below: K has A's lower pattern.
+        assert_eq!(k.nnz(), (a.nnz() + n) / 2);
+        assert_eq!(kt.nnz(), k.nnz());
+        // M = K^T S K is symmetric and wider than A.
+        assert!(m.nnz() > a.nnz());
+        for i in 0..n {
+            let (c, v) = m.row(i);
+            for (&j, &x) in c.iter().zip(v) {
+                let (cj, vj) = m.row(j as usize);
+                let p = cj.iter().position(|&t| t as usize == i).unwrap();
+                assert!(
+                    (vj[p] - x).abs() <= 1e-14 * x.abs(),
+                    "M symmetric at {i},{j}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn ssor_operands_of_a_nonsymmetric_file_are_refused_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("g.mtx");
+        std::fs::write(
+            &path,
+            "%%MatrixMarket matrix coordinate real general\n2 2 3\n1 1 4\n1 2 1\n2 2 4\n",
+        )
+        .unwrap();
+        // The matrix itself is timed as stored.
+        assert_eq!(spmv_operand(&path, SpmvOperand::A).unwrap().nnz(), 3);
+        let e = format!("{:#}", spmv_operand(&path, SpmvOperand::K).unwrap_err());
+        assert!(e.contains("g.mtx"), "{e}");
+        assert!(e.contains("symmetric"), "{e}");
+    }
 }

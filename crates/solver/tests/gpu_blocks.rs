@@ -501,7 +501,13 @@ fn value_updates_match_a_backend_made_from_the_values(dev: GpuDevice) {
                 let tag = format!("{nd} handles, method {mi}, {kind}");
                 let choose = |i: usize, local: &CsrMatrix, pre: &Preconditioner| {
                     let method = methods(local.nrows())[mi];
-                    let c = common::with_spmv(gpu_choice(local, pre, devices[i].props()), method);
+                    let props = devices[i].props();
+                    let c = common::with_spmv(
+                        gpu_choice(local, pre, props),
+                        method,
+                        local.nrows(),
+                        props,
+                    );
                     BlockGpuChoice::fixed_halo(c, local.nrows())
                 };
                 let mut be = prepare_blocks_gpu_with(

@@ -474,11 +474,14 @@ fn other_formats_and_kernels_match_the_cpu(dev: GpuDevice) {
     let pre = Preconditioner::build(&a, &PrecondKind::ssor_ai()).unwrap();
     for (mi, method) in methods.iter().enumerate() {
         let (vv, dk, dt) = variants[mi % variants.len()];
-        let mut c = autopcg_generator::fallback::gpu_choice(&a, &pre, &props);
-        c.a = SpmvChoice {
-            method: *method,
-            predicted_ms: None,
-        };
+        let mut c = autopcg_generator::fallback::gpu_choice(&a, &pre, &props).with_a(
+            SpmvChoice {
+                method: *method,
+                predicted_ms: None,
+            },
+            a.nrows(),
+            &props,
+        );
         c.precond = PrecondChoice::Factored {
             k: SpmvChoice {
                 method: *method,
@@ -558,6 +561,8 @@ fn new_values_refresh_every_format_in_place(dev: GpuDevice) {
                 common::with_spmv(
                     autopcg_generator::fallback::gpu_choice(&a1, pre, &props),
                     method,
+                    a1.nrows(),
+                    &props,
                 )
             };
             let pre1 = Preconditioner::build(&a1, &kind).unwrap();
@@ -689,15 +694,19 @@ fn merge_path_spmv_solves_a_power_law_matrix(dev: GpuDevice) {
     let pre = Preconditioner::build(&a, &PrecondKind::Jacobi).unwrap();
     let k = SpmvKernel::CsrMerge;
     for (threads, graph) in [(256u32, true), (64, false)] {
-        let mut c =
-            autopcg_generator::fallback::gpu_choice(&a, &pre, dev.props()).with_graph(graph);
-        c.a = SpmvChoice {
-            method: SpmvMethod::Csr {
-                kernel: k,
-                config: LaunchConfig::per_item(k.work_items(n, a.nnz() as u64), threads),
-            },
-            predicted_ms: None,
-        };
+        let c = autopcg_generator::fallback::gpu_choice(&a, &pre, dev.props())
+            .with_graph(graph)
+            .with_a(
+                SpmvChoice {
+                    method: SpmvMethod::Csr {
+                        kernel: k,
+                        config: LaunchConfig::per_item(k.work_items(n, a.nnz() as u64), threads),
+                    },
+                    predicted_ms: None,
+                },
+                a.nrows(),
+                dev.props(),
+            );
         let (res, _, x) = run_gpu(&dev, &a, &pre, &b, None, &params(1e-10, 2000, 5), &c);
         let info = res.unwrap_or_else(|e| panic!("{threads} threads: {e}"));
         assert!(

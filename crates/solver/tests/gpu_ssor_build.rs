@@ -222,11 +222,14 @@ fn backend_building_on_the_device_solves_as_the_host_build(dev: GpuDevice) {
                 config: LaunchConfig::per_item(n as u64, 256),
             },
         ] {
-            let mut c = base.clone();
-            c.a = SpmvChoice {
-                method: m,
-                predicted_ms: None,
-            };
+            let c = base.clone().with_a(
+                SpmvChoice {
+                    method: m,
+                    predicted_ms: None,
+                },
+                n,
+                dev.props(),
+            );
             choices.push(c);
         }
         for c in &choices {
@@ -328,13 +331,17 @@ fn preconditioners_built_from_a_are_refreshed_from_a_on_the_device(dev: GpuDevic
                     };
                 }
                 if a_csr {
-                    c.a = SpmvChoice {
-                        method: SpmvMethod::Csr {
-                            kernel: SpmvKernel::CsrScalar,
-                            config: LaunchConfig::per_item(n as u64, 256),
+                    c = c.with_a(
+                        SpmvChoice {
+                            method: SpmvMethod::Csr {
+                                kernel: SpmvKernel::CsrScalar,
+                                config: LaunchConfig::per_item(n as u64, 256),
+                            },
+                            predicted_ms: None,
                         },
-                        predicted_ms: None,
-                    };
+                        n,
+                        dev.props(),
+                    );
                 }
                 let tag = format!("{kind}, {m:?}, A {}", c.a.method.kernel_name());
                 let mut be = GpuBackend::new(&dev, &a, from_a, &b, None, &c).unwrap();

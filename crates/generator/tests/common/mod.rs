@@ -12,7 +12,7 @@ use autopcg_catalog::{Dot3Kernel, LaunchConfig, Loads, SpmvKernel, SpmvMethod, V
 use autopcg_generator::saved::{SavedModel, SavedPlan};
 use autopcg_generator::{model_device_props, plan, ModelRef, PlanRequest, Target};
 use autopcg_model::file::ModelFile;
-use autopcg_solver::gpu::{GpuPlanChoice, PrecondChoice};
+use autopcg_solver::gpu::{GpuPlanChoice, PrecondChoice, SpmvChoice};
 use autopcg_solver::{auto_omega, PrecondKind, Preconditioner, SsorForm};
 use autopcg_sparse::CsrMatrix;
 
@@ -115,8 +115,14 @@ pub struct Forced {
 pub fn force(p: &mut SavedPlan, f: &Forced) {
     let n = p.matrix.n as u64;
     let mut c: GpuPlanChoice = p.choice().clone();
-    c.a.method = f.a;
-    c.a.predicted_ms = None;
+    c = c.with_a(
+        SpmvChoice {
+            method: f.a,
+            predicted_ms: None,
+        },
+        p.matrix.n,
+        &p.device.props,
+    );
     let mut pre = f.pre.iter().copied();
     c.precond = match c.precond {
         PrecondChoice::None => PrecondChoice::None,

@@ -219,6 +219,14 @@ impl GpuPlanChoice {
         self
     }
 
+    /// The same plan with A's product run by `a`, the dots in its epilogue decided again for
+    /// it by the rule ([`fused_dots_launch`] for vectors of length `n` on `props`).
+    pub fn with_a(mut self, a: SpmvChoice, n: usize, props: &DeviceProps) -> Self {
+        self.fused_dots = fused_dots_launch(&a.method, n, props);
+        self.a = a;
+        self
+    }
+
     /// The largest divisor of `check_every` not above [`MAX_GRAPH_ITERS`]: graphs of that many
     /// iterations fill every polling interval exactly.
     pub fn graph_iters_for(check_every: usize) -> u32 {
@@ -294,8 +302,9 @@ impl GpuPlanChoice {
         if let Some(cfg) = self.fused_dots {
             let Some((kernel, _)) = self.a.method.dot3_variant() else {
                 return Err(PcgError::InvalidParameter(format!(
-                    "the plan adds the dots in the epilogue of A's SpMV, but {} has no such \
-                     variant (only one launch of CSR scalar, CSR vector, ELL or DIA)",
+                    "the plan adds the dots in the epilogue of A's SpMV (fused_dots), but {} has \
+                     no such variant (only one launch of CSR scalar, CSR vector, ELL or DIA): \
+                     leave fused_dots out of a plan whose A runs another method",
                     self.a.method.kernel_name()
                 )));
             };

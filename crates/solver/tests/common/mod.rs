@@ -535,17 +535,20 @@ pub fn sweep(
 }
 
 /// `c` with A's product and the preconditioner's operator product (K, or the explicit M) run
-/// by `method`, unpredicted (the rest of the plan kept).
+/// by `method`, unpredicted (the rest of the plan kept; the dots in A's epilogue where the
+/// method has the variant, for vectors of length `n` on `props`).
 pub fn with_spmv(
-    mut c: autopcg_solver::gpu::GpuPlanChoice,
+    c: autopcg_solver::gpu::GpuPlanChoice,
     method: autopcg_solver::gpu::SpmvMethod,
+    n: usize,
+    props: &autopcg_catalog::DeviceProps,
 ) -> autopcg_solver::gpu::GpuPlanChoice {
     use autopcg_solver::gpu::{PrecondChoice, SpmvChoice};
     let spmv = SpmvChoice {
         method,
         predicted_ms: None,
     };
-    c.a = spmv;
+    let mut c = c.with_a(spmv, n, props);
     c.precond = match c.precond {
         PrecondChoice::Factored { kt, .. } => PrecondChoice::Factored { k: spmv, kt },
         PrecondChoice::Explicit { .. } => PrecondChoice::Explicit { m: spmv },
