@@ -112,39 +112,19 @@ __device__ __forceinline__ u32 cg_next_iteration(const double *scalars) {
 }
 
 // The end of a three-dot reduction done in one launch (dot3_last_block, and the SpMV kernels
-// whose epilogue adds the three dots of their rows): this thread's shares g = (r, u),
-// d = (w, u), q = (r, r) are added over its block into partial[b], partial[nb + b],
-// partial[2 nb + b] (b = blockIdx.x, nb = gridDim.x); the last block to finish adds the partials
-// in block order and runs cg_advance for `iteration`, or for the iteration after the last one
-// recorded when `next`, then resets the ticket counter to 0 for the next call. Every thread of
-// every block must call it; blockDim.x must be a multiple of 32 (block_sum3).
+// whose epilogue adds the three dots of their rows): the grid's sums of this thread's shares
+// g = (r, u), d = (w, u), q = (r, r) (dot3_grid_sum of common.cuh), then in the last block to
+// finish cg_advance for `iteration`, or for the iteration after the last one recorded when
+// `next`, and the ticket counter reset to 0 for the next call. Every thread of every block must
+// call it; blockDim.x must be a multiple of 32.
 __device__ __forceinline__ void dot3_grid_finish(double g, double d, double q, double *partial,
                                                  u32 *counter, double *scalars, double *history,
                                                  u32 history_cap, u32 iteration, bool next) {
     __shared__ double scratch[96];
-    block_sum3(g, d, q, scratch);
-    const u32 nb = gridDim.x;
-    if (threadIdx.x == 0) {
-        partial[blockIdx.x] = g;
-        partial[nb + blockIdx.x] = d;
-        partial[2 * nb + blockIdx.x] = q;
-    }
-    if (last_block_done(counter)) {
-        g = 0.0;
-        d = 0.0;
-        q = 0.0;
-        for (u32 b = threadIdx.x; b < nb; b += blockDim.x) {
-            g += __ldcg(partial + b);
-            d += __ldcg(partial + nb + b);
-            q += __ldcg(partial + 2 * nb + b);
-        }
-        __syncthreads(); // scratch is reused
-        block_sum3(g, d, q, scratch);
-        if (threadIdx.x == 0) {
-            const u32 it = next ? cg_next_iteration(scalars) : iteration;
-            cg_advance(g, d, q, scalars, history, history_cap, it);
-            *counter = 0;
-        }
+    if (dot3_grid_sum(g, d, q, partial, counter, scratch) && threadIdx.x == 0) {
+        const u32 it = next ? cg_next_iteration(scalars) : iteration;
+        cg_advance(g, d, q, scalars, history, history_cap, it);
+        *counter = 0;
     }
 }
 

@@ -80,4 +80,36 @@ __device__ __forceinline__ bool last_block_done(u32 *counter) {
     return is_last;
 }
 
+// The grid's sums of a three-dot reduction done in one launch: this thread's shares g, d, q are
+// added over its block into partial[b], partial[nb + b], partial[2 nb + b] (b = blockIdx.x,
+// nb = gridDim.x), and the last block to finish adds the partials in block order. Returns true
+// in every thread of that block, whose thread 0 then holds the grid's sums in g, d, q and must
+// reset the ticket counter to 0 for the next call; false in the other blocks. Every thread of
+// every block must call it; blockDim.x a multiple of 32 (block_sum3); scratch is shared memory
+// of 96 doubles.
+__device__ __forceinline__ bool dot3_grid_sum(double &g, double &d, double &q, double *partial,
+                                              u32 *counter, double *scratch) {
+    block_sum3(g, d, q, scratch);
+    const u32 nb = gridDim.x;
+    if (threadIdx.x == 0) {
+        partial[blockIdx.x] = g;
+        partial[nb + blockIdx.x] = d;
+        partial[2 * nb + blockIdx.x] = q;
+    }
+    if (!last_block_done(counter)) {
+        return false;
+    }
+    g = 0.0;
+    d = 0.0;
+    q = 0.0;
+    for (u32 b = threadIdx.x; b < nb; b += blockDim.x) {
+        g += __ldcg(partial + b);
+        d += __ldcg(partial + nb + b);
+        q += __ldcg(partial + 2 * nb + b);
+    }
+    __syncthreads(); // scratch is reused
+    block_sum3(g, d, q, scratch);
+    return true;
+}
+
 #endif // AUTOPCG_COMMON_CUH

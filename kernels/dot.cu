@@ -414,30 +414,11 @@ extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
     __shared__ double scratch[96];
     double g, d, q;
     dot3_thread(n, r, u, w, g, d, q);
-    block_sum3(g, d, q, scratch);
-    const u32 nb = gridDim.x;
-    if (threadIdx.x == 0) {
-        partial[blockIdx.x] = g;
-        partial[nb + blockIdx.x] = d;
-        partial[2 * nb + blockIdx.x] = q;
-    }
-    if (last_block_done(counter)) {
-        g = 0.0;
-        d = 0.0;
-        q = 0.0;
-        for (u32 b = threadIdx.x; b < nb; b += BLOCK_SIZE) {
-            g += __ldcg(partial + b);
-            d += __ldcg(partial + nb + b);
-            q += __ldcg(partial + 2 * nb + b);
-        }
-        __syncthreads(); // scratch is reused
-        block_sum3(g, d, q, scratch);
-        if (threadIdx.x == 0) {
-            slots[3 * (u64)slot + 0] = g;
-            slots[3 * (u64)slot + 1] = d;
-            slots[3 * (u64)slot + 2] = q;
-            *counter = 0;
-        }
+    if (dot3_grid_sum(g, d, q, partial, counter, scratch) && threadIdx.x == 0) {
+        slots[3 * (u64)slot + 0] = g;
+        slots[3 * (u64)slot + 1] = d;
+        slots[3 * (u64)slot + 2] = q;
+        *counter = 0;
     }
 }
 
