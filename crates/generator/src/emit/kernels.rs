@@ -432,7 +432,7 @@ mod tests {
         assert_eq!(left, keep);
         // Helpers stay.
         assert!(cut.contains("dot3_last_block_body"));
-        assert!(cut.contains("__device__ __forceinline__ bool last_block_done"));
+        assert!(cut.contains("__device__ __forceinline__ void dot3_thread"));
         assert!(keep_entry_points(text, &["nope".to_string()]).is_err());
     }
 

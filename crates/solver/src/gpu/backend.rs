@@ -9,9 +9,11 @@
 //!   copy) or with Jacobi (fused into the update, which writes the next u = D^-1 r; the start
 //!   of a solve applies it once with `jacobi_apply`);
 //! - [`PcgBackend::spmv_reduce_advance`]: SpMV(A), then the fused three-dot reduction whose last
-//!   stage runs the recurrence on the device and appends (gamma, delta, rr) to the device history.
-//!   It takes the iteration index from the scalar buffer (the iteration it last recorded plus
-//!   one), so its launch arguments never change.
+//!   stage runs the recurrence on the device and appends (gamma, delta, rr) to the device history;
+//!   or, where the plan says so ([`GpuPlanChoice::fused_dots`]), one launch of A's SpMV variant
+//!   that adds the three dots in its epilogue and runs the recurrence in its last block. Either
+//!   takes the iteration index from the scalar buffer (the iteration it last recorded plus one),
+//!   so its launch arguments never change.
 //!
 //! [`PcgBackend::poll`] is the only synchronisation of a solve: one download of the history
 //! entries since the last poll together with the scalar buffer. The records' outcomes are
