@@ -554,6 +554,78 @@ mod tests {
     }
 
     #[test]
+    fn a_plan_fusing_the_dots_into_a_method_without_the_variant_is_refused() {
+        let p = DeviceProps::hopper_like();
+        let n = 1000;
+        let dia = SpmvChoice {
+            method: SpmvMethod::Dia {
+                config: LaunchConfig::new(128, 8),
+            },
+            predicted_ms: None,
+        };
+        let ok = GpuPlanChoice {
+            a: dia,
+            precond: PrecondChoice::None,
+            update: UpdateChoice {
+                variant: VectorVariant::GridV2,
+                config: LaunchConfig::new(256, 4),
+                predicted_ms: None,
+            },
+            dot3: Dot3Choice {
+                kernel: Dot3Kernel::LastBlock,
+                config: LaunchConfig::new(256, 4),
+                predicted_ms: None,
+            },
+            fused_dots: fused_dots_launch(&dia.method, n, &p),
+            use_graph: true,
+            graph_iters: 1,
+            padding: PaddingLimits::default(),
+            source: "test".into(),
+        };
+        assert!(ok.fused_dots.is_some());
+        ok.check(n, &Preconditioner::None, &p).unwrap();
+        // A hand-edited plan: A swapped for HYB, the fused launch kept.
+        let hyb = SpmvChoice {
+            method: SpmvMethod::Hyb {
+                split: None,
+                ell_config: LaunchConfig::new(128, 8),
+                coo_kernel: SpmvKernel::CooAtomic,
+                coo_config: LaunchConfig::new(128, 8),
+            },
+            predicted_ms: None,
+        };
+        let bad = GpuPlanChoice {
+            a: hyb,
+            ..ok.clone()
+        };
+        let e = bad
+            .check(n, &Preconditioner::None, &p)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("fused_dots") && e.contains("spmv_ell+spmv_coo_atomic"),
+            "{e}"
+        );
+        // with_a decides again, and the plan is valid.
+        let fixed = ok.clone().with_a(hyb, n, &p);
+        assert_eq!(fixed.fused_dots, None);
+        fixed.check(n, &Preconditioner::None, &p).unwrap();
+        // A fused launch that is not whole warps is refused, naming the entry point.
+        let odd = GpuPlanChoice {
+            fused_dots: Some(LaunchConfig::new(100, 8)),
+            ..ok
+        };
+        let e = odd
+            .check(n, &Preconditioner::None, &p)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("spmv_dia_dot3_next") && e.contains("warps"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn graph_iterations_divide_the_polling_interval() {
         assert_eq!(GpuPlanChoice::graph_iters_for(1), 1);
         assert_eq!(GpuPlanChoice::graph_iters_for(7), 7);
