@@ -194,6 +194,24 @@ impl SpmvKernel {
         Ok(())
     }
 
+    /// The launch of the dot3 variant for vectors of `n` rows when the plain product runs
+    /// `cfg`: the same threads, the blocks capped at one resident wave
+    /// ([`LaunchConfig::grid_stride`]; the variants stride over the rows, and the last block
+    /// adds three partial sums per block, so a grid of one block per few rows would make its
+    /// finish long). `None` when the kernel has no variant or `cfg` is not whole warps.
+    pub fn dot3_launch(
+        self,
+        cfg: LaunchConfig,
+        n: u64,
+        props: &DeviceProps,
+    ) -> Option<LaunchConfig> {
+        self.dot3_entry_point()?;
+        let wave = LaunchConfig::grid_stride(self.work_items(n, 0), cfg.threads, props);
+        let fused = LaunchConfig::new(cfg.threads, cfg.blocks.min(wave.blocks).max(1));
+        self.check_dot3_launch(fused, props).ok()?;
+        Some(fused)
+    }
+
     /// The kernels with an add variant ([`SpmvKernel::add_entry_point`]): CSR scalar, then CSR
     /// vector with each of [`CSR_LANES`].
     pub fn with_add_variant() -> Vec<SpmvKernel> {

@@ -466,16 +466,13 @@ impl GpuPlanChoice {
 /// blocks capped at one resident wave ([`LaunchConfig::grid_stride`]: the kernels stride over
 /// the rows, and the last block adds three partial sums per block). `None` otherwise.
 ///
-/// The rule fuses whenever it can. The fused kernel reads r beside the product (nothing more
-/// when u is r) and does the reduction's work where the rows are written, in place of a pass
-/// of the reduction over r, u and w and its launch. The profile does not time the fused
-/// kernels, so no model weighs them.
+/// This is the fallback rule, which fuses whenever it can: the fused kernel reads r beside the
+/// product (nothing more when u is r) and does the reduction's work where the rows are written,
+/// in place of a pass of the reduction over r, u and w and its launch. A model file that holds
+/// the tune's epilogue measurements weighs the two instead (the generator's selection).
 pub fn fused_dots_launch(a: &SpmvMethod, n: usize, props: &DeviceProps) -> Option<LaunchConfig> {
     let (kernel, cfg) = a.dot3_variant()?;
-    let wave = LaunchConfig::grid_stride(kernel.work_items(n as u64, 0), cfg.threads, props);
-    let fused = LaunchConfig::new(cfg.threads, cfg.blocks.min(wave.blocks).max(1));
-    kernel.check_dot3_launch(fused, props).ok()?;
-    Some(fused)
+    kernel.dot3_launch(cfg, n as u64, props)
 }
 
 fn check_config(
