@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::classifier::{ClassifierOptions, SpmvClassifier};
+use crate::epilogue::EpilogueModel;
 use crate::link::MeasuredLink;
 use crate::profile::Profile;
 use crate::spmv::{SpmvFitOptions, SpmvModel, StoredLimits};
@@ -78,6 +79,11 @@ pub struct ModelFile {
     /// from files written before it was measured and from files of one-GPU hosts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub link: Option<MeasuredLink>,
+    /// The cost of the three dots in the epilogue of A's SpMV, from the tune's epilogue stage;
+    /// absent from files fitted on profiles without that stage (the plan then fuses by the
+    /// fallback rule).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub epilogue: Option<EpilogueModel>,
 }
 
 #[derive(Deserialize)]
@@ -116,6 +122,17 @@ impl ModelFile {
                 None
             }
         };
+        let epilogue = EpilogueModel::fit(profile)?.map(|mut e| {
+            e.held_out = e.evaluate(profile, |n| dot.pick("dot3", n).map(|p| p.predicted_ms));
+            e
+        });
+        if epilogue.is_none() {
+            notes.push(
+                "no epilogue model: the profile has no epilogue stage (plans fuse the dots into \
+                 the SpMV by the fallback rule)"
+                    .into(),
+            );
+        }
         let mut med: Vec<f64> = spmv
             .candidates
             .iter()
@@ -132,13 +149,16 @@ impl ModelFile {
             spmv_in_sample_median: median(&mut med),
             spmv_in_sample_p90: median(&mut p90),
         };
-        let records = vec![
+        let mut records = vec![
             ("vector".to_string(), profile.vector.len()),
             ("dot".to_string(), profile.dot.len()),
             ("matrices".to_string(), profile.matrices.len()),
             ("spmv".to_string(), profile.spmv.len()),
             ("conversions".to_string(), profile.conversions.len()),
         ];
+        if !profile.epilogue.is_empty() {
+            records.push(("epilogue".to_string(), profile.epilogue.len()));
+        }
         Ok(ModelFile {
             schema: MODEL_SCHEMA,
             fitted_by: format!("autopcg {}", env!("CARGO_PKG_VERSION")),
@@ -156,6 +176,7 @@ impl ModelFile {
             quality,
             notes,
             link: None,
+            epilogue,
         })
     }
 
@@ -183,6 +204,9 @@ impl ModelFile {
             return Err("the SpMV model has no candidate".into());
         }
         self.spmv.validate().map_err(|e| e.to_string())?;
+        if let Some(e) = &self.epilogue {
+            e.validate()?;
+        }
         if self.spmv.device.name != self.device.name {
             return Err(format!(
                 "the SpMV model is for {:?}, the file for {:?}",

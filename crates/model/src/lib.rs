@@ -27,6 +27,7 @@
 
 pub mod classifier;
 pub mod domains;
+pub mod epilogue;
 pub mod error;
 pub mod file;
 pub mod linear;
@@ -43,6 +44,7 @@ pub mod vecdot;
 pub mod work;
 
 pub use classifier::{ClassifierOptions, SpmvClassifier};
+pub use epilogue::EpilogueModel;
 pub use error::ModelError;
 pub use file::{ModelFile, MODEL_SCHEMA};
 pub use linear::{fit_line, FitStats, Line, LineFit};

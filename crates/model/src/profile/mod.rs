@@ -23,8 +23,9 @@ use std::path::Path;
 use autopcg_catalog::DeviceProps;
 
 pub use records::{
-    ConversionRecord, DotRecord, Header, LaunchSample, MatrixRecord, MatrixSet, OccupancyRecord,
-    Record, SessionRecord, SpmvRecord, StageRecord, Status, Timing, VectorRecord,
+    ConversionRecord, DotRecord, EpilogueRecord, EpilogueVariant, Header, LaunchSample,
+    MatrixRecord, MatrixSet, OccupancyRecord, Record, SessionRecord, SpmvRecord, StageRecord,
+    Status, Timing, VectorRecord,
 };
 pub use stability::{medians_by_key, stability, StabilityReport};
 pub use writer::ProfileWriter;
@@ -51,6 +52,8 @@ pub struct Profile {
     pub spmv: Vec<SpmvRecord>,
     /// Conversion records.
     pub conversions: Vec<ConversionRecord>,
+    /// Epilogue-stage records.
+    pub epilogue: Vec<EpilogueRecord>,
     /// Stage marks.
     pub stages: Vec<StageRecord>,
     /// Writing sessions stamped (0 in profiles from before sessions were recorded).
@@ -83,6 +86,7 @@ impl Profile {
             Record::Spmv(s) => self.spmv.push(s),
             Record::Conversion(c) => self.conversions.push(c),
             Record::Stage(s) => self.stages.push(s),
+            Record::Epilogue(e) => self.epilogue.push(e),
             Record::Session(s) => {
                 let header = self.header.as_ref().map(|h| h.device.name.as_str());
                 if header != Some(s.device.as_str()) {

@@ -1,7 +1,7 @@
 //! The records of a profile, one JSON object per line, tagged by `record`.
 use autopcg_catalog::{
-    occupancy, DeviceProps, Format, KernelId, Occupancy, Reduction, SpmvCandidate, SpmvLaunch,
-    VectorKernel, VectorOp, VectorVariant,
+    occupancy, DeviceProps, Format, KernelId, Occupancy, Reduction, SpmvCandidate, SpmvKernel,
+    SpmvLaunch, VectorKernel, VectorOp, VectorVariant,
 };
 use autopcg_sparse::families::Recipe;
 use autopcg_sparse::features::MatrixFeatures;
@@ -173,6 +173,53 @@ pub struct DotRecord {
     pub sample: LaunchSample,
 }
 
+/// What a launch of the epilogue stage runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EpilogueVariant {
+    /// The plain product `w = A u`, one thread (or lane group) per row.
+    Plain,
+    /// The dot3 variant (`w = A u` with (r,u), (w,u), (r,r) and the recurrence in its
+    /// epilogue), r a vector of its own (a preconditioned iteration).
+    Fused,
+    /// The dot3 variant with u = r (the iteration without a preconditioner: r is read once).
+    FusedAliased,
+}
+
+impl EpilogueVariant {
+    /// Every variant, in the order the stage measures them.
+    pub const ALL: [EpilogueVariant; 3] = [
+        EpilogueVariant::Plain,
+        EpilogueVariant::Fused,
+        EpilogueVariant::FusedAliased,
+    ];
+
+    /// The name on disk.
+    pub fn name(self) -> &'static str {
+        match self {
+            EpilogueVariant::Plain => "plain",
+            EpilogueVariant::Fused => "fused",
+            EpilogueVariant::FusedAliased => "fused_aliased",
+        }
+    }
+}
+
+/// One launch of the epilogue stage: a row kernel that has a dot3 variant
+/// ([`SpmvKernel::dot3_entry_point`]), plain or fused, on the stage's tridiagonal matrix of
+/// `n` rows (`sample.n`). The plain product runs one thread (lane group) per row, as the SpMV
+/// stage's `cover` launches; the fused one runs the same threads with the blocks capped at one
+/// resident wave ([`SpmvKernel::dot3_launch`]), as the solver launches it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EpilogueRecord {
+    /// The row kernel.
+    pub kernel: SpmvKernel,
+    /// Plain or fused.
+    pub variant: EpilogueVariant,
+    /// The launch and its timing (on disk, its fields stand in the record itself).
+    #[serde(flatten)]
+    pub sample: LaunchSample,
+}
+
 /// Which use a benchmark matrix is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -296,6 +343,8 @@ pub enum Record {
     Stage(StageRecord),
     /// A writing session began (profiles written before sessions were stamped have none).
     Session(SessionRecord),
+    /// A launch of the epilogue stage (profiles written before the stage existed have none).
+    Epilogue(EpilogueRecord),
 }
 
 impl Record {
@@ -323,6 +372,14 @@ impl Record {
                 opt(s.launch.coo_blocks)
             )),
             Record::Conversion(c) => Some(format!("conversion/{}/{}", c.matrix, c.format)),
+            Record::Epilogue(e) => Some(format!(
+                "epilogue/{}/{}/{}/{}/{}",
+                e.kernel,
+                e.variant.name(),
+                e.sample.n,
+                e.sample.threads,
+                e.sample.blocks
+            )),
         }
     }
 }
