@@ -41,8 +41,13 @@
 //! configuration of one length. The scalar buffer the fused update reads holds a non-zero alpha
 //! and beta, so the update reads and writes all of its vectors as in a PCG iteration after the
 //! first.
+use autopcg_catalog::SpmvKernel;
 use autopcg_gpu::bench::{bench_spmv, RecordStatus};
 use autopcg_gpu::kernels::dot::{dot, dot3_advance, Dot3Workspace, DotWorkspace, Reduction};
+use autopcg_gpu::kernels::spmv::{
+    spmv_csr, spmv_csr_dot3_next, spmv_dia, spmv_dia_dot3_next, spmv_ell, spmv_ell_dot3_next,
+    Dot3Epilogue,
+};
 use autopcg_gpu::kernels::vector::{
     axpy, cg_update, xpay, CgVectors, UpdateU, VectorKernel, VectorOp,
 };
@@ -52,13 +57,17 @@ use autopcg_gpu::{
     replays_like_the_solver, time_call, CgScalars, DeviceProps, DeviceVec, GpuDevice, GpuError,
     ShortCalls, SpmvBenchOptions, TimingStats, ITERATION_BYTES_PER_ROW,
 };
-use autopcg_model::profile::{ConversionRecord, SpmvRecord, Status, Timing};
-use autopcg_sparse::CsrMatrix;
+use autopcg_gpu::{DeviceCsr, DeviceDia, DeviceEll};
+use autopcg_model::profile::{ConversionRecord, EpilogueVariant, SpmvRecord, Status, Timing};
+use autopcg_sparse::dia::DiaMatrix;
+use autopcg_sparse::ell::EllMatrix;
+use autopcg_sparse::{CsrMatrix, PaddingLimits};
 
 use crate::measure::{MatrixBench, Measurer};
 use crate::occupancy::KernelResources;
 use crate::plan::{
-    reduction_vectors, vector_bytes_per_elem, DotPoint, KernelRef, TimingPolicy, VectorPoint,
+    reduction_vectors, vector_bytes_per_elem, DotPoint, EpiloguePoint, KernelRef, TimingPolicy,
+    VectorPoint,
 };
 use crate::ProfilerError;
 
@@ -87,6 +96,50 @@ struct DotBufs {
     scalars: CgScalars,
 }
 
+/// The epilogue stage's matrix in every format it times, and the iteration's vectors.
+struct EpilogueBufs {
+    n: u64,
+    csr: DeviceCsr,
+    ell: DeviceEll,
+    dia: DeviceDia,
+    u: DeviceVec<f64>,
+    w: DeviceVec<f64>,
+    r: DeviceVec<f64>,
+    ws3: Dot3Workspace,
+    scalars: CgScalars,
+}
+
+/// The tridiagonal matrix `[-1, 2, -1]` of `n` rows (the epilogue stage's, see
+/// [`crate::plan::EPILOGUE_ROW_ENTRIES`]).
+pub fn tridiagonal(n: usize) -> Result<CsrMatrix, ProfilerError> {
+    let bad = |e: autopcg_sparse::SparseError| {
+        ProfilerError::Measurement(format!("the epilogue stage's matrix of {n} rows: {e}"))
+    };
+    let idx = |i: usize| {
+        u32::try_from(i).map_err(|_| {
+            ProfilerError::InvalidOption(format!("{n} rows do not fit 32-bit indices"))
+        })
+    };
+    let mut indptr = Vec::with_capacity(n + 1);
+    let mut indices = Vec::with_capacity(3 * n);
+    let mut vals = Vec::with_capacity(3 * n);
+    indptr.push(0);
+    for i in 0..n {
+        if i > 0 {
+            indices.push(idx(i - 1)?);
+            vals.push(-1.0);
+        }
+        indices.push(idx(i)?);
+        vals.push(2.0);
+        if i + 1 < n {
+            indices.push(idx(i + 1)?);
+            vals.push(-1.0);
+        }
+        indptr.push(idx(indices.len())?);
+    }
+    CsrMatrix::try_from_parts(n, n, indptr, indices, vals).map_err(bad)
+}
+
 /// [`Measurer`] on one CUDA device.
 pub struct GpuMeasurer<'d> {
     dev: &'d GpuDevice,
@@ -94,6 +147,7 @@ pub struct GpuMeasurer<'d> {
     peak_bps: f64,
     vectors: Option<VectorBufs>,
     dots: Option<DotBufs>,
+    epilogue: Option<EpilogueBufs>,
 }
 
 impl<'d> GpuMeasurer<'d> {
@@ -108,6 +162,7 @@ impl<'d> GpuMeasurer<'d> {
                 .map_or(FALLBACK_PEAK_BPS, |g| g * 1e9),
             vectors: None,
             dots: None,
+            epilogue: None,
         }
     }
 
@@ -349,10 +404,106 @@ impl Measurer for GpuMeasurer<'_> {
         Ok(t)
     }
 
+    fn alloc_epilogue(&mut self, n: u64, max_fused_blocks: u32) -> Result<(), ProfilerError> {
+        self.free()?;
+        let len = to_usize(n)?;
+        let dev = self.dev;
+        let a = tridiagonal(len)?;
+        let limits = PaddingLimits::default();
+        let conv = |e: autopcg_sparse::SparseError| {
+            ProfilerError::Measurement(format!("the epilogue stage's matrix of {n} rows: {e}"))
+        };
+        let ell = EllMatrix::from_csr(&a, &limits).map_err(conv)?;
+        let dia = DiaMatrix::from_csr(&a, &limits).map_err(conv)?;
+        self.epilogue = Some(EpilogueBufs {
+            n,
+            csr: DeviceCsr::upload(dev, &a)?,
+            ell: DeviceEll::upload(dev, &ell)?,
+            dia: DeviceDia::upload(dev, &dia)?,
+            u: dev.alloc_zeros(len)?,
+            w: dev.alloc_zeros(len)?,
+            r: dev.alloc_zeros(len)?,
+            ws3: Dot3Workspace::new(dev, max_fused_blocks.max(1))?,
+            scalars: CgScalars::new(dev, 1)?,
+        });
+        dev.synchronize()?;
+        Ok(())
+    }
+
+    /// The plain product or the dot3 variant at the point's launch, timed as the dot stage
+    /// times reductions (graph replays while the iteration fits in half of L2). The vectors
+    /// are zeros: no kernel's work depends on the values, and the recurrence after a halt
+    /// still runs in full.
+    fn time_epilogue(
+        &mut self,
+        point: &EpiloguePoint,
+        policy: &TimingPolicy,
+    ) -> Result<Timing, ProfilerError> {
+        let dev = self.dev;
+        let b = self
+            .epilogue
+            .as_mut()
+            .ok_or_else(|| GpuMeasurer::missing("an epilogue launch"))?;
+        let per_row: u64 = match point.variant {
+            EpilogueVariant::Plain => 40,
+            _ => 64,
+        };
+        let est_ms = (per_row * b.n) as f64 / self.peak_bps * 1e3;
+        let replay = replays_reductions_at(dev.props().l2_bytes, b.n);
+        let (k, cfg) = (point.kernel, point.cfg);
+        let EpilogueBufs {
+            csr,
+            ell,
+            dia,
+            u,
+            w,
+            r,
+            ws3,
+            scalars,
+            ..
+        } = b;
+        let t = match point.variant {
+            EpilogueVariant::Plain => timed(
+                dev,
+                || match k {
+                    SpmvKernel::Ell => spmv_ell(dev, ell, cfg, u, w),
+                    SpmvKernel::Dia => spmv_dia(dev, dia, cfg, u, w),
+                    _ => spmv_csr(dev, csr, k, cfg, u, w),
+                },
+                est_ms,
+                replay,
+                policy,
+            )?,
+            v => {
+                let aliased = v == EpilogueVariant::FusedAliased;
+                timed(
+                    dev,
+                    || {
+                        let e = Dot3Epilogue {
+                            r: if aliased { &*u } else { &*r },
+                            ws: &mut *ws3,
+                            scalars: &mut *scalars,
+                        };
+                        match k {
+                            SpmvKernel::Ell => spmv_ell_dot3_next(dev, ell, cfg, u, w, e),
+                            SpmvKernel::Dia => spmv_dia_dot3_next(dev, dia, cfg, u, w, e),
+                            _ => spmv_csr_dot3_next(dev, csr, k, cfg, u, w, e),
+                        }
+                    },
+                    est_ms,
+                    replay,
+                    policy,
+                )?
+            }
+        };
+        Ok(t)
+    }
+
     fn free(&mut self) -> Result<(), ProfilerError> {
-        let had = self.vectors.is_some() || self.dots.is_some();
+        let had = self.vectors.is_some() || self.dots.is_some() || self.epilogue.is_some();
         self.vectors = None;
         self.dots = None;
+        self.epilogue = None;
         if had {
             // Frees are queued on the stream; wait so that mem_info sees them.
             self.dev.synchronize()?;

@@ -9,7 +9,7 @@ use autopcg_sparse::features::MatrixFeatures;
 use autopcg_sparse::CsrMatrix;
 
 use crate::occupancy::KernelResources;
-use crate::plan::{DotPoint, KernelRef, TimingPolicy, VectorPoint};
+use crate::plan::{DotPoint, EpiloguePoint, KernelRef, TimingPolicy, VectorPoint};
 use crate::ProfilerError;
 
 /// What the SpMV benchmark of one matrix gives.
@@ -64,6 +64,18 @@ pub trait Measurer {
     fn time_dot(
         &mut self,
         point: &DotPoint,
+        policy: &TimingPolicy,
+    ) -> Result<Timing, ProfilerError>;
+
+    /// Builds and uploads the epilogue stage's tridiagonal matrix of `n` rows in CSR, ELL and
+    /// DIA, the vectors u, w and r and the partial sums of up to `max_fused_blocks` blocks,
+    /// releasing any earlier stage buffers.
+    fn alloc_epilogue(&mut self, n: u64, max_fused_blocks: u32) -> Result<(), ProfilerError>;
+
+    /// Times one launch of the epilogue stage on the buffers of [`Measurer::alloc_epilogue`].
+    fn time_epilogue(
+        &mut self,
+        point: &EpiloguePoint,
         policy: &TimingPolicy,
     ) -> Result<Timing, ProfilerError>;
 

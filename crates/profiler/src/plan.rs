@@ -16,6 +16,12 @@
 //!   time is linear in n with the slope of the (2^24, 2^27] domain, and measuring lengths of
 //!   1e9 would take minutes of the tune's budget for nothing a line through the smaller lengths
 //!   does not already give.
+//! - Epilogue stage: every row kernel that has a dot3 variant (CSR scalar, CSR vector, ELL,
+//!   DIA) on a tridiagonal matrix of `n` rows, at every thread count of the sweep, three ways:
+//!   the plain product (a thread or lane group per row) and the dot3 variant with r apart from u
+//!   and with u = r (the same threads, blocks capped at one wave, as the solver launches it);
+//!   lengths as above up to [`EPILOGUE_MAX_LEN`]. The model weighs the fused kernel's excess
+//!   over the plain one against the separate reduction ([`autopcg_model::epilogue`]).
 //! - SpMV stage: the fit matrices of [`crate::matrices`] through the GPU crate's SpMV benchmark
 //!   (every format, kernel, thread count and grid policy, and cuSPARSE).
 //!
@@ -27,12 +33,12 @@ use std::fmt;
 use std::path::PathBuf;
 
 use autopcg_catalog::{
-    DeviceProps, Dot3Kernel, DotKernel, GridPolicy, KernelId, LaunchConfig, Reduction,
+    DeviceProps, Dot3Kernel, DotKernel, GridPolicy, KernelId, LaunchConfig, Reduction, SpmvKernel,
     VectorKernel, VectorVariant, DOT_BLOCK_SIZES,
 };
 use autopcg_gpu::SpmvBenchOptions;
 use autopcg_model::domains::{domains, held_out_sizes, sample_sizes, Domain};
-use autopcg_model::profile::OccupancyRecord;
+use autopcg_model::profile::{EpilogueVariant, OccupancyRecord};
 use autopcg_sparse::PaddingLimits;
 
 use crate::matrices::{eval_matrices, fit_matrices, quick_matrices, MatrixSpec};
@@ -44,6 +50,10 @@ pub const DEFAULT_MEMORY_FRACTION: f64 = 0.6;
 /// Default upper bound on the vector lengths of the vector and dot stages (see the module
 /// documentation).
 pub const DEFAULT_MAX_VECTOR_LEN: u64 = 1 << 28;
+/// Upper bound on the row counts of the epilogue stage: its matrices are built on the host at
+/// every length, and beyond a few times the L2 cache the kernels are long streams whose lines
+/// the largest domain's already give.
+pub const EPILOGUE_MAX_LEN: u64 = 1 << 24;
 /// Upper bound on the vector lengths of a quick sweep.
 pub const QUICK_MAX_VECTOR_LEN: u64 = 1 << 22;
 /// Threads per block tried by a full sweep.
@@ -197,6 +207,42 @@ pub struct DotPoint {
     pub cfg: LaunchConfig,
     /// `i` of `blocks = NB_nt * i`; `None` for the fixed-coverage rungs.
     pub nb_multiple: Option<u32>,
+}
+
+/// One launch of the epilogue stage at a given length.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EpiloguePoint {
+    /// The row kernel.
+    pub kernel: SpmvKernel,
+    /// Plain or fused.
+    pub variant: EpilogueVariant,
+    /// Its launch.
+    pub cfg: LaunchConfig,
+}
+
+/// Every launch of the epilogue stage at one length.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EpilogueSize {
+    /// Rows of the tridiagonal matrix.
+    pub n: u64,
+    /// Held out of the fits.
+    pub held_out: bool,
+    /// The launches.
+    pub points: Vec<EpiloguePoint>,
+    /// Largest block count among the fused launches (the partial-sum workspace).
+    pub max_fused_blocks: u32,
+}
+
+/// Entries per row of the epilogue stage's tridiagonal matrix.
+pub const EPILOGUE_ROW_ENTRIES: u64 = 3;
+
+/// Device bytes of the epilogue stage at `n` rows: the matrix in CSR (row pointers, 3 entries
+/// of 12 bytes per row), ELL (3 slots of 12 bytes) and DIA (3 diagonals of 8 bytes), the
+/// vectors u, w and r, three partial sums per fused block, plus slack.
+pub fn epilogue_stage_bytes(n: u64, max_fused_blocks: u32) -> u64 {
+    n.saturating_mul(4 + 36 + 36 + 24 + 24)
+        .saturating_add(24 * u64::from(max_fused_blocks))
+        .saturating_add(MEMORY_SLACK)
 }
 
 /// Every measurement of the vector stage at one length.
@@ -377,6 +423,10 @@ pub struct Sweep {
     pub vector: Vec<VectorSize>,
     /// The dot stage, by length.
     pub dot: Vec<DotSize>,
+    /// Largest length of the epilogue stage.
+    pub epilogue_max_n: u64,
+    /// The epilogue stage, by length.
+    pub epilogue: Vec<EpilogueSize>,
     /// Name of the matrix stage in the profile (`spmv`, or `spmv_eval` for the evaluation set).
     pub matrix_stage: String,
     /// The matrices of the SpMV stage.
@@ -402,6 +452,10 @@ pub struct SweepCounts {
     pub dot: usize,
     /// Distinct reduction lengths.
     pub dot_sizes: usize,
+    /// Epilogue launches.
+    pub epilogue: usize,
+    /// Distinct epilogue lengths.
+    pub epilogue_sizes: usize,
     /// Matrices.
     pub matrices: usize,
 }
@@ -413,6 +467,8 @@ pub struct StageEstimate {
     pub vector_s: f64,
     /// Dot stage.
     pub dot_s: f64,
+    /// Epilogue stage.
+    pub epilogue_s: f64,
     /// SpMV stage.
     pub spmv_s: f64,
 }
@@ -420,7 +476,7 @@ pub struct StageEstimate {
 impl StageEstimate {
     /// All stages.
     pub fn total_s(&self) -> f64 {
-        self.vector_s + self.dot_s + self.spmv_s
+        self.vector_s + self.dot_s + self.epilogue_s + self.spmv_s
     }
 }
 
@@ -651,6 +707,62 @@ impl Sweep {
             })
             .collect();
 
+        // Epilogue stage: the plain launch covers the rows, the fused one is the solver's.
+        let ecap = cap.min(EPILOGUE_MAX_LEN);
+        let epilogue_launches = |n: u64| -> Vec<EpiloguePoint> {
+            let mut points = Vec::new();
+            for kernel in SpmvKernel::with_dot3_variant() {
+                let items = kernel.work_items(n, EPILOGUE_ROW_ENTRIES * n);
+                for &t in threads
+                    .iter()
+                    .filter(|&&t| t <= device.max_threads_per_block)
+                {
+                    let plain = LaunchConfig::per_item(items, t);
+                    if plain.blocks > grid_x {
+                        continue;
+                    }
+                    let Some(fused) = kernel.dot3_launch(plain, n, device) else {
+                        continue;
+                    };
+                    for variant in EpilogueVariant::ALL {
+                        let cfg = match variant {
+                            EpilogueVariant::Plain => plain,
+                            _ => fused,
+                        };
+                        points.push(EpiloguePoint {
+                            kernel,
+                            variant,
+                            cfg,
+                        });
+                    }
+                }
+            }
+            points
+        };
+        let fused_blocks = |points: &[EpiloguePoint]| {
+            points
+                .iter()
+                .filter(|p| p.variant != EpilogueVariant::Plain)
+                .map(|p| p.cfg.blocks)
+                .max()
+                .unwrap_or(1)
+        };
+        let epilogue_max_n = largest_fitting(ecap, memory_budget, |n| {
+            epilogue_stage_bytes(n, fused_blocks(&epilogue_launches(n)))
+        });
+        let epilogue = stage_sizes(epilogue_max_n, quick)
+            .into_iter()
+            .map(|(n, held_out)| {
+                let points = epilogue_launches(n);
+                EpilogueSize {
+                    n,
+                    held_out,
+                    max_fused_blocks: fused_blocks(&points),
+                    points,
+                }
+            })
+            .collect();
+
         Ok(Sweep {
             device: device.clone(),
             options: opts.clone(),
@@ -660,6 +772,8 @@ impl Sweep {
             occupancy: occ,
             vector,
             dot,
+            epilogue_max_n,
+            epilogue,
             matrix_stage: "spmv".into(),
             matrices: if quick {
                 quick_matrices()
@@ -692,6 +806,8 @@ impl Sweep {
             occupancy: Vec::new(),
             vector: Vec::new(),
             dot: Vec::new(),
+            epilogue_max_n: 0,
+            epilogue: Vec::new(),
             matrix_stage: "spmv_eval".into(),
             matrices: eval_matrices(),
             vector_timing: TimingPolicy::full(),
@@ -732,6 +848,8 @@ impl Sweep {
             vector_sizes: self.vector.len(),
             dot: self.dot.iter().map(|s| s.points.len()).sum(),
             dot_sizes: self.dot.len(),
+            epilogue: self.epilogue.iter().map(|s| s.points.len()).sum(),
+            epilogue_sizes: self.epilogue.len(),
             matrices: self.matrices.len(),
         }
     }
@@ -752,6 +870,19 @@ impl Sweep {
         };
         let t = slow * (8 * reduction_vectors(p.op) * n) as f64 / bandwidth
             + f64::from(reduction_launches(p.op)) * cost::LAUNCH_S;
+        measurement_s(t, &self.dot_timing)
+    }
+
+    /// Estimated seconds of one epilogue launch at `n` rows: the tridiagonal product (about
+    /// 40 bytes a row in CSR) and, fused, the three vectors of the dots; the host builds the
+    /// matrix once per length (not counted here).
+    pub fn epilogue_point_s(&self, n: u64, p: &EpiloguePoint, bandwidth: f64) -> f64 {
+        let bytes = match p.variant {
+            EpilogueVariant::Plain => 40,
+            EpilogueVariant::Fused => 64,
+            EpilogueVariant::FusedAliased => 56,
+        };
+        let t = (bytes * n) as f64 / bandwidth + cost::LAUNCH_S;
         measurement_s(t, &self.dot_timing)
     }
 
@@ -795,6 +926,15 @@ impl Sweep {
                 .dot
                 .iter()
                 .flat_map(|s| s.points.iter().map(move |p| self.dot_point_s(s.n, p, bw)))
+                .sum(),
+            epilogue_s: self
+                .epilogue
+                .iter()
+                .flat_map(|s| {
+                    s.points
+                        .iter()
+                        .map(move |p| self.epilogue_point_s(s.n, p, bw))
+                })
                 .sum(),
             spmv_s: self.matrices.iter().map(|m| self.matrix_s(m, bw)).sum(),
         }

@@ -7,15 +7,15 @@ use autopcg_catalog::{
 };
 use autopcg_gpu::kernels::vector::VectorKernel;
 use autopcg_gpu::SpmvBenchOptions;
-use autopcg_model::profile::{ConversionRecord, SpmvRecord, Status, Timing};
+use autopcg_model::profile::{ConversionRecord, EpilogueVariant, SpmvRecord, Status, Timing};
 use autopcg_sparse::features::features;
 use autopcg_sparse::CsrMatrix;
 
 use crate::measure::{MatrixBench, Measurer};
 use crate::occupancy::KernelResources;
 use crate::plan::{
-    dot_stage_bytes, reduction_vectors, vector_bytes_per_elem, vector_stage_bytes, DotPoint,
-    KernelRef, TimingPolicy, VectorPoint,
+    dot_stage_bytes, epilogue_stage_bytes, reduction_vectors, vector_bytes_per_elem,
+    vector_stage_bytes, DotPoint, EpiloguePoint, KernelRef, TimingPolicy, VectorPoint,
 };
 use crate::ProfilerError;
 
@@ -192,6 +192,28 @@ impl Measurer for FakeMeasurer {
             point.cfg.threads,
             point.nb_multiple.unwrap_or(0),
         ))
+    }
+
+    fn alloc_epilogue(&mut self, n: u64, max_fused_blocks: u32) -> Result<(), ProfilerError> {
+        self.alloc(epilogue_stage_bytes(n, max_fused_blocks))?;
+        self.n = n;
+        Ok(())
+    }
+
+    /// The tridiagonal product (40 bytes a row), and the fused kernels' dots (24 bytes a row,
+    /// 16 when u = r) plus 2 us of finish.
+    fn time_epilogue(
+        &mut self,
+        point: &EpiloguePoint,
+        _policy: &TimingPolicy,
+    ) -> Result<Timing, ProfilerError> {
+        self.tick()?;
+        let (bytes, extra) = match point.variant {
+            EpilogueVariant::Plain => (40 * self.n, 0),
+            EpilogueVariant::Fused => (64 * self.n, 200),
+            EpilogueVariant::FusedAliased => (56 * self.n, 200),
+        };
+        Ok(FakeMeasurer::formula(bytes, point.cfg.threads, extra))
     }
 
     fn free(&mut self) -> Result<(), ProfilerError> {

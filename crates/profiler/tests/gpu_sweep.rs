@@ -19,14 +19,17 @@ fn a_tiny_sweep_runs_on_the_gpu_and_resumes(dev: GpuDevice) {
     let mut sweep = Sweep::plan(m.device(), &opts, &table).unwrap();
     sweep.matrices = autopcg_profiler::quick_matrices()[..2].to_vec();
     let c = sweep.counts();
-    assert!(c.vector > 0 && c.dot > 0);
+    assert!(c.vector > 0 && c.dot > 0 && c.epilogue > 0);
 
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("gpu.jsonl");
     let mut w = open_profile(&path, m.device(), true).unwrap();
     let report = run_sweep(&mut m, &mut w, &sweep, &mut Silent).unwrap();
     drop(w);
-    assert_eq!(report.measured(), c.vector + c.dot + c.matrices);
+    assert_eq!(
+        report.measured(),
+        c.vector + c.dot + c.epilogue + c.matrices
+    );
     assert!(report.peak_device_bytes >= report.baseline_device_bytes);
     let budget_end = report.baseline_device_bytes + sweep.memory_budget;
     assert!(report.peak_device_bytes <= budget_end);
@@ -35,6 +38,7 @@ fn a_tiny_sweep_runs_on_the_gpu_and_resumes(dev: GpuDevice) {
     assert_eq!(p.header.as_ref().unwrap().device.name, dev.props().name);
     assert_eq!(p.vector.len(), c.vector);
     assert_eq!(p.dot.len(), c.dot);
+    assert_eq!(p.epilogue.len(), c.epilogue);
     assert_eq!(p.occupancy.len(), c.occupancy);
     assert!(p
         .occupancy
@@ -48,6 +52,20 @@ fn a_tiny_sweep_runs_on_the_gpu_and_resumes(dev: GpuDevice) {
         .dot
         .iter()
         .all(|d| d.sample.timing.is_valid() && d.sample.timing.median_ms > 0.0));
+    assert!(p
+        .epilogue
+        .iter()
+        .all(|e| e.sample.timing.is_valid() && e.sample.timing.median_ms > 0.0));
+    // Every row kernel with a dot3 variant, plain and both fused ways.
+    let kinds: HashSet<(String, &str)> = p
+        .epilogue
+        .iter()
+        .map(|e| (e.kernel.to_string(), e.variant.name()))
+        .collect();
+    assert_eq!(
+        kinds.len(),
+        3 * autopcg_catalog::SpmvKernel::with_dot3_variant().len()
+    );
     assert_eq!(p.matrices.len(), 2);
     let ok: Vec<_> = p.spmv.iter().filter(|s| s.status == Status::Ok).collect();
     assert!(!ok.is_empty());
@@ -71,8 +89,8 @@ fn a_tiny_sweep_runs_on_the_gpu_and_resumes(dev: GpuDevice) {
     assert_eq!(again.measured(), 0);
     assert_eq!(again.resumed(), report.measured());
     let text = std::fs::read_to_string(&path).unwrap();
-    // Only the session stamp of the second writer and the three stage marks were added.
-    assert_eq!(text.lines().count(), lines + 4);
+    // Only the session stamp of the second writer and the four stage marks were added.
+    assert_eq!(text.lines().count(), lines + 5);
     let keys: Vec<String> = text
         .lines()
         .filter_map(|l| serde_json::from_str::<Record>(l).ok())

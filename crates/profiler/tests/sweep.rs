@@ -60,7 +60,8 @@ fn a_sweep_writes_every_planned_record_once() {
     let path = dir.path().join("p.jsonl");
     let mut fake = FakeMeasurer::new(spec.clone());
     assert_eq!(run(&sweep, &path, &mut fake).unwrap(), 0);
-    assert_eq!(fake.measured, c.vector + c.dot + c.matrices);
+    assert!(c.epilogue > 0);
+    assert_eq!(fake.measured, c.vector + c.dot + c.epilogue + c.matrices);
     let p = Profile::read(&path).unwrap();
     let h = p.header.as_ref().unwrap();
     assert!(!h.quick);
@@ -68,10 +69,11 @@ fn a_sweep_writes_every_planned_record_once() {
     assert_eq!(p.occupancy.len(), c.occupancy);
     assert_eq!(p.vector.len(), c.vector);
     assert_eq!(p.dot.len(), c.dot);
+    assert_eq!(p.epilogue.len(), c.epilogue);
     assert_eq!(p.matrices.len(), 2);
     assert!(!p.spmv.is_empty() && !p.conversions.is_empty());
     let stages: Vec<&str> = p.stages.iter().map(|s| s.stage.as_str()).collect();
-    assert_eq!(stages, ["vector", "dot", "spmv"]);
+    assert_eq!(stages, ["vector", "dot", "epilogue", "spmv"]);
     assert_unique(&keys(&path));
 
     // Lengths: 4 fitted and 2 held out per domain.
@@ -143,9 +145,15 @@ fn an_interrupted_sweep_resumes_without_loss_or_duplicates() {
     let whole = dir.path().join("whole.jsonl");
     run(&sweep, &whole, &mut FakeMeasurer::new(spec.clone())).unwrap();
     let want: HashSet<String> = keys(&whole).into_iter().collect();
-    let items = c.vector + c.dot + c.matrices;
-    // Cut in the vector stage, in the dot stage, and between the two matrices.
-    for k in [7, c.vector + 5, c.vector + c.dot + 1] {
+    let items = c.vector + c.dot + c.epilogue + c.matrices;
+    // Cut in the vector stage, in the dot stage, in the epilogue stage, and between the two
+    // matrices.
+    for k in [
+        7,
+        c.vector + 5,
+        c.vector + c.dot + 4,
+        c.vector + c.dot + c.epilogue + 1,
+    ] {
         let path = dir.path().join(format!("cut{k}.jsonl"));
         let mut fake = FakeMeasurer::new(spec.clone());
         fake.fail_after = Some(k);
@@ -356,15 +364,19 @@ fn tune_reports_progress_stage_by_stage() {
     let c = sweep.counts();
     assert_eq!(log.last["vector"], (c.vector, c.vector));
     assert_eq!(log.last["dot"], (c.dot, c.dot));
+    assert_eq!(log.last["epilogue"], (c.epilogue, c.epilogue));
     assert_eq!(log.last["spmv"], (c.matrices, c.matrices));
     assert!(log.etas > 0);
     let names: Vec<&str> = log.stages.iter().map(|s| s.stage.as_str()).collect();
-    assert_eq!(names, ["vector", "dot", "spmv"]);
-    assert_eq!(report.measured(), c.vector + c.dot + c.matrices);
+    assert_eq!(names, ["vector", "dot", "epilogue", "spmv"]);
+    assert_eq!(
+        report.measured(),
+        c.vector + c.dot + c.epilogue + c.matrices
+    );
     assert_eq!(report.resumed(), 0);
     assert!(report.peak_device_bytes > 0 && report.peak_device_bytes <= spec.total_mem);
-    // Written beside the records: the header, the session stamp and three stage marks.
-    assert_eq!(report.records(), w.written() - 2 - 3);
+    // Written beside the records: the header, the session stamp and four stage marks.
+    assert_eq!(report.records(), w.written() - 2 - 4);
 }
 
 #[test]
@@ -419,4 +431,31 @@ fn the_eval_plan_measures_only_its_matrices_and_labels_them() {
     assert!(e.to_string().contains("missing-file"), "{e}");
     let p = Profile::read(&path).unwrap();
     assert_eq!(p.matrices.len(), 2);
+}
+
+#[test]
+fn a_profile_from_before_the_epilogue_stage_gets_only_that_stage_on_resume() {
+    let spec = hopper_like_props();
+    let sweep = small_sweep(&spec, true);
+    let c = sweep.counts();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p.jsonl");
+    run(&sweep, &path, &mut FakeMeasurer::new(spec.clone())).unwrap();
+    let want: HashSet<String> = keys(&path).into_iter().collect();
+    // The same profile without the stage, as an older tune wrote it.
+    let old: Vec<String> = std::fs::read_to_string(&path)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.contains(r#""record":"epilogue""#) && !l.contains(r#""stage":"epilogue""#))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(&path, old.concat()).unwrap();
+    assert!(Profile::read(&path).unwrap().epilogue.is_empty());
+    let mut fake = FakeMeasurer::new(spec.clone());
+    run(&sweep, &path, &mut fake).unwrap();
+    assert_eq!(fake.measured, c.epilogue);
+    let got = keys(&path);
+    assert_unique(&got);
+    assert_eq!(got.into_iter().collect::<HashSet<_>>(), want);
+    assert_eq!(Profile::read(&path).unwrap().epilogue.len(), c.epilogue);
 }

@@ -3,7 +3,8 @@
 //! measured and the next run with the same profile file measures only the rest.
 //!
 //! Resume rules:
-//! - vector and dot measurements are skipped when their record's key is in the profile; the
+//! - vector, dot and epilogue measurements are skipped when their record's key is in the
+//!   profile (a profile written before the epilogue stage existed gets it on resume); the
 //!   buffers of a length are allocated only when some measurement at that length is missing;
 //! - a matrix is done when its [`MatrixRecord`] is in the profile: that record is written LAST,
 //!   after every SpMV and conversion record of the matrix. A matrix without it is measured again
@@ -233,7 +234,7 @@ pub fn run_sweep(
 }
 
 /// The steps of a sweep: what is left to measure, then the vector stage (with the occupancy
-/// records), the dot stage and the matrix stage.
+/// records), the dot stage, the epilogue stage and the matrix stage.
 fn run_inner(
     m: &mut dyn Measurer,
     writer: &mut ProfileWriter,
@@ -255,6 +256,7 @@ fn run_inner(
     };
     run.vector_stage(&todo)?;
     run.dot_stage(&todo)?;
+    run.epilogue_stage(&todo)?;
     run.matrix_stage(&todo)?;
     run.report.elapsed = run.clock.start.elapsed();
     Ok(run.report)

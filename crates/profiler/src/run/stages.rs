@@ -5,7 +5,8 @@ use std::sync::mpsc::sync_channel;
 use std::time::Instant;
 
 use autopcg_model::profile::{
-    DotRecord, LaunchSample, MatrixRecord, ProfileWriter, Record, StageRecord, Timing, VectorRecord,
+    DotRecord, EpilogueRecord, LaunchSample, MatrixRecord, ProfileWriter, Record, StageRecord,
+    Timing, VectorRecord,
 };
 use autopcg_model::work::{spmv_work, SpmvWork};
 use autopcg_sparse::{CsrMatrix, SparseError};
@@ -14,7 +15,8 @@ use super::progress::{Clock, StageRun};
 use super::{matrix_key, spmv_footprint, Observer, SweepReport, ASSUMED_BANDWIDTH};
 use crate::measure::Measurer;
 use crate::plan::{
-    dot_stage_bytes, vector_stage_bytes, DotPoint, DotSize, Sweep, VectorPoint, VectorSize,
+    dot_stage_bytes, epilogue_stage_bytes, vector_stage_bytes, DotPoint, DotSize, EpiloguePoint,
+    EpilogueSize, Sweep, VectorPoint, VectorSize,
 };
 use crate::ProfilerError;
 
@@ -146,6 +148,55 @@ impl StageSize for DotSize {
     }
 }
 
+impl StageSize for EpilogueSize {
+    type Point = EpiloguePoint;
+    const STAGE: &'static str = "epilogue";
+
+    fn n(&self) -> u64 {
+        self.n
+    }
+
+    fn points(&self) -> &[EpiloguePoint] {
+        &self.points
+    }
+
+    fn need_bytes(&self) -> u64 {
+        epilogue_stage_bytes(self.n, self.max_fused_blocks)
+    }
+
+    fn alloc(&self, m: &mut dyn Measurer) -> Result<(), ProfilerError> {
+        m.alloc_epilogue(self.n, self.max_fused_blocks)
+    }
+
+    fn cost(&self, sweep: &Sweep, p: &EpiloguePoint) -> f64 {
+        sweep.epilogue_point_s(self.n, p, ASSUMED_BANDWIDTH)
+    }
+
+    fn time(
+        m: &mut dyn Measurer,
+        sweep: &Sweep,
+        p: &EpiloguePoint,
+    ) -> Result<Timing, ProfilerError> {
+        m.time_epilogue(p, &sweep.dot_timing)
+    }
+
+    fn record(&self, p: &EpiloguePoint, timing: Timing) -> Record {
+        Record::Epilogue(EpilogueRecord {
+            kernel: p.kernel,
+            variant: p.variant,
+            sample: LaunchSample {
+                n: self.n,
+                threads: p.cfg.threads,
+                blocks: p.cfg.blocks,
+                nb_multiple: None,
+                elems_per_thread: None,
+                held_out: self.held_out,
+                timing,
+            },
+        })
+    }
+}
+
 /// Per length, which measurements the profile does not hold yet.
 fn pending<S: StageSize>(sizes: &[S], writer: &ProfileWriter) -> Vec<Vec<bool>> {
     sizes
@@ -178,9 +229,11 @@ fn pending_cost<S: StageSize>(sweep: &Sweep, sizes: &[S], todo: &[Vec<bool>]) ->
 pub(super) struct Todo {
     vector: Vec<Vec<bool>>,
     dot: Vec<Vec<bool>>,
+    epilogue: Vec<Vec<bool>>,
     matrices: Vec<bool>,
     vector_cost: f64,
     dot_cost: f64,
+    epilogue_cost: f64,
     matrix_cost: f64,
 }
 
@@ -189,6 +242,7 @@ impl Todo {
     pub(super) fn of(sweep: &Sweep, writer: &ProfileWriter) -> Todo {
         let vector = pending(&sweep.vector, writer);
         let dot = pending(&sweep.dot, writer);
+        let epilogue = pending(&sweep.epilogue, writer);
         let matrices: Vec<bool> = sweep
             .matrices
             .iter()
@@ -197,6 +251,7 @@ impl Todo {
         Todo {
             vector_cost: pending_cost(sweep, &sweep.vector, &vector),
             dot_cost: pending_cost(sweep, &sweep.dot, &dot),
+            epilogue_cost: pending_cost(sweep, &sweep.epilogue, &epilogue),
             matrix_cost: sweep
                 .matrices
                 .iter()
@@ -206,13 +261,14 @@ impl Todo {
                 .sum(),
             vector,
             dot,
+            epilogue,
             matrices,
         }
     }
 
     /// Estimated seconds of everything left.
     pub(super) fn cost(&self) -> f64 {
-        self.vector_cost + self.dot_cost + self.matrix_cost
+        self.vector_cost + self.dot_cost + self.epilogue_cost + self.matrix_cost
     }
 }
 
@@ -285,6 +341,12 @@ impl Run<'_> {
     pub(super) fn dot_stage(&mut self, todo: &Todo) -> Result<(), ProfilerError> {
         let sweep = self.sweep;
         self.length_stage(&sweep.dot, &todo.dot, todo.dot_cost, &[])
+    }
+
+    /// The epilogue stage.
+    pub(super) fn epilogue_stage(&mut self, todo: &Todo) -> Result<(), ProfilerError> {
+        let sweep = self.sweep;
+        self.length_stage(&sweep.epilogue, &todo.epilogue, todo.epilogue_cost, &[])
     }
 
     /// A stage over lengths, skipped when it has neither lengths nor `prelude` records: the
