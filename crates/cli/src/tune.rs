@@ -67,7 +67,7 @@ pub(crate) fn fit_and_write_model(
     let pct = |x: Option<f64>| x.map_or_else(|| "-".to_string(), |v| format!("{:.1}%", 100.0 * v));
     Ok(format!(
         "fitted in {:.1} s: {} SpMV candidates (in-sample median error {}, p90 {}), vector trees \
-         {:.0}% and reduction trees {:.0}% within 3% of the best on held-out sizes{}",
+         {:.0}% and reduction trees {:.0}% within 3% of the best on held-out sizes{}; {}",
         t.elapsed().as_secs_f64(),
         model.spmv.candidates.len(),
         pct(q.spmv_in_sample_median),
@@ -78,6 +78,18 @@ pub(crate) fn fit_and_write_model(
             ", classifier fitted"
         } else {
             ", no classifier"
+        },
+        match &model.epilogue {
+            Some(e) => format!(
+                "epilogue lines for {} kernel launches (held out: fused time within {} median, \
+                 {} at most; the fuse-or-not decision right at {} of {} points)",
+                e.lines.len(),
+                pct(Some(e.held_out.median_rel_err)),
+                pct(Some(e.held_out.max_rel_err)),
+                e.held_out.decisions_agreeing,
+                e.held_out.decisions
+            ),
+            None => "no epilogue stage in the profile (the dots are fused by the rule)".into(),
         }
     ))
 }
@@ -360,13 +372,16 @@ pub(crate) fn tune(a: TuneArgs) -> Result<()> {
         let est = sweep.estimate(ASSUMED_BANDWIDTH);
         eprintln!(
             "plan: {} vector updates at {} lengths up to {}, {} reductions at {} lengths up to {}, \
-             {} matrices; about {} at {:.0} TB/s",
+             {} epilogue launches at {} lengths up to {}, {} matrices; about {} at {:.0} TB/s",
             c.vector,
             c.vector_sizes,
             sweep.vector_max_n,
             c.dot,
             c.dot_sizes,
             sweep.dot_max_n,
+            c.epilogue,
+            c.epilogue_sizes,
+            sweep.epilogue_max_n,
             c.matrices,
             fmt_dur(Duration::from_secs_f64(est.total_s())),
             ASSUMED_BANDWIDTH / 1e12

@@ -56,7 +56,8 @@ pub mod ssor;
 pub use explain::{StepExplain, StepOption, RUNNERS_UP};
 #[cfg(feature = "model")]
 pub use select::{
-    select_dot3, select_spmv, select_spmv_counted, select_spmv_knowing, select_update, SpmvCounts,
+    select_dot3, select_fused_dots, select_spmv, select_spmv_counted, select_spmv_knowing,
+    select_update, SpmvCounts,
 };
 #[cfg(feature = "model")]
 pub use ssor::{choose_ssor_form, choose_ssor_form_counted, explicit_counts, SsorFormChoice};
@@ -798,7 +799,7 @@ fn select_plan(
     explain.push(eu);
     let (cd, ed) = select_dot3(model, n)?;
     choice.dot3 = cd;
-    explain.push(ed);
+    explain.push(select_fused_dots(model, &mut choice, n, ed));
     let predicted = explain
         .iter()
         .filter_map(|e| e.options.first())

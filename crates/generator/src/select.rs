@@ -6,6 +6,9 @@
 //!   predicted conversion cost spread over the expected iterations.
 //! - The fused update: the `cg_update` decision tree (Alg. 3-1) at the vector length.
 //! - The three-dot reduction: the `dot3` decision tree at the vector length.
+//! - The dots in the epilogue of A's SpMV or apart ([`select_fused_dots`]): the epilogue
+//!   model's predicted excess of A's dot3 variant over its plain product against the
+//!   reduction's predicted time.
 //!
 //! Grid-stride launches from the trees are capped at the blocks that cover the vector
 //! ([`autopcg_catalog::VectorVariant::launch_at`], [`Reduction::launch_at`]): the trees keep
@@ -17,7 +20,7 @@ use autopcg_catalog::{
 use autopcg_model::file::ModelFile;
 use autopcg_model::spmv::SpmvPrediction;
 use autopcg_model::work::{spmv_work_counted, SpmvWork, WorkTally};
-use autopcg_solver::gpu::{Dot3Choice, SpmvChoice, UpdateChoice};
+use autopcg_solver::gpu::{Dot3Choice, GpuPlanChoice, PrecondChoice, SpmvChoice, UpdateChoice};
 use autopcg_sparse::features::{FeatureCounter, KnownSymmetry, MatrixFeatures, RowTally};
 use autopcg_sparse::CsrMatrix;
 use rayon::prelude::*;
@@ -301,4 +304,73 @@ pub fn select_dot3(model: &ModelFile, n: u64) -> Result<(Dot3Choice, StepExplain
         },
         tree_explain("dots", &p, config, "dot3", n),
     ))
+}
+
+/// Decides whether the plan adds the three dots in the epilogue of A's SpMV
+/// ([`GpuPlanChoice::fused_dots`], set by the fallback rule wherever A's method has the variant)
+/// or runs the reduction `choice.dot3` after the product, and explains it as the `dots` step
+/// (`dots_tree`: the reduction tree's explanation, whose option stays the runner-up or the
+/// choice).
+///
+/// With the epilogue model (the tune's epilogue stage): fused when the predicted excess of the
+/// fused kernel over A's plain product at A's threads (with u = r when there is no
+/// preconditioner) is below the reduction's predicted time. Without it (a model file fitted on a
+/// profile from before the stage), or when the stage did not measure A's kernel, the rule's
+/// choice stays and the explanation says so.
+pub fn select_fused_dots(
+    model: &ModelFile,
+    choice: &mut GpuPlanChoice,
+    n: u64,
+    mut dots_tree: StepExplain,
+) -> StepExplain {
+    let (Some(cfg), Some((kernel, _))) = (choice.fused_dots, choice.a.method.dot3_variant()) else {
+        return dots_tree;
+    };
+    let entry = kernel.dot3_entry_point().unwrap_or_default();
+    let fused_name = format!(
+        "{entry} t{} b{} (epilogue of A's SpMV)",
+        cfg.threads, cfg.blocks
+    );
+    let aliased = matches!(choice.precond, PrecondChoice::None);
+    let excess = model
+        .epilogue
+        .as_ref()
+        .and_then(|e| e.excess_ms(kernel, cfg.threads, aliased, n));
+    let (Some(excess), Some(reduction)) = (excess, choice.dot3.predicted_ms) else {
+        dots_tree.why = format!(
+            "{}; the dots go into the epilogue of A's SpMV by the fallback rule ({})",
+            dots_tree.why,
+            if model.epilogue.is_none() {
+                "the model file has no epilogue lines: tune again to measure them"
+            } else {
+                "the epilogue stage did not measure this kernel"
+            }
+        );
+        return dots_tree;
+    };
+    let fused = StepOption::timed(fused_name, excess);
+    let apart = dots_tree.options.first().cloned();
+    let fuse = excess < reduction;
+    if !fuse {
+        choice.fused_dots = None;
+    }
+    let mut options = Vec::new();
+    if fuse {
+        options.push(fused);
+        options.extend(apart);
+    } else {
+        options.extend(apart);
+        options.push(fused);
+    }
+    StepExplain {
+        step: dots_tree.step,
+        options,
+        why: format!(
+            "epilogue lines at n = {n}{}: the dots in A's SpMV add {excess:.4} ms to the product, \
+             the reduction apart takes {reduction:.4} ms ({})",
+            if aliased { ", u = r" } else { "" },
+            dots_tree.why
+        ),
+        classifier: None,
+    }
 }

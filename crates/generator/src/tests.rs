@@ -1260,3 +1260,108 @@ fn first_order_factored_ssor_ai_on_a_gpu_is_built_from_a_on_the_device() {
         gpu()
     )));
 }
+
+/// An epilogue model whose every kernel's dot3 variant adds `excess_ms` to its product at any
+/// length (flat lines for the plain and both fused variants, threads 32 to 1024).
+fn flat_epilogue(excess_ms: f64) -> autopcg_model::EpilogueModel {
+    use autopcg_model::domains::Domain;
+    use autopcg_model::epilogue::{DomainLine, EpilogueLines};
+    use autopcg_model::profile::EpilogueVariant;
+    use autopcg_model::Line;
+    let mut lines = Vec::new();
+    for kernel in autopcg_catalog::SpmvKernel::with_dot3_variant() {
+        for threads in [32, 64, 128, 256, 512, 1024] {
+            for variant in EpilogueVariant::ALL {
+                let b = if variant == EpilogueVariant::Plain {
+                    0.01
+                } else {
+                    0.01 + excess_ms
+                };
+                lines.push(EpilogueLines {
+                    kernel,
+                    threads,
+                    variant,
+                    domains: vec![DomainLine {
+                        domain: Domain {
+                            lo: 1024,
+                            hi: 1 << 30,
+                        },
+                        line: Line::new(0.0, b),
+                    }],
+                });
+            }
+        }
+    }
+    autopcg_model::EpilogueModel {
+        lines,
+        held_out: Default::default(),
+    }
+}
+
+#[test]
+fn the_dots_go_into_the_spmv_where_the_epilogue_model_predicts_it_cheaper() {
+    let a = families::poisson3d_7pt(40, 40, 40).unwrap();
+    for kind in [PrecondKind::None, PrecondKind::Jacobi] {
+        let mut m = model();
+        m.epilogue = None;
+        let rule = plan(&with_model(&a, kind, &m)).unwrap();
+        let c = rule.gpu.as_ref().unwrap();
+        let reduction = c.dot3.predicted_ms.unwrap();
+        assert!(
+            c.fused_dots.is_some(),
+            "the rule fuses without epilogue lines"
+        );
+        let dots = rule.explain.iter().find(|e| e.step == "dots").unwrap();
+        assert!(dots.why.contains("fallback rule"), "{}", dots.why);
+
+        // Cheaper than the reduction: fused, and the dots step predicts the excess.
+        m.epilogue = Some(flat_epilogue(0.5 * reduction));
+        let p = plan(&with_model(&a, kind, &m)).unwrap();
+        check_modelled(&p);
+        let c = p.gpu.as_ref().unwrap();
+        assert_eq!(c.fused_dots, rule.gpu.as_ref().unwrap().fused_dots);
+        let dots = p.explain.iter().find(|e| e.step == "dots").unwrap();
+        assert!(dots.options[0].name.contains("dot3_next"), "{dots:?}");
+        assert!((dots.options[0].predicted_ms - 0.5 * reduction).abs() < 1e-12);
+        assert_eq!(dots.options.len(), 2);
+        let saved = rule.predicted_iteration_ms.unwrap() - p.predicted_iteration_ms.unwrap();
+        assert!((saved - 0.5 * reduction).abs() < 1e-9, "{saved}");
+
+        // Dearer: the reduction runs apart, the fused launch is the runner-up.
+        m.epilogue = Some(flat_epilogue(2.0 * reduction));
+        let p = plan(&with_model(&a, kind, &m)).unwrap();
+        check_modelled(&p);
+        let c = p.gpu.as_ref().unwrap();
+        assert_eq!(c.fused_dots, None, "{kind:?}");
+        let dots = p.explain.iter().find(|e| e.step == "dots").unwrap();
+        assert!(dots.options[1].name.contains("dot3_next"), "{dots:?}");
+        assert_eq!(p.predicted_iteration_ms, rule.predicted_iteration_ms);
+    }
+}
+
+#[test]
+fn without_a_preconditioner_the_aliased_lines_decide() {
+    use autopcg_model::profile::EpilogueVariant;
+    let a = families::poisson3d_7pt(40, 40, 40).unwrap();
+    let mut m = model();
+    m.epilogue = None;
+    let reduction = plan(&with_model(&a, PrecondKind::None, &m))
+        .unwrap()
+        .gpu
+        .unwrap()
+        .dot3
+        .predicted_ms
+        .unwrap();
+    // u = r cheap, r apart dear: fused without a preconditioner only.
+    let mut e = flat_epilogue(0.5 * reduction);
+    for l in &mut e.lines {
+        if l.variant == EpilogueVariant::Fused {
+            l.domains[0].line.b = 0.01 + 2.0 * reduction;
+        }
+    }
+    m.epilogue = Some(e);
+    let none = plan(&with_model(&a, PrecondKind::None, &m)).unwrap();
+    assert!(none.gpu.unwrap().fused_dots.is_some());
+    let jacobi = plan(&with_model(&a, PrecondKind::Jacobi, &m)).unwrap();
+    assert_eq!(jacobi.gpu.unwrap().fused_dots, None);
+}
