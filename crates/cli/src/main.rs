@@ -63,11 +63,14 @@ CMakeLists.txt and a README."
     /// Benchmarks.
     #[command(subcommand)]
     Bench(BenchCmd),
-    /// Measure this GPU once (vector updates, reductions, SpMV) and fit its performance model.
+    /// Measure this GPU once (vector updates, reductions, the dots in the SpMV's epilogue, SpMV)
+    /// and fit its performance model.
     #[command(
         long_about = "Measure this GPU once and fit its performance model.\n\n\
 The sweep times every vector-update and reduction kernel at every launch configuration over \
-vector lengths up to 2^28 (or what 0.6 of the GPU memory holds), and every SpMV format, kernel \
+vector lengths up to 2^28 (or what 0.6 of the GPU memory holds), the SpMV row kernels plain and \
+with the three dots of the iteration in their epilogue on a tridiagonal matrix of up to 2^24 \
+rows (the model weighs the two against the separate reduction), and every SpMV format, kernel \
 and configuration (and cuSPARSE) on 34 generated benchmark matrices of 1e4 to 1e7 rows. \
 Measurements are streamed to a profile file as they are taken: an interrupted tune loses \
 nothing, and running it again with the same profile resumes where it stopped. A full tune \

@@ -312,19 +312,42 @@ pub fn select_dot3(model: &ModelFile, n: u64) -> Result<(Dot3Choice, StepExplain
 /// (`dots_tree`: the reduction tree's explanation, whose option stays the runner-up or the
 /// choice).
 ///
-/// With the epilogue model (the tune's epilogue stage): fused when the predicted excess of the
-/// fused kernel over A's plain product at A's threads (with u = r when there is no
-/// preconditioner) is below the reduction's predicted time. Without it (a model file fitted on a
-/// profile from before the stage), or when the stage did not measure A's kernel, the rule's
-/// choice stays and the explanation says so.
+/// With the epilogue model (the tune's epilogue stage): the fused launch is capped at one wave of
+/// the blocks the compiled variant keeps resident at A's threads (as the stage measured it), and
+/// the dots are fused when the predicted excess of the fused kernel over A's plain product (with
+/// u = r when there is no preconditioner) is below the reduction's predicted time. Without it (a
+/// model file fitted on a profile from before the stage), or when the stage did not measure A's
+/// kernel, the rule's choice stays and the explanation says so.
 pub fn select_fused_dots(
     model: &ModelFile,
     choice: &mut GpuPlanChoice,
     n: u64,
+    props: &DeviceProps,
     mut dots_tree: StepExplain,
 ) -> StepExplain {
-    let (Some(cfg), Some((kernel, _))) = (choice.fused_dots, choice.a.method.dot3_variant()) else {
+    let (Some(rule), Some((kernel, a_cfg))) = (choice.fused_dots, choice.a.method.dot3_variant())
+    else {
         return dots_tree;
+    };
+    let resident = model
+        .epilogue
+        .as_ref()
+        .and_then(|e| e.resident_blocks(kernel, a_cfg.threads));
+    let cfg = match resident {
+        Some(b) => match kernel.dot3_launch(a_cfg, n, props, Some(b)) {
+            Some(c) => c,
+            None => {
+                choice.fused_dots = None;
+                dots_tree.why = format!(
+                    "{}; the dots stay apart: {} keeps no block of {} threads resident",
+                    dots_tree.why,
+                    kernel.dot3_entry_point().unwrap_or_default(),
+                    a_cfg.threads
+                );
+                return dots_tree;
+            }
+        },
+        None => rule,
     };
     let entry = kernel.dot3_entry_point().unwrap_or_default();
     let fused_name = format!(
@@ -351,9 +374,7 @@ pub fn select_fused_dots(
     let fused = StepOption::timed(fused_name, excess);
     let apart = dots_tree.options.first().cloned();
     let fuse = excess < reduction;
-    if !fuse {
-        choice.fused_dots = None;
-    }
+    choice.fused_dots = fuse.then_some(cfg);
     let mut options = Vec::new();
     if fuse {
         options.push(fused);

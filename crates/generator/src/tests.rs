@@ -1292,8 +1292,20 @@ fn flat_epilogue(excess_ms: f64) -> autopcg_model::EpilogueModel {
             }
         }
     }
+    // Every variant keeps 6 blocks per SM at every thread count.
+    let resident = autopcg_catalog::SpmvKernel::with_dot3_variant()
+        .into_iter()
+        .flat_map(|kernel| {
+            [32, 64, 128, 256, 512, 1024].map(|threads| autopcg_model::epilogue::Residency {
+                kernel,
+                threads,
+                blocks_per_sm: 6,
+            })
+        })
+        .collect();
     autopcg_model::EpilogueModel {
         lines,
+        resident,
         held_out: Default::default(),
     }
 }
@@ -1319,7 +1331,13 @@ fn the_dots_go_into_the_spmv_where_the_epilogue_model_predicts_it_cheaper() {
         let p = plan(&with_model(&a, kind, &m)).unwrap();
         check_modelled(&p);
         let c = p.gpu.as_ref().unwrap();
-        assert_eq!(c.fused_dots, rule.gpu.as_ref().unwrap().fused_dots);
+        let (k, a_cfg) = c.a.method.dot3_variant().unwrap();
+        let props = DeviceProps::hopper_like();
+        assert_eq!(
+            c.fused_dots,
+            k.dot3_launch(a_cfg, 64_000, &props, Some(6)),
+            "capped at the model's residency"
+        );
         let dots = p.explain.iter().find(|e| e.step == "dots").unwrap();
         assert!(dots.options[0].name.contains("dot3_next"), "{dots:?}");
         assert!((dots.options[0].predicted_ms - 0.5 * reduction).abs() < 1e-12);
@@ -1364,4 +1382,29 @@ fn without_a_preconditioner_the_aliased_lines_decide() {
     assert!(none.gpu.unwrap().fused_dots.is_some());
     let jacobi = plan(&with_model(&a, PrecondKind::Jacobi, &m)).unwrap();
     assert_eq!(jacobi.gpu.unwrap().fused_dots, None);
+}
+
+#[test]
+fn the_fused_launch_is_capped_at_the_blocks_the_variant_keeps_resident() {
+    // 2D Poisson 1000^2: A's launch has hundreds of blocks; a residency of 2 blocks per SM
+    // caps the fused grid at 2 x 132, below the rule's wave.
+    let a = families::poisson2d_5pt(1000, 1000).unwrap();
+    let mut m = model();
+    m.epilogue = None;
+    let rule = plan(&with_model(&a, PrecondKind::None, &m)).unwrap();
+    let reduction = rule.gpu.as_ref().unwrap().dot3.predicted_ms.unwrap();
+    let rule_blocks = rule.gpu.as_ref().unwrap().fused_dots.unwrap().blocks;
+    let mut e = flat_epilogue(0.5 * reduction);
+    e.resident.iter_mut().for_each(|r| r.blocks_per_sm = 2);
+    m.epilogue = Some(e);
+    let p = plan(&with_model(&a, PrecondKind::None, &m)).unwrap();
+    let fused = p.gpu.as_ref().unwrap().fused_dots.unwrap();
+    assert_eq!(fused.blocks, 2 * 132);
+    assert!(rule_blocks > fused.blocks, "{rule_blocks}");
+    // A residency of 0 keeps the dots apart.
+    let mut e = flat_epilogue(0.5 * reduction);
+    e.resident.iter_mut().for_each(|r| r.blocks_per_sm = 0);
+    m.epilogue = Some(e);
+    let p = plan(&with_model(&a, PrecondKind::None, &m)).unwrap();
+    assert_eq!(p.gpu.as_ref().unwrap().fused_dots, None);
 }

@@ -83,11 +83,26 @@ pub struct EpilogueEval {
     pub decisions_agreeing: usize,
 }
 
+/// Blocks per SM a fused kernel keeps resident at a thread count, as the stage recorded it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Residency {
+    /// The row kernel (its dot3 variant).
+    pub kernel: SpmvKernel,
+    /// Threads per block.
+    pub threads: u32,
+    /// Resident blocks per SM (eq. 3-2 on the compiled kernel's registers).
+    pub blocks_per_sm: u32,
+}
+
 /// The fitted lines of the epilogue stage and their held-out evaluation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EpilogueModel {
     /// Per kernel, thread count and variant.
     pub lines: Vec<EpilogueLines>,
+    /// The fused kernels' residency, which caps their grid at one wave
+    /// ([`SpmvKernel::dot3_launch`]); the lines were measured at that launch.
+    #[serde(default)]
+    pub resident: Vec<Residency>,
     /// On the held-out sizes (filled by [`crate::ModelFile::fit`] with the reduction's
     /// predictions; default when fitted alone).
     #[serde(default)]
@@ -169,8 +184,21 @@ impl EpilogueModel {
         if lines.is_empty() {
             return Ok(None);
         }
+        let mut resident: Vec<Residency> = fit
+            .iter()
+            .filter_map(|r| {
+                Some(Residency {
+                    kernel: r.kernel,
+                    threads: r.sample.threads,
+                    blocks_per_sm: r.blocks_per_sm?,
+                })
+            })
+            .collect();
+        resident.sort_by_key(|r| (r.kernel.to_string(), r.threads));
+        resident.dedup_by_key(|r| (r.kernel, r.threads));
         Ok(Some(EpilogueModel {
             lines,
+            resident,
             held_out: EpilogueEval::default(),
         }))
     }
@@ -192,6 +220,15 @@ impl EpilogueModel {
                     .total_cmp(&ratio(b.threads))
                     .then(a.threads.cmp(&b.threads))
             })
+    }
+
+    /// Blocks per SM the dot3 variant of `kernel` keeps resident at `threads` per block, when
+    /// the stage recorded it.
+    pub fn resident_blocks(&self, kernel: SpmvKernel, threads: u32) -> Option<u32> {
+        self.resident
+            .iter()
+            .find(|r| r.kernel == kernel && r.threads == threads)
+            .map(|r| r.blocks_per_sm)
     }
 
     /// Predicted milliseconds the dot3 variant of `kernel` at `threads` per block adds to the
@@ -296,6 +333,7 @@ mod tests {
         EpilogueRecord {
             kernel,
             variant,
+            blocks_per_sm: (variant != EpilogueVariant::Plain).then_some(6),
             sample: LaunchSample {
                 n,
                 threads,
@@ -358,6 +396,10 @@ mod tests {
         let ex = m.excess_ms(SpmvKernel::Dia, 256, false, 4_000_000).unwrap();
         assert!((ex - (3e-3 + 0.2e-6 * 4000.0)).abs() < 1e-9, "{ex}");
         m.validate().unwrap();
+        // The fused records' residency, once per kernel and thread count.
+        assert_eq!(m.resident.len(), 1);
+        assert_eq!(m.resident_blocks(SpmvKernel::Dia, 256), Some(6));
+        assert_eq!(m.resident_blocks(SpmvKernel::Dia, 128), None);
     }
 
     #[test]

@@ -244,6 +244,10 @@ impl Measurer for GpuMeasurer<'_> {
                 .dev
                 .kernel(&ModuleSpec::plain(KernelSource::Vector), &k.to_string())?,
             KernelRef::Dot(op, b) => self.dev.kernel(&ModuleSpec::dot(b), &op.to_string())?,
+            KernelRef::SpmvDot3(k) => self.dev.kernel(
+                &ModuleSpec::plain(k.source()),
+                k.dot3_entry_point().unwrap_or_default(),
+            )?,
         };
         let a = k.attrs();
         Ok(KernelResources {

@@ -19,7 +19,8 @@
 //! - Epilogue stage: every row kernel that has a dot3 variant (CSR scalar, CSR vector, ELL,
 //!   DIA) on a tridiagonal matrix of `n` rows, at every thread count of the sweep, three ways:
 //!   the plain product (a thread or lane group per row) and the dot3 variant with r apart from u
-//!   and with u = r (the same threads, blocks capped at one wave, as the solver launches it);
+//!   and with u = r (the same threads, blocks capped at one wave of the blocks the compiled
+//!   variant keeps resident, as the model's plans launch it);
 //!   lengths as above up to [`EPILOGUE_MAX_LEN`]. The model weighs the fused kernel's excess
 //!   over the plain one against the separate reduction ([`autopcg_model::epilogue`]).
 //! - SpMV stage: the fit matrices of [`crate::matrices`] through the GPU crate's SpMV benchmark
@@ -218,6 +219,9 @@ pub struct EpiloguePoint {
     pub variant: EpilogueVariant,
     /// Its launch.
     pub cfg: LaunchConfig,
+    /// For the fused kernel, the blocks per SM it keeps resident at these threads (eq. 3-2
+    /// on its registers), which cap its grid.
+    pub blocks_per_sm: Option<u32>,
 }
 
 /// Every launch of the epilogue stage at one length.
@@ -278,6 +282,8 @@ pub enum KernelRef {
     Vector(VectorKernel),
     /// A reduction compiled for a block size.
     Dot(Reduction, u32),
+    /// The dot3 variant of a SpMV row kernel (`spmv_*_dot3_next`).
+    SpmvDot3(SpmvKernel),
 }
 
 impl fmt::Display for KernelRef {
@@ -285,6 +291,7 @@ impl fmt::Display for KernelRef {
         match self {
             KernelRef::Vector(k) => k.fmt(f),
             KernelRef::Dot(op, b) => write!(f, "{op} (block size {b})"),
+            KernelRef::SpmvDot3(k) => f.write_str(k.dot3_entry_point().unwrap_or("-")),
         }
     }
 }
@@ -520,6 +527,11 @@ impl Sweep {
         for b in Sweep::dot_block_sizes(device, opts) {
             v.extend(dot_ops().into_iter().map(|op| KernelRef::Dot(op, b)));
         }
+        v.extend(
+            SpmvKernel::with_dot3_variant()
+                .into_iter()
+                .map(KernelRef::SpmvDot3),
+        );
         v
     }
 
@@ -707,34 +719,44 @@ impl Sweep {
             })
             .collect();
 
-        // Epilogue stage: the plain launch covers the rows, the fused one is the solver's.
+        // Epilogue stage: the plain launch covers the rows; the fused one is capped at one wave
+        // of the blocks the compiled variant keeps resident, as the model's plans launch it.
         let ecap = cap.min(EPILOGUE_MAX_LEN);
+        let mut eresident: Vec<(SpmvKernel, u32, u32)> = Vec::new();
+        for kernel in SpmvKernel::with_dot3_variant() {
+            let res = kernels.get(&KernelRef::SpmvDot3(kernel))?;
+            for &t in threads {
+                if t > device.max_threads_per_block || t > res.max_threads_per_block {
+                    continue;
+                }
+                let smem = res.static_smem_bytes;
+                if let Ok(o) = autopcg_catalog::occupancy(device, t, res.regs_per_thread, smem) {
+                    eresident.push((kernel, t, o.blocks_per_sm));
+                }
+            }
+        }
         let epilogue_launches = |n: u64| -> Vec<EpiloguePoint> {
             let mut points = Vec::new();
-            for kernel in SpmvKernel::with_dot3_variant() {
+            for &(kernel, t, per_sm) in &eresident {
                 let items = kernel.work_items(n, EPILOGUE_ROW_ENTRIES * n);
-                for &t in threads
-                    .iter()
-                    .filter(|&&t| t <= device.max_threads_per_block)
-                {
-                    let plain = LaunchConfig::per_item(items, t);
-                    if plain.blocks > grid_x {
-                        continue;
-                    }
-                    let Some(fused) = kernel.dot3_launch(plain, n, device) else {
-                        continue;
+                let plain = LaunchConfig::per_item(items, t);
+                if plain.blocks > grid_x {
+                    continue;
+                }
+                let Some(fused) = kernel.dot3_launch(plain, n, device, Some(per_sm)) else {
+                    continue;
+                };
+                for variant in EpilogueVariant::ALL {
+                    let (cfg, blocks_per_sm) = match variant {
+                        EpilogueVariant::Plain => (plain, None),
+                        _ => (fused, Some(per_sm)),
                     };
-                    for variant in EpilogueVariant::ALL {
-                        let cfg = match variant {
-                            EpilogueVariant::Plain => plain,
-                            _ => fused,
-                        };
-                        points.push(EpiloguePoint {
-                            kernel,
-                            variant,
-                            cfg,
-                        });
-                    }
+                    points.push(EpiloguePoint {
+                        kernel,
+                        variant,
+                        cfg,
+                        blocks_per_sm,
+                    });
                 }
             }
             points

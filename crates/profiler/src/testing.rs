@@ -141,6 +141,13 @@ impl Measurer for FakeMeasurer {
                 },
                 max_threads_per_block: b,
             },
+            // 40 registers, as the CSR vector variants compile on an H200: 6 blocks of 256
+            // threads per SM.
+            KernelRef::SpmvDot3(_) => KernelResources {
+                regs_per_thread: 40,
+                static_smem_bytes: 768,
+                max_threads_per_block: 1024,
+            },
         })
     }
 

@@ -5,7 +5,7 @@ use std::collections::HashSet;
 use std::path::Path;
 
 use autopcg_gpu::GpuDevice;
-use autopcg_model::profile::{Profile, Record, Status};
+use autopcg_model::profile::{EpilogueVariant, Profile, Record, Status};
 use autopcg_profiler::{
     kernel_table, open_profile, run_sweep, GpuMeasurer, Measurer, Silent, Sweep, SweepOptions,
 };
@@ -56,6 +56,12 @@ fn a_tiny_sweep_runs_on_the_gpu_and_resumes(dev: GpuDevice) {
         .epilogue
         .iter()
         .all(|e| e.sample.timing.is_valid() && e.sample.timing.median_ms > 0.0));
+    // The fused launches name the residency that capped their grid.
+    assert!(p.epilogue.iter().all(|e| {
+        (e.variant == EpilogueVariant::Plain) == e.blocks_per_sm.is_none()
+            && e.blocks_per_sm != Some(0)
+            && e.sample.blocks <= dev.props().sm_count * e.blocks_per_sm.unwrap_or(u32::MAX / 1024)
+    }));
     // Every row kernel with a dot3 variant, plain and both fused ways.
     let kinds: HashSet<(String, &str)> = p
         .epilogue

@@ -4,9 +4,9 @@ use std::collections::{HashMap, HashSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use autopcg_catalog::{DeviceProps, KernelId};
+use autopcg_catalog::{DeviceProps, KernelId, LaunchConfig};
 use autopcg_gpu::kernels::vector::{VectorKernel, VectorVariant};
-use autopcg_model::profile::{Profile, ProfileWriter, Record};
+use autopcg_model::profile::{EpilogueVariant, Profile, ProfileWriter, Record};
 use autopcg_profiler::plan::{dot_stage_bytes, vector_stage_bytes, DEFAULT_MAX_VECTOR_LEN};
 use autopcg_profiler::testing::{hopper_like_props, hopper_like_props_with_memory, FakeMeasurer};
 use autopcg_profiler::{
@@ -458,4 +458,32 @@ fn a_profile_from_before_the_epilogue_stage_gets_only_that_stage_on_resume() {
     assert_unique(&got);
     assert_eq!(got.into_iter().collect::<HashSet<_>>(), want);
     assert_eq!(Profile::read(&path).unwrap().epilogue.len(), c.epilogue);
+}
+
+#[test]
+fn the_fused_launches_are_capped_at_the_blocks_the_variant_keeps_resident() {
+    let spec = hopper_like_props();
+    let sweep = small_sweep(&spec, false);
+    let mut fused = 0;
+    for s in &sweep.epilogue {
+        for p in &s.points {
+            match p.variant {
+                EpilogueVariant::Plain => {
+                    assert_eq!(p.blocks_per_sm, None);
+                    let items = p.kernel.work_items(s.n, 3 * s.n);
+                    assert_eq!(p.cfg, LaunchConfig::per_item(items, p.cfg.threads));
+                }
+                _ => {
+                    // The fake's variants hold 40 registers: 6 blocks of 256 threads per SM.
+                    let per_sm = p.blocks_per_sm.unwrap();
+                    if p.cfg.threads == 256 {
+                        assert_eq!(per_sm, 6);
+                    }
+                    assert!(p.cfg.blocks <= spec.sm_count * per_sm, "{p:?}");
+                    fused += 1;
+                }
+            }
+        }
+    }
+    assert!(fused > 0);
 }

@@ -195,19 +195,33 @@ impl SpmvKernel {
     }
 
     /// The launch of the dot3 variant for vectors of `n` rows when the plain product runs
-    /// `cfg`: the same threads, the blocks capped at one resident wave
-    /// ([`LaunchConfig::grid_stride`]; the variants stride over the rows, and the last block
-    /// adds three partial sums per block, so a grid of one block per few rows would make its
-    /// finish long). `None` when the kernel has no variant or `cfg` is not whole warps.
+    /// `cfg`: the same threads, the blocks capped at one resident wave (the variants stride
+    /// over the rows, and the last block adds three partial sums per block, so a grid of one
+    /// block per few rows makes its finish long). The wave is `resident_per_sm` blocks per SM
+    /// where the compiled kernel's residency is known (eq. 3-2 on its registers: the tune's
+    /// epilogue stage records it), else the device's threads per SM over the block
+    /// ([`LaunchConfig::grid_stride`]). A kernel holding fewer blocks than that count runs a
+    /// second, partial wave: the CSR vector variants of 8 and 16 lanes at 40 registers keep 6
+    /// blocks of 256 threads per SM on an H200, and at 1056 blocks (8 per SM) took 1.46x the
+    /// time they take at 792 (`tools/csr_dot3_bench.py`, 2^24 rows). `None` when the kernel has
+    /// no variant, `cfg` is not whole warps, or the residency is 0.
     pub fn dot3_launch(
         self,
         cfg: LaunchConfig,
         n: u64,
         props: &DeviceProps,
+        resident_per_sm: Option<u32>,
     ) -> Option<LaunchConfig> {
         self.dot3_entry_point()?;
-        let wave = LaunchConfig::grid_stride(self.work_items(n, 0), cfg.threads, props);
-        let fused = LaunchConfig::new(cfg.threads, cfg.blocks.min(wave.blocks).max(1));
+        let wave = match resident_per_sm {
+            Some(0) => return None,
+            Some(b) => u64::from(props.sm_count.max(1)) * u64::from(b),
+            None => u64::from(
+                LaunchConfig::grid_stride(self.work_items(n, 0), cfg.threads, props).blocks,
+            ),
+        };
+        let blocks = u64::from(cfg.blocks).min(wave).max(1);
+        let fused = LaunchConfig::new(cfg.threads, blocks as u32);
         self.check_dot3_launch(fused, props).ok()?;
         Some(fused)
     }
@@ -383,6 +397,33 @@ mod tests {
         SpmvKernel::Dia
             .check_dot3_launch(LaunchConfig::new(128, 40), &p)
             .unwrap();
+    }
+
+    #[test]
+    fn the_dot3_launch_is_capped_at_the_wave_the_kernel_keeps_resident() {
+        let p = DeviceProps::hopper_like();
+        let n = 1 << 24;
+        let cover = LaunchConfig::per_item(n * 8, 256);
+        let v8 = SpmvKernel::CsrVector(8);
+        // Unknown residency: the device's threads per SM over the block, 8 x 132.
+        assert_eq!(
+            v8.dot3_launch(cover, n, &p, None),
+            Some(LaunchConfig::new(256, 1056))
+        );
+        // The compiled kernel keeps 6 blocks per SM: 792.
+        assert_eq!(
+            v8.dot3_launch(cover, n, &p, Some(6)),
+            Some(LaunchConfig::new(256, 792))
+        );
+        // A grid smaller than the wave stays; no residency, odd threads or no variant: none.
+        let small = LaunchConfig::new(256, 40);
+        assert_eq!(v8.dot3_launch(small, n, &p, Some(6)), Some(small));
+        assert_eq!(v8.dot3_launch(cover, n, &p, Some(0)), None);
+        assert_eq!(
+            SpmvKernel::Dia.dot3_launch(LaunchConfig::new(100, 40), n, &p, None),
+            None
+        );
+        assert_eq!(SpmvKernel::CsrMerge.dot3_launch(small, n, &p, None), None);
     }
 
     #[test]

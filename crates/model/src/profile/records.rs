@@ -208,13 +208,18 @@ impl EpilogueVariant {
 /// ([`SpmvKernel::dot3_entry_point`]), plain or fused, on the stage's tridiagonal matrix of
 /// `n` rows (`sample.n`). The plain product runs one thread (lane group) per row, as the SpMV
 /// stage's `cover` launches; the fused one runs the same threads with the blocks capped at one
-/// resident wave ([`SpmvKernel::dot3_launch`]), as the solver launches it.
+/// wave of the blocks it keeps resident ([`SpmvKernel::dot3_launch`]), as the model's plans
+/// launch it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EpilogueRecord {
     /// The row kernel.
     pub kernel: SpmvKernel,
     /// Plain or fused.
     pub variant: EpilogueVariant,
+    /// Blocks per SM the fused kernel keeps resident at these threads (eq. 3-2 on its
+    /// registers), which capped its grid; absent for the plain product.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blocks_per_sm: Option<u32>,
     /// The launch and its timing (on disk, its fields stand in the record itself).
     #[serde(flatten)]
     pub sample: LaunchSample,

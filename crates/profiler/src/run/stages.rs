@@ -184,6 +184,7 @@ impl StageSize for EpilogueSize {
         Record::Epilogue(EpilogueRecord {
             kernel: p.kernel,
             variant: p.variant,
+            blocks_per_sm: p.blocks_per_sm,
             sample: LaunchSample {
                 n: self.n,
                 threads: p.cfg.threads,

@@ -472,7 +472,7 @@ impl GpuPlanChoice {
 /// the tune's epilogue measurements weighs the two instead (the generator's selection).
 pub fn fused_dots_launch(a: &SpmvMethod, n: usize, props: &DeviceProps) -> Option<LaunchConfig> {
     let (kernel, cfg) = a.dot3_variant()?;
-    kernel.dot3_launch(cfg, n as u64, props)
+    kernel.dot3_launch(cfg, n as u64, props, None)
 }
 
 fn check_config(
