@@ -12,9 +12,14 @@
 //! excess is below the separate reduction's predicted time (the dot3 decision tree's pick),
 //! see the generator's selection.
 //!
-//! The excess depends on the rows, not on the matrix's entries (the plain part is the same
-//! product), which is why one matrix shape serves for every A; the SpMV model predicts the
-//! product itself.
+//! The model assumes the excess depends on the rows and not on the matrix's entries (the
+//! plain part is the same product), so that one matrix shape serves for every A; the SpMV model
+//! predicts the product itself. The assumption does not always hold: on the 27-point 3D
+//! Poisson matrix of 96^3 rows (27 diagonals, DIA) the fused iteration without a preconditioner
+//! cost about 21 us more than the plain product on the H200 where these lines predicted 7
+//! (`tools/fused_ab.py`), and the plan fused where keeping the reduction apart was 1.13x faster.
+//! Measuring the fused variants on the SpMV stage's matrices would let the matrix's features
+//! into the prediction.
 use std::collections::BTreeMap;
 
 use autopcg_catalog::SpmvKernel;
