@@ -25,26 +25,8 @@ import subprocess
 import sys
 
 
-def note(msg):
-    print(msg, file=sys.stderr, flush=True)
-
-
-def make_matrix(spec, autopcg, out_dir):
-    if spec.startswith("gen:"):
-        _, fam, n = spec.split(":")
-        path = os.path.join(out_dir, f"{fam}_{n}.mtx")
-        cmd = [autopcg, "matgen", fam, "--n", n, "--out", path]
-    elif spec.startswith("kron:"):
-        _, f, g = spec.split(":")
-        stem = os.path.splitext(os.path.basename(f))[0]
-        path = os.path.join(out_dir, f"{stem}_kron{g}.mtx")
-        cmd = [autopcg, "matgen", "--kron", f, "--n", g, "--out", path]
-    else:
-        return spec
-    if not os.path.exists(path):
-        note("$ " + " ".join(cmd))
-        subprocess.run(cmd, check=True, capture_output=True)
-    return path
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from e2e_bench import make_matrix, note  # noqa: E402  (the matrix specs e2e_bench reads)
 
 
 def gpu_choice(plan):
