@@ -2,24 +2,30 @@
 //! costs, against running them as a reduction of their own.
 //!
 //! The tune's epilogue stage times every row kernel that has a dot3 variant
-//! ([`SpmvKernel::dot3_entry_point`]: CSR scalar, CSR vector, ELL, DIA) on a tridiagonal matrix
+//! ([`SpmvKernel::dot3_entry_point`]: CSR scalar, CSR vector, ELL, DIA) on two banded matrices
 //! of `n` rows at every thread count, three ways ([`EpilogueVariant`]): the plain product, the
-//! dot3 variant with r apart from u, and with u = r. Per kernel, thread count and variant the
-//! time is a line per test domain (eq. 3-1, [`crate::linear::fit_line`], the domains of
-//! [`crate::domains`]), as for the vector updates. The *excess* of the fused kernel at `n` is
-//! its line minus the plain product's line: the dots' reads, the partial sums and the last
-//! block's finish, measured on the same matrix in the same session. The plan fuses when that
-//! excess is below the separate reduction's predicted time (the dot3 decision tree's pick),
-//! see the generator's selection.
+//! dot3 variant with r apart from u, and with u = r. The matrices are the tridiagonal (3
+//! entries a row) at every length of the stage, and a band of 27 entries a row at the lengths
+//! up to a smaller cap.
 //!
-//! The model assumes the excess depends on the rows and not on the matrix's entries (the
-//! plain part is the same product), so that one matrix shape serves for every A; the SpMV model
-//! predicts the product itself. The assumption does not always hold: on the 27-point 3D
-//! Poisson matrix of 96^3 rows (27 diagonals, DIA) the fused iteration without a preconditioner
-//! cost about 21 us more than the plain product on the H200 where these lines predicted 7
-//! (`tools/fused_ab.py`), and the plan fused where keeping the reduction apart was 1.13x faster.
-//! Measuring the fused variants on the SpMV stage's matrices would let the matrix's features
-//! into the prediction.
+//! On the tridiagonal, per kernel, thread count and variant the time is a line per test domain
+//! (eq. 3-1, [`crate::linear::fit_line`], the domains of [`crate::domains`]), as for the vector
+//! updates. The *excess* of the fused kernel at `n` rows is its line minus the plain product's
+//! line: the dots' reads, the partial sums and the last block's finish, measured on the same
+//! matrix in the same session.
+//!
+//! The excess also grows with the entries of a row: the fused kernels' loops keep fewer loads
+//! in flight than the plain ones (on the H200 the DIA variant without a preconditioner cost 18
+//! us more than the plain product on the 27-point 3D Poisson matrix of 96^3 rows, where the
+//! tridiagonal's lines predicted 7, and the plan fused where keeping the reduction apart was
+//! 1.13x faster per iteration). The wide band measures that: per kernel, thread count and
+//! fused variant, the wide band's excess beyond the tridiagonal's lines at the same `n`, over
+//! the extra entries, is a cost per entry ([`EntrySlope`], least squares through the origin,
+//! so the largest lengths weigh most). The predicted excess of A is the line at its rows plus
+//! that cost times its entries beyond three a row.
+//!
+//! The plan fuses when that excess is below the separate reduction's predicted time (the dot3
+//! decision tree's pick), see the generator's selection.
 use std::collections::BTreeMap;
 
 use autopcg_catalog::SpmvKernel;
@@ -27,7 +33,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::domains::{domains, Domain};
 use crate::linear::{fit_line, median, Line};
-use crate::profile::{EpilogueRecord, EpilogueVariant, Profile};
+use crate::profile::{
+    EpilogueRecord, EpilogueVariant, Profile, EPILOGUE_NARROW_ENTRIES, EPILOGUE_WIDE_ENTRIES,
+};
 use crate::ModelError;
 
 /// A line of one kernel, thread count and variant inside one test domain.
@@ -99,19 +107,42 @@ pub struct Residency {
     pub blocks_per_sm: u32,
 }
 
+/// What each entry of a row beyond three adds to the excess of one fused kernel, thread count
+/// and variant (from the wide band).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct EntrySlope {
+    /// The row kernel.
+    pub kernel: SpmvKernel,
+    /// Threads per block.
+    pub threads: u32,
+    /// The fused variant.
+    pub variant: EpilogueVariant,
+    /// Milliseconds per entry beyond three a row.
+    pub ms_per_entry: f64,
+    /// Wide-band lengths it was fitted on.
+    pub sizes: usize,
+}
+
 /// The fitted lines of the epilogue stage and their held-out evaluation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EpilogueModel {
-    /// Per kernel, thread count and variant.
+    /// Per kernel, thread count and variant, on the tridiagonal.
     pub lines: Vec<EpilogueLines>,
+    /// Per kernel, thread count and fused variant, from the wide band (empty in model files
+    /// fitted before the wide band: the excess is then the lines' alone).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub per_entry: Vec<EntrySlope>,
     /// The fused kernels' residency, which caps their grid at one wave
     /// ([`SpmvKernel::dot3_launch`]); the lines were measured at that launch.
     #[serde(default)]
     pub resident: Vec<Residency>,
-    /// On the held-out sizes (filled by [`crate::ModelFile::fit`] with the reduction's
-    /// predictions; default when fitted alone).
+    /// On the held-out sizes of both matrices (filled by [`crate::ModelFile::fit`] with the
+    /// reduction's predictions; default when fitted alone).
     #[serde(default)]
     pub held_out: EpilogueEval,
+    /// The same on the wide band's held-out sizes alone.
+    #[serde(default)]
+    pub held_out_wide: EpilogueEval,
 }
 
 /// The time of a record, when it is a valid measurement.
@@ -121,6 +152,8 @@ fn record_ms(r: &EpilogueRecord) -> Option<f64> {
 }
 
 type Group = (String, u32, EpilogueVariant);
+/// Plain-product times by kernel, threads, rows and entries per row.
+type PlainTimes = BTreeMap<(String, u32, u64, u32), f64>;
 /// Rows and milliseconds of a group's fit records.
 type Points = Vec<(u64, f64)>;
 
@@ -128,14 +161,32 @@ fn group(r: &EpilogueRecord) -> Group {
     (r.kernel.to_string(), r.sample.threads, r.variant)
 }
 
+/// The plain products' times among `records`.
+fn plain_times<'a>(records: impl Iterator<Item = &'a EpilogueRecord>) -> PlainTimes {
+    let mut plain = PlainTimes::new();
+    for r in records {
+        if let (EpilogueVariant::Plain, Some(t)) = (r.variant, record_ms(r)) {
+            let key = (
+                r.kernel.to_string(),
+                r.sample.threads,
+                r.sample.n,
+                r.row_entries,
+            );
+            plain.insert(key, t);
+        }
+    }
+    plain
+}
+
 impl EpilogueModel {
-    /// Fits the lines from the profile's epilogue records that are not held out. `None` when
-    /// the profile has none (written before the stage existed).
+    /// Fits the lines from the profile's tridiagonal records that are not held out, and the
+    /// cost per entry from its wide-band ones. `None` when the profile has no tridiagonal
+    /// records (written before the stage existed).
     pub fn fit(profile: &Profile) -> Result<Option<EpilogueModel>, ModelError> {
         let fit: Vec<&EpilogueRecord> = profile
             .epilogue
             .iter()
-            .filter(|r| !r.sample.held_out)
+            .filter(|r| !r.sample.held_out && r.row_entries == EPILOGUE_NARROW_ENTRIES)
             .collect();
         if fit.is_empty() {
             return Ok(None);
@@ -201,11 +252,91 @@ impl EpilogueModel {
             .collect();
         resident.sort_by_key(|r| (r.kernel.to_string(), r.threads));
         resident.dedup_by_key(|r| (r.kernel, r.threads));
-        Ok(Some(EpilogueModel {
+        let mut model = EpilogueModel {
             lines,
+            per_entry: Vec::new(),
             resident,
             held_out: EpilogueEval::default(),
-        }))
+            held_out_wide: EpilogueEval::default(),
+        };
+        model.per_entry = model.fit_per_entry(profile);
+        Ok(Some(model))
+    }
+
+    /// The cost per entry of every fused kernel, thread count and variant that the wide band
+    /// measured with its plain product at the same length (fit sizes only): the wide excess
+    /// minus the tridiagonal lines' excess at that length, against the extra entries `(27 - 3)
+    /// n`, by least squares through the origin.
+    fn fit_per_entry(&self, profile: &Profile) -> Vec<EntrySlope> {
+        let wide = |r: &&EpilogueRecord| {
+            !r.sample.held_out && r.row_entries == EPILOGUE_WIDE_ENTRIES && record_ms(r).is_some()
+        };
+        let plain = plain_times(profile.epilogue.iter().filter(wide));
+        let extra_per_row = f64::from(EPILOGUE_WIDE_ENTRIES - EPILOGUE_NARROW_ENTRIES);
+        let mut sums: BTreeMap<Group, (SpmvKernel, f64, f64, usize)> = BTreeMap::new();
+        for r in profile.epilogue.iter().filter(wide) {
+            if r.variant == EpilogueVariant::Plain {
+                continue;
+            }
+            let (n, t) = (r.sample.n, r.sample.threads);
+            let key = (r.kernel.to_string(), t, n, EPILOGUE_WIDE_ENTRIES);
+            let (Some(tf), Some(&tp)) = (record_ms(r), plain.get(&key)) else {
+                continue;
+            };
+            // The tridiagonal lines of these very threads (no nearest-count stand-in).
+            let (Some(f), Some(p)) = (
+                self.lines_exact(r.kernel, t, r.variant),
+                self.lines_exact(r.kernel, t, EpilogueVariant::Plain),
+            ) else {
+                continue;
+            };
+            let (Some(fl), Some(pl)) = (f.predict(n), p.predict(n)) else {
+                continue;
+            };
+            let y = (tf - tp) - (fl - pl);
+            let x = extra_per_row * n as f64;
+            let e = sums.entry(group(r)).or_insert((r.kernel, 0.0, 0.0, 0));
+            e.1 += x * y;
+            e.2 += x * x;
+            e.3 += 1;
+        }
+        sums.into_iter()
+            .filter(|(_, (_, _, xx, _))| *xx > 0.0)
+            .map(
+                |((_, threads, variant), (kernel, xy, xx, sizes))| EntrySlope {
+                    kernel,
+                    threads,
+                    variant,
+                    ms_per_entry: xy / xx,
+                    sizes,
+                },
+            )
+            .collect()
+    }
+
+    fn lines_exact(
+        &self,
+        kernel: SpmvKernel,
+        threads: u32,
+        variant: EpilogueVariant,
+    ) -> Option<&EpilogueLines> {
+        self.lines
+            .iter()
+            .find(|l| l.kernel == kernel && l.threads == threads && l.variant == variant)
+    }
+
+    /// The cost per entry of `kernel`'s `variant` at exactly `threads` per block, when the
+    /// wide band measured it.
+    pub fn per_entry_ms(
+        &self,
+        kernel: SpmvKernel,
+        threads: u32,
+        variant: EpilogueVariant,
+    ) -> Option<f64> {
+        self.per_entry
+            .iter()
+            .find(|s| s.kernel == kernel && s.threads == threads && s.variant == variant)
+            .map(|s| s.ms_per_entry)
     }
 
     /// The lines of `kernel` and `variant` at `threads` per block, or at the measured thread
@@ -237,14 +368,17 @@ impl EpilogueModel {
     }
 
     /// Predicted milliseconds the dot3 variant of `kernel` at `threads` per block adds to the
-    /// plain product of `n` rows, with r apart from u or (`aliased`) u = r. `None` when the
-    /// stage did not measure the kernel.
+    /// plain product of `n` rows and `nnz` entries, with r apart from u or (`aliased`) u = r:
+    /// the tridiagonal lines' excess at `n` plus the cost per entry times the entries beyond
+    /// three a row (none when the wide band did not measure the kernel at those threads).
+    /// `None` when the stage did not measure the kernel.
     pub fn excess_ms(
         &self,
         kernel: SpmvKernel,
         threads: u32,
         aliased: bool,
         n: u64,
+        nnz: u64,
     ) -> Option<f64> {
         let fused = if aliased {
             EpilogueVariant::FusedAliased
@@ -253,37 +387,41 @@ impl EpilogueModel {
         };
         let f = self.lines_of(kernel, threads, fused)?;
         let p = self.lines_of(kernel, f.threads, EpilogueVariant::Plain)?;
-        Some(f.predict(n)? - p.predict(n)?)
+        let rows = f.predict(n)? - p.predict(n)?;
+        let extra = nnz as f64 - f64::from(EPILOGUE_NARROW_ENTRIES) * n as f64;
+        let per_entry = self.per_entry_ms(kernel, f.threads, fused).unwrap_or(0.0);
+        Some(rows + per_entry * extra)
     }
 
-    /// Evaluates the model on the held-out records of `profile`: the fused time predicted as
-    /// the measured plain time plus the predicted excess, and the decision against
-    /// `reduction_ms(n)` (the separate reduction's predicted time, `None` where unknown).
+    /// Evaluates the model on the held-out records of `profile` (of the matrix with
+    /// `entries` a row, or of both): the fused time predicted as the measured plain time plus
+    /// the predicted excess, and the decision against `reduction_ms(n)` (the separate
+    /// reduction's predicted time, `None` where unknown).
     pub fn evaluate(
         &self,
         profile: &Profile,
+        entries: Option<u32>,
         reduction_ms: impl Fn(u64) -> Option<f64>,
     ) -> EpilogueEval {
-        let mut plain: BTreeMap<(String, u32, u64), f64> = BTreeMap::new();
-        for r in profile.epilogue.iter().filter(|r| r.sample.held_out) {
-            if let (EpilogueVariant::Plain, Some(t)) = (r.variant, record_ms(r)) {
-                plain.insert((r.kernel.to_string(), r.sample.threads, r.sample.n), t);
-            }
-        }
+        let held =
+            |r: &&EpilogueRecord| r.sample.held_out && entries.is_none_or(|e| e == r.row_entries);
+        let plain = plain_times(profile.epilogue.iter().filter(held));
         let mut errs = Vec::new();
         let (mut decisions, mut agreeing) = (0, 0);
-        for r in profile.epilogue.iter().filter(|r| r.sample.held_out) {
+        for r in profile.epilogue.iter().filter(held) {
             if r.variant == EpilogueVariant::Plain {
                 continue;
             }
+            let (n, e) = (r.sample.n, r.row_entries);
             let (Some(tf), Some(&tp)) = (
                 record_ms(r),
-                plain.get(&(r.kernel.to_string(), r.sample.threads, r.sample.n)),
+                plain.get(&(r.kernel.to_string(), r.sample.threads, n, e)),
             ) else {
                 continue;
             };
             let aliased = r.variant == EpilogueVariant::FusedAliased;
-            let Some(ex) = self.excess_ms(r.kernel, r.sample.threads, aliased, r.sample.n) else {
+            let nnz = u64::from(e) * n;
+            let Some(ex) = self.excess_ms(r.kernel, r.sample.threads, aliased, n, nnz) else {
                 continue;
             };
             errs.push((tp + ex - tf).abs() / tf);
@@ -304,8 +442,16 @@ impl EpilogueModel {
         }
     }
 
-    /// Checks that every line is finite.
+    /// Checks that every line and cost per entry is finite.
     pub fn validate(&self) -> Result<(), String> {
+        if let Some(s) = self.per_entry.iter().find(|s| !s.ms_per_entry.is_finite()) {
+            return Err(format!(
+                "the epilogue cost per entry of {} t{} {} is not finite",
+                s.kernel,
+                s.threads,
+                s.variant.name()
+            ));
+        }
         for l in &self.lines {
             if let Some(d) = l.domains.iter().find(|d| !d.line.is_finite()) {
                 return Err(format!(
@@ -338,6 +484,7 @@ mod tests {
         EpilogueRecord {
             kernel,
             variant,
+            row_entries: EPILOGUE_NARROW_ENTRIES,
             blocks_per_sm: (variant != EpilogueVariant::Plain).then_some(6),
             sample: LaunchSample {
                 n,
@@ -387,18 +534,27 @@ mod tests {
         let m = EpilogueModel::fit(&profile()).unwrap().unwrap();
         assert_eq!(m.lines.len(), 3);
         assert!(m.lines.iter().all(|l| l.domains.len() == 2), "{m:?}");
-        let ex = m.excess_ms(SpmvKernel::Dia, 256, false, 50_000).unwrap();
+        let ex = m
+            .excess_ms(SpmvKernel::Dia, 256, false, 50_000, 3 * 50_000)
+            .unwrap();
         assert!((ex - (3e-3 + 0.2e-6 * 50.0)).abs() < 1e-9, "{ex}");
-        let ex = m.excess_ms(SpmvKernel::Dia, 256, true, 350_000).unwrap();
+        let ex = m
+            .excess_ms(SpmvKernel::Dia, 256, true, 350_000, 3 * 350_000)
+            .unwrap();
         assert!((ex - (2e-3 + 0.1e-6 * 350.0)).abs() < 1e-9, "{ex}");
         // Another thread count takes the nearest measured; another kernel has no answer.
         assert_eq!(
-            m.excess_ms(SpmvKernel::Dia, 128, true, 350_000),
-            m.excess_ms(SpmvKernel::Dia, 256, true, 350_000)
+            m.excess_ms(SpmvKernel::Dia, 128, true, 350_000, 3 * 350_000),
+            m.excess_ms(SpmvKernel::Dia, 256, true, 350_000, 3 * 350_000)
         );
-        assert_eq!(m.excess_ms(SpmvKernel::Ell, 256, true, 350_000), None);
+        assert_eq!(
+            m.excess_ms(SpmvKernel::Ell, 256, true, 350_000, 3 * 350_000),
+            None
+        );
         // Beyond the measured range: the last domain's line.
-        let ex = m.excess_ms(SpmvKernel::Dia, 256, false, 4_000_000).unwrap();
+        let ex = m
+            .excess_ms(SpmvKernel::Dia, 256, false, 4_000_000, 3 * 4_000_000)
+            .unwrap();
         assert!((ex - (3e-3 + 0.2e-6 * 4000.0)).abs() < 1e-9, "{ex}");
         m.validate().unwrap();
         // The fused records' residency, once per kernel and thread count.
@@ -412,12 +568,12 @@ mod tests {
         let p = profile();
         let m = EpilogueModel::fit(&p).unwrap().unwrap();
         // The reduction at 10 us: the excess (3-8 us) is below it everywhere, and measured so.
-        let e = m.evaluate(&p, |_| Some(0.01));
+        let e = m.evaluate(&p, None, |_| Some(0.01));
         assert_eq!(e.points, 4);
         assert!(e.max_rel_err < 1e-9, "{e:?}");
         assert_eq!((e.decisions, e.decisions_agreeing), (4, 4));
         // Without a reduction time no decision is counted.
-        let e = m.evaluate(&p, |_| None);
+        let e = m.evaluate(&p, None, |_| None);
         assert_eq!((e.points, e.decisions), (4, 0));
     }
 
@@ -435,5 +591,107 @@ mod tests {
             true,
         ));
         assert_eq!(EpilogueModel::fit(&p).unwrap(), None);
+    }
+
+    /// The wide band's fused records cost `extra` ms more per entry beyond three a row than
+    /// the tridiagonal lines say (DIA at 256 threads, both fused variants).
+    fn with_wide_band(mut p: Profile, extra: f64) -> Profile {
+        let lines = [
+            (EpilogueVariant::Plain, 2e-3, 1e-6),
+            (EpilogueVariant::Fused, 5e-3, 1.2e-6),
+            (EpilogueVariant::FusedAliased, 4e-3, 1.1e-6),
+        ];
+        for (n, held) in [
+            (30_000, false),
+            (90_000, false),
+            (250_000, false),
+            (60_000, true),
+        ] {
+            for (v, b, a) in lines {
+                let plain_wide = 9.0 * (2e-3 + 1e-6 * n as f64 * 1e-3);
+                let t = plain_wide
+                    + if v == EpilogueVariant::Plain {
+                        0.0
+                    } else {
+                        (b - 2e-3) + (a - 1e-6) * n as f64 * 1e-3 + extra * 24.0 * n as f64
+                    };
+                let mut r = rec(SpmvKernel::Dia, 256, v, n, t, held);
+                r.row_entries = EPILOGUE_WIDE_ENTRIES;
+                p.epilogue.push(r);
+            }
+        }
+        p
+    }
+
+    #[test]
+    fn the_wide_band_prices_the_entries_of_a_row() {
+        let per_entry = 2e-7;
+        let p = with_wide_band(profile(), per_entry);
+        let m = EpilogueModel::fit(&p).unwrap().unwrap();
+        // The lines are the tridiagonal's alone; the slope is the wide band's extra.
+        assert_eq!(
+            m.lines,
+            EpilogueModel::fit(&profile()).unwrap().unwrap().lines
+        );
+        assert_eq!(m.per_entry.len(), 2, "{:?}", m.per_entry);
+        for v in [EpilogueVariant::Fused, EpilogueVariant::FusedAliased] {
+            let s = m.per_entry_ms(SpmvKernel::Dia, 256, v).unwrap();
+            assert!((s - per_entry).abs() < 1e-12, "{v:?}: {s}");
+        }
+        assert_eq!(m.per_entry[0].sizes, 3);
+        // Three entries a row: the lines' excess; 27 a row: 24 n entries more at the slope.
+        let n = 100_000u64;
+        let narrow = m.excess_ms(SpmvKernel::Dia, 256, true, n, 3 * n).unwrap();
+        let wide = m.excess_ms(SpmvKernel::Dia, 256, true, n, 27 * n).unwrap();
+        assert!((narrow - (2e-3 + 0.1e-6 * 100.0)).abs() < 1e-9, "{narrow}");
+        assert!(
+            (wide - narrow - per_entry * 24.0 * n as f64).abs() < 1e-9,
+            "{wide}"
+        );
+        // A thread count the wide band did not measure takes the nearest lines and their
+        // slope (the lines chosen are those of 256 threads).
+        assert_eq!(
+            m.excess_ms(SpmvKernel::Dia, 128, true, n, 27 * n),
+            Some(wide)
+        );
+        m.validate().unwrap();
+        // The held-out wide point is predicted exactly, and counted apart.
+        let all = m.evaluate(&p, None, |_| Some(0.01));
+        let w = m.evaluate(&p, Some(EPILOGUE_WIDE_ENTRIES), |_| Some(0.01));
+        assert_eq!((all.points, w.points), (6, 2));
+        assert!(all.max_rel_err < 1e-9, "{all:?}");
+        // At 60 000 rows the wide excess (about 0.3 ms) is above a 10 us reduction: the model
+        // says apart, and so does the measurement.
+        assert_eq!((w.decisions, w.decisions_agreeing), (2, 2));
+        // Without the slope the same points were judged fused, wrongly.
+        let mut flat = m.clone();
+        flat.per_entry.clear();
+        let w = flat.evaluate(&p, Some(EPILOGUE_WIDE_ENTRIES), |_| Some(0.01));
+        assert_eq!((w.decisions, w.decisions_agreeing), (2, 0));
+    }
+
+    #[test]
+    fn records_of_the_tridiagonal_keep_their_key_and_form_on_disk() {
+        use crate::profile::Record;
+        let r = rec(
+            SpmvKernel::Dia,
+            256,
+            EpilogueVariant::Plain,
+            5000,
+            0.01,
+            false,
+        );
+        let text = serde_json::to_string(&r).unwrap();
+        assert!(!text.contains("row_entries"), "{text}");
+        let back: EpilogueRecord = serde_json::from_str(&text).unwrap();
+        assert_eq!(back.row_entries, EPILOGUE_NARROW_ENTRIES);
+        let key = Record::Epilogue(r.clone()).key().unwrap();
+        assert_eq!(key, "epilogue/spmv_dia/plain/5000/256/1");
+        let mut w = r;
+        w.row_entries = EPILOGUE_WIDE_ENTRIES;
+        assert_eq!(
+            Record::Epilogue(w).key().unwrap(),
+            "epilogue/spmv_dia/plain/5000/256/1/e27"
+        );
     }
 }

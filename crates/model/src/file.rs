@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use crate::classifier::{ClassifierOptions, SpmvClassifier};
 use crate::epilogue::EpilogueModel;
 use crate::link::MeasuredLink;
-use crate::profile::Profile;
+use crate::profile::{Profile, EPILOGUE_WIDE_ENTRIES};
 use crate::spmv::{SpmvFitOptions, SpmvModel, StoredLimits};
 use crate::vecdot::{evaluate, DotModels, TreeEvalReport, VectorModels};
 use autopcg_catalog::{device_slug, DeviceProps};
@@ -123,7 +123,9 @@ impl ModelFile {
             }
         };
         let epilogue = EpilogueModel::fit(profile)?.map(|mut e| {
-            e.held_out = e.evaluate(profile, |n| dot.pick("dot3", n).map(|p| p.predicted_ms));
+            let red = |n| dot.pick("dot3", n).map(|p| p.predicted_ms);
+            e.held_out = e.evaluate(profile, None, red);
+            e.held_out_wide = e.evaluate(profile, Some(EPILOGUE_WIDE_ENTRIES), red);
             e
         });
         if epilogue.is_none() {

@@ -44,7 +44,7 @@ pub mod vecdot;
 pub mod work;
 
 pub use classifier::{ClassifierOptions, SpmvClassifier};
-pub use epilogue::EpilogueModel;
+pub use epilogue::{EntrySlope, EpilogueModel};
 pub use error::ModelError;
 pub use file::{ModelFile, MODEL_SCHEMA};
 pub use linear::{fit_line, FitStats, Line, LineFit};

@@ -25,7 +25,7 @@ use autopcg_catalog::DeviceProps;
 pub use records::{
     ConversionRecord, DotRecord, EpilogueRecord, EpilogueVariant, Header, LaunchSample,
     MatrixRecord, MatrixSet, OccupancyRecord, Record, SessionRecord, SpmvRecord, StageRecord,
-    Status, Timing, VectorRecord,
+    Status, Timing, VectorRecord, EPILOGUE_NARROW_ENTRIES, EPILOGUE_WIDE_ENTRIES,
 };
 pub use stability::{medians_by_key, stability, StabilityReport};
 pub use writer::ProfileWriter;

@@ -204,18 +204,36 @@ impl EpilogueVariant {
     }
 }
 
+/// Entries per row of the epilogue stage's narrow matrix, the tridiagonal `[-1, 2, -1]`.
+pub const EPILOGUE_NARROW_ENTRIES: u32 = 3;
+/// Entries per row of the epilogue stage's wide matrix, the band of columns `i - 13 ..= i + 13`
+/// (as many entries as a 27-point stencil's rows).
+pub const EPILOGUE_WIDE_ENTRIES: u32 = 27;
+
+fn narrow_entries() -> u32 {
+    EPILOGUE_NARROW_ENTRIES
+}
+
+fn is_narrow(e: &u32) -> bool {
+    *e == EPILOGUE_NARROW_ENTRIES
+}
+
 /// One launch of the epilogue stage: a row kernel that has a dot3 variant
-/// ([`SpmvKernel::dot3_entry_point`]), plain or fused, on the stage's tridiagonal matrix of
-/// `n` rows (`sample.n`). The plain product runs one thread (lane group) per row, as the SpMV
-/// stage's `cover` launches; the fused one runs the same threads with the blocks capped at one
-/// wave of the blocks it keeps resident ([`SpmvKernel::dot3_launch`]), as the model's plans
-/// launch it.
+/// ([`SpmvKernel::dot3_entry_point`]), plain or fused, on one of the stage's banded matrices
+/// of `n` rows (`sample.n`): the tridiagonal or the wide band (`row_entries`). The plain
+/// product runs one thread (lane group) per row, as the SpMV stage's `cover` launches; the
+/// fused one runs the same threads with the blocks capped at one wave of the blocks it keeps
+/// resident ([`SpmvKernel::dot3_launch`]), as the model's plans launch it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EpilogueRecord {
     /// The row kernel.
     pub kernel: SpmvKernel,
     /// Plain or fused.
     pub variant: EpilogueVariant,
+    /// Entries per row of the matrix: [`EPILOGUE_NARROW_ENTRIES`] or [`EPILOGUE_WIDE_ENTRIES`]
+    /// (absent on disk for the tridiagonal, as records from before the wide band are).
+    #[serde(default = "narrow_entries", skip_serializing_if = "is_narrow")]
+    pub row_entries: u32,
     /// Blocks per SM the fused kernel keeps resident at these threads (eq. 3-2 on its
     /// registers), which capped its grid; absent for the plain product.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -378,12 +396,17 @@ impl Record {
             )),
             Record::Conversion(c) => Some(format!("conversion/{}/{}", c.matrix, c.format)),
             Record::Epilogue(e) => Some(format!(
-                "epilogue/{}/{}/{}/{}/{}",
+                "epilogue/{}/{}/{}/{}/{}{}",
                 e.kernel,
                 e.variant.name(),
                 e.sample.n,
                 e.sample.threads,
-                e.sample.blocks
+                e.sample.blocks,
+                if is_narrow(&e.row_entries) {
+                    String::new()
+                } else {
+                    format!("/e{}", e.row_entries)
+                }
             )),
         }
     }
