@@ -99,6 +99,7 @@ struct DotBufs {
 /// The epilogue stage's matrix in every format it times, and the iteration's vectors.
 struct EpilogueBufs {
     n: u64,
+    row_entries: u32,
     csr: DeviceCsr,
     ell: DeviceEll,
     dia: DeviceDia,
@@ -109,31 +110,36 @@ struct EpilogueBufs {
     scalars: CgScalars,
 }
 
-/// The tridiagonal matrix `[-1, 2, -1]` of `n` rows (the epilogue stage's, see
-/// [`crate::plan::EPILOGUE_ROW_ENTRIES`]).
-pub fn tridiagonal(n: usize) -> Result<CsrMatrix, ProfilerError> {
+/// The epilogue stage's banded matrix of `n` rows and `row_entries` (odd) entries in its
+/// inner rows: columns `i - h ..= i + h` with `h = row_entries / 2`, `-1` off the diagonal and
+/// `2 h` on it (3 entries: the tridiagonal `[-1, 2, -1]`; see
+/// [`crate::plan::EPILOGUE_NARROW_ENTRIES`] and [`crate::plan::EPILOGUE_WIDE_ENTRIES`]).
+pub fn banded(n: usize, row_entries: u32) -> Result<CsrMatrix, ProfilerError> {
     let bad = |e: autopcg_sparse::SparseError| {
         ProfilerError::Measurement(format!("the epilogue stage's matrix of {n} rows: {e}"))
     };
+    if row_entries % 2 == 0 {
+        return Err(ProfilerError::InvalidOption(format!(
+            "a band of {row_entries} entries a row is not symmetric about the diagonal"
+        )));
+    }
+    let h = (row_entries / 2) as usize;
     let idx = |i: usize| {
         u32::try_from(i).map_err(|_| {
-            ProfilerError::InvalidOption(format!("{n} rows do not fit 32-bit indices"))
+            ProfilerError::InvalidOption(format!(
+                "{n} rows of {row_entries} entries do not fit 32-bit indices"
+            ))
         })
     };
+    let cap = n.saturating_mul(row_entries as usize);
     let mut indptr = Vec::with_capacity(n + 1);
-    let mut indices = Vec::with_capacity(3 * n);
-    let mut vals = Vec::with_capacity(3 * n);
+    let mut indices = Vec::with_capacity(cap);
+    let mut vals = Vec::with_capacity(cap);
     indptr.push(0);
     for i in 0..n {
-        if i > 0 {
-            indices.push(idx(i - 1)?);
-            vals.push(-1.0);
-        }
-        indices.push(idx(i)?);
-        vals.push(2.0);
-        if i + 1 < n {
-            indices.push(idx(i + 1)?);
-            vals.push(-1.0);
+        for j in i.saturating_sub(h)..=(i + h).min(n.saturating_sub(1)) {
+            indices.push(idx(j)?);
+            vals.push(if j == i { 2.0 * h as f64 } else { -1.0 });
         }
         indptr.push(idx(indices.len())?);
     }
@@ -408,11 +414,16 @@ impl Measurer for GpuMeasurer<'_> {
         Ok(t)
     }
 
-    fn alloc_epilogue(&mut self, n: u64, max_fused_blocks: u32) -> Result<(), ProfilerError> {
+    fn alloc_epilogue(
+        &mut self,
+        n: u64,
+        row_entries: u32,
+        max_fused_blocks: u32,
+    ) -> Result<(), ProfilerError> {
         self.free()?;
         let len = to_usize(n)?;
         let dev = self.dev;
-        let a = tridiagonal(len)?;
+        let a = banded(len, row_entries)?;
         let limits = PaddingLimits::default();
         let conv = |e: autopcg_sparse::SparseError| {
             ProfilerError::Measurement(format!("the epilogue stage's matrix of {n} rows: {e}"))
@@ -421,6 +432,7 @@ impl Measurer for GpuMeasurer<'_> {
         let dia = DiaMatrix::from_csr(&a, &limits).map_err(conv)?;
         self.epilogue = Some(EpilogueBufs {
             n,
+            row_entries,
             csr: DeviceCsr::upload(dev, &a)?,
             ell: DeviceEll::upload(dev, &ell)?,
             dia: DeviceDia::upload(dev, &dia)?,
@@ -448,9 +460,10 @@ impl Measurer for GpuMeasurer<'_> {
             .epilogue
             .as_mut()
             .ok_or_else(|| GpuMeasurer::missing("an epilogue launch"))?;
+        let plain_per_row = 12 * u64::from(b.row_entries) + 16;
         let per_row: u64 = match point.variant {
-            EpilogueVariant::Plain => 40,
-            _ => 64,
+            EpilogueVariant::Plain => plain_per_row,
+            _ => plain_per_row + 24,
         };
         let est_ms = (per_row * b.n) as f64 / self.peak_bps * 1e3;
         let replay = replays_reductions_at(dev.props().l2_bytes, b.n);

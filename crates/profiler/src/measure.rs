@@ -67,10 +67,16 @@ pub trait Measurer {
         policy: &TimingPolicy,
     ) -> Result<Timing, ProfilerError>;
 
-    /// Builds and uploads the epilogue stage's tridiagonal matrix of `n` rows in CSR, ELL and
-    /// DIA, the vectors u, w and r and the partial sums of up to `max_fused_blocks` blocks,
-    /// releasing any earlier stage buffers.
-    fn alloc_epilogue(&mut self, n: u64, max_fused_blocks: u32) -> Result<(), ProfilerError>;
+    /// Builds and uploads the epilogue stage's banded matrix of `n` rows and `row_entries`
+    /// entries a row (3: the tridiagonal; 27: the wide band) in CSR, ELL and DIA, the vectors
+    /// u, w and r and the partial sums of up to `max_fused_blocks` blocks, releasing any
+    /// earlier stage buffers.
+    fn alloc_epilogue(
+        &mut self,
+        n: u64,
+        row_entries: u32,
+        max_fused_blocks: u32,
+    ) -> Result<(), ProfilerError>;
 
     /// Times one launch of the epilogue stage on the buffers of [`Measurer::alloc_epilogue`].
     fn time_epilogue(

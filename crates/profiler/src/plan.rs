@@ -21,8 +21,10 @@
 //!   the plain product (a thread or lane group per row) and the dot3 variant with r apart from u
 //!   and with u = r (the same threads, blocks capped at one wave of the blocks the compiled
 //!   variant keeps resident, as the model's plans launch it);
-//!   lengths as above up to [`EPILOGUE_MAX_LEN`]. The model weighs the fused kernel's excess
-//!   over the plain one against the separate reduction ([`autopcg_model::epilogue`]).
+//!   lengths as above up to [`EPILOGUE_MAX_LEN`] on the tridiagonal, and up to
+//!   [`EPILOGUE_WIDE_MAX_LEN`] on a band of 27 entries a row (the fused loops' cost per entry).
+//!   The model weighs the fused kernel's excess over the plain one against the separate
+//!   reduction ([`autopcg_model::epilogue`]).
 //! - SpMV stage: the fit matrices of [`crate::matrices`] through the GPU crate's SpMV benchmark
 //!   (every format, kernel, thread count and grid policy, and cuSPARSE).
 //!
@@ -55,6 +57,9 @@ pub const DEFAULT_MAX_VECTOR_LEN: u64 = 1 << 28;
 /// every length, and beyond a few times the L2 cache the kernels are long streams whose lines
 /// the largest domain's already give.
 pub const EPILOGUE_MAX_LEN: u64 = 1 << 24;
+/// Upper bound on the row counts of the epilogue stage's wide band (27 entries a row: 113M
+/// entries at this length, built on the host in CSR, ELL and DIA).
+pub const EPILOGUE_WIDE_MAX_LEN: u64 = 1 << 22;
 /// Upper bound on the vector lengths of a quick sweep.
 pub const QUICK_MAX_VECTOR_LEN: u64 = 1 << 22;
 /// Threads per block tried by a full sweep.
@@ -224,11 +229,14 @@ pub struct EpiloguePoint {
     pub blocks_per_sm: Option<u32>,
 }
 
-/// Every launch of the epilogue stage at one length.
+/// Every launch of the epilogue stage at one length of one of its matrices.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EpilogueSize {
-    /// Rows of the tridiagonal matrix.
+    /// Rows of the matrix.
     pub n: u64,
+    /// Entries per row: [`EPILOGUE_NARROW_ENTRIES`] (the tridiagonal) or
+    /// [`EPILOGUE_WIDE_ENTRIES`] (the band of columns `i - 13 ..= i + 13`).
+    pub row_entries: u32,
     /// Held out of the fits.
     pub held_out: bool,
     /// The launches.
@@ -237,14 +245,14 @@ pub struct EpilogueSize {
     pub max_fused_blocks: u32,
 }
 
-/// Entries per row of the epilogue stage's tridiagonal matrix.
-pub const EPILOGUE_ROW_ENTRIES: u64 = 3;
+pub use autopcg_model::profile::{EPILOGUE_NARROW_ENTRIES, EPILOGUE_WIDE_ENTRIES};
 
-/// Device bytes of the epilogue stage at `n` rows: the matrix in CSR (row pointers, 3 entries
-/// of 12 bytes per row), ELL (3 slots of 12 bytes) and DIA (3 diagonals of 8 bytes), the
-/// vectors u, w and r, three partial sums per fused block, plus slack.
-pub fn epilogue_stage_bytes(n: u64, max_fused_blocks: u32) -> u64 {
-    n.saturating_mul(4 + 36 + 36 + 24 + 24)
+/// Device bytes of the epilogue stage at `n` rows of `row_entries` entries: the matrix in CSR
+/// (row pointers, 12 bytes an entry), ELL (12 bytes a slot) and DIA (8 bytes a diagonal's
+/// entry), the vectors u, w and r, three partial sums per fused block, plus slack.
+pub fn epilogue_stage_bytes(n: u64, row_entries: u32, max_fused_blocks: u32) -> u64 {
+    let e = u64::from(row_entries);
+    n.saturating_mul(4 + 12 * e + 12 * e + 8 * e + 24)
         .saturating_add(24 * u64::from(max_fused_blocks))
         .saturating_add(MEMORY_SLACK)
 }
@@ -430,9 +438,11 @@ pub struct Sweep {
     pub vector: Vec<VectorSize>,
     /// The dot stage, by length.
     pub dot: Vec<DotSize>,
-    /// Largest length of the epilogue stage.
+    /// Largest length of the epilogue stage (the tridiagonal).
     pub epilogue_max_n: u64,
-    /// The epilogue stage, by length.
+    /// Largest length of the epilogue stage's wide band.
+    pub epilogue_wide_max_n: u64,
+    /// The epilogue stage: the tridiagonal by length, then the wide band by length.
     pub epilogue: Vec<EpilogueSize>,
     /// Name of the matrix stage in the profile (`spmv`, or `spmv_eval` for the evaluation set).
     pub matrix_stage: String,
@@ -735,10 +745,10 @@ impl Sweep {
                 }
             }
         }
-        let epilogue_launches = |n: u64| -> Vec<EpiloguePoint> {
+        let epilogue_launches = |n: u64, entries: u32| -> Vec<EpiloguePoint> {
             let mut points = Vec::new();
             for &(kernel, t, per_sm) in &eresident {
-                let items = kernel.work_items(n, EPILOGUE_ROW_ENTRIES * n);
+                let items = kernel.work_items(n, u64::from(entries) * n);
                 let plain = LaunchConfig::per_item(items, t);
                 if plain.blocks > grid_x {
                     continue;
@@ -769,21 +779,29 @@ impl Sweep {
                 .max()
                 .unwrap_or(1)
         };
-        let epilogue_max_n = largest_fitting(ecap, memory_budget, |n| {
-            epilogue_stage_bytes(n, fused_blocks(&epilogue_launches(n)))
-        });
-        let epilogue = stage_sizes(epilogue_max_n, quick)
-            .into_iter()
-            .map(|(n, held_out)| {
-                let points = epilogue_launches(n);
+        let max_n_of = |cap: u64, entries: u32| {
+            largest_fitting(cap, memory_budget, |n| {
+                epilogue_stage_bytes(n, entries, fused_blocks(&epilogue_launches(n, entries)))
+            })
+        };
+        let epilogue_max_n = max_n_of(ecap, EPILOGUE_NARROW_ENTRIES);
+        let epilogue_wide_max_n = max_n_of(ecap.min(EPILOGUE_WIDE_MAX_LEN), EPILOGUE_WIDE_ENTRIES);
+        let mut epilogue = Vec::new();
+        for (max_n, entries) in [
+            (epilogue_max_n, EPILOGUE_NARROW_ENTRIES),
+            (epilogue_wide_max_n, EPILOGUE_WIDE_ENTRIES),
+        ] {
+            epilogue.extend(stage_sizes(max_n, quick).into_iter().map(|(n, held_out)| {
+                let points = epilogue_launches(n, entries);
                 EpilogueSize {
                     n,
+                    row_entries: entries,
                     held_out,
                     max_fused_blocks: fused_blocks(&points),
                     points,
                 }
-            })
-            .collect();
+            }));
+        }
 
         Ok(Sweep {
             device: device.clone(),
@@ -795,6 +813,7 @@ impl Sweep {
             vector,
             dot,
             epilogue_max_n,
+            epilogue_wide_max_n,
             epilogue,
             matrix_stage: "spmv".into(),
             matrices: if quick {
@@ -829,6 +848,7 @@ impl Sweep {
             vector: Vec::new(),
             dot: Vec::new(),
             epilogue_max_n: 0,
+            epilogue_wide_max_n: 0,
             epilogue: Vec::new(),
             matrix_stage: "spmv_eval".into(),
             matrices: eval_matrices(),
@@ -895,14 +915,21 @@ impl Sweep {
         measurement_s(t, &self.dot_timing)
     }
 
-    /// Estimated seconds of one epilogue launch at `n` rows: the tridiagonal product (about
-    /// 40 bytes a row in CSR) and, fused, the three vectors of the dots; the host builds the
-    /// matrix once per length (not counted here).
-    pub fn epilogue_point_s(&self, n: u64, p: &EpiloguePoint, bandwidth: f64) -> f64 {
+    /// Estimated seconds of one epilogue launch at `n` rows of `row_entries` entries: the
+    /// product (12 bytes an entry and 16 a row in CSR) and, fused, the three vectors of the
+    /// dots; the host builds the matrix once per length (not counted here).
+    pub fn epilogue_point_s(
+        &self,
+        n: u64,
+        row_entries: u32,
+        p: &EpiloguePoint,
+        bandwidth: f64,
+    ) -> f64 {
+        let plain = 12 * u64::from(row_entries) + 16;
         let bytes = match p.variant {
-            EpilogueVariant::Plain => 40,
-            EpilogueVariant::Fused => 64,
-            EpilogueVariant::FusedAliased => 56,
+            EpilogueVariant::Plain => plain,
+            EpilogueVariant::Fused => plain + 24,
+            EpilogueVariant::FusedAliased => plain + 16,
         };
         let t = (bytes * n) as f64 / bandwidth + cost::LAUNCH_S;
         measurement_s(t, &self.dot_timing)
@@ -955,7 +982,7 @@ impl Sweep {
                 .flat_map(|s| {
                     s.points
                         .iter()
-                        .map(move |p| self.epilogue_point_s(s.n, p, bw))
+                        .map(move |p| self.epilogue_point_s(s.n, s.row_entries, p, bw))
                 })
                 .sum(),
             spmv_s: self.matrices.iter().map(|m| self.matrix_s(m, bw)).sum(),

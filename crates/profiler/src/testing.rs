@@ -48,6 +48,8 @@ pub struct FakeMeasurer {
     /// Largest simultaneous allocation seen, bytes.
     pub peak_allocated: u64,
     n: u64,
+    /// Entries a row of the epilogue stage's matrix.
+    row_entries: u64,
     prepared: bool,
 }
 
@@ -62,6 +64,7 @@ impl FakeMeasurer {
             allocated: 0,
             peak_allocated: 0,
             n: 0,
+            row_entries: 0,
             prepared: false,
         }
     }
@@ -201,24 +204,33 @@ impl Measurer for FakeMeasurer {
         ))
     }
 
-    fn alloc_epilogue(&mut self, n: u64, max_fused_blocks: u32) -> Result<(), ProfilerError> {
-        self.alloc(epilogue_stage_bytes(n, max_fused_blocks))?;
+    fn alloc_epilogue(
+        &mut self,
+        n: u64,
+        row_entries: u32,
+        max_fused_blocks: u32,
+    ) -> Result<(), ProfilerError> {
+        self.alloc(epilogue_stage_bytes(n, row_entries, max_fused_blocks))?;
         self.n = n;
+        self.row_entries = u64::from(row_entries);
         Ok(())
     }
 
-    /// The tridiagonal product (40 bytes a row), and the fused kernels' dots (24 bytes a row,
-    /// 16 when u = r) plus 2 us of finish.
+    /// The banded product (12 bytes an entry and 16 a row), and the fused kernels' dots (24
+    /// bytes a row, 16 when u = r, and 2 bytes an entry: the fused loops' slower product) plus
+    /// 2 us of finish.
     fn time_epilogue(
         &mut self,
         point: &EpiloguePoint,
         _policy: &TimingPolicy,
     ) -> Result<Timing, ProfilerError> {
         self.tick()?;
+        let plain = (12 * self.row_entries + 16) * self.n;
+        let fused = plain + 2 * self.row_entries * self.n;
         let (bytes, extra) = match point.variant {
-            EpilogueVariant::Plain => (40 * self.n, 0),
-            EpilogueVariant::Fused => (64 * self.n, 200),
-            EpilogueVariant::FusedAliased => (56 * self.n, 200),
+            EpilogueVariant::Plain => (plain, 0),
+            EpilogueVariant::Fused => (fused + 24 * self.n, 200),
+            EpilogueVariant::FusedAliased => (fused + 16 * self.n, 200),
         };
         Ok(FakeMeasurer::formula(bytes, point.cfg.threads, extra))
     }

@@ -62,15 +62,15 @@ fn a_tiny_sweep_runs_on_the_gpu_and_resumes(dev: GpuDevice) {
             && e.blocks_per_sm != Some(0)
             && e.sample.blocks <= dev.props().sm_count * e.blocks_per_sm.unwrap_or(u32::MAX / 1024)
     }));
-    // Every row kernel with a dot3 variant, plain and both fused ways.
-    let kinds: HashSet<(String, &str)> = p
+    // Every row kernel with a dot3 variant, plain and both fused ways, on both matrices.
+    let kinds: HashSet<(String, &str, u32)> = p
         .epilogue
         .iter()
-        .map(|e| (e.kernel.to_string(), e.variant.name()))
+        .map(|e| (e.kernel.to_string(), e.variant.name(), e.row_entries))
         .collect();
     assert_eq!(
         kinds.len(),
-        3 * autopcg_catalog::SpmvKernel::with_dot3_variant().len()
+        2 * 3 * autopcg_catalog::SpmvKernel::with_dot3_variant().len()
     );
     assert_eq!(p.matrices.len(), 2);
     let ok: Vec<_> = p.spmv.iter().filter(|s| s.status == Status::Ok).collect();

@@ -461,6 +461,81 @@ fn a_profile_from_before_the_epilogue_stage_gets_only_that_stage_on_resume() {
 }
 
 #[test]
+fn the_epilogue_stage_measures_the_tridiagonal_and_the_wide_band() {
+    use autopcg_profiler::plan::{EPILOGUE_NARROW_ENTRIES, EPILOGUE_WIDE_ENTRIES};
+    let spec = hopper_like_props();
+    let sweep = small_sweep(&spec, false);
+    let narrow: Vec<u64> = sweep
+        .epilogue
+        .iter()
+        .filter(|s| s.row_entries == EPILOGUE_NARROW_ENTRIES)
+        .map(|s| s.n)
+        .collect();
+    let wide: Vec<u64> = sweep
+        .epilogue
+        .iter()
+        .filter(|s| s.row_entries == EPILOGUE_WIDE_ENTRIES)
+        .map(|s| s.n)
+        .collect();
+    assert_eq!(narrow.len() + wide.len(), sweep.epilogue.len());
+    // Below the wide band's cap the two matrices are measured at the same lengths, so that
+    // the wide band's excess is compared with the tridiagonal's at its own length.
+    assert_eq!(wide, narrow);
+    assert_eq!(sweep.epilogue_wide_max_n, sweep.epilogue_max_n);
+    assert!(!wide.is_empty());
+
+    // The fake's fused loops cost 2 bytes an entry, at its 3e9 bytes per millisecond: the
+    // fitted cost per entry.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p.jsonl");
+    run(&sweep, &path, &mut FakeMeasurer::new(spec.clone())).unwrap();
+    let p = Profile::read(&path).unwrap();
+    assert!(p
+        .epilogue
+        .iter()
+        .any(|e| e.row_entries == EPILOGUE_WIDE_ENTRIES));
+    let m = autopcg_model::EpilogueModel::fit(&p).unwrap().unwrap();
+    assert!(!m.per_entry.is_empty());
+    for s in &m.per_entry {
+        assert!(
+            (s.ms_per_entry - 2.0 / 3e9).abs() < 1e-15,
+            "{s:?}: {}",
+            s.ms_per_entry
+        );
+    }
+}
+
+#[test]
+fn a_profile_from_before_the_wide_band_gets_only_the_wide_band_on_resume() {
+    let spec = hopper_like_props();
+    let sweep = small_sweep(&spec, true);
+    let wide: usize = sweep
+        .epilogue
+        .iter()
+        .filter(|s| s.row_entries != 3)
+        .map(|s| s.points.len())
+        .sum();
+    assert!(wide > 0);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p.jsonl");
+    run(&sweep, &path, &mut FakeMeasurer::new(spec.clone())).unwrap();
+    let want: HashSet<String> = keys(&path).into_iter().collect();
+    let old: Vec<String> = std::fs::read_to_string(&path)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.contains(r#""row_entries":27"#))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(&path, old.concat()).unwrap();
+    let mut fake = FakeMeasurer::new(spec.clone());
+    run(&sweep, &path, &mut fake).unwrap();
+    assert_eq!(fake.measured, wide);
+    let got = keys(&path);
+    assert_unique(&got);
+    assert_eq!(got.into_iter().collect::<HashSet<_>>(), want);
+}
+
+#[test]
 fn the_fused_launches_are_capped_at_the_blocks_the_variant_keeps_resident() {
     let spec = hopper_like_props();
     let sweep = small_sweep(&spec, false);
@@ -470,7 +545,7 @@ fn the_fused_launches_are_capped_at_the_blocks_the_variant_keeps_resident() {
             match p.variant {
                 EpilogueVariant::Plain => {
                     assert_eq!(p.blocks_per_sm, None);
-                    let items = p.kernel.work_items(s.n, 3 * s.n);
+                    let items = p.kernel.work_items(s.n, u64::from(s.row_entries) * s.n);
                     assert_eq!(p.cfg, LaunchConfig::per_item(items, p.cfg.threads));
                 }
                 _ => {

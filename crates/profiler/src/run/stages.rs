@@ -161,15 +161,15 @@ impl StageSize for EpilogueSize {
     }
 
     fn need_bytes(&self) -> u64 {
-        epilogue_stage_bytes(self.n, self.max_fused_blocks)
+        epilogue_stage_bytes(self.n, self.row_entries, self.max_fused_blocks)
     }
 
     fn alloc(&self, m: &mut dyn Measurer) -> Result<(), ProfilerError> {
-        m.alloc_epilogue(self.n, self.max_fused_blocks)
+        m.alloc_epilogue(self.n, self.row_entries, self.max_fused_blocks)
     }
 
     fn cost(&self, sweep: &Sweep, p: &EpiloguePoint) -> f64 {
-        sweep.epilogue_point_s(self.n, p, ASSUMED_BANDWIDTH)
+        sweep.epilogue_point_s(self.n, self.row_entries, p, ASSUMED_BANDWIDTH)
     }
 
     fn time(
@@ -184,6 +184,7 @@ impl StageSize for EpilogueSize {
         Record::Epilogue(EpilogueRecord {
             kernel: p.kernel,
             variant: p.variant,
+            row_entries: self.row_entries,
             blocks_per_sm: p.blocks_per_sm,
             sample: LaunchSample {
                 n: self.n,
