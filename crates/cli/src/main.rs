@@ -70,7 +70,8 @@ CMakeLists.txt and a README."
 The sweep times every vector-update and reduction kernel at every launch configuration over \
 vector lengths up to 2^28 (or what 0.6 of the GPU memory holds), the SpMV row kernels plain and \
 with the three dots of the iteration in their epilogue on a tridiagonal matrix of up to 2^24 \
-rows (the model weighs the two against the separate reduction), and every SpMV format, kernel \
+rows and a band of 27 entries a row of up to 2^22 rows (the model weighs the two against the \
+separate reduction, by the rows and the entries of A), and every SpMV format, kernel \
 and configuration (and cuSPARSE) on 34 generated benchmark matrices of 1e4 to 1e7 rows. \
 Measurements are streamed to a profile file as they are taken: an interrupted tune loses \
 nothing, and running it again with the same profile resumes where it stopped. A full tune \

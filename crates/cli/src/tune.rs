@@ -81,13 +81,17 @@ pub(crate) fn fit_and_write_model(
         },
         match &model.epilogue {
             Some(e) => format!(
-                "epilogue lines for {} kernel launches (held out: fused time within {} median, \
-                 {} at most; the fuse-or-not decision right at {} of {} points)",
+                "epilogue lines for {} kernel launches, {} costs per entry from the wide band \
+                 (held out: fused time within {} median, {} at most; the fuse-or-not decision \
+                 right at {} of {} points, {} of {} on the wide band)",
                 e.lines.len(),
+                e.per_entry.len(),
                 pct(Some(e.held_out.median_rel_err)),
                 pct(Some(e.held_out.max_rel_err)),
                 e.held_out.decisions_agreeing,
-                e.held_out.decisions
+                e.held_out.decisions,
+                e.held_out_wide.decisions_agreeing,
+                e.held_out_wide.decisions
             ),
             None => "no epilogue stage in the profile (the dots are fused by the rule)".into(),
         }
@@ -372,7 +376,8 @@ pub(crate) fn tune(a: TuneArgs) -> Result<()> {
         let est = sweep.estimate(ASSUMED_BANDWIDTH);
         eprintln!(
             "plan: {} vector updates at {} lengths up to {}, {} reductions at {} lengths up to {}, \
-             {} epilogue launches at {} lengths up to {}, {} matrices; about {} at {:.0} TB/s",
+             {} epilogue launches at {} lengths up to {} (the wide band up to {}), {} matrices; \
+             about {} at {:.0} TB/s",
             c.vector,
             c.vector_sizes,
             sweep.vector_max_n,
@@ -382,6 +387,7 @@ pub(crate) fn tune(a: TuneArgs) -> Result<()> {
             c.epilogue,
             c.epilogue_sizes,
             sweep.epilogue_max_n,
+            sweep.epilogue_wide_max_n,
             c.matrices,
             fmt_dur(Duration::from_secs_f64(est.total_s())),
             ASSUMED_BANDWIDTH / 1e12

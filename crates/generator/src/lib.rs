@@ -799,7 +799,8 @@ fn select_plan(
     explain.push(eu);
     let (cd, ed) = select_dot3(model, n)?;
     choice.dot3 = cd;
-    explain.push(select_fused_dots(model, &mut choice, n, props, ed));
+    let nnz = a.nnz() as u64;
+    explain.push(select_fused_dots(model, &mut choice, n, nnz, props, ed));
     let predicted = explain
         .iter()
         .filter_map(|e| e.options.first())

@@ -314,14 +314,17 @@ pub fn select_dot3(model: &ModelFile, n: u64) -> Result<(Dot3Choice, StepExplain
 ///
 /// With the epilogue model (the tune's epilogue stage): the fused launch is capped at one wave of
 /// the blocks the compiled variant keeps resident at A's threads (as the stage measured it), and
-/// the dots are fused when the predicted excess of the fused kernel over A's plain product (with
-/// u = r when there is no preconditioner) is below the reduction's predicted time. Without it (a
+/// the dots are fused when the predicted excess of the fused kernel over A's plain product of
+/// `n` rows and `nnz` entries (with u = r when there is no preconditioner; the tridiagonal's
+/// lines at `n` plus the wide band's cost per entry) is below the reduction's predicted time.
+/// Without it (a
 /// model file fitted on a profile from before the stage), or when the stage did not measure A's
 /// kernel, the rule's choice stays and the explanation says so.
 pub fn select_fused_dots(
     model: &ModelFile,
     choice: &mut GpuPlanChoice,
     n: u64,
+    nnz: u64,
     props: &DeviceProps,
     mut dots_tree: StepExplain,
 ) -> StepExplain {
@@ -358,7 +361,7 @@ pub fn select_fused_dots(
     let excess = model
         .epilogue
         .as_ref()
-        .and_then(|e| e.excess_ms(kernel, cfg.threads, aliased, n));
+        .and_then(|e| e.excess_ms(kernel, cfg.threads, aliased, n, nnz));
     let (Some(excess), Some(reduction)) = (excess, choice.dot3.predicted_ms) else {
         dots_tree.why = format!(
             "{}; the dots go into the epilogue of A's SpMV by the fallback rule ({})",
@@ -387,9 +390,14 @@ pub fn select_fused_dots(
         step: dots_tree.step,
         options,
         why: format!(
-            "epilogue lines at n = {n}{}: the dots in A's SpMV add {excess:.4} ms to the product, \
-             the reduction apart takes {reduction:.4} ms ({})",
+            "epilogue lines at n = {n}, {nnz} entries{}{}: the dots in A's SpMV add {excess:.4} ms \
+             to the product, the reduction apart takes {reduction:.4} ms ({})",
             if aliased { ", u = r" } else { "" },
+            if model.epilogue.as_ref().is_some_and(|e| e.per_entry.is_empty()) {
+                " (no cost per entry in the model file: the tridiagonal's lines alone)"
+            } else {
+                ""
+            },
             dots_tree.why
         ),
         classifier: None,

@@ -1305,8 +1305,80 @@ fn flat_epilogue(excess_ms: f64) -> autopcg_model::EpilogueModel {
         .collect();
     autopcg_model::EpilogueModel {
         lines,
+        per_entry: Vec::new(),
         resident,
         held_out: Default::default(),
+        held_out_wide: Default::default(),
+    }
+}
+
+/// `flat_epilogue(excess_ms)` whose fused variants also cost `ms_per_entry` for every entry
+/// of a row beyond three.
+fn sloped_epilogue(excess_ms: f64, ms_per_entry: f64) -> autopcg_model::EpilogueModel {
+    use autopcg_model::profile::EpilogueVariant;
+    let mut e = flat_epilogue(excess_ms);
+    for kernel in autopcg_catalog::SpmvKernel::with_dot3_variant() {
+        for threads in [32, 64, 128, 256, 512, 1024] {
+            for variant in [EpilogueVariant::Fused, EpilogueVariant::FusedAliased] {
+                e.per_entry.push(autopcg_model::EntrySlope {
+                    kernel,
+                    threads,
+                    variant,
+                    ms_per_entry,
+                    sizes: 3,
+                });
+            }
+        }
+    }
+    e
+}
+
+#[test]
+fn the_entries_of_a_row_can_keep_the_dots_apart() {
+    // The same rows, 7 and 27 entries a row: a cost per entry that leaves the 7-point
+    // matrix's excess below the reduction puts the 27-point one's above it.
+    let n = 40usize;
+    let rows = (n * n * n) as f64;
+    for (a, fused) in [
+        (families::poisson3d_7pt(n, n, n).unwrap(), true),
+        (families::poisson3d_27pt(n, n, n).unwrap(), false),
+    ] {
+        let mut m = model();
+        m.epilogue = None;
+        let reduction = plan(&with_model(&a, PrecondKind::None, &m))
+            .unwrap()
+            .gpu
+            .unwrap()
+            .dot3
+            .predicted_ms
+            .unwrap();
+        // Half the reduction from the rows, and a quarter of it for every 4 entries a row
+        // beyond three: the 7-point matrix (a little under 4 such) gets under 0.75 of the
+        // reduction, the 27-point one (about 23) over 1.9.
+        let slope = 0.25 * reduction / (4.0 * rows);
+        m.epilogue = Some(sloped_epilogue(0.5 * reduction, slope));
+        let p = plan(&with_model(&a, PrecondKind::None, &m)).unwrap();
+        check_modelled(&p);
+        assert_eq!(
+            p.gpu.as_ref().unwrap().fused_dots.is_some(),
+            fused,
+            "{} entries",
+            a.nnz()
+        );
+        let dots = p.explain.iter().find(|e| e.step == "dots").unwrap();
+        let expect = 0.5 * reduction + slope * (a.nnz() as f64 - 3.0 * rows);
+        let excess = dots
+            .options
+            .iter()
+            .find(|o| o.name.contains("dot3_next"))
+            .unwrap()
+            .predicted_ms;
+        assert!((excess - expect).abs() < 1e-12, "{excess} {expect}");
+        assert!(
+            dots.why.contains(&format!("{} entries", a.nnz())),
+            "{}",
+            dots.why
+        );
     }
 }
 
