@@ -7,8 +7,10 @@ model's plan (plan.json); a copy without `fused_dots` is the same plan with the 
 reduction after the SpMV. Both run with `autopcg solve M --plan ... --device gpu --json`,
 alternating, ROUNDS times; the table gives the medians of microseconds per iteration
 (solve_ms / iterations), whether the model fused, its predicted excess and reduction (from the
-plan's `dots` explanation), and the ratio fused / apart. Where the model keeps the dots apart
-(or A has no dot3 variant) only the plan as chosen runs.
+plan's `dots` explanation), and the ratio fused / apart. Where the model keeps the dots apart,
+the fused launch it rejected (the runner-up of its `dots` explanation, `... t<threads>
+b<blocks> ...`) is put into a copy of the plan and runs as well, so that every decision is
+measured both ways; where A has no dot3 variant only the plan as chosen runs.
 
     python3 tools/fused_ab.py --autopcg .gpu-bundle/bin/autopcg --model models/nvidia-h200.json \\
         --precond none,jacobi gen:poisson3d:192 gen:poisson3d-27pt:128 [--rounds 3] [--json F]
@@ -20,6 +22,7 @@ import argparse
 import copy
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -46,6 +49,16 @@ def solve(autopcg, m, plan_path, max_iter):
         raise RuntimeError(f"solve exited {p.returncode}")
     s = json.loads(p.stdout)
     return 1e3 * s["solve_ms"] / max(1, s["iterations"]), s["iterations"]
+
+
+def rejected_launch(dots):
+    """The fused launch a `dots` explanation names among its options, as plan.json's
+    `fused_dots`; None when there is none."""
+    for o in dots.get("options", []):
+        m = re.search(r"dot3_next\S* t(\d+) b(\d+) ", o.get("name") or "")
+        if m:
+            return {"threads": int(m.group(1)), "blocks": int(m.group(2))}
+    return None
 
 
 def main():
@@ -76,11 +89,15 @@ def main():
             fused = copy.deepcopy(plan)
             apart = copy.deepcopy(plan)
             gpu_choice(apart).pop("fused_dots", None)
+            if not model_fused:
+                fused_cfg = rejected_launch(dots)
+                if fused_cfg is not None:
+                    gpu_choice(fused)["fused_dots"] = fused_cfg
             paths = {}
             for name, p in (("fused", fused), ("apart", apart)):
                 paths[name] = os.path.join(d, f"plan-{name}.json")
                 json.dump(p, open(paths[name], "w"))
-            if not model_fused:
+            if fused_cfg is None:
                 paths.pop("fused")
             t = {k: [] for k in paths}
             its = {}
