@@ -1324,6 +1324,10 @@ fn sloped_epilogue(excess_ms: f64, ms_per_entry: f64) -> autopcg_model::Epilogue
                     kernel,
                     threads,
                     variant,
+                    domain: autopcg_model::domains::Domain {
+                        lo: 1024,
+                        hi: 1 << 30,
+                    },
                     ms_per_entry,
                     sizes: 3,
                 });

@@ -19,10 +19,12 @@
 //! us more than the plain product on the 27-point 3D Poisson matrix of 96^3 rows, where the
 //! tridiagonal's lines predicted 7, and the plan fused where keeping the reduction apart was
 //! 1.13x faster per iteration). The wide band measures that: per kernel, thread count and
-//! fused variant, the wide band's excess beyond the tridiagonal's lines at the same `n`, over
-//! the extra entries, is a cost per entry ([`EntrySlope`], least squares through the origin,
-//! so the largest lengths weigh most). The predicted excess of A is the line at its rows plus
-//! that cost times its entries beyond three a row.
+//! fused variant, and per test domain (a matrix that fits in L2 pays less for its loads than
+//! one streamed from memory), the wide band's excess beyond the tridiagonal's lines at the same
+//! `n`, over the extra entries, is a cost per entry ([`EntrySlope`], least squares through the
+//! origin). The predicted excess of A is the line at its rows plus the cost of the domain
+//! holding its rows (the nearest domain measured beyond the wide band's lengths) times its
+//! entries beyond three a row.
 //!
 //! The plan fuses when that excess is below the separate reduction's predicted time (the dot3
 //! decision tree's pick), see the generator's selection.
@@ -108,7 +110,7 @@ pub struct Residency {
 }
 
 /// What each entry of a row beyond three adds to the excess of one fused kernel, thread count
-/// and variant (from the wide band).
+/// and variant inside one test domain (from the wide band).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct EntrySlope {
     /// The row kernel.
@@ -117,6 +119,8 @@ pub struct EntrySlope {
     pub threads: u32,
     /// The fused variant.
     pub variant: EpilogueVariant,
+    /// The domain of the lengths it was fitted on.
+    pub domain: Domain,
     /// Milliseconds per entry beyond three a row.
     pub ms_per_entry: f64,
     /// Wide-band lengths it was fitted on.
@@ -259,21 +263,22 @@ impl EpilogueModel {
             held_out: EpilogueEval::default(),
             held_out_wide: EpilogueEval::default(),
         };
-        model.per_entry = model.fit_per_entry(profile);
+        model.per_entry = model.fit_per_entry(profile, &doms);
         Ok(Some(model))
     }
 
-    /// The cost per entry of every fused kernel, thread count and variant that the wide band
-    /// measured with its plain product at the same length (fit sizes only): the wide excess
-    /// minus the tridiagonal lines' excess at that length, against the extra entries `(27 - 3)
-    /// n`, by least squares through the origin.
-    fn fit_per_entry(&self, profile: &Profile) -> Vec<EntrySlope> {
+    /// The cost per entry of every fused kernel, thread count, variant and test domain that
+    /// the wide band measured with its plain product at the same length (fit sizes only): the
+    /// wide excess minus the tridiagonal lines' excess at that length, against the extra
+    /// entries `(27 - 3) n`, by least squares through the origin.
+    fn fit_per_entry(&self, profile: &Profile, doms: &[Domain]) -> Vec<EntrySlope> {
         let wide = |r: &&EpilogueRecord| {
             !r.sample.held_out && r.row_entries == EPILOGUE_WIDE_ENTRIES && record_ms(r).is_some()
         };
         let plain = plain_times(profile.epilogue.iter().filter(wide));
         let extra_per_row = f64::from(EPILOGUE_WIDE_ENTRIES - EPILOGUE_NARROW_ENTRIES);
-        let mut sums: BTreeMap<Group, (SpmvKernel, f64, f64, usize)> = BTreeMap::new();
+        type Sums = (SpmvKernel, Domain, f64, f64, usize);
+        let mut sums: BTreeMap<(Group, u64), Sums> = BTreeMap::new();
         for r in profile.epilogue.iter().filter(wide) {
             if r.variant == EpilogueVariant::Plain {
                 continue;
@@ -293,20 +298,26 @@ impl EpilogueModel {
             let (Some(fl), Some(pl)) = (f.predict(n), p.predict(n)) else {
                 continue;
             };
+            let Some(&d) = doms.iter().find(|d| d.contains(n)) else {
+                continue;
+            };
             let y = (tf - tp) - (fl - pl);
             let x = extra_per_row * n as f64;
-            let e = sums.entry(group(r)).or_insert((r.kernel, 0.0, 0.0, 0));
-            e.1 += x * y;
-            e.2 += x * x;
-            e.3 += 1;
+            let e = sums
+                .entry((group(r), d.lo))
+                .or_insert((r.kernel, d, 0.0, 0.0, 0));
+            e.2 += x * y;
+            e.3 += x * x;
+            e.4 += 1;
         }
         sums.into_iter()
-            .filter(|(_, (_, _, xx, _))| *xx > 0.0)
+            .filter(|(_, (_, _, _, xx, _))| *xx > 0.0)
             .map(
-                |((_, threads, variant), (kernel, xy, xx, sizes))| EntrySlope {
+                |(((_, threads, variant), _), (kernel, domain, xy, xx, sizes))| EntrySlope {
                     kernel,
                     threads,
                     variant,
+                    domain,
                     ms_per_entry: xy / xx,
                     sizes,
                 },
@@ -325,18 +336,30 @@ impl EpilogueModel {
             .find(|l| l.kernel == kernel && l.threads == threads && l.variant == variant)
     }
 
-    /// The cost per entry of `kernel`'s `variant` at exactly `threads` per block, when the
-    /// wide band measured it.
+    /// The cost per entry of `kernel`'s `variant` at exactly `threads` per block at `n` rows:
+    /// the domain holding `n`, or the nearest measured one; `None` when the wide band did not
+    /// measure it.
     pub fn per_entry_ms(
         &self,
         kernel: SpmvKernel,
         threads: u32,
         variant: EpilogueVariant,
+        n: u64,
     ) -> Option<f64> {
-        self.per_entry
+        let mut of: Vec<&EntrySlope> = self
+            .per_entry
             .iter()
-            .find(|s| s.kernel == kernel && s.threads == threads && s.variant == variant)
-            .map(|s| s.ms_per_entry)
+            .filter(|s| s.kernel == kernel && s.threads == threads && s.variant == variant)
+            .collect();
+        of.sort_by_key(|s| s.domain.lo);
+        let s = of.iter().find(|s| s.domain.contains(n)).or_else(|| {
+            if n <= of.first()?.domain.lo {
+                of.first()
+            } else {
+                of.last()
+            }
+        })?;
+        Some(s.ms_per_entry)
     }
 
     /// The lines of `kernel` and `variant` at `threads` per block, or at the measured thread
@@ -389,7 +412,9 @@ impl EpilogueModel {
         let p = self.lines_of(kernel, f.threads, EpilogueVariant::Plain)?;
         let rows = f.predict(n)? - p.predict(n)?;
         let extra = nnz as f64 - f64::from(EPILOGUE_NARROW_ENTRIES) * n as f64;
-        let per_entry = self.per_entry_ms(kernel, f.threads, fused).unwrap_or(0.0);
+        let per_entry = self
+            .per_entry_ms(kernel, f.threads, fused, n)
+            .unwrap_or(0.0);
         Some(rows + per_entry * extra)
     }
 
@@ -593,9 +618,9 @@ mod tests {
         assert_eq!(EpilogueModel::fit(&p).unwrap(), None);
     }
 
-    /// The wide band's fused records cost `extra` ms more per entry beyond three a row than
+    /// The wide band's fused records cost `extra(n)` ms more per entry beyond three a row than
     /// the tridiagonal lines say (DIA at 256 threads, both fused variants).
-    fn with_wide_band(mut p: Profile, extra: f64) -> Profile {
+    fn with_wide_band(mut p: Profile, extra: impl Fn(u64) -> f64) -> Profile {
         let lines = [
             (EpilogueVariant::Plain, 2e-3, 1e-6),
             (EpilogueVariant::Fused, 5e-3, 1.2e-6),
@@ -613,7 +638,7 @@ mod tests {
                     + if v == EpilogueVariant::Plain {
                         0.0
                     } else {
-                        (b - 2e-3) + (a - 1e-6) * n as f64 * 1e-3 + extra * 24.0 * n as f64
+                        (b - 2e-3) + (a - 1e-6) * n as f64 * 1e-3 + extra(n) * 24.0 * n as f64
                     };
                 let mut r = rec(SpmvKernel::Dia, 256, v, n, t, held);
                 r.row_entries = EPILOGUE_WIDE_ENTRIES;
@@ -625,20 +650,38 @@ mod tests {
 
     #[test]
     fn the_wide_band_prices_the_entries_of_a_row() {
+        // Twice the cost per entry in the second domain (above 102 400 rows).
         let per_entry = 2e-7;
-        let p = with_wide_band(profile(), per_entry);
+        let extra = |n: u64| {
+            if n <= 102_400 {
+                per_entry
+            } else {
+                2.0 * per_entry
+            }
+        };
+        let p = with_wide_band(profile(), extra);
         let m = EpilogueModel::fit(&p).unwrap().unwrap();
-        // The lines are the tridiagonal's alone; the slope is the wide band's extra.
+        // The lines are the tridiagonal's alone; the slopes are the wide band's extra, per
+        // variant and domain.
         assert_eq!(
             m.lines,
             EpilogueModel::fit(&profile()).unwrap().unwrap().lines
         );
-        assert_eq!(m.per_entry.len(), 2, "{:?}", m.per_entry);
+        assert_eq!(m.per_entry.len(), 4, "{:?}", m.per_entry);
         for v in [EpilogueVariant::Fused, EpilogueVariant::FusedAliased] {
-            let s = m.per_entry_ms(SpmvKernel::Dia, 256, v).unwrap();
-            assert!((s - per_entry).abs() < 1e-12, "{v:?}: {s}");
+            for (n, want) in [
+                (50_000, per_entry),
+                (300_000, 2.0 * per_entry),
+                // Outside the measured lengths: the nearest domain's.
+                (500, per_entry),
+                (4_000_000, 2.0 * per_entry),
+            ] {
+                let s = m.per_entry_ms(SpmvKernel::Dia, 256, v, n).unwrap();
+                assert!((s - want).abs() < 1e-12, "{v:?} at {n}: {s}");
+            }
         }
-        assert_eq!(m.per_entry[0].sizes, 3);
+        let sizes: usize = m.per_entry.iter().map(|s| s.sizes).sum();
+        assert_eq!(sizes, 6);
         // Three entries a row: the lines' excess; 27 a row: 24 n entries more at the slope.
         let n = 100_000u64;
         let narrow = m.excess_ms(SpmvKernel::Dia, 256, true, n, 3 * n).unwrap();
