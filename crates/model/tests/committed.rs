@@ -106,7 +106,15 @@ fn refitting_the_committed_profiles_reproduces_their_models() {
         let fitted = serde_json::to_value(&fitted).unwrap();
         let text = std::fs::read_to_string(models_dir().join(format!("{gpu}.json"))).unwrap();
         let committed: serde_json::Value = serde_json::from_str(&text).unwrap();
-        for part in ["spmv", "vector", "dot", "classifier", "quality", "profile"] {
+        for part in [
+            "spmv",
+            "vector",
+            "dot",
+            "classifier",
+            "epilogue",
+            "quality",
+            "profile",
+        ] {
             assert_reproduces(&fitted[part], &committed[part], &format!("{gpu} {part}"));
         }
         assert_eq!(fitted["device"]["name"], committed["device"]["name"]);
