@@ -1312,6 +1312,19 @@ fn flat_epilogue(excess_ms: f64) -> autopcg_model::EpilogueModel {
     }
 }
 
+/// Removes `m`'s epilogue part and returns the reduction's predicted time in the plan it then
+/// makes for `a` without a preconditioner.
+fn reduction_ms_without_epilogue(a: &CsrMatrix, m: &mut ModelFile) -> f64 {
+    m.epilogue = None;
+    plan(&with_model(a, PrecondKind::None, m))
+        .unwrap()
+        .gpu
+        .unwrap()
+        .dot3
+        .predicted_ms
+        .unwrap()
+}
+
 /// `flat_epilogue(excess_ms)` whose fused variants also cost `ms_per_entry` for every entry
 /// of a row beyond three.
 fn sloped_epilogue(excess_ms: f64, ms_per_entry: f64) -> autopcg_model::EpilogueModel {
@@ -1348,14 +1361,7 @@ fn the_entries_of_a_row_can_keep_the_dots_apart() {
         (families::poisson3d_27pt(n, n, n).unwrap(), false),
     ] {
         let mut m = model();
-        m.epilogue = None;
-        let reduction = plan(&with_model(&a, PrecondKind::None, &m))
-            .unwrap()
-            .gpu
-            .unwrap()
-            .dot3
-            .predicted_ms
-            .unwrap();
+        let reduction = reduction_ms_without_epilogue(&a, &mut m);
         // Half the reduction from the rows, and a quarter of it for every 4 entries a row
         // beyond three: the 7-point matrix (a little under 4 such) gets under 0.75 of the
         // reduction, the 27-point one (about 23) over 1.9.
@@ -1438,14 +1444,7 @@ fn without_a_preconditioner_the_aliased_lines_decide() {
     use autopcg_model::profile::EpilogueVariant;
     let a = families::poisson3d_7pt(40, 40, 40).unwrap();
     let mut m = model();
-    m.epilogue = None;
-    let reduction = plan(&with_model(&a, PrecondKind::None, &m))
-        .unwrap()
-        .gpu
-        .unwrap()
-        .dot3
-        .predicted_ms
-        .unwrap();
+    let reduction = reduction_ms_without_epilogue(&a, &mut m);
     // u = r cheap, r apart dear: fused without a preconditioner only.
     let mut e = flat_epilogue(0.5 * reduction);
     for l in &mut e.lines {

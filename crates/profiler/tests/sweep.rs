@@ -433,31 +433,44 @@ fn the_eval_plan_measures_only_its_matrices_and_labels_them() {
     assert_eq!(p.matrices.len(), 2);
 }
 
+/// Runs `sweep` into a fresh profile, removes the lines `older` drops from it (the profile an
+/// older tune wrote), resumes it, and checks that the resumed profile holds every key of the
+/// full one, each once. Returns the measurements the resume made and the resumed profile.
+fn resume_from_older(
+    sweep: &Sweep,
+    spec: &DeviceProps,
+    older: impl Fn(&str) -> bool,
+) -> (usize, Profile) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p.jsonl");
+    run(sweep, &path, &mut FakeMeasurer::new(spec.clone())).unwrap();
+    let want: HashSet<String> = keys(&path).into_iter().collect();
+    let full = std::fs::read_to_string(&path).unwrap();
+    let old: Vec<String> = full
+        .lines()
+        .filter(|l| !older(l))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert!(old.len() < full.lines().count(), "nothing was dropped");
+    std::fs::write(&path, old.concat()).unwrap();
+    let mut fake = FakeMeasurer::new(spec.clone());
+    run(sweep, &path, &mut fake).unwrap();
+    let got = keys(&path);
+    assert_unique(&got);
+    assert_eq!(got.into_iter().collect::<HashSet<_>>(), want);
+    (fake.measured, Profile::read(&path).unwrap())
+}
+
 #[test]
 fn a_profile_from_before_the_epilogue_stage_gets_only_that_stage_on_resume() {
     let spec = hopper_like_props();
     let sweep = small_sweep(&spec, true);
     let c = sweep.counts();
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("p.jsonl");
-    run(&sweep, &path, &mut FakeMeasurer::new(spec.clone())).unwrap();
-    let want: HashSet<String> = keys(&path).into_iter().collect();
-    // The same profile without the stage, as an older tune wrote it.
-    let old: Vec<String> = std::fs::read_to_string(&path)
-        .unwrap()
-        .lines()
-        .filter(|l| !l.contains(r#""record":"epilogue""#) && !l.contains(r#""stage":"epilogue""#))
-        .map(|l| format!("{l}\n"))
-        .collect();
-    std::fs::write(&path, old.concat()).unwrap();
-    assert!(Profile::read(&path).unwrap().epilogue.is_empty());
-    let mut fake = FakeMeasurer::new(spec.clone());
-    run(&sweep, &path, &mut fake).unwrap();
-    assert_eq!(fake.measured, c.epilogue);
-    let got = keys(&path);
-    assert_unique(&got);
-    assert_eq!(got.into_iter().collect::<HashSet<_>>(), want);
-    assert_eq!(Profile::read(&path).unwrap().epilogue.len(), c.epilogue);
+    let (measured, p) = resume_from_older(&sweep, &spec, |l| {
+        l.contains(r#""record":"epilogue""#) || l.contains(r#""stage":"epilogue""#)
+    });
+    assert_eq!(measured, c.epilogue);
+    assert_eq!(p.epilogue.len(), c.epilogue);
 }
 
 #[test]
@@ -516,23 +529,8 @@ fn a_profile_from_before_the_wide_band_gets_only_the_wide_band_on_resume() {
         .map(|s| s.points.len())
         .sum();
     assert!(wide > 0);
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("p.jsonl");
-    run(&sweep, &path, &mut FakeMeasurer::new(spec.clone())).unwrap();
-    let want: HashSet<String> = keys(&path).into_iter().collect();
-    let old: Vec<String> = std::fs::read_to_string(&path)
-        .unwrap()
-        .lines()
-        .filter(|l| !l.contains(r#""row_entries":27"#))
-        .map(|l| format!("{l}\n"))
-        .collect();
-    std::fs::write(&path, old.concat()).unwrap();
-    let mut fake = FakeMeasurer::new(spec.clone());
-    run(&sweep, &path, &mut fake).unwrap();
-    assert_eq!(fake.measured, wide);
-    let got = keys(&path);
-    assert_unique(&got);
-    assert_eq!(got.into_iter().collect::<HashSet<_>>(), want);
+    let (measured, _) = resume_from_older(&sweep, &spec, |l| l.contains(r#""row_entries":27"#));
+    assert_eq!(measured, wide);
 }
 
 #[test]
