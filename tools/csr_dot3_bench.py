@@ -16,6 +16,8 @@ import os
 import cupy as cp
 import numpy as np
 
+from cuda_events import timeit as cuda_timeit
+
 K = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "kernels")
 src = open(os.path.join(K, "spmv_csr.cu")).read()
 mod = cp.RawModule(code=src, options=("-I" + K, "-std=c++17"))
@@ -50,19 +52,7 @@ def tridiag(n):
 
 
 def timeit(f, reps=20):
-    f()
-    f()
-    cp.cuda.Device().synchronize()
-    s, e = cp.cuda.Event(), cp.cuda.Event()
-    ts = []
-    for _ in range(5):
-        s.record()
-        for _ in range(reps):
-            f()
-        e.record()
-        e.synchronize()
-        ts.append(cp.cuda.get_elapsed_time(s, e) / reps * 1e3)
-    return sorted(ts)[2]
+    return cuda_timeit(f, reps)
 
 
 T = 256

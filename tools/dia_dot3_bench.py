@@ -17,6 +17,8 @@ import os
 import cupy as cp
 import numpy as np
 
+from cuda_events import timeit as cuda_timeit
+
 K = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "kernels")
 n3 = 192
 n = n3 ** 3
@@ -144,17 +146,7 @@ cap = np.uint32(2)
 N = np.uint32(n); ND = np.uint32(nd)
 
 def timeit(f, reps=50):
-    f(); f()
-    cp.cuda.Device().synchronize()
-    s, e = cp.cuda.Event(), cp.cuda.Event()
-    ts = []
-    for _ in range(5):
-        s.record()
-        for _ in range(reps):
-            f()
-        e.record(); e.synchronize()
-        ts.append(cp.cuda.get_elapsed_time(s, e) / reps * 1e3)
-    return sorted(ts)[2]
+    return cuda_timeit(f, reps)
 
 def reset():
     scal[5] = 0.0; scal[6] = 0.0

@@ -22,6 +22,8 @@ import os
 import cupy as cp
 import numpy as np
 
+from cuda_events import timeit as cuda_timeit
+
 K = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "kernels")
 VARIANTS = r'''
 template <int C>
@@ -94,19 +96,7 @@ def resident(f, t):
 
 
 def timeit(f, reps=30):
-    f()
-    f()
-    dev.synchronize()
-    s, e = cp.cuda.Event(), cp.cuda.Event()
-    ts = []
-    for _ in range(5):
-        s.record()
-        for _ in range(reps):
-            f()
-        e.record()
-        e.synchronize()
-        ts.append(cp.cuda.get_elapsed_time(s, e) / reps * 1e3)
-    return sorted(ts)[2]
+    return cuda_timeit(f, reps)
 
 
 def offsets(kind, m):
