@@ -132,8 +132,8 @@ pub struct EntrySlope {
 pub struct EpilogueModel {
     /// Per kernel, thread count and variant, on the tridiagonal.
     pub lines: Vec<EpilogueLines>,
-    /// Per kernel, thread count and fused variant, from the wide band (empty in model files
-    /// fitted before the wide band: the excess is then the lines' alone).
+    /// Per kernel, thread count, fused variant and test domain, from the wide band (empty in
+    /// model files fitted before the wide band: the excess is then the lines' alone).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub per_entry: Vec<EntrySlope>,
     /// The fused kernels' residency, which caps their grid at one wave
