@@ -478,18 +478,18 @@ fn the_epilogue_stage_measures_the_tridiagonal_and_the_wide_band() {
     use autopcg_profiler::plan::{EPILOGUE_NARROW_ENTRIES, EPILOGUE_WIDE_ENTRIES};
     let spec = hopper_like_props();
     let sweep = small_sweep(&spec, false);
-    let narrow: Vec<u64> = sweep
-        .epilogue
-        .iter()
-        .filter(|s| s.row_entries == EPILOGUE_NARROW_ENTRIES)
-        .map(|s| s.n)
-        .collect();
-    let wide: Vec<u64> = sweep
-        .epilogue
-        .iter()
-        .filter(|s| s.row_entries == EPILOGUE_WIDE_ENTRIES)
-        .map(|s| s.n)
-        .collect();
+    let lengths = |entries: u32| -> Vec<u64> {
+        sweep
+            .epilogue
+            .iter()
+            .filter(|s| s.row_entries == entries)
+            .map(|s| s.n)
+            .collect()
+    };
+    let (narrow, wide) = (
+        lengths(EPILOGUE_NARROW_ENTRIES),
+        lengths(EPILOGUE_WIDE_ENTRIES),
+    );
     assert_eq!(narrow.len() + wide.len(), sweep.epilogue.len());
     // Below the wide band's cap the two matrices are measured at the same lengths, so that
     // the wide band's excess is compared with the tridiagonal's at its own length.
@@ -525,7 +525,7 @@ fn a_profile_from_before_the_wide_band_gets_only_the_wide_band_on_resume() {
     let wide: usize = sweep
         .epilogue
         .iter()
-        .filter(|s| s.row_entries != 3)
+        .filter(|s| s.row_entries == autopcg_profiler::plan::EPILOGUE_WIDE_ENTRIES)
         .map(|s| s.points.len())
         .sum();
     assert!(wide > 0);
