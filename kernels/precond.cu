@@ -345,22 +345,28 @@ extern "C" __global__ void ssor_k1_kt_sources(u32 n, const u32 *__restrict__ a_p
 // the device from A's pattern (the factors' views: row i of K holds A's columns of row i up to
 // the diagonal, row i of K^T diag(s) those from the diagonal on), for the choice of the form:
 // row i of M is the union of the rows q of K over the columns q of row i of K^T. Nothing of M
-// is stored; what the SpMV model reads of it is counted into one array, read back at once:
+// is stored; what the SpMV model reads of it is counted into one array, read back at once.
 //
-//   ssor_k1_gram_count  a thread per row, rows taken in warps of 32 consecutive ones; the row's
-//                       distinct columns come out ascending from a merge of the (at most
-//                       GRAM_MERGE) rows of K it unites, their heads held in registers (the
-//                       merge loops are unrolled), so that each column of K is loaded once and
-//                       the loads of different rows of K overlap (diag from ssor_k1_lengths).
-//                       out = [128-byte lines of x read (16 columns each, counted along the
+// Rows are taken in tiles of blockDim.x consecutive ones (a multiple of 32), a tile per block
+// at a time. A row whose row of K^T holds at most GRAM_MERGE entries is its thread's: the
+// distinct columns come out ascending from a merge of the rows of K it unites, their heads
+// held in registers (the merge loops are unrolled), so that each column of K is loaded once
+// and the loads of different rows of K overlap. A longer row is the whole block's, once the
+// tile's short rows are done: the columns of the rows of K it unites are gathered into shared
+// memory (at most GRAM_LONG_CAP of them; a row with more is not taken), sorted (bitonic) and
+// read in order, the first of each run of equal columns being the row's entry.
+//
+//   ssor_k1_gram_count  out = [128-byte lines of x read (16 columns each, counted along the
 //                       ascending columns), sum of |i - j|, 32 x the longest row of each warp,
 //                       rows storing their diagonal, flags, hist[GRAM_HIST], diagonal bitmap]:
 //                       hist[l] = rows of length l; bit j + n - 1 - i of the bitmap marks the
-//                       diagonal of entry (i, j); flags |= 1 for a row of K^T longer than
-//                       GRAM_MERGE, 2 for a row of M of GRAM_HIST entries or more, 4 for a row
-//                       without its diagonal entry (such rows are skipped: the counts are then
-//                       incomplete)
+//                       diagonal of entry (i, j); flags |= 1 for a row whose rows of K hold more
+//                       than GRAM_LONG_CAP entries together, 2 for a row of M of GRAM_HIST
+//                       entries or more, 4 for a row without its diagonal entry (such rows are
+//                       skipped: the counts are then incomplete) (diag from ssor_k1_lengths)
 #define GRAM_MERGE 16
+#define GRAM_LONG_CAP 4096
+#define GRAM_BLOCK_MAX 1024
 #define GRAM_HIST 1024
 #define GRAM_LINE_COLS 16
 #define GRAM_HEAD 5
@@ -374,6 +380,13 @@ __device__ __forceinline__ bool gram_has_diagonal(const u32 *a_ptr, const u32 *a
     return d < a_ptr[i + 1] && a_idx[d] == i;
 }
 
+// Whether row i is the block's (see above): it stores its diagonal and its row of K^T is
+// longer than the registers' merge takes.
+__device__ __forceinline__ bool gram_is_long(const u32 *a_ptr, const u32 *a_idx,
+                                             const u32 *diag, u32 i) {
+    return gram_has_diagonal(a_ptr, a_idx, diag, i) && a_ptr[i + 1] - diag[i] > GRAM_MERGE;
+}
+
 // The largest v over the 32 lanes of a warp, in every lane; every lane must call it.
 __device__ __forceinline__ u32 warp_max(u32 v) {
     for (int o = 16; o > 0; o >>= 1) {
@@ -384,17 +397,14 @@ __device__ __forceinline__ u32 warp_max(u32 v) {
 }
 
 // Tallies column c of row i, the columns of a row coming ascending: a new 128-byte line of x
-// (GRAM_LINE_COLS columns) when c's differs from the last one's (last_line, GRAM_DONE before
-// the row's first), |i - c|, whether c is the diagonal, and c's diagonal in the bitmap (bit
-// c + n - 1 - i, shift = n - 1 - i), tested before it is set: most are seen again and again.
-__device__ __forceinline__ void tally_column(u32 c, u32 i, u64 shift, u64 *diagonals,
-                                             u32 &last_line, u64 &lines, u64 &dist,
-                                             u64 &stored) {
-    const u32 line = c / GRAM_LINE_COLS;
-    if (line != last_line) {
-        ++lines;
-        last_line = line;
-    }
+// (GRAM_LINE_COLS columns) when new_line (c's line differs from the previous column's, or c
+// is the row's first), |i - c|, whether c is the diagonal, and c's diagonal in the bitmap
+// (bit c + n - 1 - i, shift = n - 1 - i), tested before it is set: most are seen again and
+// again.
+__device__ __forceinline__ void tally_entry(u32 c, bool new_line, u32 i, u64 shift,
+                                            u64 *diagonals, u64 &lines, u64 &dist,
+                                            u64 &stored) {
+    lines += new_line;
     dist += c > i ? (u64)(c - i) : (u64)(i - c);
     stored += c == i;
     const u64 bit = (u64)c + shift;
@@ -402,6 +412,16 @@ __device__ __forceinline__ void tally_column(u32 c, u32 i, u64 shift, u64 *diago
     if ((diagonals[bit >> 6] & mask) == 0) {
         atomicOr(diagonals + (bit >> 6), mask);
     }
+}
+
+// tally_entry along a row's ascending columns, one at a time: last_line is the previous
+// column's line (GRAM_DONE before the row's first).
+__device__ __forceinline__ void tally_column(u32 c, u32 i, u64 shift, u64 *diagonals,
+                                             u32 &last_line, u64 &lines, u64 &dist,
+                                             u64 &stored) {
+    const u32 line = c / GRAM_LINE_COLS;
+    tally_entry(c, line != last_line, i, shift, diagonals, lines, dist, stored);
+    last_line = line;
 }
 
 // A block's tallies of one counted section: zeroed by every thread of the block at the start
@@ -446,8 +466,9 @@ __device__ __forceinline__ void flush_section(const u32 *sh_hist, u64 *sh_totals
 // emit(position in the row, column): the merge of the (at most GRAM_MERGE) rows q of K that
 // row i of K^T names, their heads held in registers (the loops are unrolled), so that each
 // column of K is loaded once and the loads of different rows overlap. Returns false, emitting
-// nothing, for a row it does not merge: flags |= 1 for a row of K^T longer than GRAM_MERGE, 4
-// for a row (i's or a q's) without its diagonal entry. len is the row's length.
+// nothing, for a row it does not merge: flags |= 4 for a row (i's or a q's) without its
+// diagonal entry, 1 for a row of K^T longer than GRAM_MERGE (the block's: gram_is_long). len
+// is the row's length.
 template <typename Emit>
 __device__ __forceinline__ bool gram_row(const u32 *__restrict__ a_ptr,
                                          const u32 *__restrict__ a_idx,
@@ -508,29 +529,174 @@ __device__ __forceinline__ bool gram_row(const u32 *__restrict__ a_ptr,
     return true;
 }
 
+// A block's shared memory for its long rows: the tile's long rows (threads of the tile),
+// the columns gathered for the row at hand, and what the gather found.
+struct GramLong {
+    u32 buf[GRAM_LONG_CAP];
+    u32 list[GRAM_BLOCK_MAX];
+    u32 nlong;
+    u32 count;
+    u32 why;
+    u32 warp_sums[GRAM_BLOCK_MAX / 32];
+};
+
+// Row i of M (gram_is_long) formed by the whole block: the columns of the rows q of K that
+// row i of K^T names gathered into s->buf (a warp per row of K), then sorted ascending
+// (bitonic, padded with GRAM_DONE to a power of two). Returns the number gathered, the same
+// in every thread; 0 with why = 4 when a row q stores no diagonal entry, or 1 when the rows
+// hold more than GRAM_LONG_CAP columns together. Every thread of the block calls it: it
+// synchronizes the block, first of all so that the previous row's readers are done with
+// s->buf.
+__device__ __forceinline__ u32 gram_long_sorted(const u32 *__restrict__ a_ptr,
+                                                const u32 *__restrict__ a_idx,
+                                                const u32 *__restrict__ diag, u32 i,
+                                                GramLong *s, u32 &why) {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        s->count = 0;
+        s->why = 0;
+    }
+    __syncthreads();
+    const u32 d = diag[i];
+    const u32 k = a_ptr[i + 1] - d;
+    const u32 lane = threadIdx.x & 31, warps = blockDim.x >> 5;
+    for (u32 m = threadIdx.x >> 5; m < k; m += warps) {
+        const u32 q = a_idx[d + m];
+        if (!gram_has_diagonal(a_ptr, a_idx, diag, q)) {
+            if (lane == 0) {
+                atomicOr(&s->why, 4u);
+            }
+            continue;
+        }
+        const u32 lo = a_ptr[q], len = diag[q] + 1 - lo;
+        u32 at = 0;
+        if (lane == 0) {
+            at = atomicAdd(&s->count, len);
+        }
+        at = __shfl_sync(0xffffffffu, at, 0);
+        // count sums lengths of rows of A: below 2^32 (the caller checked nnz).
+        if (at + len > GRAM_LONG_CAP) {
+            if (lane == 0) {
+                atomicOr(&s->why, 1u);
+            }
+            continue;
+        }
+        for (u32 l = lane; l < len; l += 32) {
+            s->buf[at + l] = a_idx[lo + l];
+        }
+    }
+    __syncthreads();
+    why = s->why;
+    const u32 total = s->count;
+    if (why != 0) {
+        return 0;
+    }
+    u32 p = 2;
+    while (p < total) {
+        p <<= 1;
+    }
+    for (u32 t = total + threadIdx.x; t < p; t += blockDim.x) {
+        s->buf[t] = GRAM_DONE;
+    }
+    __syncthreads();
+    const u32 half = p >> 1;
+    for (u32 size = 2; size <= p; size <<= 1) {
+        for (u32 stride = size >> 1; stride > 0; stride >>= 1) {
+            for (u32 h = threadIdx.x; h < half; h += blockDim.x) {
+                // The h-th pair of this pass: lo and lo + stride.
+                const u32 lo = 2 * h - (h & (stride - 1));
+                const u32 hi = lo + stride;
+                const u32 x = s->buf[lo], y = s->buf[hi];
+                if ((x > y) == ((lo & size) == 0)) {
+                    s->buf[lo] = y;
+                    s->buf[hi] = x;
+                }
+            }
+            __syncthreads();
+        }
+    }
+    return total;
+}
+
+// Whether position t of the sorted s->buf (total columns) starts a run of equal columns: an
+// entry of the row.
+__device__ __forceinline__ bool gram_long_first(const GramLong *s, u32 t, u32 total) {
+    return t < total && (t == 0 || s->buf[t - 1] != s->buf[t]);
+}
+
+// Starts a tile: no long row listed yet. Every thread of the block calls it.
+__device__ __forceinline__ void gram_tile_begin(GramLong *s) {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        s->nlong = 0;
+    }
+    __syncthreads();
+}
+
+// Lists the calling thread's row as one of the tile's long rows.
+__device__ __forceinline__ void gram_tile_defer(GramLong *s) {
+    s->list[atomicAdd(&s->nlong, 1u)] = threadIdx.x;
+}
+
 extern "C" __global__ void ssor_k1_gram_count(u32 n, const u32 *__restrict__ a_ptr,
                                               const u32 *__restrict__ a_idx,
                                               const u32 *__restrict__ diag, u64 *out) {
     __shared__ u32 sh_hist[GRAM_HIST];
     __shared__ u64 sh_totals[GRAM_HEAD];
+    __shared__ GramLong s;
     clear_section(sh_hist, sh_totals);
     u64 *diagonals = out + GRAM_HEAD + GRAM_HIST;
     u64 lines = 0, dist = 0, slots = 0, stored = 0, flags = 0;
-    // Whole warps take part in every round (the grid's threads are a multiple of 32), so the
-    // longest row of a warp is one shuffle reduction.
-    const u64 rows = ((u64)n + 31) & ~(u64)31;
-    for (u64 t = GLOBAL_TID; t < rows; t += GLOBAL_THREADS) {
+    // Every thread of the block takes part in every tile (the loop bound is the block's), so
+    // the longest row of a warp is one shuffle reduction.
+    for (u64 tile = (u64)blockIdx.x * blockDim.x; tile < n; tile += GLOBAL_THREADS) {
+        gram_tile_begin(&s);
+        const u64 t = tile + threadIdx.x;
         u32 len = 0;
         if (t < n) {
             const u32 i = (u32)t;
+            if (gram_is_long(a_ptr, a_idx, diag, i)) {
+                gram_tile_defer(&s);
+            } else {
+                const u64 shift = (u64)n - 1 - i;
+                u32 last_line = GRAM_DONE;
+                const bool ok = gram_row(a_ptr, a_idx, diag, i, flags, len, [&](u32, u32 c) {
+                    tally_column(c, i, shift, diagonals, last_line, lines, dist, stored);
+                });
+                if (ok) {
+                    if (len < GRAM_HIST) {
+                        atomicAdd(sh_hist + len, 1u);
+                    } else {
+                        flags |= 2;
+                    }
+                }
+            }
+        }
+        __syncthreads();
+        const u32 nlong = s.nlong;
+        for (u32 r = 0; r < nlong; ++r) {
+            const u32 owner = s.list[r];
+            const u32 i = (u32)(tile + owner);
+            u32 why = 0;
+            const u32 total = gram_long_sorted(a_ptr, a_idx, diag, i, &s, why);
+            flags |= why;
             const u64 shift = (u64)n - 1 - i;
-            u32 last_line = GRAM_DONE;
-            const bool ok = gram_row(a_ptr, a_idx, diag, i, flags, len, [&](u32, u32 c) {
-                tally_column(c, i, shift, diagonals, last_line, lines, dist, stored);
-            });
-            if (ok) {
-                if (len < GRAM_HIST) {
-                    atomicAdd(sh_hist + len, 1u);
+            u32 rlen = 0;
+            for (u32 b = 0; b < total; b += blockDim.x) {
+                const u32 at = b + threadIdx.x;
+                const bool first = gram_long_first(&s, at, total);
+                if (first) {
+                    const u32 c = s.buf[at];
+                    const bool new_line =
+                        at == 0 || s.buf[at - 1] / GRAM_LINE_COLS != c / GRAM_LINE_COLS;
+                    tally_entry(c, new_line, i, shift, diagonals, lines, dist, stored);
+                }
+                rlen += (u32)__syncthreads_count(first);
+            }
+            if (why == 0 && threadIdx.x == owner) {
+                len = rlen;
+                if (rlen < GRAM_HIST) {
+                    atomicAdd(sh_hist + rlen, 1u);
                 } else {
                     flags |= 2;
                 }
@@ -541,17 +707,19 @@ extern "C" __global__ void ssor_k1_gram_count(u32 n, const u32 *__restrict__ a_p
             slots += 32ull * longest;
         }
     }
+    __syncthreads();
     flush_section(sh_hist, sh_totals, out, lines, dist, slots, stored, flags);
 }
 
 // The pattern of the explicit product M = K^T diag(s) K of first-order SSOR-AI formed on the
-// device from A's pattern, the rows the count above merges (diag from ssor_k1_lengths), in two
-// launches around a scan of the lengths (its values are then ssor_gram_values'):
+// device from A's pattern, the rows the count above forms (diag from ssor_k1_lengths; tiles
+// and long rows as there), in two launches around a scan of the lengths (its values are then
+// ssor_gram_values'):
 //
 //   ssor_k1_gram_lengths  len[i] = the length of row i of M; the lengths' 64-bit sum added to
-//                         total[0]; a row the merge does not take (see gram_row) lowers bad[0]
-//                         to its index (bad[0] starts at n). Whole warps take part in the sum:
-//                         blockDim.x is a multiple of 32.
+//                         total[0]; a row the device does not form (see gram_row and
+//                         gram_long_sorted) lowers bad[0] to its index (bad[0] starts at n).
+//                         Whole warps take part in the sum: blockDim.x is a multiple of 32.
 //   ssor_k1_gram_fill     row i's columns written to m_idx[m_ptr[i] ..], m_ptr the exclusive
 //                         scan of len; only after a first launch that flagged no row and whose
 //                         total fits 32 bits
@@ -559,18 +727,43 @@ extern "C" __global__ void ssor_k1_gram_lengths(u32 n, const u32 *__restrict__ a
                                                 const u32 *__restrict__ a_idx,
                                                 const u32 *__restrict__ diag,
                                                 u32 *__restrict__ len, u64 *total, u32 *bad) {
+    __shared__ GramLong s;
     u64 sum = 0;
-    const u64 rows = ((u64)n + 31) & ~(u64)31;
-    for (u64 t = GLOBAL_TID; t < rows; t += GLOBAL_THREADS) {
+    for (u64 tile = (u64)blockIdx.x * blockDim.x; tile < n; tile += GLOBAL_THREADS) {
+        gram_tile_begin(&s);
+        const u64 t = tile + threadIdx.x;
         if (t < n) {
             const u32 i = (u32)t;
-            u64 flags = 0;
-            u32 l = 0;
-            if (!gram_row(a_ptr, a_idx, diag, i, flags, l, [](u32, u32) {})) {
-                atomicMin(bad, i);
+            if (gram_is_long(a_ptr, a_idx, diag, i)) {
+                gram_tile_defer(&s);
+            } else {
+                u64 flags = 0;
+                u32 l = 0;
+                if (!gram_row(a_ptr, a_idx, diag, i, flags, l, [](u32, u32) {})) {
+                    atomicMin(bad, i);
+                }
+                len[i] = l;
+                sum += l;
             }
-            len[i] = l;
-            sum += l;
+        }
+        __syncthreads();
+        const u32 nlong = s.nlong;
+        for (u32 r = 0; r < nlong; ++r) {
+            const u32 owner = s.list[r];
+            const u32 i = (u32)(tile + owner);
+            u32 why = 0;
+            const u32 gathered = gram_long_sorted(a_ptr, a_idx, diag, i, &s, why);
+            u32 rlen = 0;
+            for (u32 b = 0; b < gathered; b += blockDim.x) {
+                rlen += (u32)__syncthreads_count(gram_long_first(&s, b + threadIdx.x, gathered));
+            }
+            if (threadIdx.x == owner) {
+                if (why != 0) {
+                    atomicMin(bad, i);
+                }
+                len[i] = rlen;
+                sum += rlen;
+            }
         }
     }
     for (int o = 16; o > 0; o >>= 1) {
@@ -586,12 +779,53 @@ extern "C" __global__ void ssor_k1_gram_fill(u32 n, const u32 *__restrict__ a_pt
                                              const u32 *__restrict__ diag,
                                              const u32 *__restrict__ m_ptr,
                                              u32 *__restrict__ m_idx) {
-    for (u64 t = GLOBAL_TID; t < n; t += GLOBAL_THREADS) {
-        const u32 i = (u32)t;
-        u32 *row = m_idx + m_ptr[i];
-        u64 flags = 0;
-        u32 l = 0;
-        gram_row(a_ptr, a_idx, diag, i, flags, l, [&](u32 at, u32 c) { row[at] = c; });
+    __shared__ GramLong s;
+    const u32 lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+    for (u64 tile = (u64)blockIdx.x * blockDim.x; tile < n; tile += GLOBAL_THREADS) {
+        gram_tile_begin(&s);
+        const u64 t = tile + threadIdx.x;
+        if (t < n) {
+            const u32 i = (u32)t;
+            if (gram_is_long(a_ptr, a_idx, diag, i)) {
+                gram_tile_defer(&s);
+            } else {
+                u32 *row = m_idx + m_ptr[i];
+                u64 flags = 0;
+                u32 l = 0;
+                gram_row(a_ptr, a_idx, diag, i, flags, l, [&](u32 at, u32 c) { row[at] = c; });
+            }
+        }
+        __syncthreads();
+        const u32 nlong = s.nlong;
+        for (u32 r = 0; r < nlong; ++r) {
+            const u32 i = (u32)(tile + s.list[r]);
+            u32 why = 0;
+            const u32 gathered = gram_long_sorted(a_ptr, a_idx, diag, i, &s, why);
+            u32 *row = m_idx + m_ptr[i];
+            u32 written = 0;
+            for (u32 b = 0; b < gathered; b += blockDim.x) {
+                const u32 at = b + threadIdx.x;
+                const bool first = gram_long_first(&s, at, gathered);
+                // The entry's place: the firsts before it in its warp, then in the warps
+                // before (their counts in warp_sums), then in the chunks before (written).
+                const u32 ballot = __ballot_sync(0xffffffffu, first);
+                if (lane == 0) {
+                    s.warp_sums[warp] = __popc(ballot);
+                }
+                __syncthreads();
+                u32 before = written, chunk = 0;
+                for (u32 w = 0; w < warps; ++w) {
+                    const u32 c = s.warp_sums[w];
+                    before += w < warp ? c : 0;
+                    chunk += c;
+                }
+                if (first) {
+                    row[before + __popc(ballot & ((1u << lane) - 1))] = s.buf[at];
+                }
+                written += chunk;
+                __syncthreads();
+            }
+        }
     }
 }
 

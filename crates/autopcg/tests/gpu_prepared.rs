@@ -374,12 +374,13 @@ fn a_saved_plan_prepares_once_and_solves_many(dev: GpuDevice) {
 }
 
 /// The explicit SSOR-AI product's structure counted on the device is the host pass's, on
-/// stencils, FEM, a Kronecker product, power-law rows and the SuiteSparse fixtures; where the
-/// device cannot count a matrix (a row of K^T longer than its merge, a row of M past its
-/// histogram) it says so, and only then.
+/// stencils, FEM, a Kronecker product, power-law rows, bands and the SuiteSparse fixtures, rows
+/// of K^T longer than one thread's merge (formed by a block) included; where the device cannot
+/// count a matrix (a row of M uniting more entries of K than it sorts for a row, a row of M
+/// past its histogram) it says so, and only then.
 fn the_device_counts_the_explicit_product_as_the_host(dev: GpuDevice) {
     use autopcg::generator::factors::K1Factors;
-    use autopcg::gpu::kernels::ssor::{ssor_k1_gram_count, GRAM_HIST, GRAM_MERGE};
+    use autopcg::gpu::kernels::ssor::{ssor_k1_gram_count, GRAM_HIST, GRAM_LONG_CAP, GRAM_MERGE};
     let fixture = |f: &str| {
         autopcg::sparse::mm::read_matrix(format!("../../matrices/{f}.mtx"), &Default::default())
             .expect("fixture")
@@ -406,6 +407,8 @@ fn the_device_counts_the_explicit_product_as_the_host(dev: GpuDevice) {
         ),
         ("banded 15", families::banded_spd(20_000, 15, 4).unwrap()),
         ("banded 16", families::banded_spd(20_000, 16, 4).unwrap()),
+        // Rows of K^T of 71 uniting 5041 entries of K: past the gather.
+        ("banded 70", families::banded_spd(2_000, 70, 4).unwrap()),
         ("fem2d 50000", families::fem_p1_2d(50_000, 5).unwrap()),
         (
             "powerlaw",
@@ -420,19 +423,30 @@ fn the_device_counts_the_explicit_product_as_the_host(dev: GpuDevice) {
         ("s3rmt3m3", fixture("s3rmt3m3")),
         ("identity", CsrMatrix::identity(45).unwrap()),
     ];
-    let mut counted = 0;
+    let (mut counted, mut counted_long, mut refused) = (0, 0, 0);
     for (name, a) in cases {
         let v = K1Factors::of(&a).expect("views");
         let mut host = v.gram_totals();
         let longest_kt = (0..a.nrows()).map(|i| v.kt_row(i).len()).max().unwrap();
-        let countable = longest_kt <= GRAM_MERGE && host.hist.len() <= GRAM_HIST;
+        let gathered = (0..a.nrows())
+            .map(|i| {
+                v.kt_row(i)
+                    .iter()
+                    .map(|&q| v.k_row(q as usize).len())
+                    .sum::<usize>()
+            })
+            .max()
+            .unwrap();
+        let countable = gathered <= GRAM_LONG_CAP && host.hist.len() <= GRAM_HIST;
         let dev_count = ssor_k1_gram_count(&dev, &a).expect(name);
         let Some(c) = dev_count else {
             assert!(!countable, "{name}: the device refused a countable matrix");
+            refused += 1;
             continue;
         };
         assert!(countable, "{name}: counted past the device's limits");
         counted += 1;
+        counted_long += usize::from(longest_kt > GRAM_MERGE);
         host.hist.resize(GRAM_HIST, 0);
         assert_eq!(c.hist, host.hist, "{name}: row lengths");
         assert_eq!(c.diagonals, host.diagonals, "{name}: diagonals");
@@ -442,12 +456,18 @@ fn the_device_counts_the_explicit_product_as_the_host(dev: GpuDevice) {
             "{name}: x lines, distances, warp slots, stored diagonal"
         );
     }
-    // The stencils, the band of 15, FEM and the identity at least (rows of K^T within
-    // GRAM_MERGE); not the power-law rows, the Kronecker product or the band of 16.
+    // Every matrix but the band of 70 (and any power-law hub past the gather); the
+    // power-law rows, the Kronecker product, the band of 16 and the fixtures with rows of K^T
+    // past one thread's merge.
     assert!(
-        counted >= 8,
+        counted >= 12,
         "only {counted} matrices counted on the device"
     );
+    assert!(
+        counted_long >= 4,
+        "only {counted_long} with rows counted by blocks"
+    );
+    assert!(refused >= 1, "the band of 70 was counted");
 }
 
 /// `a` with row `r`'s diagonal entry set to `v`, or left out when `v` is `None`.

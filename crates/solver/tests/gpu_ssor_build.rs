@@ -15,7 +15,7 @@ use std::ops::ControlFlow;
 
 use autopcg_gpu::kernels::spmv::SpmvKernel;
 use autopcg_gpu::kernels::ssor::{
-    ssor_k1_explicit, ssor_k1_factors, SsorK1Build, SsorK1Explicit, GRAM_MERGE,
+    ssor_k1_explicit, ssor_k1_factors, SsorK1Build, SsorK1Explicit, GRAM_LONG_CAP, GRAM_MERGE,
 };
 use autopcg_gpu::{CusparseAlg, DeviceCsr, GpuDevice, GpuError, LaunchConfig};
 use autopcg_solver::gpu::{GpuBackend, GpuPlanChoice, PrecondChoice, SpmvChoice, SpmvMethod};
@@ -382,32 +382,48 @@ fn preconditioners_built_from_a_are_refreshed_from_a_on_the_device(dev: GpuDevic
 }
 
 /// The explicit product formed on the device from A's arrays is the host's explicit build:
-/// the same pattern and the same values (bit for bit, up to the sign of a zero). Refused, for
-/// the host to form, where a row of K^T is longer than the device's merge, and only there, and
-/// for patterns that are not symmetric.
+/// the same pattern and the same values (bit for bit, up to the sign of a zero), rows of K^T
+/// longer than one thread's merge (formed by a block) included. Refused, for the host to form,
+/// where a row of the product unites rows of K with more than the device sorts for a row, and
+/// only there, and for patterns that are not symmetric.
 fn device_explicit_product_equals_the_host_build(dev: GpuDevice) {
-    let mut formed = 0;
-    for (name, a) in matrices() {
+    let (mut formed, mut formed_long, mut refused) = (0, 0, 0);
+    let mut cases = matrices();
+    // Bands: rows of K^T of 41 entries uniting 1681 of K (formed by blocks), and of 71 uniting
+    // 5041 (past the gather).
+    for w in [40, 70] {
+        cases.push((
+            format!("band {w}"),
+            families::banded_spd(600, w, 3).unwrap(),
+        ));
+    }
+    for (name, a) in cases {
+        // Row i of K^T: A's columns from i on; each names a row of K, A's columns up to it.
+        let k_len = |q: usize| a.row(q).0.iter().filter(|&&j| j as usize <= q).count();
+        let kt = |i: usize| -> Vec<usize> {
+            let (c, _) = a.row(i);
+            c.iter().map(|&j| j as usize).filter(|&j| j >= i).collect()
+        };
+        let longest = (0..a.nrows()).map(|i| kt(i).len()).max().unwrap();
+        let gathered = (0..a.nrows())
+            .map(|i| kt(i).into_iter().map(k_len).sum::<usize>())
+            .max()
+            .unwrap();
         for omega in [1.0, 0.7] {
             let tag = format!("{name}, omega {omega}");
             let d = DeviceCsr::upload(&dev, &a).unwrap();
-            let longest = (0..a.nrows())
-                .map(|i| {
-                    let (c, _) = a.row(i);
-                    c.iter().filter(|&&j| j as usize >= i).count()
-                })
-                .max()
-                .unwrap();
             let parts = match ssor_k1_explicit(&dev, &d, omega).unwrap() {
                 SsorK1Explicit::Built(parts) => parts,
                 SsorK1Explicit::Refused(why) => {
-                    assert!(longest > GRAM_MERGE, "{tag}: refused ({why})");
-                    assert!(why.contains("merges"), "{tag}: {why}");
+                    assert!(gathered > GRAM_LONG_CAP, "{tag}: refused ({why})");
+                    assert!(why.contains("sorts"), "{tag}: {why}");
+                    refused += 1;
                     continue;
                 }
             };
-            assert!(longest <= GRAM_MERGE, "{tag}: formed past the merge");
+            assert!(gathered <= GRAM_LONG_CAP, "{tag}: formed past the gather");
             formed += 1;
+            formed_long += usize::from(longest > GRAM_MERGE);
             let want =
                 match Preconditioner::build(&a, &PlannedPrecond::ssor_k1_explicit_kind(omega))
                     .unwrap()
@@ -428,6 +444,11 @@ fn device_explicit_product_equals_the_host_build(dev: GpuDevice) {
         }
     }
     assert!(formed >= 14, "only {formed} products formed on the device");
+    assert!(
+        formed_long >= 4,
+        "only {formed_long} with rows formed by blocks"
+    );
+    assert!(refused >= 2, "the band past the gather was formed");
     let diag = |n: usize| (0..n).map(|i| (i, i, 4.0)).collect::<Vec<_>>();
     let mut t = diag(4);
     t.extend([(3, 0, -1.0), (3, 1, -1.0), (0, 3, -1.0)]);
@@ -442,8 +463,8 @@ fn device_explicit_product_equals_the_host_build(dev: GpuDevice) {
 /// the host's explicit build, whatever format the product runs in (to rounding for COO and
 /// cuSPARSE, whose sums of a long row are not ordered the same from run to run), a scaled
 /// system included;
-/// one whose product the device refuses (a row of K^T longer than its merge) forms it on the
-/// host, and solves as that too.
+/// one whose product the device refuses (a row uniting more entries of K than the device
+/// sorts for a row: the band of 70) forms it on the host, and solves as that too.
 fn backend_forming_the_explicit_product_solves_as_the_host_build(dev: GpuDevice) {
     let big = |a: &CsrMatrix| common::scaled(a, 1e200);
     let cases = [
@@ -454,6 +475,8 @@ fn backend_forming_the_explicit_product_solves_as_the_host_build(dev: GpuDevice)
             "power-law 20000",
             families::random_powerlaw_spd(20_000, 10.0, 1.3, 7).unwrap(),
         ),
+        ("band 40", families::banded_spd(600, 40, 3).unwrap()),
+        ("band 70", families::banded_spd(600, 70, 3).unwrap()),
     ];
     for (name, a) in cases {
         let n = a.nrows();

@@ -379,9 +379,19 @@ pub const GRAM_HIST: usize = 1024;
 /// Totals ahead of the histogram in the kernel's output (lines, distances, warp slots, stored
 /// diagonals, flags).
 const GRAM_HEAD: usize = 5;
-/// Rows of `K^T` the device merges per row of `M` at most (a longer row leaves the count to
-/// the host).
+/// Rows of `K^T` one thread merges per row of `M` at most, their next columns in registers; a
+/// row of `M` that unites more rows of `K` is formed by a whole block instead (see
+/// [`GRAM_LONG_CAP`]).
 pub const GRAM_MERGE: usize = 16;
+/// Entries of the rows of `K` a block gathers and sorts at most for one row of `M` that unites
+/// more than [`GRAM_MERGE`] of them (16 KiB of shared memory): a row whose rows of `K` hold
+/// more entries together leaves the count, or the product, to the host. A row of `K^T` longer
+/// than this is certainly past it (every row of `K` holds its diagonal).
+pub const GRAM_LONG_CAP: usize = 4096;
+
+// The counting kernels sum and take maxima in whole warps, and the blocks that form long rows
+// list a tile's rows in 1024 slots (GRAM_BLOCK_MAX).
+const _: () = assert!(DEFAULT_THREADS <= 1024 && DEFAULT_THREADS % 32 == 0);
 
 /// Counts the structure of the explicit product `M = K^T diag(s) K` of first-order SSOR-AI
 /// for the square matrix `a` on the device (its [`StructureTotals`], the histogram
@@ -389,13 +399,16 @@ pub const GRAM_MERGE: usize = 16;
 /// rows `q` of `K` (A's columns of row `q` up to its diagonal) over the columns `q` of row `i`
 /// of `K^T` (A's columns of row `i` from its diagonal on), the pattern the host's symbolic pass
 /// finds for factors viewed through a symmetric pattern. Only `a`'s pattern is uploaded (and
-/// freed on return); one thread per row merges the rows it unites, their next columns held
-/// in registers. A caller that knows the longest row of `K^T` exceeds [`GRAM_MERGE`] should
-/// not call it: the kernel runs before it finds that.
+/// freed on return). One thread merges the rows of `K` a row of `M` unites, their next columns
+/// held in registers, where its row of `K^T` holds at most [`GRAM_MERGE`] entries; a longer
+/// row is the whole block's, which gathers their columns in shared memory and sorts them. A
+/// caller that knows the longest row of `K^T` exceeds [`GRAM_LONG_CAP`] should not call it:
+/// the kernel runs before it finds that.
 ///
 /// `None` when the device cannot count it exactly: a row without a stored diagonal entry, a
-/// row of `K^T` with more than [`GRAM_MERGE`] entries, a row of `M` with [`GRAM_HIST`] or more,
-/// or a sum of distances that could pass 64 bits. Waits for one copy back (the counts).
+/// row of `M` whose rows of `K` hold more than [`GRAM_LONG_CAP`] entries together, a row of
+/// `M` with [`GRAM_HIST`] entries or more, or a sum of distances that could pass 64 bits.
+/// Waits for one copy back (the counts).
 pub fn ssor_k1_gram_count(
     dev: &GpuDevice,
     a: &autopcg_sparse::CsrMatrix,
@@ -451,9 +464,10 @@ fn gram_count_of(
     // CsrMatrix a (n + 1 pointers, columns below n); diag holds a position inside each row, or
     // its start for a row without a diagonal entry, which the kernel tests (inside the row)
     // before it reads from diag[q] + 1 back to the row's start; a row of K^T longer than the
-    // kernel's merge arrays is skipped; out holds the GRAM_HEAD totals, GRAM_HIST bins and the
-    // words of bits below 2n - 1. DEFAULT_THREADS is a multiple of 32, as the kernel's warp
-    // rounds need.
+    // kernel's merge arrays is the block's, whose gather writes no column past its shared
+    // buffer (a row with more is flagged); out holds the GRAM_HEAD totals, GRAM_HIST bins and
+    // the words of bits below 2n - 1. DEFAULT_THREADS is a multiple of 32, as the kernel's
+    // warp rounds need, and at most the 1024 threads its list of long rows holds.
     unsafe {
         l.run(|b| {
             b.arg(&n32)
@@ -735,8 +749,8 @@ pub struct ExplicitParts {
 /// pointers, then its columns written; its values are the value refresh's kernel. Every
 /// diagonal entry must be stored (an error otherwise); whether the diagonal values are
 /// positive is the caller's check. Refused (for the host to form) where `a`'s pattern is not
-/// symmetric, a row of `K^T` is longer than [`GRAM_MERGE`], or the product holds `2^32` entries
-/// or more. Waits for five small copies back.
+/// symmetric, a row of the product unites rows of `K` that hold more than [`GRAM_LONG_CAP`]
+/// entries together, or the product holds `2^32` entries or more. Waits for five small copies back.
 pub fn ssor_k1_explicit(
     dev: &GpuDevice,
     a: &DeviceCsr,
@@ -768,9 +782,10 @@ pub fn ssor_k1_explicit(
         // SAFETY: matches `ssor_k1_gram_lengths(u32 n, const u32 *a_ptr, const u32 *a_idx,
         // const u32 *diag, u32 *len, u64 *total, u32 *bad)`; a is a validated square CSR
         // matrix of n rows whose every row stores its diagonal entry, at diag[i] (the factors
-        // were built from it); the merge reads inside rows of a; len holds n elements, total
-        // and bad one each; per_row launches DEFAULT_THREADS threads a block, a multiple of
-        // 32 as the kernel's sum needs.
+        // were built from it); the merge and the block's gather read inside rows of a (the
+        // gather writes no column past its shared buffer); len holds n elements, total and bad
+        // one each; per_row launches DEFAULT_THREADS threads a block, a multiple of 32 as the
+        // kernel's sum needs and at most the 1024 its list of long rows holds.
         unsafe {
             l.run(|b| {
                 b.arg(&n32)
@@ -786,7 +801,8 @@ pub fn ssor_k1_explicit(
     let first_unmerged = dev.download(&bad)?[0];
     if first_unmerged < n32 {
         return Ok(SsorK1Explicit::Refused(format!(
-            "row {} of K^T has more than the {GRAM_MERGE} entries the device merges",
+            "row {} of the product unites rows of K with more than the {GRAM_LONG_CAP} \
+             entries the device sorts for a row",
             first_unmerged as usize + 1
         )));
     }
@@ -897,6 +913,8 @@ mod tests {
     fn the_count_limits_are_the_kernels() {
         let text = crate::sources::source_text(KernelSource::Precond);
         assert!(text.contains(&format!("#define GRAM_MERGE {GRAM_MERGE}\n")));
+        assert!(text.contains(&format!("#define GRAM_LONG_CAP {GRAM_LONG_CAP}\n")));
+        assert!(text.contains("#define GRAM_BLOCK_MAX 1024\n"));
         assert!(text.contains(&format!("#define GRAM_HIST {GRAM_HIST}\n")));
         // 128-byte lines of doubles, as the SpMV model counts them.
         assert!(text.contains("#define GRAM_LINE_COLS 16\n"));
