@@ -36,7 +36,7 @@ use autopcg_catalog::DeviceProps;
 use autopcg_model::file::ModelFile;
 use autopcg_solver::gpu::{GpuPlanChoice, PrecondChoice, SpmvChoice};
 #[cfg(feature = "model")]
-use autopcg_solver::precond::DEVICE_EXPLICIT_MERGE;
+use autopcg_solver::precond::DEVICE_EXPLICIT_KT_MAX;
 use autopcg_solver::{PcgError, Plan, PlannedPrecond, PrecondKind, Preconditioner, SsorForm};
 pub use autopcg_sparse::features::KnownSymmetry;
 use autopcg_sparse::CsrMatrix;
@@ -557,9 +557,11 @@ fn modelled(
                         *kind = kind.with_form(SsorForm::Explicit);
                         match *pre {
                             // The backend forms the product from the matrix it uploads, as it
-                            // would have built the factors, where its merge takes every row.
+                            // would have built the factors, where no row of K^T is past what
+                            // the device gathers for a row (and on the host where a row's rows
+                            // of K hold more).
                             PlannedPrecond::SsorK1FromA { omega, n }
-                                if kt_longest <= DEVICE_EXPLICIT_MERGE =>
+                                if kt_longest <= DEVICE_EXPLICIT_KT_MAX =>
                             {
                                 *pre = PlannedPrecond::SsorK1ExplicitFromA { omega, n };
                             }

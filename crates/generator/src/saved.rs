@@ -25,7 +25,7 @@ use std::time::Instant;
 use autopcg_catalog::{device_slug, DeviceProps};
 use autopcg_model::work::{spmv_work, SpmvWork};
 use autopcg_solver::gpu::{GpuPlanChoice, HaloMethod};
-use autopcg_solver::precond::DEVICE_EXPLICIT_MERGE;
+use autopcg_solver::precond::DEVICE_EXPLICIT_KT_MAX;
 use autopcg_solver::{
     PcgError, Plan, PlannedPrecond, PrecondKind, PrecondRef, Preconditioner, SsorForm,
 };
@@ -885,9 +885,10 @@ impl SavedPlan {
                     omega,
                     n: a.nrows(),
                 },
-                // The product where the device's merge takes every row of K^T.
+                // The product formed from A where no row of K^T is past what the device
+                // gathers for a row (the backend forms it on the host where it refuses).
                 (SsorForm::Explicit, Some(v))
-                    if (0..a.nrows()).all(|i| v.kt_row(i).len() <= DEVICE_EXPLICIT_MERGE) =>
+                    if (0..a.nrows()).all(|i| v.kt_row(i).len() <= DEVICE_EXPLICIT_KT_MAX) =>
                 {
                     PlannedPrecond::SsorK1ExplicitFromA {
                         omega,

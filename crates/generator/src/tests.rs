@@ -91,18 +91,44 @@ fn the_model_chooses_the_explicit_form_where_it_predicts_it_faster() {
     assert_eq!(form.step, "ssor-ai form");
     assert!(form.options[0].name.starts_with("explicit"));
     assert!(form.options[0].predicted_ms < form.options[1].predicted_ms);
-    // Rows of K^T longer than the device's merge (36 entries): formed on the host.
-    assert!(matches!(
+    // Rows of K^T of up to 36 entries, past one thread's merge and within what the device
+    // gathers for a row: the product is the GPU backend's to form from A.
+    assert_eq!(
         p.preconditioner,
-        PlannedPrecond::Built(Preconditioner::SsorExplicit { .. })
-    ));
+        PlannedPrecond::SsorK1ExplicitFromA {
+            omega: auto_omega(&a),
+            n: a.nrows()
+        }
+    );
     assert_eq!(
         p.kind,
         PlannedPrecond::ssor_k1_explicit_kind(auto_omega(&a))
     );
+    assert!(p.notes.iter().any(|n| n.contains("formed on the device")));
+    // An arrow (a dense first row and column): row 0 of K^T holds every column, past what
+    // the device gathers for a row, and the product is formed on the host.
+    let n = DEVICE_EXPLICIT_KT_MAX + 100;
+    let (mut rows, mut cols, mut vals) = (vec![0], vec![0], vec![2.0 * n as f64]);
+    for i in 1..n as u32 {
+        rows.extend([i, i, 0]);
+        cols.extend([i, 0, i]);
+        vals.extend([2.0, -1.0, -1.0]);
+    }
+    let arrow = CsrMatrix::from_triplets(n, n, &rows, &cols, &vals).unwrap();
+    let omega = auto_omega(&arrow);
+    let mut r = with_model(&arrow, PrecondKind::ssor_ai().with_omega(omega), &m);
+    r.ssor_form_auto = true;
+    let p = plan(&r).unwrap();
+    check_modelled(&p);
+    assert_eq!(p.precond_applied(), "ssor-ai-explicit");
+    assert!(matches!(
+        p.preconditioner,
+        PlannedPrecond::Built(Preconditioner::SsorExplicit { .. })
+    ));
     assert!(!p.notes.iter().any(|n| n.contains("formed on the device")));
-    // Within the merge (a P1 FEM mesh, 5 entries at most): the product is the GPU backend's to
-    // form from A, with the factors' omega; its host copy is the host's explicit build.
+    // Within one thread's merge (a P1 FEM mesh, 5 entries at most): the product is the GPU
+    // backend's to form from A, with the factors' omega; its host copy is the host's explicit
+    // build.
     let fem = families::fem_p1_2d(20_000, 3).unwrap();
     let omega = auto_omega(&fem);
     let mut r = with_model(&fem, PrecondKind::ssor_ai().with_omega(omega), &m);

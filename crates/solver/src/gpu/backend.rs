@@ -268,9 +268,9 @@ fn operand_a(
 /// `omega` on the device: `A`'s CSR arrays are uploaded once (or were, ahead), the product
 /// `K^T diag(s) K` formed from them there ([`ssor_k1_explicit`]), then each operand put in the
 /// format `choice` runs it in. Where the device does not form it (a pattern that is not
-/// symmetric, a row of `K^T` longer than its merge, too many entries) the host forms it and it
-/// is uploaded, as a preconditioner built on the host would be. Says which it was (`true`:
-/// formed on the device).
+/// symmetric, a row uniting more entries of `K` than the device sorts for a row, too many
+/// entries) the host forms it and it is uploaded, as a preconditioner built on the host would
+/// be. Says which it was (`true`: formed on the device).
 fn operands_with_ssor_k1_explicit(
     dev: &GpuDevice,
     a: &CsrMatrix,

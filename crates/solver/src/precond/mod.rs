@@ -48,7 +48,7 @@ mod planned;
 mod refresh;
 mod rows;
 
-pub use planned::{PlannedPrecond, PrecondRef, DEVICE_EXPLICIT_MERGE};
+pub use planned::{PlannedPrecond, PrecondRef, DEVICE_EXPLICIT_KT_MAX};
 pub use refresh::ValueRefresh;
 pub use rows::fold_gram_pattern;
 use rows::{fill_by_rows, gram_pattern, gram_product, gram_rows, scale_columns, ssor_k, ssor_kt1};

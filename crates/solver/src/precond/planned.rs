@@ -10,10 +10,12 @@ use super::{PrecondKind, Preconditioner, SsorForm};
 use crate::PcgError;
 
 /// The longest row of `K^T` (entries of `A`'s row from its diagonal on) for which the GPU
-/// backend forms first-order SSOR-AI's explicit product on the device: each row of the product
-/// merges that many rows of `K` at most (a plan asks for [`PlannedPrecond::SsorK1ExplicitFromA`]
-/// only within it; the backend forms a longer one on the host).
-pub const DEVICE_EXPLICIT_MERGE: usize = 16;
+/// backend may form first-order SSOR-AI's explicit product on the device: a row of the product
+/// gathers the columns of the rows of `K` it unites, this many at most, and each of those rows
+/// holds at least its diagonal (a plan asks for [`PlannedPrecond::SsorK1ExplicitFromA`] only
+/// within it). Within it the device may still refuse a row whose rows of `K` hold more
+/// entries together; the backend then forms the product on the host.
+pub const DEVICE_EXPLICIT_KT_MAX: usize = 4096;
 
 /// What a plan hands its backend as the preconditioner.
 #[derive(Debug, Clone, PartialEq)]
@@ -247,13 +249,13 @@ mod tests {
         assert!(q.host(&a).unwrap_err().to_string().contains("8 rows"));
     }
 
-    /// The plan's limit is the device merge's.
+    /// The plan's limit is the device's.
     #[cfg(feature = "gpu")]
     #[test]
-    fn the_explicit_merge_limit_is_the_devices() {
+    fn the_explicit_row_limit_is_the_devices() {
         assert_eq!(
-            DEVICE_EXPLICIT_MERGE,
-            autopcg_gpu::kernels::ssor::GRAM_MERGE
+            DEVICE_EXPLICIT_KT_MAX,
+            autopcg_gpu::kernels::ssor::GRAM_LONG_CAP
         );
     }
 
