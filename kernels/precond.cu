@@ -624,18 +624,60 @@ __device__ __forceinline__ bool gram_long_first(const GramLong *s, u32 t, u32 to
     return t < total && (t == 0 || s->buf[t - 1] != s->buf[t]);
 }
 
-// Starts a tile: no long row listed yet. Every thread of the block calls it.
-__device__ __forceinline__ void gram_tile_begin(GramLong *s) {
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        s->nlong = 0;
+// The block's walk over its tiles of rows: for each tile, on_short(i) in the thread of each
+// short row (t < n), then on_long(i, owner, gathered, why) in every thread of the block for
+// each of the tile's long rows (owner: the row's thread in the tile; gathered and why as
+// gram_long_sorted returns them, its columns sorted in s->buf), then on_end() in every
+// thread. Every thread of the block takes part in every tile (the loop bound is the block's),
+// so on_long and on_end may synchronize the block or reduce over a warp.
+template <typename Short, typename Long, typename End>
+__device__ __forceinline__ void gram_tiles(u32 n, const u32 *__restrict__ a_ptr,
+                                           const u32 *__restrict__ a_idx,
+                                           const u32 *__restrict__ diag, GramLong *s,
+                                           Short on_short, Long on_long, End on_end) {
+    for (u64 tile = (u64)blockIdx.x * blockDim.x; tile < n; tile += GLOBAL_THREADS) {
+        // No long row listed yet (once every thread has read the last tile's count).
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            s->nlong = 0;
+        }
+        __syncthreads();
+        const u64 t = tile + threadIdx.x;
+        if (t < n) {
+            const u32 i = (u32)t;
+            if (gram_is_long(a_ptr, a_idx, diag, i)) {
+                s->list[atomicAdd(&s->nlong, 1u)] = threadIdx.x;
+            } else {
+                on_short(i);
+            }
+        }
+        __syncthreads();
+        const u32 nlong = s->nlong;
+        for (u32 r = 0; r < nlong; ++r) {
+            const u32 owner = s->list[r];
+            const u32 i = (u32)(tile + owner);
+            u32 why = 0;
+            const u32 gathered = gram_long_sorted(a_ptr, a_idx, diag, i, s, why);
+            on_long(i, owner, gathered, why);
+        }
+        on_end();
     }
-    __syncthreads();
 }
 
-// Lists the calling thread's row as one of the tile's long rows.
-__device__ __forceinline__ void gram_tile_defer(GramLong *s) {
-    s->list[atomicAdd(&s->nlong, 1u)] = threadIdx.x;
+// The entries of a long row (gram_long_sorted's columns in s->buf) in chunks of the block's
+// threads: on_chunk(at, first) in every thread, for position at and whether it starts a run of
+// equal columns (an entry of the row); returns the row's length, the same in every thread.
+template <typename Chunk>
+__device__ __forceinline__ u32 gram_long_entries(const GramLong *s, u32 gathered,
+                                                 Chunk on_chunk) {
+    u32 len = 0;
+    for (u32 b = 0; b < gathered; b += blockDim.x) {
+        const u32 at = b + threadIdx.x;
+        const bool first = gram_long_first(s, at, gathered);
+        on_chunk(at, first, len);
+        len += (u32)__syncthreads_count(first);
+    }
+    return len;
 }
 
 extern "C" __global__ void ssor_k1_gram_count(u32 n, const u32 *__restrict__ a_ptr,
@@ -647,66 +689,50 @@ extern "C" __global__ void ssor_k1_gram_count(u32 n, const u32 *__restrict__ a_p
     clear_section(sh_hist, sh_totals);
     u64 *diagonals = out + GRAM_HEAD + GRAM_HIST;
     u64 lines = 0, dist = 0, slots = 0, stored = 0, flags = 0;
-    // Every thread of the block takes part in every tile (the loop bound is the block's), so
-    // the longest row of a warp is one shuffle reduction.
-    for (u64 tile = (u64)blockIdx.x * blockDim.x; tile < n; tile += GLOBAL_THREADS) {
-        gram_tile_begin(&s);
-        const u64 t = tile + threadIdx.x;
-        u32 len = 0;
-        if (t < n) {
-            const u32 i = (u32)t;
-            if (gram_is_long(a_ptr, a_idx, diag, i)) {
-                gram_tile_defer(&s);
-            } else {
-                const u64 shift = (u64)n - 1 - i;
-                u32 last_line = GRAM_DONE;
-                const bool ok = gram_row(a_ptr, a_idx, diag, i, flags, len, [&](u32, u32 c) {
-                    tally_column(c, i, shift, diagonals, last_line, lines, dist, stored);
-                });
-                if (ok) {
-                    if (len < GRAM_HIST) {
-                        atomicAdd(sh_hist + len, 1u);
-                    } else {
-                        flags |= 2;
-                    }
-                }
-            }
+    // The length of the calling thread's row in the tile at hand (0 past n, or when the row is
+    // not counted), for the warp's longest row.
+    u32 len = 0;
+    const auto counted = [&](u32 l) {
+        len = l;
+        if (l < GRAM_HIST) {
+            atomicAdd(sh_hist + l, 1u);
+        } else {
+            flags |= 2;
         }
-        __syncthreads();
-        const u32 nlong = s.nlong;
-        for (u32 r = 0; r < nlong; ++r) {
-            const u32 owner = s.list[r];
-            const u32 i = (u32)(tile + owner);
-            u32 why = 0;
-            const u32 total = gram_long_sorted(a_ptr, a_idx, diag, i, &s, why);
+    };
+    gram_tiles(
+        n, a_ptr, a_idx, diag, &s,
+        [&](u32 i) {
+            const u64 shift = (u64)n - 1 - i;
+            u32 last_line = GRAM_DONE, l = 0;
+            if (gram_row(a_ptr, a_idx, diag, i, flags, l, [&](u32, u32 c) {
+                    tally_column(c, i, shift, diagonals, last_line, lines, dist, stored);
+                })) {
+                counted(l);
+            }
+        },
+        [&](u32 i, u32 owner, u32 gathered, u32 why) {
             flags |= why;
             const u64 shift = (u64)n - 1 - i;
-            u32 rlen = 0;
-            for (u32 b = 0; b < total; b += blockDim.x) {
-                const u32 at = b + threadIdx.x;
-                const bool first = gram_long_first(&s, at, total);
+            const u32 l = gram_long_entries(&s, gathered, [&](u32 at, bool first, u32) {
                 if (first) {
                     const u32 c = s.buf[at];
                     const bool new_line =
                         at == 0 || s.buf[at - 1] / GRAM_LINE_COLS != c / GRAM_LINE_COLS;
                     tally_entry(c, new_line, i, shift, diagonals, lines, dist, stored);
                 }
-                rlen += (u32)__syncthreads_count(first);
-            }
+            });
             if (why == 0 && threadIdx.x == owner) {
-                len = rlen;
-                if (rlen < GRAM_HIST) {
-                    atomicAdd(sh_hist + rlen, 1u);
-                } else {
-                    flags |= 2;
-                }
+                counted(l);
             }
-        }
-        const u32 longest = warp_max(len);
-        if ((threadIdx.x & 31) == 0) {
-            slots += 32ull * longest;
-        }
-    }
+        },
+        [&]() {
+            const u32 longest = warp_max(len);
+            if ((threadIdx.x & 31) == 0) {
+                slots += 32ull * longest;
+            }
+            len = 0;
+        });
     __syncthreads();
     flush_section(sh_hist, sh_totals, out, lines, dist, slots, stored, flags);
 }
@@ -729,43 +755,28 @@ extern "C" __global__ void ssor_k1_gram_lengths(u32 n, const u32 *__restrict__ a
                                                 u32 *__restrict__ len, u64 *total, u32 *bad) {
     __shared__ GramLong s;
     u64 sum = 0;
-    for (u64 tile = (u64)blockIdx.x * blockDim.x; tile < n; tile += GLOBAL_THREADS) {
-        gram_tile_begin(&s);
-        const u64 t = tile + threadIdx.x;
-        if (t < n) {
-            const u32 i = (u32)t;
-            if (gram_is_long(a_ptr, a_idx, diag, i)) {
-                gram_tile_defer(&s);
-            } else {
-                u64 flags = 0;
-                u32 l = 0;
-                if (!gram_row(a_ptr, a_idx, diag, i, flags, l, [](u32, u32) {})) {
+    gram_tiles(
+        n, a_ptr, a_idx, diag, &s,
+        [&](u32 i) {
+            u64 flags = 0;
+            u32 l = 0;
+            if (!gram_row(a_ptr, a_idx, diag, i, flags, l, [](u32, u32) {})) {
+                atomicMin(bad, i);
+            }
+            len[i] = l;
+            sum += l;
+        },
+        [&](u32 i, u32 owner, u32 gathered, u32 why) {
+            const u32 l = gram_long_entries(&s, gathered, [](u32, bool, u32) {});
+            if (threadIdx.x == owner) {
+                if (why != 0) {
                     atomicMin(bad, i);
                 }
                 len[i] = l;
                 sum += l;
             }
-        }
-        __syncthreads();
-        const u32 nlong = s.nlong;
-        for (u32 r = 0; r < nlong; ++r) {
-            const u32 owner = s.list[r];
-            const u32 i = (u32)(tile + owner);
-            u32 why = 0;
-            const u32 gathered = gram_long_sorted(a_ptr, a_idx, diag, i, &s, why);
-            u32 rlen = 0;
-            for (u32 b = 0; b < gathered; b += blockDim.x) {
-                rlen += (u32)__syncthreads_count(gram_long_first(&s, b + threadIdx.x, gathered));
-            }
-            if (threadIdx.x == owner) {
-                if (why != 0) {
-                    atomicMin(bad, i);
-                }
-                len[i] = rlen;
-                sum += rlen;
-            }
-        }
-    }
+        },
+        [] {});
     for (int o = 16; o > 0; o >>= 1) {
         sum += __shfl_xor_sync(0xffffffffu, sum, o);
     }
@@ -780,53 +791,37 @@ extern "C" __global__ void ssor_k1_gram_fill(u32 n, const u32 *__restrict__ a_pt
                                              const u32 *__restrict__ m_ptr,
                                              u32 *__restrict__ m_idx) {
     __shared__ GramLong s;
-    const u32 lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-    for (u64 tile = (u64)blockIdx.x * blockDim.x; tile < n; tile += GLOBAL_THREADS) {
-        gram_tile_begin(&s);
-        const u64 t = tile + threadIdx.x;
-        if (t < n) {
-            const u32 i = (u32)t;
-            if (gram_is_long(a_ptr, a_idx, diag, i)) {
-                gram_tile_defer(&s);
-            } else {
-                u32 *row = m_idx + m_ptr[i];
-                u64 flags = 0;
-                u32 l = 0;
-                gram_row(a_ptr, a_idx, diag, i, flags, l, [&](u32 at, u32 c) { row[at] = c; });
-            }
-        }
-        __syncthreads();
-        const u32 nlong = s.nlong;
-        for (u32 r = 0; r < nlong; ++r) {
-            const u32 i = (u32)(tile + s.list[r]);
-            u32 why = 0;
-            const u32 gathered = gram_long_sorted(a_ptr, a_idx, diag, i, &s, why);
+    const u32 lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    gram_tiles(
+        n, a_ptr, a_idx, diag, &s,
+        [&](u32 i) {
             u32 *row = m_idx + m_ptr[i];
-            u32 written = 0;
-            for (u32 b = 0; b < gathered; b += blockDim.x) {
-                const u32 at = b + threadIdx.x;
-                const bool first = gram_long_first(&s, at, gathered);
-                // The entry's place: the firsts before it in its warp, then in the warps
-                // before (their counts in warp_sums), then in the chunks before (written).
+            u64 flags = 0;
+            u32 l = 0;
+            gram_row(a_ptr, a_idx, diag, i, flags, l, [&](u32 at, u32 c) { row[at] = c; });
+        },
+        [&](u32 i, u32, u32 gathered, u32) {
+            u32 *row = m_idx + m_ptr[i];
+            gram_long_entries(&s, gathered, [&](u32 at, bool first, u32 written) {
+                // The entry's place: the entries before it in the chunks before (written),
+                // in the warps before (their counts in warp_sums), then in its warp.
                 const u32 ballot = __ballot_sync(0xffffffffu, first);
                 if (lane == 0) {
                     s.warp_sums[warp] = __popc(ballot);
                 }
                 __syncthreads();
-                u32 before = written, chunk = 0;
-                for (u32 w = 0; w < warps; ++w) {
-                    const u32 c = s.warp_sums[w];
-                    before += w < warp ? c : 0;
-                    chunk += c;
+                u32 before = written;
+                for (u32 w = 0; w < warp; ++w) {
+                    before += s.warp_sums[w];
                 }
                 if (first) {
                     row[before + __popc(ballot & ((1u << lane) - 1))] = s.buf[at];
                 }
-                written += chunk;
-                __syncthreads();
-            }
-        }
-    }
+                // The count's barrier after this chunk keeps the next chunk's warp_sums
+                // from overwriting these before every thread has read them.
+            });
+        },
+        [] {});
 }
 
 // ssor_k1_totals: the structure of A and of both first-order factors, K (row i: A's columns up

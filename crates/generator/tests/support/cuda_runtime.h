@@ -78,6 +78,7 @@ __device__ unsigned __shfl_down_sync(unsigned mask, unsigned v, unsigned d, int 
 __device__ double __shfl_up_sync(unsigned mask, double v, unsigned d, int w = 32);
 __device__ unsigned __shfl_up_sync(unsigned mask, unsigned v, unsigned d, int w = 32);
 __device__ void __syncthreads(void);
+__device__ int __syncthreads_count(int pred);
 __device__ void __syncwarp(unsigned mask = 0xffffffffu);
 __device__ void __threadfence(void);
 __device__ double atomicAdd(double *p, double v);
