@@ -390,10 +390,8 @@ pub const GRAM_MERGE: usize = 16;
 pub const GRAM_LONG_CAP: usize = 4096;
 
 // The counting kernels sum and take maxima in whole warps, and the blocks that form long rows
-// list a tile's rows in 1024 slots (GRAM_BLOCK_MAX); gram_threads halves DEFAULT_THREADS down
-// to 32, whole warps each time.
-const _: () = assert!(DEFAULT_THREADS <= 1024 && DEFAULT_THREADS >= 32);
-const _: () = assert!(DEFAULT_THREADS.is_power_of_two());
+// list a tile's rows in 1024 slots (GRAM_BLOCK_MAX).
+const _: () = assert!(DEFAULT_THREADS <= 1024 && DEFAULT_THREADS % 32 == 0);
 
 /// Counts the structure of the explicit product `M = K^T diag(s) K` of first-order SSOR-AI
 /// for the square matrix `a` on the device (its [`StructureTotals`], the histogram
@@ -459,7 +457,7 @@ fn gram_count_of(
     drop((len, bad));
     let words = (2 * n - 1).div_ceil(64);
     let mut out = dev.alloc_zeros::<u64>(GRAM_HEAD + GRAM_HIST + words)?;
-    let l = gram_launch(dev, SsorBuildKernel::GramCount, n, true)?;
+    let l = counting(dev, SsorBuildKernel::GramCount, n)?;
     let n32 = n as u32;
     // SAFETY: matches `ssor_k1_gram_count(u32 n, const u32 *a_ptr, const u32 *a_idx,
     // const u32 *diag, u64 *out)`. indptr and indices are the pattern of the validated square
@@ -468,9 +466,8 @@ fn gram_count_of(
     // before it reads from diag[q] + 1 back to the row's start; a row of K^T longer than the
     // kernel's merge arrays is the block's, whose gather writes no column past its shared
     // buffer (a row with more is flagged); out holds the GRAM_HEAD totals, GRAM_HIST bins and
-    // the words of bits below 2n - 1. gram_launch's blocks are a power of two from 32 to
-    // DEFAULT_THREADS threads: whole warps, as the kernel's warp rounds need, and at most the
-    // 1024 its list of long rows holds.
+    // the words of bits below 2n - 1. DEFAULT_THREADS is a multiple of 32, as the kernel's
+    // warp rounds need, and at most the 1024 threads its list of long rows holds.
     unsafe {
         l.run(|b| {
             b.arg(&n32)
@@ -490,40 +487,6 @@ fn counting(dev: &GpuDevice, kernel: SsorBuildKernel, n: usize) -> Result<Launch
         .div_ceil(DEFAULT_THREADS as usize)
         .min(8 * dev.props().sm_count.max(1) as usize) as u32;
     let cfg = LaunchConfig::new(DEFAULT_THREADS, blocks.max(1));
-    cfg.check(kernel, dev.props())?;
-    Launch::plain(dev, KernelSource::Precond, &kernel, cfg)
-}
-
-/// Threads per block of the kernels that take a long row of the explicit product by a block
-/// (count, lengths, fill) on `n` rows of a device with `sms` multiprocessors: a block takes a
-/// tile of as many rows and forms the tile's long rows one after another, so a small matrix
-/// gets smaller blocks, enough of them (4 a multiprocessor) to spread its long rows over the
-/// device; a power of two from 32 (a warp) to [`DEFAULT_THREADS`].
-fn gram_threads(n: usize, sms: u32) -> u32 {
-    let per_block = n / (4 * sms.max(1) as usize);
-    let mut t = DEFAULT_THREADS;
-    while t > 32 && t as usize > per_block {
-        t /= 2;
-    }
-    t
-}
-
-/// A launch of a kernel that takes long rows by a block over `n` rows ([`gram_threads`] a
-/// block): a block per tile, or for a counting kernel (`counting`), whose blocks each flush
-/// their shared histogram once, no more blocks than [`counting`] launches threads.
-fn gram_launch(
-    dev: &GpuDevice,
-    kernel: SsorBuildKernel,
-    n: usize,
-    counting: bool,
-) -> Result<Launch<'_>, GpuError> {
-    let sms = dev.props().sm_count.max(1);
-    let threads = gram_threads(n, sms);
-    let mut blocks = n.div_ceil(threads as usize).clamp(1, 1 << 20);
-    if counting {
-        blocks = blocks.min(8 * sms as usize * (DEFAULT_THREADS / threads) as usize);
-    }
-    let cfg = LaunchConfig::new(threads, blocks as u32);
     cfg.check(kernel, dev.props())?;
     Launch::plain(dev, KernelSource::Precond, &kernel, cfg)
 }
@@ -815,15 +778,14 @@ pub fn ssor_k1_explicit(
     let mut total = dev.alloc_zeros::<u64>(1)?;
     let mut bad = dev.upload(&[n32])?;
     if n > 0 {
-        let l = gram_launch(dev, SsorBuildKernel::GramLengths, n, false)?;
+        let l = per_row(dev, SsorBuildKernel::GramLengths, n)?;
         // SAFETY: matches `ssor_k1_gram_lengths(u32 n, const u32 *a_ptr, const u32 *a_idx,
         // const u32 *diag, u32 *len, u64 *total, u32 *bad)`; a is a validated square CSR
         // matrix of n rows whose every row stores its diagonal entry, at diag[i] (the factors
         // were built from it); the merge and the block's gather read inside rows of a (the
         // gather writes no column past its shared buffer); len holds n elements, total and bad
-        // one each; gram_launch's blocks are a power of two from 32 to DEFAULT_THREADS threads,
-        // whole warps as the kernel's sum needs and at most the 1024 its list of long rows
-        // holds.
+        // one each; per_row launches DEFAULT_THREADS threads a block, a multiple of 32 as the
+        // kernel's sum needs and at most the 1024 its list of long rows holds.
         unsafe {
             l.run(|b| {
                 b.arg(&n32)
@@ -864,7 +826,7 @@ pub fn ssor_k1_explicit(
         )
     };
     if n > 0 {
-        let l = gram_launch(dev, SsorBuildKernel::GramFill, n, false)?;
+        let l = per_row(dev, SsorBuildKernel::GramFill, n)?;
         // SAFETY: matches `ssor_k1_gram_fill(u32 n, const u32 *a_ptr, const u32 *a_idx,
         // const u32 *diag, const u32 *m_ptr, u32 *m_idx)`; the lengths launch flagged no row
         // and their sum, nnz_m = m_ptr[n], fits 32 bits, so each row writes its len[i] columns
@@ -957,20 +919,6 @@ mod tests {
         // 128-byte lines of doubles, as the SpMV model counts them.
         assert!(text.contains("#define GRAM_LINE_COLS 16\n"));
         assert!(text.contains(&format!("#define GRAM_HEAD {GRAM_HEAD}\n")));
-    }
-
-    /// Small matrices get blocks small enough to spread their long rows over the device (2003
-    /// rows, bcsstk13's, took 8 blocks of 256 threads and 14.6 ms to count and form on an H200's
-    /// 132 multiprocessors); from 4 x 256 rows a multiprocessor on, the default.
-    #[test]
-    fn small_matrices_get_small_gram_blocks() {
-        assert_eq!(gram_threads(2003, 132), 32);
-        assert_eq!(gram_threads(10_000, 132), 32);
-        assert_eq!(gram_threads(100_000, 132), 128);
-        assert_eq!(gram_threads(4 * 256 * 132, 132), 256);
-        assert_eq!(gram_threads(4 * 256 * 132 - 1, 132), 128);
-        assert_eq!(gram_threads(50_000_000, 132), DEFAULT_THREADS);
-        assert_eq!(gram_threads(0, 0), 32);
     }
 
     /// A section reads as the kernels write it: totals, flags, histogram, then the bitmap; a
