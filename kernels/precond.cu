@@ -665,8 +665,9 @@ __device__ __forceinline__ void gram_tiles(u32 n, const u32 *__restrict__ a_ptr,
 }
 
 // The entries of a long row (gram_long_sorted's columns in s->buf) in chunks of the block's
-// threads: on_chunk(at, first) in every thread, for position at and whether it starts a run of
-// equal columns (an entry of the row); returns the row's length, the same in every thread.
+// threads: on_chunk(at, first, before) in every thread, for position at, whether it starts a
+// run of equal columns (an entry of the row), and the entries of the chunks before; returns
+// the row's length, the same in every thread.
 template <typename Chunk>
 __device__ __forceinline__ u32 gram_long_entries(const GramLong *s, u32 gathered,
                                                  Chunk on_chunk) {
