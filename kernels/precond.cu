@@ -47,6 +47,9 @@ extern "C" __global__ void jacobi_apply_v2(u64 n, const double *__restrict__ inv
 //   gather_scaled_values  out[p] = in[src[p]] * (scale / a_jj), j = to_idx[p]  (K^T diag(s)
 //                     from K, s_j = scale / a_jj: the factored form's stored K^T S)
 //   ssor_gram_values  M = K^T diag(s) K on M's pattern, s_q = scale / a_qq; a thread per row
+//   ssor_gram_values_warp  the same, a warp per row, a lane per entry of it: each entry sums
+//                     its terms over the rows q of K, ascending, as the thread's row does, so
+//                     the two give the same bits (for rows of M too long for one thread)
 
 extern "C" __global__ void precond_inv_diag(u64 n, const double *__restrict__ a_vals,
                                             const u32 *__restrict__ diag, double s,
@@ -183,6 +186,41 @@ extern "C" __global__ void ssor_gram_values(u32 n, const u32 *__restrict__ kt_pt
                     m_vals[c] = __dadd_rn(m_vals[c], __dmul_rn(__dmul_rn(kqi, k_vals[r]), sq));
                 }
             }
+        }
+    }
+}
+
+extern "C" __global__ void ssor_gram_values_warp(u32 n, const u32 *__restrict__ kt_ptr,
+                                                 const u32 *__restrict__ kt_idx,
+                                                 const double *__restrict__ kt_vals,
+                                                 const u32 *__restrict__ k_ptr,
+                                                 const u32 *__restrict__ k_idx,
+                                                 const double *__restrict__ k_vals,
+                                                 const double *__restrict__ a_vals,
+                                                 const u32 *__restrict__ diag, double scale,
+                                                 const u32 *__restrict__ m_ptr,
+                                                 const u32 *__restrict__ m_idx,
+                                                 double *__restrict__ m_vals) {
+    const u32 lane = threadIdx.x & 31;
+    const u64 warps = GLOBAL_THREADS / 32;
+    for (u64 w = GLOBAL_TID / 32; w < n; w += warps) {
+        const u32 i = (u32)w;
+        const u32 lo = m_ptr[i], hi = m_ptr[i + 1];
+        const u32 kb = kt_ptr[i], ke = kt_ptr[i + 1];
+        for (u32 e = lo + lane; e < hi; e += 32) {
+            const u32 j = m_idx[e];
+            // Entry (i, j): the rows q of K holding column i, q ascending, that hold column j.
+            double v = 0.0;
+            for (u32 p = kb; p < ke; ++p) {
+                const u32 q = kt_idx[p];
+                const u32 qb = k_ptr[q], qe = k_ptr[q + 1];
+                const u32 r = find_column(k_idx, qb, qe, j);
+                if (r < qe) {
+                    const double sq = __ddiv_rn(scale, a_vals[diag[q]]);
+                    v = __dadd_rn(v, __dmul_rn(__dmul_rn(kt_vals[p], k_vals[r]), sq));
+                }
+            }
+            m_vals[e] = v;
         }
     }
 }

@@ -31,19 +31,23 @@ pub enum RefreshKernel {
     Gather,
     /// `out[p] = in[src[p]] * (s / a_jj)`, `j` the column of entry `p` of the output.
     GatherScaled,
-    /// `M = K^T diag(s) K`, `s_q = scale / a_qq`.
+    /// `M = K^T diag(s) K`, `s_q = scale / a_qq`, a thread per row.
     Gram,
+    /// The same, a warp per row and a lane per entry (rows of `M` of [`GRAM_WARP_MIN_AVG`]
+    /// entries or more on average).
+    GramWarp,
 }
 
 impl RefreshKernel {
     /// Every refresh kernel.
-    pub const ALL: [RefreshKernel; 6] = [
+    pub const ALL: [RefreshKernel; 7] = [
         RefreshKernel::InvDiag,
         RefreshKernel::SsorK1,
         RefreshKernel::SsorK2,
         RefreshKernel::Gather,
         RefreshKernel::GatherScaled,
         RefreshKernel::Gram,
+        RefreshKernel::GramWarp,
     ];
 }
 
@@ -56,6 +60,7 @@ impl fmt::Display for RefreshKernel {
             RefreshKernel::Gather => "gather_values",
             RefreshKernel::GatherScaled => "gather_scaled_values",
             RefreshKernel::Gram => "ssor_gram_values",
+            RefreshKernel::GramWarp => "ssor_gram_values_warp",
         })
     }
 }
@@ -155,6 +160,11 @@ impl DeviceGather {
         self.src.is_empty()
     }
 }
+
+/// Average entries per row of the explicit product from which its values are summed a warp
+/// per row ([`RefreshKernel::GramWarp`]): a thread's row then holds at least as many entries
+/// as the warp has lanes, each of whose terms the thread would find one after another.
+pub const GRAM_WARP_MIN_AVG: usize = 32;
 
 /// A launch of `kernel` with a thread per item (grid-stride, so any block count is safe).
 fn cover(dev: &GpuDevice, kernel: RefreshKernel, items: usize) -> Result<Launch<'_>, GpuError> {
@@ -347,10 +357,17 @@ pub fn gram_values(
         return Ok(());
     }
     let n32 = rows_u32(kernel, n)?;
-    let l = cover(dev, kernel, n)?;
+    // A thread sums every term of its row, a lane of a warp those of one entry: the warp's
+    // where rows are long enough to keep its lanes busy.
+    let (kernel, threads) = if m.nnz() >= GRAM_WARP_MIN_AVG * n {
+        (RefreshKernel::GramWarp, n.saturating_mul(32))
+    } else {
+        (kernel, n)
+    };
+    let l = cover(dev, kernel, threads)?;
     // SAFETY: matches `ssor_gram_values(u32 n, kt_ptr, kt_idx, kt_vals, k_ptr, k_idx, k_vals,
     // const double *a_vals, const u32 *diag, double scale, const u32 *m_ptr, const u32 *m_idx,
-    // double *m_vals)`; kt, k and m are validated CSR of n rows (indices below n), diag holds
+    // double *m_vals)`, as does `ssor_gram_values_warp`; kt, k and m are validated CSR of n rows (indices below n), diag holds
     // positions below nnz(a); each thread writes only inside its row of m, which no input
     // aliases.
     unsafe {
@@ -383,7 +400,8 @@ mod tests {
                 "ssor_k2_values",
                 "gather_values",
                 "gather_scaled_values",
-                "ssor_gram_values"
+                "ssor_gram_values",
+                "ssor_gram_values_warp"
             ]
         );
     }

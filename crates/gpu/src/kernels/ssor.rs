@@ -116,6 +116,7 @@ pub fn preload(dev: &GpuDevice) -> Result<(), GpuError> {
         RefreshKernel::InvDiag,
         RefreshKernel::Gather,
         RefreshKernel::Gram,
+        RefreshKernel::GramWarp,
     ] {
         dev.kernel(&precond, &k.to_string())?;
     }
