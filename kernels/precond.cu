@@ -65,6 +65,15 @@ __device__ __forceinline__ double ssor_x(double omega, const double *a_vals, con
     return __ddiv_rn(__dmul_rn(omega, a_vals[p]), a_vals[diag[j]]);
 }
 
+// The largest v over the 32 lanes of a warp, in every lane; every lane must call it.
+__device__ __forceinline__ u32 warp_max_u32(u32 v) {
+    for (int o = 16; o > 0; o >>= 1) {
+        const u32 other = __shfl_xor_sync(0xffffffffu, v, o);
+        v = other > v ? other : v;
+    }
+    return v;
+}
+
 // Position of column j in the sorted columns idx[lo..hi), or hi when absent.
 __device__ __forceinline__ u32 find_column(const u32 *idx, u32 lo, u32 hi, u32 j) {
     u32 a = lo, b = hi;
@@ -234,7 +243,10 @@ extern "C" __global__ void ssor_gram_values_warp(u32 n, const u32 *__restrict__ 
 // the same way (ssor_x, then the product), so both builds give the same bits.
 //
 //   ssor_k1_lengths  diag[i] = position of a_ii, len[i] = entries of row i of K; a row without
-//                    a diagonal entry lowers bad[0] to its index (bad[0] starts at n)
+//                    a diagonal entry lowers bad[0] to its index (bad[0] starts at n); bad[2]
+//                    is raised to the longest row of K^T (A's entries from the diagonal on; it
+//                    starts at 0). The reduction needs every thread of the block: blockDim.x is
+//                    a multiple of 32
 //   ssor_k1_build    K's columns and values at k_ptr (the exclusive scan of len), and K^T S's
 //                    row pointers, columns and values (row i of K^T S starts at
 //                    a_ptr[i] + i - k_ptr[i]: rows before i hold every entry of A's rows before
@@ -281,6 +293,7 @@ extern "C" __global__ void csr_row_checks(u32 n, const u32 *__restrict__ a_ptr,
 extern "C" __global__ void ssor_k1_lengths(u32 n, const u32 *__restrict__ a_ptr,
                                            const u32 *__restrict__ a_idx, u32 *__restrict__ diag,
                                            u32 *__restrict__ len, u32 *bad) {
+    u32 longest = 0;
     for (u64 t = GLOBAL_TID; t < n; t += GLOBAL_THREADS) {
         const u32 i = (u32)t;
         const u32 lo = a_ptr[i], hi = a_ptr[i + 1];
@@ -292,7 +305,13 @@ extern "C" __global__ void ssor_k1_lengths(u32 n, const u32 *__restrict__ a_ptr,
         } else {
             diag[i] = q;
             len[i] = q - lo + 1;
+            longest = hi - q > longest ? hi - q : longest;
         }
+    }
+    // One atomic per warp, and only where it raises the maximum seen so far.
+    longest = warp_max_u32(longest);
+    if ((threadIdx.x & 31) == 0 && longest > *(volatile u32 *)(bad + 2)) {
+        atomicMax(bad + 2, longest);
     }
 }
 
@@ -385,23 +404,38 @@ extern "C" __global__ void ssor_k1_kt_sources(u32 n, const u32 *__restrict__ a_p
 // row i of M is the union of the rows q of K over the columns q of row i of K^T. Nothing of M
 // is stored; what the SpMV model reads of it is counted into one array, read back at once.
 //
-// Rows are taken in tiles of blockDim.x consecutive ones (a multiple of 32), a tile per block
-// at a time. A row whose row of K^T holds at most GRAM_MERGE entries is its thread's: the
-// distinct columns come out ascending from a merge of the rows of K it unites, their heads
-// held in registers (the merge loops are unrolled), so that each column of K is loaded once
-// and the loads of different rows of K overlap. A longer row is the whole block's, once the
-// tile's short rows are done: the columns of the rows of K it unites are gathered into shared
-// memory (at most GRAM_LONG_CAP of them; a row with more is not taken), sorted (bitonic) and
-// read in order, the first of each run of equal columns being the row's entry.
+// A row whose row of K^T holds at most GRAM_MERGE entries is short, its thread's (unless the
+// caller, on a matrix of few rows, also sends it to a block by the entries it gathers: see
+// gram_is_long): rows are taken in tiles of blockDim.x consecutive ones (a multiple of 32), a
+// tile per block at a time, and the distinct columns come out ascending from a merge of the
+// rows of K it unites, their heads held in registers (the merge loops are unrolled), so that
+// each column of K is loaded once and the loads of different rows of K overlap. Any other row
+// is long, a block's: the long rows are listed first (ssor_k1_gram_list), then each listed row is taken by one block of a
+// launch of their own over the whole device, which gathers the columns of the rows of K it
+// unites into shared memory (at most GRAM_LONG_CAP of them; a row with more is not taken),
+// sorts them (bitonic) and reads them in order, the first of each run of equal columns being
+// the row's entry. So the long rows of a small matrix are formed side by side on every
+// multiprocessor, not one after another in the few blocks its tiles fill.
 //
-//   ssor_k1_gram_count  out = [128-byte lines of x read (16 columns each, counted along the
-//                       ascending columns), sum of |i - j|, 32 x the longest row of each warp,
-//                       rows storing their diagonal, flags, hist[GRAM_HIST], diagonal bitmap]:
-//                       hist[l] = rows of length l; bit j + n - 1 - i of the bitmap marks the
-//                       diagonal of entry (i, j); flags |= 1 for a row whose rows of K hold more
-//                       than GRAM_LONG_CAP entries together, 2 for a row of M of GRAM_HIST
-//                       entries or more, 4 for a row without its diagonal entry (such rows are
-//                       skipped: the counts are then incomplete) (diag from ssor_k1_lengths)
+//   ssor_k1_gram_list        list[0 .. count[0]) = the long rows (gram_is_long with
+//                            gather_max, which every kernel over the short rows takes too), in
+//                            no particular order (count[0] starts at 0); whole warps take part
+//                            in each round
+//   ssor_k1_gram_count_long  the listed rows' tallies added to out (as below, their rows of
+//                            the histogram and their totals but the warp slots), and each
+//                            row's length raised into group[i / 32] (group starts at 0)
+//   ssor_k1_gram_count       the short rows' tallies added to out, and the warp slots of every
+//                            warp of 32 consecutive rows, the long rows' lengths read from
+//                            group: out = [128-byte lines of x read (16 columns each, counted
+//                            along the ascending columns), sum of |i - j|, 32 x the longest
+//                            row of each warp, rows storing their diagonal, flags,
+//                            hist[GRAM_HIST], diagonal bitmap]: hist[l] = rows of length l;
+//                            bit j + n - 1 - i of the bitmap marks the diagonal of entry
+//                            (i, j); flags |= 1 for a row whose rows of K hold more than
+//                            GRAM_LONG_CAP entries together, 2 for a row of M of GRAM_HIST
+//                            entries or more, 4 for a row without its diagonal entry (such
+//                            rows are skipped: the counts are then incomplete) (diag from
+//                            ssor_k1_lengths); launched after the two above
 #define GRAM_MERGE 16
 #define GRAM_LONG_CAP 4096
 #define GRAM_BLOCK_MAX 1024
@@ -418,20 +452,31 @@ __device__ __forceinline__ bool gram_has_diagonal(const u32 *a_ptr, const u32 *a
     return d < a_ptr[i + 1] && a_idx[d] == i;
 }
 
-// Whether row i is the block's (see above): it stores its diagonal and its row of K^T is
-// longer than the registers' merge takes.
+// Whether row i is long, a block's (see above): it stores its diagonal and its row of K^T is
+// longer than the registers' merge takes, or the rows of K it unites hold more than
+// gather_max entries together, at most GRAM_LONG_CAP (GRAM_DONE: no such limit; a row that a
+// block cannot gather stays its thread's). A thread's merge takes a step per
+// entry of the row of M, each waiting for the load of the one before: on a matrix of few rows
+// the thread with the longest merge is the kernel's time, where a block's gather and sort
+// takes its row in fewer, wider steps.
 __device__ __forceinline__ bool gram_is_long(const u32 *a_ptr, const u32 *a_idx,
-                                             const u32 *diag, u32 i) {
-    return gram_has_diagonal(a_ptr, a_idx, diag, i) && a_ptr[i + 1] - diag[i] > GRAM_MERGE;
-}
-
-// The largest v over the 32 lanes of a warp, in every lane; every lane must call it.
-__device__ __forceinline__ u32 warp_max(u32 v) {
-    for (int o = 16; o > 0; o >>= 1) {
-        const u32 other = __shfl_xor_sync(0xffffffffu, v, o);
-        v = other > v ? other : v;
+                                             const u32 *diag, u32 i, u32 gather_max) {
+    if (!gram_has_diagonal(a_ptr, a_idx, diag, i)) {
+        return false;
     }
-    return v;
+    const u32 d = diag[i], k = a_ptr[i + 1] - d;
+    if (k > GRAM_MERGE) {
+        return true;
+    }
+    if (gather_max == GRAM_DONE) {
+        return false;
+    }
+    u64 gathered = 0;
+    for (u32 m = 0; m < k; ++m) {
+        const u32 q = a_idx[d + m];
+        gathered += diag[q] + 1 - a_ptr[q];
+    }
+    return gathered > gather_max && gathered <= GRAM_LONG_CAP;
 }
 
 // Tallies column c of row i, the columns of a row coming ascending: a new 128-byte line of x
@@ -567,12 +612,10 @@ __device__ __forceinline__ bool gram_row(const u32 *__restrict__ a_ptr,
     return true;
 }
 
-// A block's shared memory for its long rows: the tile's long rows (threads of the tile),
-// the columns gathered for the row at hand, and what the gather found.
+// A block's shared memory for a long row: the columns gathered for it and what the gather
+// found.
 struct GramLong {
     u32 buf[GRAM_LONG_CAP];
-    u32 list[GRAM_BLOCK_MAX];
-    u32 nlong;
     u32 count;
     u32 why;
     u32 warp_sums[GRAM_BLOCK_MAX / 32];
@@ -662,43 +705,61 @@ __device__ __forceinline__ bool gram_long_first(const GramLong *s, u32 t, u32 to
     return t < total && (t == 0 || s->buf[t - 1] != s->buf[t]);
 }
 
-// The block's walk over its tiles of rows: for each tile, on_short(i) in the thread of each
-// short row (t < n), then on_long(i, owner, gathered, why) in every thread of the block for
-// each of the tile's long rows (owner: the row's thread in the tile; gathered and why as
-// gram_long_sorted returns them, its columns sorted in s->buf), then on_end() in every
-// thread. Every thread of the block takes part in every tile (the loop bound is the block's),
-// so on_long and on_end may synchronize the block or reduce over a warp.
-template <typename Short, typename Long, typename End>
-__device__ __forceinline__ void gram_tiles(u32 n, const u32 *__restrict__ a_ptr,
-                                           const u32 *__restrict__ a_idx,
-                                           const u32 *__restrict__ diag, GramLong *s,
-                                           Short on_short, Long on_long, End on_end) {
+// The short rows in tiles of blockDim.x consecutive rows, a tile per block at a time:
+// on_short(i) in the thread of each short row of the tile, then on_end(tile) in every thread of
+// the block (a long row's thread and one past n call only on_end). Every thread of the block
+// takes part in every tile (the loop bound is the block's), so on_end may reduce over a warp.
+template <typename Short, typename End>
+__device__ __forceinline__ void gram_short_tiles(u32 n, const u32 *__restrict__ a_ptr,
+                                                 const u32 *__restrict__ a_idx,
+                                                 const u32 *__restrict__ diag, u32 gather_max,
+                                                 Short on_short, End on_end) {
     for (u64 tile = (u64)blockIdx.x * blockDim.x; tile < n; tile += GLOBAL_THREADS) {
-        // No long row listed yet (once every thread has read the last tile's count).
-        __syncthreads();
-        if (threadIdx.x == 0) {
-            s->nlong = 0;
-        }
-        __syncthreads();
         const u64 t = tile + threadIdx.x;
-        if (t < n) {
-            const u32 i = (u32)t;
-            if (gram_is_long(a_ptr, a_idx, diag, i)) {
-                s->list[atomicAdd(&s->nlong, 1u)] = threadIdx.x;
-            } else {
-                on_short(i);
-            }
+        if (t < n && !gram_is_long(a_ptr, a_idx, diag, (u32)t, gather_max)) {
+            on_short((u32)t);
         }
-        __syncthreads();
-        const u32 nlong = s->nlong;
-        for (u32 r = 0; r < nlong; ++r) {
-            const u32 owner = s->list[r];
-            const u32 i = (u32)(tile + owner);
-            u32 why = 0;
-            const u32 gathered = gram_long_sorted(a_ptr, a_idx, diag, i, s, why);
-            on_long(i, owner, gathered, why);
+        on_end(tile);
+    }
+}
+
+// The listed long rows (ssor_k1_gram_list's list, count[0] of them), a row per block at a time:
+// on_long(i, gathered, why) in every thread of the block for row i, gathered and why as
+// gram_long_sorted returns them, its columns sorted in s->buf. Every thread of the block takes
+// part in every row (the loop bound is the block's), so on_long may synchronize the block.
+template <typename Long>
+__device__ __forceinline__ void gram_listed(const u32 *__restrict__ list, const u32 *count,
+                                            const u32 *__restrict__ a_ptr,
+                                            const u32 *__restrict__ a_idx,
+                                            const u32 *__restrict__ diag, GramLong *s,
+                                            Long on_long) {
+    const u64 listed = *count;
+    for (u64 r = blockIdx.x; r < listed; r += gridDim.x) {
+        const u32 i = list[r];
+        u32 why = 0;
+        const u32 gathered = gram_long_sorted(a_ptr, a_idx, diag, i, s, why);
+        on_long(i, gathered, why);
+    }
+}
+
+extern "C" __global__ void ssor_k1_gram_list(u32 n, const u32 *__restrict__ a_ptr,
+                                             const u32 *__restrict__ a_idx,
+                                             const u32 *__restrict__ diag, u32 gather_max,
+                                             u32 *__restrict__ list, u32 *count) {
+    const u32 lane = threadIdx.x & 31;
+    for (u64 base = (u64)blockIdx.x * blockDim.x; base < n; base += GLOBAL_THREADS) {
+        const u64 t = base + threadIdx.x;
+        const bool is_long = t < n && gram_is_long(a_ptr, a_idx, diag, (u32)t, gather_max);
+        // One atomic per warp: the warp's long rows take consecutive places.
+        const u32 ballot = __ballot_sync(0xffffffffu, is_long);
+        u32 at = 0;
+        if (lane == 0 && ballot != 0) {
+            at = atomicAdd(count, (u32)__popc(ballot));
         }
-        on_end();
+        at = __shfl_sync(0xffffffffu, at, 0);
+        if (is_long) {
+            list[at + __popc(ballot & ((1u << lane) - 1))] = (u32)t;
+        }
     }
 }
 
@@ -719,56 +780,78 @@ __device__ __forceinline__ u32 gram_long_entries(const GramLong *s, u32 gathered
     return len;
 }
 
-extern "C" __global__ void ssor_k1_gram_count(u32 n, const u32 *__restrict__ a_ptr,
-                                              const u32 *__restrict__ a_idx,
-                                              const u32 *__restrict__ diag, u64 *out) {
+// A row of M of length l counted into the block's histogram (flags |= 2 past it).
+__device__ __forceinline__ void gram_counted(u32 l, u32 *sh_hist, u64 &flags) {
+    if (l < GRAM_HIST) {
+        atomicAdd(sh_hist + l, 1u);
+    } else {
+        flags |= 2;
+    }
+}
+
+extern "C" __global__ void ssor_k1_gram_count_long(u32 n, const u32 *__restrict__ list,
+                                                   const u32 *count,
+                                                   const u32 *__restrict__ a_ptr,
+                                                   const u32 *__restrict__ a_idx,
+                                                   const u32 *__restrict__ diag, u64 *out,
+                                                   u32 *group) {
     __shared__ u32 sh_hist[GRAM_HIST];
     __shared__ u64 sh_totals[GRAM_HEAD];
     __shared__ GramLong s;
     clear_section(sh_hist, sh_totals);
     u64 *diagonals = out + GRAM_HEAD + GRAM_HIST;
-    u64 lines = 0, dist = 0, slots = 0, stored = 0, flags = 0;
-    // The length of the calling thread's row in the tile at hand (0 past n, or when the row is
-    // not counted), for the warp's longest row.
-    u32 len = 0;
-    const auto counted = [&](u32 l) {
-        len = l;
-        if (l < GRAM_HIST) {
-            atomicAdd(sh_hist + l, 1u);
-        } else {
-            flags |= 2;
+    u64 lines = 0, dist = 0, stored = 0, flags = 0;
+    gram_listed(list, count, a_ptr, a_idx, diag, &s, [&](u32 i, u32 gathered, u32 why) {
+        flags |= why;
+        const u64 shift = (u64)n - 1 - i;
+        const u32 l = gram_long_entries(&s, gathered, [&](u32 at, bool first, u32) {
+            if (first) {
+                const u32 c = s.buf[at];
+                const bool new_line =
+                    at == 0 || s.buf[at - 1] / GRAM_LINE_COLS != c / GRAM_LINE_COLS;
+                tally_entry(c, new_line, i, shift, diagonals, lines, dist, stored);
+            }
+        });
+        if (why == 0 && threadIdx.x == 0) {
+            gram_counted(l, sh_hist, flags);
+            atomicMax(group + i / 32, l);
         }
-    };
-    gram_tiles(
-        n, a_ptr, a_idx, diag, &s,
+    });
+    __syncthreads();
+    flush_section(sh_hist, sh_totals, out, lines, dist, 0, stored, flags);
+}
+
+extern "C" __global__ void ssor_k1_gram_count(u32 n, const u32 *__restrict__ a_ptr,
+                                              const u32 *__restrict__ a_idx,
+                                              const u32 *__restrict__ diag, u32 gather_max,
+                                              const u32 *__restrict__ group, u64 *out) {
+    __shared__ u32 sh_hist[GRAM_HIST];
+    __shared__ u64 sh_totals[GRAM_HEAD];
+    clear_section(sh_hist, sh_totals);
+    u64 *diagonals = out + GRAM_HEAD + GRAM_HIST;
+    u64 lines = 0, dist = 0, slots = 0, stored = 0, flags = 0;
+    // The length of the calling thread's row in the tile at hand (0 past n, for a long row,
+    // or when the row is not counted), for the warp's longest row.
+    u32 len = 0;
+    gram_short_tiles(
+        n, a_ptr, a_idx, diag, gather_max,
         [&](u32 i) {
             const u64 shift = (u64)n - 1 - i;
             u32 last_line = GRAM_DONE, l = 0;
             if (gram_row(a_ptr, a_idx, diag, i, flags, l, [&](u32, u32 c) {
                     tally_column(c, i, shift, diagonals, last_line, lines, dist, stored);
                 })) {
-                counted(l);
+                len = l;
+                gram_counted(l, sh_hist, flags);
             }
         },
-        [&](u32 i, u32 owner, u32 gathered, u32 why) {
-            flags |= why;
-            const u64 shift = (u64)n - 1 - i;
-            const u32 l = gram_long_entries(&s, gathered, [&](u32 at, bool first, u32) {
-                if (first) {
-                    const u32 c = s.buf[at];
-                    const bool new_line =
-                        at == 0 || s.buf[at - 1] / GRAM_LINE_COLS != c / GRAM_LINE_COLS;
-                    tally_entry(c, new_line, i, shift, diagonals, lines, dist, stored);
-                }
-            });
-            if (why == 0 && threadIdx.x == owner) {
-                counted(l);
-            }
-        },
-        [&]() {
-            const u32 longest = warp_max(len);
-            if ((threadIdx.x & 31) == 0) {
-                slots += 32ull * longest;
+        [&](u64 tile) {
+            const u32 longest = warp_max_u32(len);
+            const u64 first = tile + (threadIdx.x & ~31u);
+            if ((threadIdx.x & 31) == 0 && first < n) {
+                // The warp's long rows, formed by ssor_k1_gram_count_long.
+                const u32 l = group[first / 32];
+                slots += 32ull * (longest > l ? longest : l);
             }
             len = 0;
         });
@@ -777,25 +860,26 @@ extern "C" __global__ void ssor_k1_gram_count(u32 n, const u32 *__restrict__ a_p
 }
 
 // The pattern of the explicit product M = K^T diag(s) K of first-order SSOR-AI formed on the
-// device from A's pattern, the rows the count above forms (diag from ssor_k1_lengths; tiles
-// and long rows as there), in two launches around a scan of the lengths (its values are then
-// ssor_gram_values'):
+// device from A's pattern, the rows the count above forms (diag from ssor_k1_lengths; short and
+// long rows as there, the long ones listed by ssor_k1_gram_list), in launches around a scan of
+// the lengths (its values are then ssor_gram_values'):
 //
-//   ssor_k1_gram_lengths  len[i] = the length of row i of M; the lengths' 64-bit sum added to
-//                         total[0]; a row the device does not form (see gram_row and
-//                         gram_long_sorted) lowers bad[0] to its index (bad[0] starts at n).
-//                         Whole warps take part in the sum: blockDim.x is a multiple of 32.
-//   ssor_k1_gram_fill     row i's columns written to m_idx[m_ptr[i] ..], m_ptr the exclusive
-//                         scan of len; only after a first launch that flagged no row and whose
-//                         total fits 32 bits
+//   ssor_k1_gram_lengths       len[i] = the length of short row i of M; the lengths' 64-bit
+//                              sum added to total[0]; a row the device does not form (see
+//                              gram_row) lowers bad[0] to its index (bad[0] starts at n).
+//                              Whole warps take part in the sum: blockDim.x is a multiple of 32.
+//   ssor_k1_gram_lengths_long  the same for the listed long rows (see gram_long_sorted)
+//   ssor_k1_gram_fill          short row i's columns written to m_idx[m_ptr[i] ..], m_ptr the
+//                              exclusive scan of len; only after lengths that flagged no row
+//                              and whose total fits 32 bits
+//   ssor_k1_gram_fill_long     the same for the listed long rows
 extern "C" __global__ void ssor_k1_gram_lengths(u32 n, const u32 *__restrict__ a_ptr,
                                                 const u32 *__restrict__ a_idx,
-                                                const u32 *__restrict__ diag,
+                                                const u32 *__restrict__ diag, u32 gather_max,
                                                 u32 *__restrict__ len, u64 *total, u32 *bad) {
-    __shared__ GramLong s;
     u64 sum = 0;
-    gram_tiles(
-        n, a_ptr, a_idx, diag, &s,
+    gram_short_tiles(
+        n, a_ptr, a_idx, diag, gather_max,
         [&](u32 i) {
             u64 flags = 0;
             u32 l = 0;
@@ -805,17 +889,7 @@ extern "C" __global__ void ssor_k1_gram_lengths(u32 n, const u32 *__restrict__ a
             len[i] = l;
             sum += l;
         },
-        [&](u32 i, u32 owner, u32 gathered, u32 why) {
-            const u32 l = gram_long_entries(&s, gathered, [](u32, bool, u32) {});
-            if (threadIdx.x == owner) {
-                if (why != 0) {
-                    atomicMin(bad, i);
-                }
-                len[i] = l;
-                sum += l;
-            }
-        },
-        [] {});
+        [](u64) {});
     for (int o = 16; o > 0; o >>= 1) {
         sum += __shfl_xor_sync(0xffffffffu, sum, o);
     }
@@ -824,43 +898,74 @@ extern "C" __global__ void ssor_k1_gram_lengths(u32 n, const u32 *__restrict__ a
     }
 }
 
+extern "C" __global__ void ssor_k1_gram_lengths_long(const u32 *__restrict__ list,
+                                                     const u32 *count,
+                                                     const u32 *__restrict__ a_ptr,
+                                                     const u32 *__restrict__ a_idx,
+                                                     const u32 *__restrict__ diag,
+                                                     u32 *__restrict__ len, u64 *total,
+                                                     u32 *bad) {
+    __shared__ GramLong s;
+    gram_listed(list, count, a_ptr, a_idx, diag, &s, [&](u32 i, u32 gathered, u32 why) {
+        const u32 l = gram_long_entries(&s, gathered, [](u32, bool, u32) {});
+        if (threadIdx.x == 0) {
+            if (why != 0) {
+                atomicMin(bad, i);
+            }
+            len[i] = l;
+            if (l != 0) {
+                atomicAdd(total, (u64)l);
+            }
+        }
+    });
+}
+
 extern "C" __global__ void ssor_k1_gram_fill(u32 n, const u32 *__restrict__ a_ptr,
                                              const u32 *__restrict__ a_idx,
-                                             const u32 *__restrict__ diag,
+                                             const u32 *__restrict__ diag, u32 gather_max,
                                              const u32 *__restrict__ m_ptr,
                                              u32 *__restrict__ m_idx) {
-    __shared__ GramLong s;
-    const u32 lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    gram_tiles(
-        n, a_ptr, a_idx, diag, &s,
+    gram_short_tiles(
+        n, a_ptr, a_idx, diag, gather_max,
         [&](u32 i) {
             u32 *row = m_idx + m_ptr[i];
             u64 flags = 0;
             u32 l = 0;
             gram_row(a_ptr, a_idx, diag, i, flags, l, [&](u32 at, u32 c) { row[at] = c; });
         },
-        [&](u32 i, u32, u32 gathered, u32) {
-            u32 *row = m_idx + m_ptr[i];
-            gram_long_entries(&s, gathered, [&](u32 at, bool first, u32 written) {
-                // The entry's place: the entries before it in the chunks before (written),
-                // in the warps before (their counts in warp_sums), then in its warp.
-                const u32 ballot = __ballot_sync(0xffffffffu, first);
-                if (lane == 0) {
-                    s.warp_sums[warp] = __popc(ballot);
-                }
-                __syncthreads();
-                u32 before = written;
-                for (u32 w = 0; w < warp; ++w) {
-                    before += s.warp_sums[w];
-                }
-                if (first) {
-                    row[before + __popc(ballot & ((1u << lane) - 1))] = s.buf[at];
-                }
-                // The count's barrier after this chunk keeps the next chunk's warp_sums
-                // from overwriting these before every thread has read them.
-            });
-        },
-        [] {});
+        [](u64) {});
+}
+
+extern "C" __global__ void ssor_k1_gram_fill_long(const u32 *__restrict__ list,
+                                                  const u32 *count,
+                                                  const u32 *__restrict__ a_ptr,
+                                                  const u32 *__restrict__ a_idx,
+                                                  const u32 *__restrict__ diag,
+                                                  const u32 *__restrict__ m_ptr,
+                                                  u32 *__restrict__ m_idx) {
+    __shared__ GramLong s;
+    const u32 lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    gram_listed(list, count, a_ptr, a_idx, diag, &s, [&](u32 i, u32 gathered, u32) {
+        u32 *row = m_idx + m_ptr[i];
+        gram_long_entries(&s, gathered, [&](u32 at, bool first, u32 written) {
+            // The entry's place: the entries before it in the chunks before (written), in the
+            // warps before (their counts in warp_sums), then in its warp.
+            const u32 ballot = __ballot_sync(0xffffffffu, first);
+            if (lane == 0) {
+                s.warp_sums[warp] = __popc(ballot);
+            }
+            __syncthreads();
+            u32 before = written;
+            for (u32 w = 0; w < warp; ++w) {
+                before += s.warp_sums[w];
+            }
+            if (first) {
+                row[before + __popc(ballot & ((1u << lane) - 1))] = s.buf[at];
+            }
+            // The count's barrier after this chunk keeps the next chunk's warp_sums from
+            // overwriting these before every thread has read them.
+        });
+    });
 }
 
 // ssor_k1_totals: the structure of A and of both first-order factors, K (row i: A's columns up
@@ -931,7 +1036,7 @@ extern "C" __global__ void ssor_k1_totals(u32 n, const u32 *__restrict__ a_ptr,
         }
 #pragma unroll
         for (int s = 0; s < 3; ++s) {
-            const u32 longest = warp_max(len[s]);
+            const u32 longest = warp_max_u32(len[s]);
             if ((threadIdx.x & 31) == 0) {
                 slots[s] += 32ull * longest;
             }
@@ -968,7 +1073,7 @@ extern "C" __global__ void csr_totals(u32 n, const u32 *__restrict__ a_ptr,
                        lines, dist, stored, flags);
             len = hi - lo;
         }
-        const u32 longest = warp_max(len);
+        const u32 longest = warp_max_u32(len);
         if ((threadIdx.x & 31) == 0) {
             slots += 32ull * longest;
         }

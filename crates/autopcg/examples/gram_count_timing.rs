@@ -53,7 +53,7 @@ fn main() {
     let mut same = true;
     for _ in 0..repeats {
         let t = Instant::now();
-        let c = ssor_k1_gram_count(&dev, &a).expect("device count");
+        let c = ssor_k1_gram_count(&dev, &a, Some(longest)).expect("device count");
         let c = c.map(|c| v.explicit_counts_from(c));
         device.push(ms(t));
         same &= match c {

@@ -1124,10 +1124,11 @@ pub(crate) fn device_gram_count(
     }
     // The pattern uploaded ahead, once its upload is done (it is `a`'s: the same matrix the
     // plan reads); without it, `a`'s pattern is uploaded for the count where that pays.
-    let on_device = |u: Option<&UploadedA>| u.map(|u| ssor_k1_gram_count_on(dev, u.matrix()));
+    let on_device =
+        |u: Option<&UploadedA>| u.map(|u| ssor_k1_gram_count_on(dev, u.matrix(), Some(longest)));
     match ahead.and_then(|up| up.with(on_device)) {
         Some(r) => r,
-        None if a.nnz() >= DEVICE_GRAM_COUNT_MIN_NNZ => ssor_k1_gram_count(dev, a),
+        None if a.nnz() >= DEVICE_GRAM_COUNT_MIN_NNZ => ssor_k1_gram_count(dev, a, Some(longest)),
         None => Ok(None),
     }
     .map_err(|e| e.to_string())

@@ -438,7 +438,13 @@ fn the_device_counts_the_explicit_product_as_the_host(dev: GpuDevice) {
             .max()
             .unwrap();
         let countable = gathered <= GRAM_LONG_CAP && host.hist.len() <= GRAM_HIST;
-        let dev_count = ssor_k1_gram_count(&dev, &a).expect(name);
+        let dev_count = ssor_k1_gram_count(&dev, &a, Some(longest_kt)).expect(name);
+        // The longest row of K^T read back on the device instead decides the same.
+        assert_eq!(
+            ssor_k1_gram_count(&dev, &a, None).expect(name),
+            dev_count,
+            "{name}: the count with the longest row of K^T read back"
+        );
         let Some(c) = dev_count else {
             assert!(!countable, "{name}: the device refused a countable matrix");
             refused += 1;

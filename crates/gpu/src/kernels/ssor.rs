@@ -34,8 +34,18 @@ pub enum SsorBuildKernel {
     Build,
     /// The position in K of each entry of `K^T diag(s)`'s mirror, for value refreshes.
     KtSources,
-    /// The structure of the explicit product `K^T diag(s) K`, counted ([`ssor_k1_gram_count`]).
+    /// The structure of the explicit product `K^T diag(s) K`, counted ([`ssor_k1_gram_count`]):
+    /// its short rows and the warps' slots.
     GramCount,
+    /// The rows of the explicit product a block forms (longer rows of `K^T` than a thread
+    /// merges), listed for the launches that take one such row per block.
+    GramList,
+    /// The count of the explicit product's listed long rows.
+    GramCountLong,
+    /// The explicit product's listed long rows' lengths ([`ssor_k1_explicit`]).
+    GramLengthsLong,
+    /// The explicit product's listed long rows' columns ([`ssor_k1_explicit`]).
+    GramFillLong,
     /// The checks of every upload of `A` ([`row_checks`]; not the build's own): the first row
     /// whose diagonal entry is missing or not positive, and `||A||_inf`.
     RowChecks,
@@ -53,11 +63,15 @@ pub enum SsorBuildKernel {
 
 impl SsorBuildKernel {
     /// Every kernel of the build.
-    pub const ALL: [SsorBuildKernel; 10] = [
+    pub const ALL: [SsorBuildKernel; 14] = [
         SsorBuildKernel::Lengths,
         SsorBuildKernel::Build,
         SsorBuildKernel::KtSources,
         SsorBuildKernel::GramCount,
+        SsorBuildKernel::GramList,
+        SsorBuildKernel::GramCountLong,
+        SsorBuildKernel::GramLengthsLong,
+        SsorBuildKernel::GramFillLong,
         SsorBuildKernel::RowChecks,
         SsorBuildKernel::Totals,
         SsorBuildKernel::CsrTotals,
@@ -74,6 +88,10 @@ impl fmt::Display for SsorBuildKernel {
             SsorBuildKernel::Build => "ssor_k1_build",
             SsorBuildKernel::KtSources => "ssor_k1_kt_sources",
             SsorBuildKernel::GramCount => "ssor_k1_gram_count",
+            SsorBuildKernel::GramList => "ssor_k1_gram_list",
+            SsorBuildKernel::GramCountLong => "ssor_k1_gram_count_long",
+            SsorBuildKernel::GramLengthsLong => "ssor_k1_gram_lengths_long",
+            SsorBuildKernel::GramFillLong => "ssor_k1_gram_fill_long",
             SsorBuildKernel::RowChecks => "csr_row_checks",
             SsorBuildKernel::Totals => "ssor_k1_totals",
             SsorBuildKernel::CsrTotals => "csr_totals",
@@ -160,7 +178,8 @@ fn per_row(dev: &GpuDevice, kernel: SsorBuildKernel, n: usize) -> Result<Launch<
 
 /// Queues `ssor_k1_lengths` on `a` (square, `n >= 1` rows, sizes checked by the caller):
 /// each row's diagonal position, K's row lengths, and the flags `[first row without a
-/// diagonal entry, first row whose mirror search failed]`, both `n` while none is found.
+/// diagonal entry, first row whose mirror search failed, longest row of K^T]`, the first two
+/// `n` while none is found.
 #[allow(clippy::type_complexity)]
 fn lengths(
     dev: &GpuDevice,
@@ -181,11 +200,12 @@ fn lengths_of(
     // SAFETY: ssor_k1_lengths writes diag and len for every row.
     let mut diag = unsafe { dev.alloc_uninit::<u32>(n)? };
     let mut len = unsafe { dev.alloc_uninit::<u32>(n)? };
-    let mut bad = dev.upload(&[n32, n32])?;
+    let mut bad = dev.upload(&[n32, n32, 0])?;
     let l = per_row(dev, SsorBuildKernel::Lengths, n)?;
     // SAFETY: matches `ssor_k1_lengths(u32 n, const u32 *a_ptr, const u32 *a_idx, u32 *diag,
     // u32 *len, u32 *bad)`; indptr, indices are a validated CSR pattern of n rows, diag and
-    // len hold n elements, bad 2; every read stays inside a row of it.
+    // len hold n elements, bad 3; every read stays inside a row of it. per_row launches
+    // DEFAULT_THREADS a block, a multiple of 32 as the kernel's warp maximum needs.
     unsafe {
         l.run(|b| {
             b.arg(&n32)
@@ -211,6 +231,16 @@ pub fn ssor_k1_factors(
     a: &DeviceCsr,
     omega: f64,
 ) -> Result<SsorK1Build, GpuError> {
+    factors_and_longest(dev, a, omega).map(|(b, _)| b)
+}
+
+/// [`ssor_k1_factors`], and the longest row of `K^T` (read back with the build's first
+/// flags; 0 for no rows).
+fn factors_and_longest(
+    dev: &GpuDevice,
+    a: &DeviceCsr,
+    omega: f64,
+) -> Result<(SsorK1Build, usize), GpuError> {
     let (n, m) = a.shape();
     let invalid = |reason: String| GpuError::InvalidInput {
         what: "SSOR-AI factors on the device".into(),
@@ -239,10 +269,13 @@ pub fn ssor_k1_factors(
                 dev.alloc_zeros(0)?,
             )
         };
-        return Ok(SsorK1Build::Built {
-            k: Box::new(empty()?),
-            kt: Box::new(empty()?),
-        });
+        return Ok((
+            SsorK1Build::Built {
+                k: Box::new(empty()?),
+                kt: Box::new(empty()?),
+            },
+            0,
+        ));
     }
     let n32 = n as u32;
     let scale = omega * (2.0 - omega);
@@ -252,7 +285,8 @@ pub fn ssor_k1_factors(
     let mut ws = ScanWorkspace::new(dev, ScanWorkspace::tiles(n, DEFAULT_THREADS))?;
     exclusive_scan(dev, DEFAULT_THREADS, &len, &mut k_ptr, &mut ws)?;
     drop((ws, len));
-    let first_missing = dev.download_range(&bad, 0, 1)?[0];
+    let flags = dev.download_range(&bad, 0, 3)?;
+    let (first_missing, kt_longest) = (flags[0], flags[2] as usize);
     if first_missing < n32 {
         return Err(invalid(format!(
             "row {} stores no diagonal entry",
@@ -262,7 +296,10 @@ pub fn ssor_k1_factors(
     let nnz_k = dev.download_range(&k_ptr, n, n + 1)?[0] as usize;
     let nnz_kt = a.nnz() + n - nnz_k;
     if nnz_k != nnz_kt {
-        return Ok(SsorK1Build::AsymmetricPattern { first_row: None });
+        return Ok((
+            SsorK1Build::AsymmetricPattern { first_row: None },
+            kt_longest,
+        ));
     }
     // SAFETY: ssor_k1_build writes every entry of every row of both factors (row i of K gets
     // len[i] = k_ptr[i + 1] - k_ptr[i] entries, row i of K^T the rest of A's row i and its
@@ -308,14 +345,20 @@ pub fn ssor_k1_factors(
     }?;
     let first_unmirrored = dev.download_range(&bad, 1, 2)?[0];
     if first_unmirrored < n32 {
-        return Ok(SsorK1Build::AsymmetricPattern {
-            first_row: Some(first_unmirrored as usize),
-        });
+        return Ok((
+            SsorK1Build::AsymmetricPattern {
+                first_row: Some(first_unmirrored as usize),
+            },
+            kt_longest,
+        ));
     }
-    Ok(SsorK1Build::Built {
-        k: Box::new(DeviceCsr::from_device(n, n, k_ptr, k_idx, k_vals)?),
-        kt: Box::new(DeviceCsr::from_device(n, n, kt_ptr, kt_idx, kt_vals)?),
-    })
+    Ok((
+        SsorK1Build::Built {
+            k: Box::new(DeviceCsr::from_device(n, n, k_ptr, k_idx, k_vals)?),
+            kt: Box::new(DeviceCsr::from_device(n, n, kt_ptr, kt_idx, kt_vals)?),
+        },
+        kt_longest,
+    ))
 }
 
 /// What [`row_checks`] finds.
@@ -390,9 +433,32 @@ pub const GRAM_MERGE: usize = 16;
 /// than this is certainly past it (every row of `K` holds its diagonal).
 pub const GRAM_LONG_CAP: usize = 4096;
 
-// The counting kernels sum and take maxima in whole warps, and the blocks that form long rows
-// list a tile's rows in 1024 slots (GRAM_BLOCK_MAX).
+/// Threads of a block that forms one long row of the explicit product at a time (its gather
+/// takes a warp per row of `K`, its sort a pair of columns per thread and step).
+const GRAM_LONG_THREADS: u32 = 128;
+/// Blocks per multiprocessor of the launches over the listed long rows: each block takes
+/// rows of the list in turn, so these many rows are formed side by side at most (fewer fit
+/// at once where the shared memory of a block, 16.6 KiB, runs out first).
+const GRAM_LONG_BLOCKS_PER_SM: usize = 16;
+/// Rounds of the launch over the long rows (at most [`GRAM_LONG_BLOCKS_PER_SM`] rows per
+/// multiprocessor each) up to which a matrix counts as small: there, a row of `K^T` of at most
+/// [`GRAM_MERGE`] entries is a block's too when the rows of `K` it unites hold more than
+/// [`GRAM_SHORT_GATHER`] entries, since a thread's merge of it, a step per entry of the row of
+/// `M` each waiting for the last one's load, would take longer than the blocks' rounds (on
+/// SuiteSparse bcsstk13, 2003 rows, such rows at the end of the matrix made the thread's
+/// kernels 140 us, as long as the blocks' launch over every other row).
+const GRAM_SMALL_ROUNDS: usize = 4;
+/// Entries gathered above which a short row of a small matrix is a block's (see
+/// [`GRAM_SMALL_ROUNDS`]).
+const GRAM_SHORT_GATHER: u32 = 64;
+/// `gather_max` when no row is sent to a block by what it gathers (`GRAM_DONE` in the kernels).
+const GRAM_NO_GATHER_LIMIT: u32 = u32::MAX;
+
+// The counting kernels sum and take maxima in whole warps, of 32 consecutive rows from each
+// tile's first (so the tiles start at multiples of 32), and a block that forms long rows sums
+// its warps' entries in 1024 / 32 slots (GRAM_BLOCK_MAX).
 const _: () = assert!(DEFAULT_THREADS <= 1024 && DEFAULT_THREADS % 32 == 0);
+const _: () = assert!(GRAM_LONG_THREADS <= 1024 && GRAM_LONG_THREADS % 32 == 0);
 
 /// Counts the structure of the explicit product `M = K^T diag(s) K` of first-order SSOR-AI
 /// for the square matrix `a` on the device (its [`StructureTotals`], the histogram
@@ -402,9 +468,13 @@ const _: () = assert!(DEFAULT_THREADS <= 1024 && DEFAULT_THREADS % 32 == 0);
 /// finds for factors viewed through a symmetric pattern. Only `a`'s pattern is uploaded (and
 /// freed on return). One thread merges the rows of `K` a row of `M` unites, their next columns
 /// held in registers, where its row of `K^T` holds at most [`GRAM_MERGE`] entries; a longer
-/// row is the whole block's, which gathers their columns in shared memory and sorts them. A
-/// caller that knows the longest row of `K^T` exceeds [`GRAM_LONG_CAP`] should not call it:
-/// the kernel runs before it finds that.
+/// row is a block's, which gathers their columns in shared memory and sorts them (the long
+/// rows are listed first and spread over the whole device, a row per block; on a matrix of few
+/// rows, a shorter row that unites long rows of `K` is a block's too). A caller that knows the
+/// longest row of `K^T` exceeds [`GRAM_LONG_CAP`] should not call it: the kernel runs before
+/// it finds that. `kt_longest` is that longest row where the caller knows it (otherwise it is
+/// read back from the device: one more wait): where no row is a block's, neither the list nor
+/// the blocks' launch is made.
 ///
 /// `None` when the device cannot count it exactly: a row without a stored diagonal entry, a
 /// row of `M` whose rows of `K` hold more than [`GRAM_LONG_CAP`] entries together, a row of
@@ -413,13 +483,14 @@ const _: () = assert!(DEFAULT_THREADS <= 1024 && DEFAULT_THREADS % 32 == 0);
 pub fn ssor_k1_gram_count(
     dev: &GpuDevice,
     a: &autopcg_sparse::CsrMatrix,
+    kt_longest: Option<usize>,
 ) -> Result<Option<StructureTotals>, GpuError> {
     if !gram_countable(a.nrows(), a.ncols(), a.nnz()) {
         return Ok(None);
     }
     let indptr = dev.upload(a.indptr())?;
     let indices = dev.upload(a.indices())?;
-    gram_count_of(dev, a.nrows(), &indptr, &indices)
+    gram_count_of(dev, a.nrows(), &indptr, &indices, kt_longest)
 }
 
 /// [`ssor_k1_gram_count`] of a matrix whose arrays are already on the device (only its
@@ -427,12 +498,13 @@ pub fn ssor_k1_gram_count(
 pub fn ssor_k1_gram_count_on(
     dev: &GpuDevice,
     a: &DeviceCsr,
+    kt_longest: Option<usize>,
 ) -> Result<Option<StructureTotals>, GpuError> {
     let (n, m) = a.shape();
     if !gram_countable(n, m, a.nnz()) {
         return Ok(None);
     }
-    gram_count_of(dev, n, &a.indptr, &a.indices)
+    gram_count_of(dev, n, &a.indptr, &a.indices, kt_longest)
 }
 
 /// Whether an `n` x `m` matrix of `nnz` entries is in the device count's range: square, not
@@ -453,32 +525,157 @@ fn gram_count_of(
     n: usize,
     indptr: &DeviceVec<u32>,
     indices: &DeviceVec<u32>,
+    kt_longest: Option<usize>,
 ) -> Result<Option<StructureTotals>, GpuError> {
     let (diag, len, bad) = lengths_of(dev, n, indptr, indices)?;
-    drop((len, bad));
+    drop(len);
+    let kt_longest = match kt_longest {
+        Some(l) => l,
+        None => dev.download_range(&bad, 2, 3)?[0] as usize,
+    };
+    drop(bad);
+    let gather_max = LongRows::gather_max(dev, n);
+    let long = LongRows::list_if_any(dev, n, indptr, indices, &diag, kt_longest, gather_max)?;
     let words = (2 * n - 1).div_ceil(64);
     let mut out = dev.alloc_zeros::<u64>(GRAM_HEAD + GRAM_HIST + words)?;
-    let l = counting(dev, SsorBuildKernel::GramCount, n)?;
+    let mut group = dev.alloc_zeros::<u32>(n.div_ceil(32))?;
     let n32 = n as u32;
+    if let Some(long) = &long {
+        let l = long.launch(dev, SsorBuildKernel::GramCountLong)?;
+        // SAFETY: matches `ssor_k1_gram_count_long(u32 n, const u32 *list, const u32 *count,
+        // const u32 *a_ptr, const u32 *a_idx, const u32 *diag, u64 *out, u32 *group)`. indptr
+        // and indices are the pattern of a validated square CSR matrix (n + 1 pointers, columns
+        // below n); list holds count[0] rows below n (ssor_k1_gram_list), each storing its
+        // diagonal at diag[i]; diag holds a position inside each row, or its start for a row
+        // without a diagonal entry, which the kernel tests (inside the row) before it reads
+        // from diag[q] + 1 back to the row's start; the block's gather writes no column past
+        // its shared buffer (a row with more is flagged); out holds the GRAM_HEAD totals,
+        // GRAM_HIST bins and the words of bits below 2n - 1; group one word per 32 rows.
+        unsafe {
+            l.run(|b| {
+                b.arg(&n32)
+                    .arg(&long.rows.buf)
+                    .arg(&long.count.buf)
+                    .arg(&indptr.buf)
+                    .arg(&indices.buf)
+                    .arg(&diag.buf)
+                    .arg(&mut out.buf)
+                    .arg(&mut group.buf);
+            })
+        }?;
+    }
+    let l = counting(dev, SsorBuildKernel::GramCount, n)?;
     // SAFETY: matches `ssor_k1_gram_count(u32 n, const u32 *a_ptr, const u32 *a_idx,
-    // const u32 *diag, u64 *out)`. indptr and indices are the pattern of the validated square
-    // CsrMatrix a (n + 1 pointers, columns below n); diag holds a position inside each row, or
-    // its start for a row without a diagonal entry, which the kernel tests (inside the row)
-    // before it reads from diag[q] + 1 back to the row's start; a row of K^T longer than the
-    // kernel's merge arrays is the block's, whose gather writes no column past its shared
-    // buffer (a row with more is flagged); out holds the GRAM_HEAD totals, GRAM_HIST bins and
-    // the words of bits below 2n - 1. DEFAULT_THREADS is a multiple of 32, as the kernel's
-    // warp rounds need, and at most the 1024 threads its list of long rows holds.
+    // const u32 *diag, u32 gather_max, const u32 *group, u64 *out)`; pattern, diag and out as
+    // above, group the ceil(n / 32) words the launch above raised (zeros without it: no row is
+    // long); gather_max is the list's, so the rows the list holds are the ones skipped here; a
+    // short row's merge reads inside rows of the pattern and keeps its heads in the kernel's
+    // GRAM_MERGE registers. DEFAULT_THREADS is a multiple of 32, as the kernel's warp rounds
+    // and the groups of 32 rows need.
     unsafe {
         l.run(|b| {
             b.arg(&n32)
                 .arg(&indptr.buf)
                 .arg(&indices.buf)
                 .arg(&diag.buf)
+                .arg(&gather_max)
+                .arg(&group.buf)
                 .arg(&mut out.buf);
         })
     }?;
     Ok(totals_at(&dev.download(&out)?))
+}
+
+/// The rows of the explicit product that a block forms (`ssor_k1_gram_list`: a row of `K^T`
+/// longer than [`GRAM_MERGE`], its diagonal stored), listed on the device in no particular
+/// order, with their number on the device: the launches over them take a row per block at a
+/// time, spread over the whole device, so that no block forms many of them one after another.
+struct LongRows {
+    rows: DeviceVec<u32>,
+    count: DeviceVec<u32>,
+    n: usize,
+}
+
+impl LongRows {
+    /// Lists the long rows of the `n`-row pattern `indptr`, `indices` (`n >= 1`; `diag` from
+    /// [`lengths_of`]). Nothing is copied back: the launches over the list read its length on
+    /// the device.
+    fn list(
+        dev: &GpuDevice,
+        n: usize,
+        indptr: &DeviceVec<u32>,
+        indices: &DeviceVec<u32>,
+        diag: &DeviceVec<u32>,
+        gather_max: u32,
+    ) -> Result<LongRows, GpuError> {
+        // SAFETY: ssor_k1_gram_list writes the first count[0] entries, which alone are read.
+        let mut rows = unsafe { dev.alloc_uninit::<u32>(n)? };
+        let mut count = dev.alloc_zeros::<u32>(1)?;
+        let n32 = n as u32;
+        let l = counting(dev, SsorBuildKernel::GramList, n)?;
+        // SAFETY: matches `ssor_k1_gram_list(u32 n, const u32 *a_ptr, const u32 *a_idx,
+        // const u32 *diag, u32 gather_max, u32 *list, u32 *count)`; indptr and indices are a validated CSR
+        // pattern of n rows, diag a position inside each row (or its start), tested before use;
+        // each row is listed at most once, so at most n entries of rows are written.
+        // DEFAULT_THREADS is a multiple of 32, as the kernel's ballots need.
+        unsafe {
+            l.run(|b| {
+                b.arg(&n32)
+                    .arg(&indptr.buf)
+                    .arg(&indices.buf)
+                    .arg(&diag.buf)
+                    .arg(&gather_max)
+                    .arg(&mut rows.buf)
+                    .arg(&mut count.buf);
+            })
+        }?;
+        Ok(LongRows { rows, count, n })
+    }
+
+    /// The kernels' `gather_max` for an `n`-row matrix on `dev`: [`GRAM_SHORT_GATHER`] on a
+    /// small matrix (see [`GRAM_SMALL_ROUNDS`]), no limit otherwise.
+    fn gather_max(dev: &GpuDevice, n: usize) -> u32 {
+        let small =
+            GRAM_SMALL_ROUNDS * GRAM_LONG_BLOCKS_PER_SM * dev.props().sm_count.max(1) as usize;
+        if n <= small {
+            GRAM_SHORT_GATHER
+        } else {
+            GRAM_NO_GATHER_LIMIT
+        }
+    }
+
+    /// [`LongRows::list`], or `None` where no row can be long: no row of `K^T` longer than
+    /// [`GRAM_MERGE`] (`kt_longest`) and no limit on what a short row gathers.
+    fn list_if_any(
+        dev: &GpuDevice,
+        n: usize,
+        indptr: &DeviceVec<u32>,
+        indices: &DeviceVec<u32>,
+        diag: &DeviceVec<u32>,
+        kt_longest: usize,
+        gather_max: u32,
+    ) -> Result<Option<LongRows>, GpuError> {
+        if n == 0 || (kt_longest <= GRAM_MERGE && gather_max == GRAM_NO_GATHER_LIMIT) {
+            return Ok(None);
+        }
+        LongRows::list(dev, n, indptr, indices, diag, gather_max).map(Some)
+    }
+
+    /// A launch of `kernel` over the listed rows: [`GRAM_LONG_THREADS`] a block, as many blocks
+    /// as the device holds side by side (at most a row each), each taking rows in turn.
+    fn launch<'d>(
+        &self,
+        dev: &'d GpuDevice,
+        kernel: SsorBuildKernel,
+    ) -> Result<Launch<'d>, GpuError> {
+        let blocks = self
+            .n
+            .min(GRAM_LONG_BLOCKS_PER_SM * dev.props().sm_count.max(1) as usize)
+            .max(1) as u32;
+        let cfg = LaunchConfig::new(GRAM_LONG_THREADS, blocks);
+        cfg.check(kernel, dev.props())?;
+        Launch::plain(dev, KernelSource::Precond, &kernel, cfg)
+    }
 }
 
 /// A launch of a counting kernel over `n` rows (grid-stride): enough blocks to fill the device,
@@ -758,9 +955,9 @@ pub fn ssor_k1_explicit(
     omega: f64,
 ) -> Result<SsorK1Explicit, GpuError> {
     let n = a.nrows();
-    let (k, mut kt) = match ssor_k1_factors(dev, a, omega)? {
-        SsorK1Build::Built { k, kt } => (*k, *kt),
-        SsorK1Build::AsymmetricPattern { .. } => {
+    let (k, mut kt, kt_longest) = match factors_and_longest(dev, a, omega)? {
+        (SsorK1Build::Built { k, kt }, longest) => (*k, *kt, longest),
+        (SsorK1Build::AsymmetricPattern { .. }, _) => {
             return Ok(SsorK1Explicit::Refused(
                 "the matrix's pattern is not symmetric".into(),
             ))
@@ -774,25 +971,53 @@ pub fn ssor_k1_explicit(
     // K^T with K's values: the product scales by s_q itself.
     gather_values(dev, &kt_src, &k, &mut kt)?;
     let n32 = n as u32;
-    // SAFETY: ssor_k1_gram_lengths writes every row's length.
+    // SAFETY: ssor_k1_gram_lengths writes every short row's length, ssor_k1_gram_lengths_long
+    // every long row's.
     let mut len = unsafe { dev.alloc_uninit::<u32>(n)? };
     let mut total = dev.alloc_zeros::<u64>(1)?;
     let mut bad = dev.upload(&[n32])?;
+    let gather_max = LongRows::gather_max(dev, n);
+    let long = LongRows::list_if_any(
+        dev, n, &a.indptr, &a.indices, &diag.pos, kt_longest, gather_max,
+    )?;
+    if let Some(long) = &long {
+        let l = long.launch(dev, SsorBuildKernel::GramLengthsLong)?;
+        // SAFETY: matches `ssor_k1_gram_lengths_long(const u32 *list, const u32 *count,
+        // const u32 *a_ptr, const u32 *a_idx, const u32 *diag, u32 *len, u64 *total,
+        // u32 *bad)`; the list holds count[0] distinct rows below n, each storing its diagonal
+        // at diag[i]; the block's gather reads inside rows of a and writes no column past its
+        // shared buffer (a row with more is flagged); len holds n elements, total and bad one
+        // each.
+        unsafe {
+            l.run(|b| {
+                b.arg(&long.rows.buf)
+                    .arg(&long.count.buf)
+                    .arg(&a.indptr.buf)
+                    .arg(&a.indices.buf)
+                    .arg(&diag.pos.buf)
+                    .arg(&mut len.buf)
+                    .arg(&mut total.buf)
+                    .arg(&mut bad.buf);
+            })
+        }?;
+    }
     if n > 0 {
         let l = per_row(dev, SsorBuildKernel::GramLengths, n)?;
         // SAFETY: matches `ssor_k1_gram_lengths(u32 n, const u32 *a_ptr, const u32 *a_idx,
-        // const u32 *diag, u32 *len, u64 *total, u32 *bad)`; a is a validated square CSR
+        // const u32 *diag, u32 gather_max, u32 *len, u64 *total, u32 *bad)`; a is a validated
+        // square CSR
         // matrix of n rows whose every row stores its diagonal entry, at diag[i] (the factors
-        // were built from it); the merge and the block's gather read inside rows of a (the
-        // gather writes no column past its shared buffer); len holds n elements, total and bad
-        // one each; per_row launches DEFAULT_THREADS threads a block, a multiple of 32 as the
-        // kernel's sum needs and at most the 1024 its list of long rows holds.
+        // were built from it); the merge of a short row reads inside rows of a and keeps its
+        // heads in the kernel's GRAM_MERGE registers; len holds n elements, total and bad one
+        // each; per_row launches DEFAULT_THREADS threads a block, a multiple of 32 as the
+        // kernel's sum needs; gather_max is the list's, so the short rows are the others.
         unsafe {
             l.run(|b| {
                 b.arg(&n32)
                     .arg(&a.indptr.buf)
                     .arg(&a.indices.buf)
                     .arg(&diag.pos.buf)
+                    .arg(&gather_max)
                     .arg(&mut len.buf)
                     .arg(&mut total.buf)
                     .arg(&mut bad.buf);
@@ -820,24 +1045,47 @@ pub fn ssor_k1_explicit(
     let mut ws = ScanWorkspace::new(dev, ScanWorkspace::tiles(n, DEFAULT_THREADS))?;
     exclusive_scan(dev, DEFAULT_THREADS, &len, &mut m_ptr, &mut ws)?;
     drop((ws, len));
+    // SAFETY (both launches below): ssor_k1_gram_fill and ssor_k1_gram_fill_long write every
+    // entry of the short and of the listed long rows, which together are every row.
     let (mut m_idx, m_vals) = unsafe {
         (
             dev.alloc_uninit::<u32>(nnz_m)?,
             dev.alloc_uninit::<f64>(nnz_m)?,
         )
     };
+    if let Some(long) = &long {
+        let l = long.launch(dev, SsorBuildKernel::GramFillLong)?;
+        // SAFETY: matches `ssor_k1_gram_fill_long(const u32 *list, const u32 *count,
+        // const u32 *a_ptr, const u32 *a_idx, const u32 *diag, const u32 *m_ptr,
+        // u32 *m_idx)`; the lengths launches flagged no row and their sum, nnz_m = m_ptr[n],
+        // fits 32 bits, so each listed row writes its len[i] columns inside
+        // [m_ptr[i], m_ptr[i + 1]) of the nnz_m elements of m_idx; reads as above.
+        unsafe {
+            l.run(|b| {
+                b.arg(&long.rows.buf)
+                    .arg(&long.count.buf)
+                    .arg(&a.indptr.buf)
+                    .arg(&a.indices.buf)
+                    .arg(&diag.pos.buf)
+                    .arg(&m_ptr.buf)
+                    .arg(&mut m_idx.buf);
+            })
+        }?;
+    }
     if n > 0 {
         let l = per_row(dev, SsorBuildKernel::GramFill, n)?;
         // SAFETY: matches `ssor_k1_gram_fill(u32 n, const u32 *a_ptr, const u32 *a_idx,
-        // const u32 *diag, const u32 *m_ptr, u32 *m_idx)`; the lengths launch flagged no row
-        // and their sum, nnz_m = m_ptr[n], fits 32 bits, so each row writes its len[i] columns
-        // inside [m_ptr[i], m_ptr[i + 1]) of the nnz_m elements of m_idx; reads as above.
+        // const u32 *diag, u32 gather_max, const u32 *m_ptr, u32 *m_idx)`; the lengths
+        // launches flagged no row and their sum, nnz_m = m_ptr[n], fits 32 bits, so each short
+        // row (the same gather_max) writes its len[i] columns inside [m_ptr[i], m_ptr[i + 1])
+        // of the nnz_m elements of m_idx; reads as above.
         unsafe {
             l.run(|b| {
                 b.arg(&n32)
                     .arg(&a.indptr.buf)
                     .arg(&a.indices.buf)
                     .arg(&diag.pos.buf)
+                    .arg(&gather_max)
                     .arg(&m_ptr.buf)
                     .arg(&mut m_idx.buf);
             })
@@ -920,6 +1168,10 @@ mod tests {
         // 128-byte lines of doubles, as the SpMV model counts them.
         assert!(text.contains("#define GRAM_LINE_COLS 16\n"));
         assert!(text.contains(&format!("#define GRAM_HEAD {GRAM_HEAD}\n")));
+        // No limit on what a short row gathers is the kernels' GRAM_DONE.
+        assert_eq!(GRAM_NO_GATHER_LIMIT, 0xffff_ffff);
+        assert!(text.contains("#define GRAM_DONE 0xffffffffu\n"));
+        assert!(GRAM_SHORT_GATHER < GRAM_LONG_CAP as u32);
     }
 
     /// A section reads as the kernels write it: totals, flags, histogram, then the bitmap; a
@@ -954,6 +1206,10 @@ mod tests {
                 "ssor_k1_build",
                 "ssor_k1_kt_sources",
                 "ssor_k1_gram_count",
+                "ssor_k1_gram_list",
+                "ssor_k1_gram_count_long",
+                "ssor_k1_gram_lengths_long",
+                "ssor_k1_gram_fill_long",
                 "csr_row_checks",
                 "ssor_k1_totals",
                 "csr_totals",
