@@ -1052,6 +1052,104 @@ extern "C" __global__ void ssor_k1_totals(u32 n, const u32 *__restrict__ a_ptr,
     }
 }
 
+// ssor_k1_totals_warp: ssor_k1_totals a warp per row, a lane per entry (for rows long enough
+// to keep a warp's lanes busy: one thread's row tallies its entries one after another), the
+// same out. The warp slots of each warp of 32 consecutive rows are found apart, a lane per
+// row. Every lane of a warp takes part in every round: blockDim.x is a multiple of 32.
+//
+// The entries p of [lo, hi) of row i (columns ascending) tallied by the calling warp, a lane
+// each: an entry starts a new line when its column's line differs from the previous entry's
+// (or it is the first), as tally_column finds it along the row.
+__device__ __forceinline__ void totals_row_lanes(const u32 *__restrict__ idx, u32 lo, u32 hi,
+                                                 u32 i, u64 shift, u64 *diagonals, u64 &lines,
+                                                 u64 &dist, u64 &stored) {
+    for (u32 p = lo + (threadIdx.x & 31); p < hi; p += 32) {
+        const u32 c = idx[p];
+        const bool new_line = p == lo || idx[p - 1] / GRAM_LINE_COLS != c / GRAM_LINE_COLS;
+        tally_entry(c, new_line, i, shift, diagonals, lines, dist, stored);
+    }
+}
+
+// A row of length len counted into a histogram by the warp's first lane (flags |= 2 past it).
+__device__ __forceinline__ void totals_length(u32 len, u32 *hist, u64 &flags) {
+    if ((threadIdx.x & 31) == 0) {
+        if (len < GRAM_HIST) {
+            atomicAdd(hist + len, 1u);
+        } else {
+            flags |= 2;
+        }
+    }
+}
+
+extern "C" __global__ void ssor_k1_totals_warp(u32 n, const u32 *__restrict__ a_ptr,
+                                               const u32 *__restrict__ a_idx,
+                                               const double *__restrict__ a_vals,
+                                               const u32 *__restrict__ diag, double omega,
+                                               double scale, u64 words, u64 *out) {
+    __shared__ u32 sh_hist[3][GRAM_HIST];
+    __shared__ u64 sh_totals[3][GRAM_HEAD];
+    for (int s = 0; s < 3; ++s) {
+        clear_section(sh_hist[s], sh_totals[s]);
+    }
+    const u64 section = GRAM_HEAD + GRAM_HIST + words;
+    u64 lines[3] = {0, 0, 0}, dist[3] = {0, 0, 0}, slots[3] = {0, 0, 0};
+    u64 stored[3] = {0, 0, 0}, flags[3] = {0, 0, 0};
+    u64 values = 0;
+    const u32 lane = threadIdx.x & 31;
+    const u64 warps = GLOBAL_THREADS / 32, warp = GLOBAL_TID / 32;
+    for (u64 w = warp; w < n; w += warps) {
+        const u32 i = (u32)w;
+        const u32 lo = a_ptr[i], hi = a_ptr[i + 1], d = diag[i];
+        const u64 shift = (u64)n - 1 - i;
+        const u32 seg_lo[3] = {lo, lo, d};
+        const u32 seg_hi[3] = {hi, d + 1, hi};
+#pragma unroll
+        for (int s = 0; s < 3; ++s) {
+            totals_row_lanes(a_idx, seg_lo[s], seg_hi[s], i, shift,
+                             out + s * section + GRAM_HEAD + GRAM_HIST, lines[s], dist[s],
+                             stored[s]);
+            totals_length(seg_hi[s] - seg_lo[s], sh_hist[s], flags[s]);
+        }
+        for (u32 p = lo + lane; p < d; p += 32) {
+            const double x = ssor_x(omega, a_vals, diag, p, a_idx[p]);
+            if (!isfinite(x)) {
+                values |= 1;
+            } else if (x != 0.0) {
+                values |= 2;
+            }
+        }
+        if (lane == 0 && !isfinite(__ddiv_rn(scale, a_vals[d]))) {
+            values |= 1;
+        }
+    }
+    const u64 groups = ((u64)n + 31) / 32;
+    for (u64 g = warp; g < groups; g += warps) {
+        const u64 t = g * 32 + lane;
+        u32 len[3] = {0, 0, 0};
+        if (t < n) {
+            const u32 lo = a_ptr[t], hi = a_ptr[t + 1], d = diag[t];
+            len[0] = hi - lo;
+            len[1] = d + 1 - lo;
+            len[2] = hi - d;
+        }
+#pragma unroll
+        for (int s = 0; s < 3; ++s) {
+            const u32 longest = warp_max_u32(len[s]);
+            if (lane == 0) {
+                slots[s] += 32ull * longest;
+            }
+        }
+    }
+#pragma unroll
+    for (int s = 0; s < 3; ++s) {
+        flush_section(sh_hist[s], sh_totals[s], out + s * section, lines[s], dist[s], slots[s],
+                      stored[s], flags[s]);
+    }
+    if (values != 0) {
+        atomicOr(out + 3 * section, values);
+    }
+}
+
 // csr_totals: the structure of A alone, one section as ssor_k1_totals writes its first (the
 // GRAM_HEAD totals, GRAM_HIST bins, then the diagonal bitmap: bit j + n - 1 - i for entry
 // (i, j)): what the SpMV model reads of A when no preconditioner's factors are counted with it
@@ -1075,6 +1173,35 @@ extern "C" __global__ void csr_totals(u32 n, const u32 *__restrict__ a_ptr,
         }
         const u32 longest = warp_max_u32(len);
         if ((threadIdx.x & 31) == 0) {
+            slots += 32ull * longest;
+        }
+    }
+    flush_section(sh_hist, sh_totals, out, lines, dist, slots, stored, flags);
+}
+
+// csr_totals_warp: csr_totals a warp per row, a lane per entry, the same out (as
+// ssor_k1_totals_warp counts its first section).
+extern "C" __global__ void csr_totals_warp(u32 n, const u32 *__restrict__ a_ptr,
+                                           const u32 *__restrict__ a_idx, u64 *out) {
+    __shared__ u32 sh_hist[GRAM_HIST];
+    __shared__ u64 sh_totals[GRAM_HEAD];
+    clear_section(sh_hist, sh_totals);
+    u64 lines = 0, dist = 0, slots = 0, stored = 0, flags = 0;
+    const u32 lane = threadIdx.x & 31;
+    const u64 warps = GLOBAL_THREADS / 32, warp = GLOBAL_TID / 32;
+    for (u64 w = warp; w < n; w += warps) {
+        const u32 i = (u32)w;
+        const u32 lo = a_ptr[i], hi = a_ptr[i + 1];
+        totals_row_lanes(a_idx, lo, hi, i, (u64)n - 1 - i, out + GRAM_HEAD + GRAM_HIST, lines,
+                         dist, stored);
+        totals_length(hi - lo, sh_hist, flags);
+    }
+    const u64 groups = ((u64)n + 31) / 32;
+    for (u64 g = warp; g < groups; g += warps) {
+        const u64 t = g * 32 + lane;
+        const u32 len = t < n ? a_ptr[t + 1] - a_ptr[t] : 0;
+        const u32 longest = warp_max_u32(len);
+        if (lane == 0) {
             slots += 32ull * longest;
         }
     }

@@ -53,6 +53,11 @@ pub enum SsorBuildKernel {
     Totals,
     /// The structure of `A` alone, counted ([`csr_totals`]).
     CsrTotals,
+    /// [`SsorBuildKernel::Totals`] a warp per row (rows of [`TOTALS_WARP_MIN_AVG`] entries
+    /// or more on average).
+    TotalsWarp,
+    /// [`SsorBuildKernel::CsrTotals`] a warp per row (the same rows).
+    CsrTotalsWarp,
     /// The explicit product's row lengths ([`ssor_k1_explicit`]).
     GramLengths,
     /// The explicit product's columns ([`ssor_k1_explicit`]).
@@ -63,7 +68,7 @@ pub enum SsorBuildKernel {
 
 impl SsorBuildKernel {
     /// Every kernel of the build.
-    pub const ALL: [SsorBuildKernel; 14] = [
+    pub const ALL: [SsorBuildKernel; 16] = [
         SsorBuildKernel::Lengths,
         SsorBuildKernel::Build,
         SsorBuildKernel::KtSources,
@@ -75,6 +80,8 @@ impl SsorBuildKernel {
         SsorBuildKernel::RowChecks,
         SsorBuildKernel::Totals,
         SsorBuildKernel::CsrTotals,
+        SsorBuildKernel::TotalsWarp,
+        SsorBuildKernel::CsrTotalsWarp,
         SsorBuildKernel::GramLengths,
         SsorBuildKernel::GramFill,
         SsorBuildKernel::Checks,
@@ -95,6 +102,8 @@ impl fmt::Display for SsorBuildKernel {
             SsorBuildKernel::RowChecks => "csr_row_checks",
             SsorBuildKernel::Totals => "ssor_k1_totals",
             SsorBuildKernel::CsrTotals => "csr_totals",
+            SsorBuildKernel::TotalsWarp => "ssor_k1_totals_warp",
+            SsorBuildKernel::CsrTotalsWarp => "csr_totals_warp",
             SsorBuildKernel::GramLengths => "ssor_k1_gram_lengths",
             SsorBuildKernel::GramFill => "ssor_k1_gram_fill",
             SsorBuildKernel::Checks => "ssor_k1_checks",
@@ -166,6 +175,17 @@ pub fn preload_checks(dev: &GpuDevice) -> Result<(), GpuError> {
 /// memory pool.
 pub fn loaded(dev: &GpuDevice) -> bool {
     dev.module_loaded(&ModuleSpec::plain(KernelSource::Precond))
+}
+
+/// The kernels' `gather_max` for an `n`-row matrix on a device of `sm_count` multiprocessors
+/// (see [`LongRows::gather_max`]).
+fn gather_max_for(n: usize, sm_count: usize) -> u32 {
+    let small = GRAM_SMALL_ROUNDS * GRAM_LONG_BLOCKS_PER_SM * sm_count.max(1);
+    if n <= small {
+        GRAM_SHORT_GATHER
+    } else {
+        GRAM_NO_GATHER_LIMIT
+    }
 }
 
 /// A launch of `kernel` with a thread per row (grid-stride, so any block count is safe).
@@ -635,13 +655,7 @@ impl LongRows {
     /// The kernels' `gather_max` for an `n`-row matrix on `dev`: [`GRAM_SHORT_GATHER`] on a
     /// small matrix (see [`GRAM_SMALL_ROUNDS`]), no limit otherwise.
     fn gather_max(dev: &GpuDevice, n: usize) -> u32 {
-        let small =
-            GRAM_SMALL_ROUNDS * GRAM_LONG_BLOCKS_PER_SM * dev.props().sm_count.max(1) as usize;
-        if n <= small {
-            GRAM_SHORT_GATHER
-        } else {
-            GRAM_NO_GATHER_LIMIT
-        }
+        gather_max_for(n, dev.props().sm_count as usize)
     }
 
     /// [`LongRows::list`], or `None` where no row can be long: no row of `K^T` longer than
@@ -676,6 +690,39 @@ impl LongRows {
         cfg.check(kernel, dev.props())?;
         Launch::plain(dev, KernelSource::Precond, &kernel, cfg)
     }
+}
+
+/// Average entries per row of `A` from which its structure (and its factors') is counted a warp
+/// per row ([`SsorBuildKernel::TotalsWarp`], [`SsorBuildKernel::CsrTotalsWarp`]): a thread's
+/// row tallies its entries one after another, each waiting on loads (on bcsstk13, 42 entries a
+/// row, that made the three sections' count 330 us for 2003 rows).
+pub const TOTALS_WARP_MIN_AVG: usize = 16;
+
+/// The launch of `kernel` (the thread's totals, [`SsorBuildKernel::Totals`] or
+/// [`SsorBuildKernel::CsrTotals`]) over an `n`-row matrix of `nnz` entries, or of its warp's
+/// variant where rows average [`TOTALS_WARP_MIN_AVG`] entries or more (a warp per row: as many
+/// warps as rows, within the blocks a counting launch fills the device with).
+fn totals_launch(
+    dev: &GpuDevice,
+    kernel: SsorBuildKernel,
+    n: usize,
+    nnz: usize,
+) -> Result<Launch<'_>, GpuError> {
+    let warp = match kernel {
+        SsorBuildKernel::Totals => SsorBuildKernel::TotalsWarp,
+        SsorBuildKernel::CsrTotals => SsorBuildKernel::CsrTotalsWarp,
+        other => return counting(dev, other, n),
+    };
+    if !totals_by_warp(n, nnz) {
+        return counting(dev, kernel, n);
+    }
+    counting(dev, warp, n.saturating_mul(32))
+}
+
+/// Whether the structure of an `n`-row matrix of `nnz` entries is counted a warp per row (see
+/// [`TOTALS_WARP_MIN_AVG`]).
+fn totals_by_warp(n: usize, nnz: usize) -> bool {
+    nnz >= TOTALS_WARP_MIN_AVG.saturating_mul(n)
 }
 
 /// A launch of a counting kernel over `n` rows (grid-stride): enough blocks to fill the device,
@@ -799,11 +846,12 @@ pub fn ssor_k1_totals(
     let words = (2 * n - 1).div_ceil(64);
     let section = GRAM_HEAD + GRAM_HIST + words;
     let mut out = dev.alloc_zeros::<u64>(3 * section + 1)?;
-    let l = counting(dev, SsorBuildKernel::Totals, n)?;
+    let l = totals_launch(dev, SsorBuildKernel::Totals, n, nnz)?;
     let scale = omega * (2.0 - omega);
     let words64 = words as u64;
     // SAFETY: matches `ssor_k1_totals(u32 n, const u32 *a_ptr, const u32 *a_idx,
-    // const double *a_vals, const u32 *diag, double omega, double scale, u64 words, u64 *out)`;
+    // const double *a_vals, const u32 *diag, double omega, double scale, u64 words, u64 *out)`,
+    // as does `ssor_k1_totals_warp`;
     // a's arrays are a square CSR matrix of n rows whose every row stores its diagonal entry
     // (checked above), at diag[i]; every read stays inside a row; out holds three sections of
     // GRAM_HEAD + GRAM_HIST + words words (words covering the bits below 2n - 1) and one more.
@@ -1136,9 +1184,10 @@ pub fn csr_totals(dev: &GpuDevice, a: &DeviceCsr) -> Result<Option<StructureTota
     }
     let words = (2 * n - 1).div_ceil(64);
     let mut out = dev.alloc_zeros::<u64>(GRAM_HEAD + GRAM_HIST + words)?;
-    let l = counting(dev, SsorBuildKernel::CsrTotals, n)?;
+    let l = totals_launch(dev, SsorBuildKernel::CsrTotals, n, nnz)?;
     let n32 = n as u32;
-    // SAFETY: matches `csr_totals(u32 n, const u32 *a_ptr, const u32 *a_idx, u64 *out)`; a's
+    // SAFETY: matches `csr_totals(u32 n, const u32 *a_ptr, const u32 *a_idx, u64 *out)`, as
+    // does `csr_totals_warp`; a's
     // arrays are a square CSR matrix of n rows (n + 1 pointers, columns below n), every read
     // stays inside a row; out holds GRAM_HEAD + GRAM_HIST words and the bitmap's words
     // covering the bits below 2n - 1. DEFAULT_THREADS is a multiple of 32, as the kernel's
@@ -1172,6 +1221,27 @@ mod tests {
         assert_eq!(GRAM_NO_GATHER_LIMIT, 0xffff_ffff);
         assert!(text.contains("#define GRAM_DONE 0xffffffffu\n"));
         assert!(GRAM_SHORT_GATHER < GRAM_LONG_CAP as u32);
+    }
+
+    /// Which rows a block forms and which counts a warp takes, pinned on the fixtures that
+    /// decided them (H200: 132 multiprocessors): bcsstk13 (2003 rows, 83883 entries) and
+    /// s3rmt3m3 (5357, 207695) are small, their short rows sent to blocks by what they gather,
+    /// 100^2 Poisson (1e4 rows) is not; bcsstk13 and the 27-point Poisson matrix are counted a
+    /// warp per row, 7-point Poisson and 2D FEM (about 7 entries a row) a thread per row.
+    #[test]
+    fn small_matrices_and_long_rows_are_decided_as_measured() {
+        assert_eq!(gather_max_for(2003, 132), GRAM_SHORT_GATHER);
+        assert_eq!(gather_max_for(5357, 132), GRAM_SHORT_GATHER);
+        assert_eq!(gather_max_for(4 * 16 * 132, 132), GRAM_SHORT_GATHER);
+        assert_eq!(gather_max_for(4 * 16 * 132 + 1, 132), GRAM_NO_GATHER_LIMIT);
+        assert_eq!(gather_max_for(10_000, 132), GRAM_NO_GATHER_LIMIT);
+        // A device reporting no multiprocessor counts as one.
+        assert_eq!(gather_max_for(64, 0), GRAM_SHORT_GATHER);
+        assert_eq!(gather_max_for(65, 0), GRAM_NO_GATHER_LIMIT);
+        assert!(totals_by_warp(2003, 83_883));
+        assert!(totals_by_warp(8000, 8000 * 27 - 2400));
+        assert!(!totals_by_warp(128 * 128 * 128, 14_581_760));
+        assert!(!totals_by_warp(200_000, 1_396_422));
     }
 
     /// A section reads as the kernels write it: totals, flags, histogram, then the bitmap; a
@@ -1213,6 +1283,8 @@ mod tests {
                 "csr_row_checks",
                 "ssor_k1_totals",
                 "csr_totals",
+                "ssor_k1_totals_warp",
+                "csr_totals_warp",
                 "ssor_k1_gram_lengths",
                 "ssor_k1_gram_fill",
                 "ssor_k1_checks"
