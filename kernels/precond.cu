@@ -47,9 +47,12 @@ extern "C" __global__ void jacobi_apply_v2(u64 n, const double *__restrict__ inv
 //   gather_scaled_values  out[p] = in[src[p]] * (scale / a_jj), j = to_idx[p]  (K^T diag(s)
 //                     from K, s_j = scale / a_jj: the factored form's stored K^T S)
 //   ssor_gram_values  M = K^T diag(s) K on M's pattern, s_q = scale / a_qq; a thread per row
-//   ssor_gram_values_warp  the same, a warp per row, a lane per entry of it: each entry sums
-//                     its terms over the rows q of K, ascending, as the thread's row does, so
-//                     the two give the same bits (for rows of M too long for one thread)
+//   ssor_gram_values_warp  the same, a warp per row (for rows of M too long for one thread):
+//                     sums of the row's entries held in shared memory (GRAM_VALUES_ROW at a
+//                     time), the rows q of K it unites taken in ascending order, the entries of
+//                     each a lane apiece, so that every sum takes its terms in the thread's
+//                     order and the two give the same bits. blockDim.x is at most 32
+//                     GRAM_VALUES_WARPS
 
 extern "C" __global__ void precond_inv_diag(u64 n, const double *__restrict__ a_vals,
                                             const u32 *__restrict__ diag, double s,
@@ -199,6 +202,20 @@ extern "C" __global__ void ssor_gram_values(u32 n, const u32 *__restrict__ kt_pt
     }
 }
 
+// ssor_gram_values_warp's shared memory per warp: a chunk of the row of M at hand (its columns
+// and the sums of its entries) and, for a chunk of the rows q of K the row unites, what the warp
+// reads of each.
+#define GRAM_VALUES_ROW 256
+#define GRAM_VALUES_UNITED 64
+#define GRAM_VALUES_WARPS 8
+struct GramValuesWarp {
+    double acc[GRAM_VALUES_ROW];
+    double kqi_sq[GRAM_VALUES_UNITED][2];
+    u32 col[GRAM_VALUES_ROW];
+    u32 q_lo[GRAM_VALUES_UNITED];
+    u32 q_hi[GRAM_VALUES_UNITED];
+};
+
 extern "C" __global__ void ssor_gram_values_warp(u32 n, const u32 *__restrict__ kt_ptr,
                                                  const u32 *__restrict__ kt_idx,
                                                  const double *__restrict__ kt_vals,
@@ -210,26 +227,66 @@ extern "C" __global__ void ssor_gram_values_warp(u32 n, const u32 *__restrict__ 
                                                  const u32 *__restrict__ m_ptr,
                                                  const u32 *__restrict__ m_idx,
                                                  double *__restrict__ m_vals) {
+    __shared__ GramValuesWarp sh[GRAM_VALUES_WARPS];
     const u32 lane = threadIdx.x & 31;
+    GramValuesWarp &s = sh[threadIdx.x >> 5];
     const u64 warps = GLOBAL_THREADS / 32;
     for (u64 w = GLOBAL_TID / 32; w < n; w += warps) {
         const u32 i = (u32)w;
         const u32 lo = m_ptr[i], hi = m_ptr[i + 1];
         const u32 kb = kt_ptr[i], ke = kt_ptr[i + 1];
-        for (u32 e = lo + lane; e < hi; e += 32) {
-            const u32 j = m_idx[e];
-            // Entry (i, j): the rows q of K holding column i, q ascending, that hold column j.
-            double v = 0.0;
-            for (u32 p = kb; p < ke; ++p) {
-                const u32 q = kt_idx[p];
-                const u32 qb = k_ptr[q], qe = k_ptr[q + 1];
-                const u32 r = find_column(k_idx, qb, qe, j);
-                if (r < qe) {
-                    const double sq = __ddiv_rn(scale, a_vals[diag[q]]);
-                    v = __dadd_rn(v, __dmul_rn(__dmul_rn(kt_vals[p], k_vals[r]), sq));
+        // The row in chunks of its entries, each chunk's sums over every row q of K (taken in
+        // chunks too): an entry's sum takes its terms in ascending q whatever the chunks.
+        for (u32 c0 = lo; c0 < hi; c0 += GRAM_VALUES_ROW) {
+            const u32 len = hi - c0 < GRAM_VALUES_ROW ? hi - c0 : GRAM_VALUES_ROW;
+            for (u32 e = lane; e < len; e += 32) {
+                s.col[e] = m_idx[c0 + e];
+                s.acc[e] = 0.0;
+            }
+            __syncwarp();
+            const u32 first = s.col[0], last = s.col[len - 1];
+            for (u32 q0 = kb; q0 < ke; q0 += GRAM_VALUES_UNITED) {
+                const u32 united = ke - q0 < GRAM_VALUES_UNITED ? ke - q0 : GRAM_VALUES_UNITED;
+                // What each row q of K brings (its range in K, K^T's value and s_q), read by
+                // the lanes side by side.
+                for (u32 m = lane; m < united; m += 32) {
+                    const u32 q = kt_idx[q0 + m];
+                    s.q_lo[m] = k_ptr[q];
+                    s.q_hi[m] = k_ptr[q + 1];
+                    s.kqi_sq[m][0] = kt_vals[q0 + m];
+                    s.kqi_sq[m][1] = __ddiv_rn(scale, a_vals[diag[q]]);
+                }
+                __syncwarp();
+                // The rows q ascending, one after another, their entries a lane each: the
+                // columns of one row of K are distinct, so no two lanes add to one sum at once.
+                for (u32 m = 0; m < united; ++m) {
+                    const double kqi = s.kqi_sq[m][0], sq = s.kqi_sq[m][1];
+                    for (u32 r = s.q_lo[m] + lane; r < s.q_hi[m]; r += 32) {
+                        const u32 c = k_idx[r];
+                        if (c < first || c > last) {
+                            continue;
+                        }
+                        u32 a = 0, b = len;
+                        while (a < b) {
+                            const u32 mid = a + ((b - a) >> 1);
+                            if (s.col[mid] < c) {
+                                a = mid + 1;
+                            } else {
+                                b = mid;
+                            }
+                        }
+                        if (a < len && s.col[a] == c) {
+                            s.acc[a] =
+                                __dadd_rn(s.acc[a], __dmul_rn(__dmul_rn(kqi, k_vals[r]), sq));
+                        }
+                    }
+                    __syncwarp();
                 }
             }
-            m_vals[e] = v;
+            for (u32 e = lane; e < len; e += 32) {
+                m_vals[c0 + e] = s.acc[e];
+            }
+            __syncwarp();
         }
     }
 }

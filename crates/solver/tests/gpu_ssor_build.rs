@@ -388,7 +388,18 @@ fn preconditioners_built_from_a_are_refreshed_from_a_on_the_device(dev: GpuDevic
 /// only there, and for patterns that are not symmetric.
 fn device_explicit_product_equals_the_host_build(dev: GpuDevice) {
     let (mut formed, mut formed_long, mut refused) = (0, 0, 0);
+    // The longest row of a formed product, and the longest row of K^T it came from: the warp's
+    // value sums take both in chunks (256 entries of M, 64 rows of K) past those lengths.
+    let (mut longest_m, mut longest_united) = (0, 0);
     let mut cases = matrices();
+    // An arrow: row 0 couples to every row, each other row only to row 0 and itself, so row 0
+    // of K^T names all 1000 rows of K (two entries each) and row 0 of M holds 1000 entries.
+    let n = 1000;
+    let mut arrow: Vec<(usize, usize, f64)> = vec![(0, 0, n as f64)];
+    for i in 1..n {
+        arrow.extend([(i, i, 2.0), (i, 0, -0.5), (0, i, -0.5)]);
+    }
+    cases.push(("arrow 1000".to_string(), csr(n, &arrow)));
     // Bands: rows of K^T of 41 entries uniting 1681 of K (formed by blocks), and of 71 uniting
     // 5041 (past the gather).
     for w in [40, 70] {
@@ -424,6 +435,7 @@ fn device_explicit_product_equals_the_host_build(dev: GpuDevice) {
             assert!(gathered <= GRAM_LONG_CAP, "{tag}: formed past the gather");
             formed += 1;
             formed_long += usize::from(longest > GRAM_MERGE);
+            longest_united = longest_united.max(longest);
             let want =
                 match Preconditioner::build(&a, &PlannedPrecond::ssor_k1_explicit_kind(omega))
                     .unwrap()
@@ -432,6 +444,12 @@ fn device_explicit_product_equals_the_host_build(dev: GpuDevice) {
                     other => panic!("explicit form expected, got {}", other.kind_name()),
                 };
             let (p, i, v) = parts.m.download(&dev).unwrap();
+            longest_m = longest_m.max(
+                (0..want.nrows())
+                    .map(|r| want.row_len(r))
+                    .max()
+                    .unwrap_or(0),
+            );
             assert_eq!(parts.m.shape(), (want.nrows(), want.ncols()), "{tag}");
             assert_eq!(p, want.indptr(), "{tag}: row pointers");
             assert_eq!(i, want.indices(), "{tag}: columns");
@@ -449,6 +467,11 @@ fn device_explicit_product_equals_the_host_build(dev: GpuDevice) {
         "only {formed_long} with rows formed by blocks"
     );
     assert!(refused >= 2, "the band past the gather was formed");
+    assert!(
+        longest_m > 256 && longest_united > 64,
+        "no formed product with a row of M past 256 entries ({longest_m}) and a row of K^T \
+         past 64 ({longest_united})"
+    );
     let diag = |n: usize| (0..n).map(|i| (i, i, 4.0)).collect::<Vec<_>>();
     let mut t = diag(4);
     t.extend([(3, 0, -1.0), (3, 1, -1.0), (0, 3, -1.0)]);
