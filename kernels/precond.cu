@@ -837,7 +837,7 @@ __device__ __forceinline__ u32 gram_long_entries(const GramLong *s, u32 gathered
     return len;
 }
 
-// A row of M of length l counted into the block's histogram (flags |= 2 past it).
+// A row of length l counted into a block's histogram (flags |= 2 past it).
 __device__ __forceinline__ void gram_counted(u32 l, u32 *sh_hist, u64 &flags) {
     if (l < GRAM_HIST) {
         atomicAdd(sh_hist + l, 1u);
@@ -1042,12 +1042,7 @@ __device__ __forceinline__ void totals_row(const u32 *__restrict__ idx, u32 lo, 
     for (u32 p = lo; p < hi; ++p) {
         tally_column(idx[p], i, shift, diagonals, last_line, lines, dist, stored);
     }
-    const u32 len = hi - lo;
-    if (len < GRAM_HIST) {
-        atomicAdd(hist + len, 1u);
-    } else {
-        flags |= 2;
-    }
+    gram_counted(hi - lo, hist, flags);
 }
 
 extern "C" __global__ void ssor_k1_totals(u32 n, const u32 *__restrict__ a_ptr,
@@ -1130,11 +1125,7 @@ __device__ __forceinline__ void totals_row_lanes(const u32 *__restrict__ idx, u3
 // A row of length len counted into a histogram by the warp's first lane (flags |= 2 past it).
 __device__ __forceinline__ void totals_length(u32 len, u32 *hist, u64 &flags) {
     if ((threadIdx.x & 31) == 0) {
-        if (len < GRAM_HIST) {
-            atomicAdd(hist + len, 1u);
-        } else {
-            flags |= 2;
-        }
+        gram_counted(len, hist, flags);
     }
 }
 
