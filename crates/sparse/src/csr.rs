@@ -25,6 +25,11 @@ pub const NO_ENTRY: Index = u32::MAX;
 /// Most parts a parallel transpose splits the rows into (each holds a count per column).
 const MAX_TRANSPOSE_PARTS: usize = 64;
 
+/// Entries per part of the parallel symmetry check's pass over the upper half (see
+/// `CsrMatrix::symmetric_by_upper_half`): a few thousand binary searches, tens of
+/// microseconds on one core, so that a matrix of 1e5 entries already spreads over the cores.
+const SYMMETRY_PART_NNZ: usize = 1 << 13;
+
 /// Columns per task when the parallel transpose turns counts into slots.
 const TRANSPOSE_COL_BLOCK: usize = 1 << 14;
 
@@ -550,6 +555,17 @@ impl CsrMatrix {
         if !self.is_square() {
             return Some((0, 0, f64::NAN, f64::NAN));
         }
+        // The search of every entry's mirror, which finds the first at fault, runs only when
+        // the upper half's pass cannot tell the matrix symmetric.
+        if self.symmetric_by_upper_half(rel_tol, SYMMETRY_PART_NNZ) {
+            return None;
+        }
+        self.first_asymmetry_searched(rel_tol)
+    }
+
+    /// [`CsrMatrix::first_asymmetry`] of a square matrix with each entry's mirror searched
+    /// for, rows in parallel.
+    fn first_asymmetry_searched(&self, rel_tol: f64) -> Option<(usize, usize, f64, f64)> {
         (0..self.nrows())
             .into_par_iter()
             .with_min_len(256)
@@ -568,6 +584,57 @@ impl CsrMatrix {
                 None
             })
             .min_by_key(|&(i, j, _, _)| (i, j))
+    }
+
+    /// Whether the square matrix is symmetric by the test of [`CsrMatrix::first_asymmetry`],
+    /// found from the entries right of the diagonal alone when it is: each entry `(i, j)`,
+    /// `j > i`, is tested against its mirror `(j, i)` (0 when absent), and the mirrors found
+    /// are counted. When every test passes and the mirrors found are all the entries left of
+    /// the diagonal (distinct entries have distinct mirrors), every entry has been tested.
+    /// `false` when a test fails, or when some entry left of the diagonal is no mirror (an
+    /// explicit zero may be one; the search decides). Rows go to threads in parts of about
+    /// `part_nnz` entries, so that a small matrix with long rows still spreads.
+    fn symmetric_by_upper_half(&self, rel_tol: f64, part_nnz: usize) -> bool {
+        let (ptr, idx, val) = (self.indptr(), self.indices(), self.data());
+        let (n, nnz) = (self.nrows(), self.nnz());
+        let parts = nnz.div_ceil(part_nnz.max(1)).clamp(1, n.max(1));
+        // Part p holds the rows starting from the first whose entries begin at or past
+        // p * nnz / parts.
+        let start = |p: usize| match p {
+            p if p >= parts => n,
+            p => ptr[..n]
+                .partition_point(|&x| (x as u128) * (parts as u128) < (p as u128) * (nnz as u128)),
+        };
+        let differ = |a: f64, b: f64| (a - b).abs() > rel_tol * a.abs().max(b.abs());
+        let counted = (0..parts)
+            .into_par_iter()
+            .map(|p| {
+                let (mut mirrors, mut lower) = (0usize, 0usize);
+                for i in start(p)..start(p + 1) {
+                    let (lo, hi) = (ptr[i] as usize, ptr[i + 1] as usize);
+                    let row = &idx[lo..hi];
+                    let d = row.partition_point(|&j| (j as usize) < i);
+                    lower += d;
+                    let first_upper = d + usize::from(row.get(d) == Some(&(i as Index)));
+                    for e in lo + first_upper..hi {
+                        let j = idx[e] as usize;
+                        let (jlo, jhi) = (ptr[j] as usize, ptr[j + 1] as usize);
+                        let b = match idx[jlo..jhi].binary_search(&(i as Index)) {
+                            Ok(k) => {
+                                mirrors += 1;
+                                val[jlo + k]
+                            }
+                            Err(_) => 0.0,
+                        };
+                        if differ(val[e], b) {
+                            return None;
+                        }
+                    }
+                }
+                Some((mirrors, lower))
+            })
+            .try_reduce(|| (0, 0), |x, y| Some((x.0 + y.0, x.1 + y.1)));
+        counted.is_some_and(|(mirrors, lower)| mirrors == lower)
     }
 
     /// Strict lower triangle plus the diagonal (`i >= j` entries), as a new matrix.
@@ -737,5 +804,149 @@ mod tests {
         assert_eq!(t.get(1, 2), -2.0);
         assert_eq!(a.first_asymmetry(1e-12), Some((2, 1, -2.0, 0.0)));
         assert_eq!(a.lower_triangle().nnz(), 5);
+    }
+
+    /// The symmetry check finds what the search of every mirror finds, entry and values, on
+    /// matrices symmetric, nearly symmetric, with one-sided and explicit-zero entries, and
+    /// with one triangle only; the upper half's pass, in parts of any size, never calls a
+    /// matrix at fault symmetric.
+    #[test]
+    fn symmetry_check_finds_what_the_search_finds() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
+        let (mut seen_fault, mut seen_clean_parts) = (0, 0);
+        for case in 0..400 {
+            let n = rng.random_range(1..40usize);
+            let (mut r, mut c, mut v) = (Vec::new(), Vec::new(), Vec::new());
+            let density = rng.random_range(0.02..0.5);
+            // Half the matrices are symmetric but for explicit zeros; the others have pairs
+            // with one side missing, a side zero or a side perturbed.
+            let fault = if case % 2 == 0 {
+                0.0
+            } else {
+                rng.random_range(0.01..0.3)
+            };
+            for i in 0..n {
+                for j in i..n {
+                    if i != j && !rng.random_bool(density) {
+                        continue;
+                    }
+                    let x: f64 = if rng.random_bool(0.1) {
+                        0.0
+                    } else {
+                        rng.random_range(-2.0..2.0)
+                    };
+                    let faulty = i != j && rng.random_bool(fault);
+                    let (lower, upper) = match (faulty, rng.random_range(0..4)) {
+                        _ if i == j => (true, false),
+                        (true, 0) => (true, false),
+                        (true, 1) => (false, true),
+                        _ => (true, true),
+                    };
+                    let y = match (faulty, rng.random_range(0..4)) {
+                        (true, 2) => x * (1.0 + 1e-9),
+                        (true, 3) => 0.0,
+                        _ => x,
+                    };
+                    if lower {
+                        r.push(j as u32);
+                        c.push(i as u32);
+                        v.push(x);
+                    }
+                    if upper {
+                        r.push(i as u32);
+                        c.push(j as u32);
+                        v.push(y);
+                    }
+                }
+            }
+            let mut a = CsrMatrix::from_triplets(n, n, &r, &c, &v).unwrap();
+            if case % 10 == 0 {
+                a = a.lower_triangle();
+            }
+            for tol in [0.0, 1e-12, 1e-6] {
+                let want = a.first_asymmetry_searched(tol);
+                seen_fault += usize::from(want.is_some());
+                let got = a.first_asymmetry(tol);
+                assert_eq!(
+                    got.map(|(i, j, x, y)| (i, j, x.to_bits(), y.to_bits())),
+                    want.map(|(i, j, x, y)| (i, j, x.to_bits(), y.to_bits())),
+                    "case {case}, tol {tol}"
+                );
+                // Split into parts of a few entries, as a large matrix is.
+                for part in [1, 7, 64] {
+                    if want.is_none() {
+                        seen_clean_parts += usize::from(a.symmetric_by_upper_half(tol, part));
+                    } else {
+                        assert!(!a.symmetric_by_upper_half(tol, part), "case {case}");
+                    }
+                }
+            }
+        }
+        // Both outcomes were tested often.
+        assert!(
+            (300..900).contains(&seen_fault),
+            "{seen_fault} faults of 1200"
+        );
+        // The upper half's pass found most of the symmetric ones symmetric itself (the others
+        // hold an explicit zero without a mirror).
+        assert!(
+            seen_clean_parts > 3 * (1200 - seen_fault) / 2,
+            "{seen_clean_parts}"
+        );
+    }
+
+    /// The symmetry check's times: the upper half's pass against the search of every entry's
+    /// mirror, and the check itself, on symmetric matrices of growing size (the two small
+    /// real matrices, 3D Poisson, 2D FEM), median of 21 calls after one untimed call.
+    /// `cargo test --release -p autopcg-sparse --lib -- --ignored --nocapture
+    /// symmetry_check_times`
+    #[test]
+    #[ignore = "timing; run in release with --ignored --nocapture"]
+    fn symmetry_check_times() {
+        use crate::families::{fem_p1_2d, poisson3d_7pt};
+        let median = |f: &dyn Fn() -> bool| {
+            assert!(f(), "symmetric");
+            let mut t: Vec<f64> = (0..21)
+                .map(|_| {
+                    let s = std::time::Instant::now();
+                    std::hint::black_box(f());
+                    s.elapsed().as_secs_f64() * 1e3
+                })
+                .collect();
+            t.sort_by(f64::total_cmp);
+            t[t.len() / 2]
+        };
+        // Tests run from the package folder.
+        let dir = "../../matrices/";
+        let mut cases: Vec<(String, CsrMatrix)> = ["bcsstk13", "s3rmt3m3"]
+            .iter()
+            .map(|m| {
+                let path = format!("{dir}{m}.mtx");
+                let a = crate::mm::read_matrix(&path, &Default::default())
+                    .unwrap()
+                    .matrix;
+                (m.to_string(), a)
+            })
+            .collect();
+        for k in [32, 48, 64, 100] {
+            cases.push((format!("poisson3d {k}^3"), poisson3d_7pt(k, k, k).unwrap()));
+        }
+        for p in [20_000, 60_000, 200_000] {
+            cases.push((format!("fem2d {p}"), fem_p1_2d(p, 1).unwrap()));
+        }
+        println!(
+            "symmetry check, ms ({} threads): nnz upper-half every-mirror check",
+            rayon::current_num_threads()
+        );
+        for (what, a) in &cases {
+            let half = median(&|| a.symmetric_by_upper_half(1e-10, SYMMETRY_PART_NNZ));
+            let searched = median(&|| a.first_asymmetry_searched(1e-10).is_none());
+            let checked = median(&|| a.first_asymmetry(1e-10).is_none());
+            println!(
+                "{what:>18} {:>9} {half:9.3} {searched:9.3} {checked:9.3}",
+                a.nnz()
+            );
+        }
     }
 }
