@@ -162,13 +162,19 @@ impl<'a> PreparedSolver<'a> {
         if s.nblocks.is_some() || s.gpus.is_some() {
             return Self::prepare_blocks(a, s);
         }
-        let check_ms = symmetry_check_ms(&a, s)?;
         let t0 = Instant::now();
         let mut notes = Vec::new();
         #[cfg(feature = "gpu")]
         let gpu = match s.device {
             Device::Cpu => None,
-            Device::Gpu => Some(open_gpu(0).map_err(Error::DeviceUnavailable)?),
+            // A matrix that is not symmetric is the error before a missing device.
+            Device::Gpu => match open_gpu(0) {
+                Ok(d) => Some(d),
+                Err(why) => {
+                    symmetry_check_ms(&a, s)?;
+                    return Err(Error::DeviceUnavailable(why));
+                }
+            },
             Device::Auto => match open_gpu(0) {
                 Ok(d) => Some(d),
                 Err(why) => {
@@ -201,6 +207,9 @@ impl<'a> PreparedSolver<'a> {
             };
             #[cfg(not(feature = "gpu"))]
             let _ = scope;
+            // The symmetry check runs while A's arrays travel to the device (the upload and
+            // its checks only read them): nothing else reads A before it is done.
+            let check_ms = symmetry_check_ms(m, s)?;
             #[cfg(feature = "gpu")]
             let (model, label) = {
                 let device_name = gpu.as_ref().map(|d| d.props().name.clone());
@@ -287,7 +296,7 @@ impl<'a> PreparedSolver<'a> {
                     .as_ref()
                     .map(|c| autopcg_generator::factors::K1Checker(c));
             }
-            let device_ms = t0.elapsed().as_secs_f64() * 1e3;
+            let device_ms = (t0.elapsed().as_secs_f64() * 1e3 - check_ms).max(0.0);
             let mut plan = autopcg_generator::plan(&req).map_err(|e| match e {
                 autopcg_generator::PlanError::Solver(p) => Error::Pcg(p),
                 other => Error::Plan(other.to_string()),
