@@ -3,7 +3,8 @@
 //! left to it (the device's checks and counts of `A`, the factors and the explicit product
 //! through the closures a prepared solver hands the plan), then each device step of the build
 //! the backend makes from `A`'s uploaded arrays (the factors, the explicit product's count and
-//! the explicit product itself), each synchronised, and a whole prepared setup. Every step runs
+//! the explicit product itself), each synchronised, and a whole prepared setup with the parts
+//! it reports, and the host's symmetry check alone. Every step runs
 //! once first (module loads, the memory pool's growth), then `REPEATS` times; the median is
 //! printed.
 //!
@@ -99,24 +100,45 @@ fn main() {
         parts = (p.precond_ms, p.select_ms, p.kind.to_string());
     });
 
-    // A whole prepared setup, warm (the same process).
+    // A whole prepared setup, warm (the same process), and the parts it reports (each the
+    // median over the timed setups, so they need not add up to the median total).
+    let mut reported: Vec<autopcg::SetupTimes> = Vec::new();
     let setup = median_ms(repeats, || {
-        autopcg::Solver::new(&a)
+        let p = autopcg::Solver::new(&a)
             .precond(PrecondKind::ssor_ai())
             .device(autopcg::Device::Gpu)
             .ssor_form_auto(true)
             .prepare()
             .expect("prepare");
+        reported.push(p.setup());
+    });
+    let part = |f: fn(&autopcg::SetupTimes) -> f64| {
+        let mut v: Vec<f64> = reported[1..].iter().map(f).collect();
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let symmetry = median_ms(repeats, || {
+        a.check_symmetric(1e-10).expect("symmetric");
     });
     println!(
         "{path}: n {} nnz {} longest K^T row {longest} omega {omega:.3}; device ms (median of \
          {repeats}): checks {checks:.3}, product count {count:.3}, factors {factors:.3}, \
          explicit product {explicit:.3} ({formed}); plan {planned:.3} (precond {:.3}, select \
-         {:.3}, {}); warm prepared setup {setup:.3}",
+         {:.3}, {}); warm prepared setup {setup:.3} (check {:.3}, device {:.3}, precond {:.3}, \
+         select {:.3}, backend {:.3}: upload {:.3}, convert {:.3}, load {:.3}); host symmetry \
+         check {symmetry:.3}",
         a.nrows(),
         a.nnz(),
         parts.0,
         parts.1,
-        parts.2
+        parts.2,
+        part(|t| t.check_ms),
+        part(|t| t.device_ms),
+        part(|t| t.precond_ms),
+        part(|t| t.select_ms),
+        part(|t| t.backend_ms),
+        part(|t| t.upload_ms),
+        part(|t| t.convert_ms),
+        part(|t| t.load_ms),
     );
 }
