@@ -1045,63 +1045,95 @@ __device__ __forceinline__ void totals_row(const u32 *__restrict__ idx, u32 lo, 
     gram_counted(hi - lo, hist, flags);
 }
 
+// A thread's part of ssor_k1_totals' three sections (A, K, K^T) and of its value flags, with
+// the block's shared tallies they are flushed through (one copy per block, in shared memory).
+struct K1Sections {
+    u32 hist[3][GRAM_HIST];
+    u64 totals[3][GRAM_HEAD];
+};
+struct K1Tallies {
+    u64 lines[3] = {0, 0, 0}, dist[3] = {0, 0, 0}, slots[3] = {0, 0, 0};
+    u64 stored[3] = {0, 0, 0}, flags[3] = {0, 0, 0};
+    u64 values = 0;
+};
+
+__device__ __forceinline__ void k1_clear(K1Sections *sh) {
+    for (int s = 0; s < 3; ++s) {
+        clear_section(sh->hist[s], sh->totals[s]);
+    }
+}
+
+// Every thread of the block, once its rows are done: the sections added to out (section words
+// apart), the value flags or-ed into the word after them.
+__device__ __forceinline__ void k1_flush(K1Sections *sh, const K1Tallies &t, u64 *out,
+                                         u64 section) {
+#pragma unroll
+    for (int s = 0; s < 3; ++s) {
+        flush_section(sh->hist[s], sh->totals[s], out + s * section, t.lines[s], t.dist[s],
+                      t.slots[s], t.stored[s], t.flags[s]);
+    }
+    if (t.values != 0) {
+        atomicOr(out + 3 * section, t.values);
+    }
+}
+
+// The value flags of row i's factor entries p of [lo + first, d), taken stride apart (K's
+// off-diagonal values), and with diagonal, its scale s_i = scale / a_ii (d: the diagonal's
+// position).
+__device__ __forceinline__ void k1_values(double omega, const double *__restrict__ a_vals,
+                                          const u32 *__restrict__ a_idx,
+                                          const u32 *__restrict__ diag, u32 lo, u32 d,
+                                          u32 first, u32 stride, bool diagonal, double scale,
+                                          u64 &values) {
+    for (u32 p = lo + first; p < d; p += stride) {
+        const double x = ssor_x(omega, a_vals, diag, p, a_idx[p]);
+        if (!isfinite(x)) {
+            values |= 1;
+        } else if (x != 0.0) {
+            values |= 2;
+        }
+    }
+    if (diagonal && !isfinite(__ddiv_rn(scale, a_vals[d]))) {
+        values |= 1;
+    }
+}
+
 extern "C" __global__ void ssor_k1_totals(u32 n, const u32 *__restrict__ a_ptr,
                                           const u32 *__restrict__ a_idx,
                                           const double *__restrict__ a_vals,
                                           const u32 *__restrict__ diag, double omega,
                                           double scale, u64 words, u64 *out) {
-    __shared__ u32 sh_hist[3][GRAM_HIST];
-    __shared__ u64 sh_totals[3][GRAM_HEAD];
-    for (int s = 0; s < 3; ++s) {
-        clear_section(sh_hist[s], sh_totals[s]);
-    }
+    __shared__ K1Sections sh;
+    k1_clear(&sh);
     const u64 section = GRAM_HEAD + GRAM_HIST + words;
-    u64 lines[3] = {0, 0, 0}, dist[3] = {0, 0, 0}, slots[3] = {0, 0, 0};
-    u64 stored[3] = {0, 0, 0}, flags[3] = {0, 0, 0};
-    u64 values = 0;
+    K1Tallies t;
     const u64 rows = ((u64)n + 31) & ~(u64)31;
-    for (u64 t = GLOBAL_TID; t < rows; t += GLOBAL_THREADS) {
+    for (u64 r = GLOBAL_TID; r < rows; r += GLOBAL_THREADS) {
         u32 len[3] = {0, 0, 0};
-        if (t < n) {
-            const u32 i = (u32)t;
+        if (r < n) {
+            const u32 i = (u32)r;
             const u32 lo = a_ptr[i], hi = a_ptr[i + 1], d = diag[i];
             const u64 shift = (u64)n - 1 - i;
             const u32 seg_lo[3] = {lo, lo, d};
             const u32 seg_hi[3] = {hi, d + 1, hi};
 #pragma unroll
             for (int s = 0; s < 3; ++s) {
-                totals_row(a_idx, seg_lo[s], seg_hi[s], i, shift, out + s * section + GRAM_HEAD +
-                           GRAM_HIST, sh_hist[s], lines[s], dist[s], stored[s], flags[s]);
+                totals_row(a_idx, seg_lo[s], seg_hi[s], i, shift,
+                           out + s * section + GRAM_HEAD + GRAM_HIST, sh.hist[s], t.lines[s],
+                           t.dist[s], t.stored[s], t.flags[s]);
                 len[s] = seg_hi[s] - seg_lo[s];
             }
-            for (u32 p = lo; p < d; ++p) {
-                const double x = ssor_x(omega, a_vals, diag, p, a_idx[p]);
-                if (!isfinite(x)) {
-                    values |= 1;
-                } else if (x != 0.0) {
-                    values |= 2;
-                }
-            }
-            if (!isfinite(__ddiv_rn(scale, a_vals[d]))) {
-                values |= 1;
-            }
+            k1_values(omega, a_vals, a_idx, diag, lo, d, 0, 1, true, scale, t.values);
         }
 #pragma unroll
         for (int s = 0; s < 3; ++s) {
             const u32 longest = warp_max_u32(len[s]);
             if ((threadIdx.x & 31) == 0) {
-                slots[s] += 32ull * longest;
+                t.slots[s] += 32ull * longest;
             }
         }
     }
-#pragma unroll
-    for (int s = 0; s < 3; ++s) {
-        flush_section(sh_hist[s], sh_totals[s], out + s * section, lines[s], dist[s], slots[s],
-                      stored[s], flags[s]);
-    }
-    if (values != 0) {
-        atomicOr(out + 3 * section, values);
-    }
+    k1_flush(&sh, t, out, section);
 }
 
 // ssor_k1_totals_warp: ssor_k1_totals a warp per row, a lane per entry (for rows long enough
@@ -1134,15 +1166,10 @@ extern "C" __global__ void ssor_k1_totals_warp(u32 n, const u32 *__restrict__ a_
                                                const double *__restrict__ a_vals,
                                                const u32 *__restrict__ diag, double omega,
                                                double scale, u64 words, u64 *out) {
-    __shared__ u32 sh_hist[3][GRAM_HIST];
-    __shared__ u64 sh_totals[3][GRAM_HEAD];
-    for (int s = 0; s < 3; ++s) {
-        clear_section(sh_hist[s], sh_totals[s]);
-    }
+    __shared__ K1Sections sh;
+    k1_clear(&sh);
     const u64 section = GRAM_HEAD + GRAM_HIST + words;
-    u64 lines[3] = {0, 0, 0}, dist[3] = {0, 0, 0}, slots[3] = {0, 0, 0};
-    u64 stored[3] = {0, 0, 0}, flags[3] = {0, 0, 0};
-    u64 values = 0;
+    K1Tallies t;
     const u32 lane = threadIdx.x & 31;
     const u64 warps = GLOBAL_THREADS / 32, warp = GLOBAL_TID / 32;
     for (u64 w = warp; w < n; w += warps) {
@@ -1154,28 +1181,18 @@ extern "C" __global__ void ssor_k1_totals_warp(u32 n, const u32 *__restrict__ a_
 #pragma unroll
         for (int s = 0; s < 3; ++s) {
             totals_row_lanes(a_idx, seg_lo[s], seg_hi[s], i, shift,
-                             out + s * section + GRAM_HEAD + GRAM_HIST, lines[s], dist[s],
-                             stored[s]);
-            totals_length(seg_hi[s] - seg_lo[s], sh_hist[s], flags[s]);
+                             out + s * section + GRAM_HEAD + GRAM_HIST, t.lines[s], t.dist[s],
+                             t.stored[s]);
+            totals_length(seg_hi[s] - seg_lo[s], sh.hist[s], t.flags[s]);
         }
-        for (u32 p = lo + lane; p < d; p += 32) {
-            const double x = ssor_x(omega, a_vals, diag, p, a_idx[p]);
-            if (!isfinite(x)) {
-                values |= 1;
-            } else if (x != 0.0) {
-                values |= 2;
-            }
-        }
-        if (lane == 0 && !isfinite(__ddiv_rn(scale, a_vals[d]))) {
-            values |= 1;
-        }
+        k1_values(omega, a_vals, a_idx, diag, lo, d, lane, 32, lane == 0, scale, t.values);
     }
     const u64 groups = ((u64)n + 31) / 32;
     for (u64 g = warp; g < groups; g += warps) {
-        const u64 t = g * 32 + lane;
+        const u64 r = g * 32 + lane;
         u32 len[3] = {0, 0, 0};
-        if (t < n) {
-            const u32 lo = a_ptr[t], hi = a_ptr[t + 1], d = diag[t];
+        if (r < n) {
+            const u32 lo = a_ptr[r], hi = a_ptr[r + 1], d = diag[r];
             len[0] = hi - lo;
             len[1] = d + 1 - lo;
             len[2] = hi - d;
@@ -1184,18 +1201,11 @@ extern "C" __global__ void ssor_k1_totals_warp(u32 n, const u32 *__restrict__ a_
         for (int s = 0; s < 3; ++s) {
             const u32 longest = warp_max_u32(len[s]);
             if (lane == 0) {
-                slots[s] += 32ull * longest;
+                t.slots[s] += 32ull * longest;
             }
         }
     }
-#pragma unroll
-    for (int s = 0; s < 3; ++s) {
-        flush_section(sh_hist[s], sh_totals[s], out + s * section, lines[s], dist[s], slots[s],
-                      stored[s], flags[s]);
-    }
-    if (values != 0) {
-        atomicOr(out + 3 * section, values);
-    }
+    k1_flush(&sh, t, out, section);
 }
 
 // csr_totals: the structure of A alone, one section as ssor_k1_totals writes its first (the
