@@ -480,7 +480,8 @@ extern "C" __global__ void ssor_k1_kt_sources(u32 n, const u32 *__restrict__ a_p
 //                            in each round
 //   ssor_k1_gram_count_long  the listed rows' tallies added to out (as below, their rows of
 //                            the histogram and their totals but the warp slots), and each
-//                            row's length raised into group[i / 32] (group starts at 0)
+//                            row's length raised into group[i / 32] (group starts at 0) and
+//                            written to row_len[i]
 //   ssor_k1_gram_count       the short rows' tallies added to out, and the warp slots of every
 //                            warp of 32 consecutive rows, the long rows' lengths read from
 //                            group: out = [128-byte lines of x read (16 columns each, counted
@@ -492,7 +493,10 @@ extern "C" __global__ void ssor_k1_kt_sources(u32 n, const u32 *__restrict__ a_p
 //                            GRAM_LONG_CAP entries together, 2 for a row of M of GRAM_HIST
 //                            entries or more, 4 for a row without its diagonal entry (such
 //                            rows are skipped: the counts are then incomplete) (diag from
-//                            ssor_k1_lengths); launched after the two above
+//                            ssor_k1_lengths); launched after the two above; each short row's
+//                            length written to row_len[i] (a row not counted, flagged, is
+//                            left unwritten), so that the explicit product's build can take
+//                            the lengths instead of counting them again
 #define GRAM_MERGE 16
 #define GRAM_LONG_CAP 4096
 #define GRAM_BLOCK_MAX 1024
@@ -851,7 +855,7 @@ extern "C" __global__ void ssor_k1_gram_count_long(u32 n, const u32 *__restrict_
                                                    const u32 *__restrict__ a_ptr,
                                                    const u32 *__restrict__ a_idx,
                                                    const u32 *__restrict__ diag, u64 *out,
-                                                   u32 *group) {
+                                                   u32 *group, u32 *__restrict__ row_len) {
     __shared__ u32 sh_hist[GRAM_HIST];
     __shared__ u64 sh_totals[GRAM_HEAD];
     __shared__ GramLong s;
@@ -872,6 +876,7 @@ extern "C" __global__ void ssor_k1_gram_count_long(u32 n, const u32 *__restrict_
         if (why == 0 && threadIdx.x == 0) {
             gram_counted(l, sh_hist, flags);
             atomicMax(group + i / 32, l);
+            row_len[i] = l;
         }
     });
     __syncthreads();
@@ -881,7 +886,8 @@ extern "C" __global__ void ssor_k1_gram_count_long(u32 n, const u32 *__restrict_
 extern "C" __global__ void ssor_k1_gram_count(u32 n, const u32 *__restrict__ a_ptr,
                                               const u32 *__restrict__ a_idx,
                                               const u32 *__restrict__ diag, u32 gather_max,
-                                              const u32 *__restrict__ group, u64 *out) {
+                                              const u32 *__restrict__ group, u64 *out,
+                                              u32 *__restrict__ row_len) {
     __shared__ u32 sh_hist[GRAM_HIST];
     __shared__ u64 sh_totals[GRAM_HEAD];
     clear_section(sh_hist, sh_totals);
@@ -899,6 +905,7 @@ extern "C" __global__ void ssor_k1_gram_count(u32 n, const u32 *__restrict__ a_p
                     tally_column(c, i, shift, diagonals, last_line, lines, dist, stored);
                 })) {
                 len = l;
+                row_len[i] = l;
                 gram_counted(l, sh_hist, flags);
             }
         },
@@ -927,8 +934,11 @@ extern "C" __global__ void ssor_k1_gram_count(u32 n, const u32 *__restrict__ a_p
 //                              Whole warps take part in the sum: blockDim.x is a multiple of 32.
 //   ssor_k1_gram_lengths_long  the same for the listed long rows (see gram_long_sorted)
 //   ssor_k1_gram_fill          short row i's columns written to m_idx[m_ptr[i] ..], m_ptr the
-//                              exclusive scan of len; only after lengths that flagged no row
-//                              and whose total fits 32 bits
+//                              exclusive scan of len (from the lengths launches, or the
+//                              count's row_len); none past m_ptr[i + 1]: a row whose merge
+//                              finds another length, or that is not formed, lowers bad[0] to
+//                              its index (bad[0] starts at n), and the pattern is then not
+//                              the product's
 //   ssor_k1_gram_fill_long     the same for the listed long rows
 extern "C" __global__ void ssor_k1_gram_lengths(u32 n, const u32 *__restrict__ a_ptr,
                                                 const u32 *__restrict__ a_idx,
@@ -981,14 +991,22 @@ extern "C" __global__ void ssor_k1_gram_fill(u32 n, const u32 *__restrict__ a_pt
                                              const u32 *__restrict__ a_idx,
                                              const u32 *__restrict__ diag, u32 gather_max,
                                              const u32 *__restrict__ m_ptr,
-                                             u32 *__restrict__ m_idx) {
+                                             u32 *__restrict__ m_idx, u32 *bad) {
     gram_short_tiles(
         n, a_ptr, a_idx, diag, gather_max,
         [&](u32 i) {
             u32 *row = m_idx + m_ptr[i];
+            const u32 cap = m_ptr[i + 1] - m_ptr[i];
             u64 flags = 0;
             u32 l = 0;
-            gram_row(a_ptr, a_idx, diag, i, flags, l, [&](u32 at, u32 c) { row[at] = c; });
+            const bool ok = gram_row(a_ptr, a_idx, diag, i, flags, l, [&](u32 at, u32 c) {
+                if (at < cap) {
+                    row[at] = c;
+                }
+            });
+            if (!ok || l != cap) {
+                atomicMin(bad, i);
+            }
         },
         [](u64) {});
 }
@@ -999,12 +1017,13 @@ extern "C" __global__ void ssor_k1_gram_fill_long(const u32 *__restrict__ list,
                                                   const u32 *__restrict__ a_idx,
                                                   const u32 *__restrict__ diag,
                                                   const u32 *__restrict__ m_ptr,
-                                                  u32 *__restrict__ m_idx) {
+                                                  u32 *__restrict__ m_idx, u32 *bad) {
     __shared__ GramLong s;
     const u32 lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    gram_listed(list, count, a_ptr, a_idx, diag, &s, [&](u32 i, u32 gathered, u32) {
+    gram_listed(list, count, a_ptr, a_idx, diag, &s, [&](u32 i, u32 gathered, u32 why) {
         u32 *row = m_idx + m_ptr[i];
-        gram_long_entries(&s, gathered, [&](u32 at, bool first, u32 written) {
+        const u32 cap = m_ptr[i + 1] - m_ptr[i];
+        const u32 l = gram_long_entries(&s, gathered, [&](u32 at, bool first, u32 written) {
             // The entry's place: the entries before it in the chunks before (written), in the
             // warps before (their counts in warp_sums), then in its warp.
             const u32 ballot = __ballot_sync(0xffffffffu, first);
@@ -1016,12 +1035,16 @@ extern "C" __global__ void ssor_k1_gram_fill_long(const u32 *__restrict__ list,
             for (u32 w = 0; w < warp; ++w) {
                 before += s.warp_sums[w];
             }
-            if (first) {
-                row[before + __popc(ballot & ((1u << lane) - 1))] = s.buf[at];
+            const u32 place = before + __popc(ballot & ((1u << lane) - 1));
+            if (first && place < cap) {
+                row[place] = s.buf[at];
             }
             // The count's barrier after this chunk keeps the next chunk's warp_sums from
             // overwriting these before every thread has read them.
         });
+        if (threadIdx.x == 0 && (why != 0 || l != cap)) {
+            atomicMin(bad, i);
+        }
     });
 }
 

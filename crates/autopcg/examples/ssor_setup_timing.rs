@@ -3,7 +3,8 @@
 //! left to it (the device's checks and counts of `A`, the factors and the explicit product
 //! through the closures a prepared solver hands the plan), then each device step of the build
 //! the backend makes from `A`'s uploaded arrays (the factors, the explicit product's count and
-//! the explicit product itself), each synchronised, and a whole prepared setup with the parts
+//! the explicit product itself, also from the pattern its count kept), each synchronised, and
+//! a whole prepared setup with the parts
 //! it reports, and the host's symmetry check alone. Every step runs
 //! once first (module loads, the memory pool's growth), then `REPEATS` times; the median is
 //! printed.
@@ -15,7 +16,8 @@ use std::time::Instant;
 use autopcg::generator::factors::{GramCounter, K1Checker, K1Factors};
 use autopcg::generator::{plan, ModelRef, PlanRequest, Target};
 use autopcg::gpu::kernels::ssor::{
-    ssor_k1_checks, ssor_k1_explicit, ssor_k1_factors, ssor_k1_gram_count_on, SsorK1Explicit,
+    ssor_k1_checks, ssor_k1_explicit, ssor_k1_explicit_counted, ssor_k1_factors,
+    ssor_k1_gram_count_kept, ssor_k1_gram_count_on, SsorK1Explicit,
 };
 use autopcg::gpu::DeviceCsr;
 use autopcg::model::file::ModelFile;
@@ -71,6 +73,27 @@ fn main() {
         }
         sync();
     });
+    // The product from the pattern its count kept, as the backend forms it after the plan's
+    // count (the count itself not timed here: it is the plan's).
+    let mut kept_formed = "not kept".to_string();
+    let mut times = Vec::with_capacity(repeats + 1);
+    for _ in 0..=repeats {
+        let kept = ssor_k1_gram_count_kept(&dev, &up, Some(longest)).expect("count");
+        sync();
+        let t = Instant::now();
+        if let Some((_, pattern)) = kept {
+            if let SsorK1Explicit::Built(p) =
+                ssor_k1_explicit_counted(&dev, &up, omega, Some(pattern)).expect("explicit")
+            {
+                kept_formed = format!("{} entries", p.m.nnz());
+            }
+        }
+        sync();
+        times.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    let mut times = times.split_off(1);
+    times.sort_by(f64::total_cmp);
+    let explicit_kept = times[times.len() / 2];
 
     // The plan as a warm prepared setup makes it: the model, the form left to it, the checks
     // and the product's count on the device from the uploaded arrays.
@@ -123,7 +146,8 @@ fn main() {
     println!(
         "{path}: n {} nnz {} longest K^T row {longest} omega {omega:.3}; device ms (median of \
          {repeats}): checks {checks:.3}, product count {count:.3}, factors {factors:.3}, \
-         explicit product {explicit:.3} ({formed}); plan {planned:.3} (precond {:.3}, select \
+         explicit product {explicit:.3} ({formed}), from the kept count {explicit_kept:.3} \
+         ({kept_formed}); plan {planned:.3} (precond {:.3}, select \
          {:.3}, {}); warm prepared setup {setup:.3} (check {:.3}, device {:.3}, precond {:.3}, \
          select {:.3}, backend {:.3}: upload {:.3}, convert {:.3}, load {:.3}); host symmetry \
          check {symmetry:.3}",

@@ -1127,14 +1127,22 @@ pub(crate) fn device_gram_count(
     ahead: Option<&AheadUpload>,
     warm: bool,
 ) -> Result<Option<autopcg_sparse::features::StructureTotals>, String> {
-    use autopcg_gpu::kernels::ssor::{ssor_k1_gram_count, ssor_k1_gram_count_on, GRAM_LONG_CAP};
+    use autopcg_gpu::kernels::ssor::{ssor_k1_gram_count, ssor_k1_gram_count_kept, GRAM_LONG_CAP};
     if longest > GRAM_LONG_CAP || !counts_on_device(a.nnz(), warm) {
         return Ok(None);
     }
     // The pattern uploaded ahead, once its upload is done (it is `a`'s: the same matrix the
-    // plan reads); without it, `a`'s pattern is uploaded for the count where that pays.
-    let on_device =
-        |u: Option<&UploadedA>| u.map(|u| ssor_k1_gram_count_on(dev, u.matrix(), Some(longest)));
+    // plan reads), the product's pattern the count finds kept with it for the build of the
+    // explicit form; without it, `a`'s pattern is uploaded for the count where that pays.
+    let on_device = |u: Option<&UploadedA>| {
+        u.map(|u| {
+            let counted = ssor_k1_gram_count_kept(dev, u.matrix(), Some(longest))?;
+            Ok(counted.map(|(totals, pattern)| {
+                u.keep_gram_pattern(pattern);
+                totals
+            }))
+        })
+    };
     match ahead.and_then(|up| up.with(on_device)) {
         Some(r) => r,
         None if a.nnz() >= DEVICE_GRAM_COUNT_MIN_NNZ => ssor_k1_gram_count(dev, a, Some(longest)),

@@ -15,7 +15,8 @@ use std::ops::ControlFlow;
 
 use autopcg_gpu::kernels::spmv::SpmvKernel;
 use autopcg_gpu::kernels::ssor::{
-    ssor_k1_explicit, ssor_k1_factors, SsorK1Build, SsorK1Explicit, GRAM_LONG_CAP, GRAM_MERGE,
+    ssor_k1_explicit, ssor_k1_explicit_counted, ssor_k1_factors, ssor_k1_gram_count_kept,
+    SsorK1Build, SsorK1Explicit, GRAM_LONG_CAP, GRAM_MERGE,
 };
 use autopcg_gpu::{CusparseAlg, DeviceCsr, GpuDevice, GpuError, LaunchConfig};
 use autopcg_solver::gpu::{GpuBackend, GpuPlanChoice, PrecondChoice, SpmvChoice, SpmvMethod};
@@ -385,9 +386,10 @@ fn preconditioners_built_from_a_are_refreshed_from_a_on_the_device(dev: GpuDevic
 /// the same pattern and the same values (bit for bit, up to the sign of a zero), rows of K^T
 /// longer than one thread's merge (formed by a block) included. Refused, for the host to form,
 /// where a row of the product unites rows of K with more than the device sorts for a row, and
-/// only there, and for patterns that are not symmetric.
+/// only there, and for patterns that are not symmetric. Formed from the pattern a count kept
+/// ([`ssor_k1_explicit_counted`]), the same product; from another matrix's, still the right one.
 fn device_explicit_product_equals_the_host_build(dev: GpuDevice) {
-    let (mut formed, mut formed_long, mut refused) = (0, 0, 0);
+    let (mut formed, mut formed_long, mut refused, mut counted_kept) = (0, 0, 0, 0);
     // The longest row of a formed product, and the longest row of K^T it came from: the warp's
     // value sums take both in chunks (256 entries of M, 64 rows of K) past those lengths.
     let (mut longest_m, mut longest_united) = (0, 0);
@@ -459,8 +461,69 @@ fn device_explicit_product_equals_the_host_build(dev: GpuDevice) {
                     .all(|(x, y)| x.to_bits() == y.to_bits() || (*x == 0.0 && *y == 0.0)),
                 "{tag}: values"
             );
+            // The same product from the pattern the plan's count kept (where the device counts
+            // the matrix): its lengths taken instead of counted again.
+            if let Some((totals, pattern)) =
+                ssor_k1_gram_count_kept(&dev, &d, Some(longest)).unwrap()
+            {
+                assert_eq!(pattern.nnz(), want.nnz() as u64, "{tag}: kept entries");
+                assert_eq!(
+                    totals.hist.iter().sum::<u64>(),
+                    want.nrows() as u64,
+                    "{tag}"
+                );
+                let SsorK1Explicit::Built(kept) =
+                    ssor_k1_explicit_counted(&dev, &d, omega, Some(pattern)).unwrap()
+                else {
+                    panic!("{tag}: refused with the kept pattern");
+                };
+                let (kp, ki, kv) = kept.m.download(&dev).unwrap();
+                assert_eq!((kp, ki), (p.clone(), i.clone()), "{tag}: kept pattern");
+                assert_eq!(bits(&kv), bits(&v), "{tag}: values from the kept pattern");
+                counted_kept += 1;
+            }
         }
     }
+    // Counted wherever the device counts (the bands past the gather are not).
+    assert!(
+        counted_kept >= formed - 2,
+        "only {counted_kept} of {formed} from kept counts"
+    );
+    // A pattern kept from another matrix of the same shape and entries (7-point Poisson on a
+    // 9 x 7 x 5 and a 5 x 7 x 9 grid: 315 rows, 1919 entries each, their products' rows of
+    // other lengths): the build finds rows of other lengths as it writes them, counts the
+    // pattern itself, and forms the right product.
+    let (a1, a2) = (poisson3d(9, 7, 5), poisson3d(5, 7, 9));
+    assert_eq!((a1.nrows(), a1.nnz()), (a2.nrows(), a2.nnz()));
+    let host_m =
+        |a: &CsrMatrix| match Preconditioner::build(a, &PlannedPrecond::ssor_k1_explicit_kind(1.0))
+            .unwrap()
+        {
+            Preconditioner::SsorExplicit { m } => m,
+            other => panic!("explicit form expected, got {}", other.kind_name()),
+        };
+    let (m1, m2) = (host_m(&a1), host_m(&a2));
+    assert_ne!(
+        m1.indptr(),
+        m2.indptr(),
+        "the two products' rows have the same lengths"
+    );
+    let (d1, d2) = (
+        DeviceCsr::upload(&dev, &a1).unwrap(),
+        DeviceCsr::upload(&dev, &a2).unwrap(),
+    );
+    let (_, other) = ssor_k1_gram_count_kept(&dev, &d1, None).unwrap().unwrap();
+    let SsorK1Explicit::Built(parts) =
+        ssor_k1_explicit_counted(&dev, &d2, 1.0, Some(other)).unwrap()
+    else {
+        panic!("refused with another matrix's pattern");
+    };
+    let (p, i, v) = parts.m.download(&dev).unwrap();
+    assert_eq!((p.as_slice(), i.as_slice()), (m2.indptr(), m2.indices()));
+    assert!(v
+        .iter()
+        .zip(m2.data())
+        .all(|(x, y)| x.to_bits() == y.to_bits() || (*x == 0.0 && *y == 0.0)));
     assert!(formed >= 14, "only {formed} products formed on the device");
     assert!(
         formed_long >= 4,

@@ -251,16 +251,22 @@ pub fn ssor_k1_factors(
     a: &DeviceCsr,
     omega: f64,
 ) -> Result<SsorK1Build, GpuError> {
-    factors_and_longest(dev, a, omega).map(|(b, _)| b)
+    factors_and_longest(dev, a, omega).map(|(b, _, _)| b)
 }
 
-/// [`ssor_k1_factors`], and the longest row of `K^T` (read back with the build's first
-/// flags; 0 for no rows).
+/// The diagonal positions and flags of [`lengths`] after a build that found every diagonal
+/// entry and every mirror (`[n, n, longest row of K^T]`), for a value refresh's map of the
+/// same matrix ([`kt_sources_of`]).
+type BuildLengths = Option<(DeviceVec<u32>, DeviceVec<u32>)>;
+
+/// [`ssor_k1_factors`], the longest row of `K^T` (read back with the build's first flags; 0
+/// for no rows), and for factors built of `n >= 1` rows the diagonal positions and flags
+/// ([`BuildLengths`]).
 fn factors_and_longest(
     dev: &GpuDevice,
     a: &DeviceCsr,
     omega: f64,
-) -> Result<(SsorK1Build, usize), GpuError> {
+) -> Result<(SsorK1Build, usize, BuildLengths), GpuError> {
     let (n, m) = a.shape();
     let invalid = |reason: String| GpuError::InvalidInput {
         what: "SSOR-AI factors on the device".into(),
@@ -295,6 +301,7 @@ fn factors_and_longest(
                 kt: Box::new(empty()?),
             },
             0,
+            None,
         ));
     }
     let n32 = n as u32;
@@ -319,6 +326,7 @@ fn factors_and_longest(
         return Ok((
             SsorK1Build::AsymmetricPattern { first_row: None },
             kt_longest,
+            None,
         ));
     }
     // SAFETY: ssor_k1_build writes every entry of every row of both factors (row i of K gets
@@ -370,6 +378,7 @@ fn factors_and_longest(
                 first_row: Some(first_unmirrored as usize),
             },
             kt_longest,
+            None,
         ));
     }
     Ok((
@@ -378,6 +387,7 @@ fn factors_and_longest(
             kt: Box::new(DeviceCsr::from_device(n, n, kt_ptr, kt_idx, kt_vals)?),
         },
         kt_longest,
+        Some((diag, bad)),
     ))
 }
 
@@ -510,7 +520,8 @@ pub fn ssor_k1_gram_count(
     }
     let indptr = dev.upload(a.indptr())?;
     let indices = dev.upload(a.indices())?;
-    gram_count_of(dev, a.nrows(), &indptr, &indices, kt_longest)
+    let counted = gram_count_of(dev, a.nrows(), &indptr, &indices, kt_longest)?;
+    Ok(counted.map(|(totals, _)| totals))
 }
 
 /// [`ssor_k1_gram_count`] of a matrix whose arrays are already on the device (only its
@@ -520,11 +531,64 @@ pub fn ssor_k1_gram_count_on(
     a: &DeviceCsr,
     kt_longest: Option<usize>,
 ) -> Result<Option<StructureTotals>, GpuError> {
+    Ok(ssor_k1_gram_count_kept(dev, a, kt_longest)?.map(|(totals, _)| totals))
+}
+
+/// [`ssor_k1_gram_count_on`], with what the count found of the product's pattern kept on the
+/// device for [`ssor_k1_explicit_counted`] to form it from `a` without counting its rows
+/// again (their lengths, their number, the rows a block forms).
+pub fn ssor_k1_gram_count_kept(
+    dev: &GpuDevice,
+    a: &DeviceCsr,
+    kt_longest: Option<usize>,
+) -> Result<Option<(StructureTotals, GramPattern)>, GpuError> {
     let (n, m) = a.shape();
     if !gram_countable(n, m, a.nnz()) {
         return Ok(None);
     }
     gram_count_of(dev, n, &a.indptr, &a.indices, kt_longest)
+}
+
+/// What [`ssor_k1_gram_count_kept`] found of the pattern of the explicit product of a matrix
+/// `A` on the device: each row's length, their sum, and the rows a block forms. It stands for
+/// the pattern of the matrix it was counted from: [`ssor_k1_explicit_counted`] takes it for a
+/// matrix of that shape and number of entries, and checks as it writes the columns that every
+/// row has the length kept (a row that does not makes it count the pattern itself).
+pub struct GramPattern {
+    n: usize,
+    nnz_a: usize,
+    gather_max: u32,
+    len: DeviceVec<u32>,
+    nnz_m: u64,
+    long: Option<LongRows>,
+}
+
+impl fmt::Debug for GramPattern {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GramPattern")
+            .field("n", &self.n)
+            .field("nnz_a", &self.nnz_a)
+            .field("nnz_m", &self.nnz_m)
+            .field("long_rows_listed", &self.long.is_some())
+            .finish()
+    }
+}
+
+impl GramPattern {
+    /// Entries of the product.
+    pub fn nnz(&self) -> u64 {
+        self.nnz_m
+    }
+
+    /// Whether it may stand for the pattern of `a`'s product formed on `dev` (the shape and
+    /// entries of the matrix it was counted from, and the same rows sent to blocks).
+    fn fits(&self, dev: &GpuDevice, a: &DeviceCsr) -> bool {
+        a.shape() == (self.n, self.n)
+            && a.nnz() == self.nnz_a
+            && self.len.len() == self.n
+            && self.gather_max == LongRows::gather_max(dev, self.n)
+            && self.nnz_m < u64::from(u32::MAX)
+    }
 }
 
 /// Whether an `n` x `m` matrix of `nnz` entries is in the device count's range: square, not
@@ -539,14 +603,14 @@ fn gram_countable(n: usize, m: usize, nnz: usize) -> bool {
 }
 
 /// The count of [`ssor_k1_gram_count`] on the `n`-row pattern `indptr`, `indices` (a square
-/// CSR pattern in range, see [`gram_countable`]).
+/// CSR pattern in range, see [`gram_countable`]), and the pattern it found.
 fn gram_count_of(
     dev: &GpuDevice,
     n: usize,
     indptr: &DeviceVec<u32>,
     indices: &DeviceVec<u32>,
     kt_longest: Option<usize>,
-) -> Result<Option<StructureTotals>, GpuError> {
+) -> Result<Option<(StructureTotals, GramPattern)>, GpuError> {
     let (diag, len, bad) = lengths_of(dev, n, indptr, indices)?;
     drop(len);
     let kt_longest = match kt_longest {
@@ -559,18 +623,23 @@ fn gram_count_of(
     let words = (2 * n - 1).div_ceil(64);
     let mut out = dev.alloc_zeros::<u64>(GRAM_HEAD + GRAM_HIST + words)?;
     let mut group = dev.alloc_zeros::<u32>(n.div_ceil(32))?;
+    // The kernels write the length of each row they count, the one its bin of the histogram
+    // takes; a row left uncounted keeps 0, so the lengths sum to the histogram's entries.
+    let mut row_len = dev.alloc_zeros::<u32>(n)?;
     let n32 = n as u32;
     if let Some(long) = &long {
         let l = long.launch(dev, SsorBuildKernel::GramCountLong)?;
         // SAFETY: matches `ssor_k1_gram_count_long(u32 n, const u32 *list, const u32 *count,
-        // const u32 *a_ptr, const u32 *a_idx, const u32 *diag, u64 *out, u32 *group)`. indptr
+        // const u32 *a_ptr, const u32 *a_idx, const u32 *diag, u64 *out, u32 *group,
+        // u32 *row_len)`. indptr
         // and indices are the pattern of a validated square CSR matrix (n + 1 pointers, columns
         // below n); list holds count[0] rows below n (ssor_k1_gram_list), each storing its
         // diagonal at diag[i]; diag holds a position inside each row, or its start for a row
         // without a diagonal entry, which the kernel tests (inside the row) before it reads
         // from diag[q] + 1 back to the row's start; the block's gather writes no column past
         // its shared buffer (a row with more is flagged); out holds the GRAM_HEAD totals,
-        // GRAM_HIST bins and the words of bits below 2n - 1; group one word per 32 rows.
+        // GRAM_HIST bins and the words of bits below 2n - 1; group one word per 32 rows;
+        // row_len n words, written at listed rows.
         unsafe {
             l.run(|b| {
                 b.arg(&n32)
@@ -580,13 +649,15 @@ fn gram_count_of(
                     .arg(&indices.buf)
                     .arg(&diag.buf)
                     .arg(&mut out.buf)
-                    .arg(&mut group.buf);
+                    .arg(&mut group.buf)
+                    .arg(&mut row_len.buf);
             })
         }?;
     }
     let l = counting(dev, SsorBuildKernel::GramCount, n)?;
     // SAFETY: matches `ssor_k1_gram_count(u32 n, const u32 *a_ptr, const u32 *a_idx,
-    // const u32 *diag, u32 gather_max, const u32 *group, u64 *out)`; pattern, diag and out as
+    // const u32 *diag, u32 gather_max, const u32 *group, u64 *out, u32 *row_len)`; pattern,
+    // diag, out and row_len as
     // above, group the ceil(n / 32) words the launch above raised (zeros without it: no row is
     // long); gather_max is the list's, so the rows the list holds are the ones skipped here; a
     // short row's merge reads inside rows of the pattern and keeps its heads in the kernel's
@@ -600,10 +671,29 @@ fn gram_count_of(
                 .arg(&diag.buf)
                 .arg(&gather_max)
                 .arg(&group.buf)
-                .arg(&mut out.buf);
+                .arg(&mut out.buf)
+                .arg(&mut row_len.buf);
         })
     }?;
-    Ok(totals_at(&dev.download(&out)?))
+    let Some(totals) = totals_at(&dev.download(&out)?) else {
+        return Ok(None);
+    };
+    // No flag: every row was counted, each below GRAM_HIST entries.
+    let nnz_m = totals
+        .hist
+        .iter()
+        .enumerate()
+        .map(|(l, &rows)| l as u64 * rows)
+        .sum();
+    let pattern = GramPattern {
+        n,
+        nnz_a: indices.len(),
+        gather_max,
+        len: row_len,
+        nnz_m,
+        long,
+    };
+    Ok(Some((totals, pattern)))
 }
 
 /// The rows of the explicit product that a block forms (`ssor_k1_gram_list`: a row of `K^T`
@@ -763,11 +853,7 @@ pub fn ssor_k1_refresh_maps(
     kt: &DeviceCsr,
 ) -> Result<Option<(DeviceDiagonal, DeviceGather)>, GpuError> {
     let n = a.nrows();
-    let square = |m: &DeviceCsr| m.shape() == (n, n);
-    if a.ncols() != n || !square(k) || !square(kt) || k.nnz() != kt.nnz() {
-        return Ok(None);
-    }
-    if a.nnz() as u64 + n as u64 >= u64::from(u32::MAX) || k.nnz() + kt.nnz() != a.nnz() + n {
+    if !maps_fit(a, k, kt) {
         return Ok(None);
     }
     if n == 0 {
@@ -776,9 +862,37 @@ pub fn ssor_k1_refresh_maps(
             DeviceGather::from_device(dev.alloc_zeros(0)?, 0),
         )));
     }
-    let n32 = n as u32;
-    let (diag, len, mut bad) = lengths(dev, a)?;
+    let (diag, len, bad) = lengths(dev, a)?;
     drop(len);
+    kt_sources_of(dev, a, k, kt, diag, bad)
+}
+
+/// Whether `k` and `kt` have the shapes and entries of the factors of the square matrix `a`
+/// (what [`ssor_k1_refresh_maps`] checks before it maps them), within the 32-bit positions.
+fn maps_fit(a: &DeviceCsr, k: &DeviceCsr, kt: &DeviceCsr) -> bool {
+    let n = a.nrows();
+    let square = |m: &DeviceCsr| m.shape() == (n, n);
+    a.ncols() == n
+        && square(k)
+        && square(kt)
+        && k.nnz() == kt.nnz()
+        && (a.nnz() as u64 + n as u64) < u64::from(u32::MAX)
+        && k.nnz() + kt.nnz() == a.nnz() + n
+}
+
+/// The maps of [`ssor_k1_refresh_maps`] from `a`'s diagonal positions `diag` and flags `bad`
+/// as [`lengths`] leaves them (first two words `n` unless a row lacks its diagonal entry or a
+/// mirror), for `k` and `kt` that [`maps_fit`] `a` (`n >= 1` rows).
+fn kt_sources_of(
+    dev: &GpuDevice,
+    a: &DeviceCsr,
+    k: &DeviceCsr,
+    kt: &DeviceCsr,
+    diag: DeviceVec<u32>,
+    mut bad: DeviceVec<u32>,
+) -> Result<Option<(DeviceDiagonal, DeviceGather)>, GpuError> {
+    let n = a.nrows();
+    let n32 = n as u32;
     // Every entry is written unless a row's count differs from A's, which the flag reports
     // (the map is then dropped unread).
     let mut src = dev.alloc_zeros::<u32>(kt.nnz())?;
@@ -996,28 +1110,123 @@ pub struct ExplicitParts {
 /// diagonal entry must be stored (an error otherwise); whether the diagonal values are
 /// positive is the caller's check. Refused (for the host to form) where `a`'s pattern is not
 /// symmetric, a row of the product unites rows of `K` that hold more than [`GRAM_LONG_CAP`]
-/// entries together, or the product holds `2^32` entries or more. Waits for five small copies back.
+/// entries together, or the product holds `2^32` entries or more. Waits for six small copies back.
 pub fn ssor_k1_explicit(
     dev: &GpuDevice,
     a: &DeviceCsr,
     omega: f64,
 ) -> Result<SsorK1Explicit, GpuError> {
+    ssor_k1_explicit_counted(dev, a, omega, None)
+}
+
+/// [`ssor_k1_explicit`], its pattern taken from `counted` where given, what
+/// [`ssor_k1_gram_count_kept`] counted of `a` (the plan's count of the product, made before
+/// the explicit form was chosen): its rows' lengths are scanned into the product's row pointers
+/// and only the columns are written, each row checked to have the length kept, instead of
+/// counting every row twice (lengths, then columns). Where `counted` does not fit `a` (another
+/// shape or number of entries) or a row does not have its length, the pattern is counted here
+/// as without it. Waits for five small copies back with `counted` (six without).
+pub fn ssor_k1_explicit_counted(
+    dev: &GpuDevice,
+    a: &DeviceCsr,
+    omega: f64,
+    counted: Option<GramPattern>,
+) -> Result<SsorK1Explicit, GpuError> {
     let n = a.nrows();
-    let (k, mut kt, kt_longest) = match factors_and_longest(dev, a, omega)? {
-        (SsorK1Build::Built { k, kt }, longest) => (*k, *kt, longest),
-        (SsorK1Build::AsymmetricPattern { .. }, _) => {
+    let (k, mut kt, kt_longest, build_lengths) = match factors_and_longest(dev, a, omega)? {
+        (SsorK1Build::Built { k, kt }, longest, lengths) => (*k, *kt, longest, lengths),
+        (SsorK1Build::AsymmetricPattern { .. }, _, _) => {
             return Ok(SsorK1Explicit::Refused(
                 "the matrix's pattern is not symmetric".into(),
             ))
         }
     };
-    let Some((diag, kt_src)) = ssor_k1_refresh_maps(dev, a, &k, &kt)? else {
+    // The build's diagonal positions serve the map of K^T's sources (no search again).
+    let maps = match build_lengths {
+        Some((diag, bad)) if maps_fit(a, &k, &kt) => kt_sources_of(dev, a, &k, &kt, diag, bad)?,
+        _ => ssor_k1_refresh_maps(dev, a, &k, &kt)?,
+    };
+    let Some((diag, kt_src)) = maps else {
         return Ok(SsorK1Explicit::Refused(
             "the factors' rows do not follow the matrix's pattern".into(),
         ));
     };
     // K^T with K's values: the product scales by s_q itself.
     gather_values(dev, &kt_src, &k, &mut kt)?;
+    let kept = match counted.filter(|p| p.fits(dev, a)) {
+        Some(p) => pattern_from_count(dev, a, &diag, p)?,
+        None => None,
+    };
+    let (m_ptr, m_idx, nnz_m) = match kept {
+        Some(pattern) => pattern,
+        None => match pattern_counted_here(dev, a, &diag, kt_longest)? {
+            Ok(pattern) => pattern,
+            Err(reason) => return Ok(SsorK1Explicit::Refused(reason)),
+        },
+    };
+    // SAFETY: ssor_gram_values writes every value.
+    let m_vals = unsafe { dev.alloc_uninit::<f64>(nnz_m)? };
+    let mut m = DeviceCsr::from_device(n, n, m_ptr, m_idx, m_vals)?;
+    gram_values(dev, &kt, &k, a, &diag, omega * (2.0 - omega), &mut m)?;
+    Ok(SsorK1Explicit::Built(Box::new(ExplicitParts {
+        m,
+        k,
+        kt,
+        diag,
+        kt_src,
+    })))
+}
+
+/// Row pointers, columns and entries of the explicit product's pattern.
+type GramArrays = (DeviceVec<u32>, DeviceVec<u32>, usize);
+
+/// The product's pattern from the lengths `counted` kept (which [`GramPattern::fits`] `a`):
+/// scanned into row pointers, then the columns written, each row's number checked against its
+/// length (one copy back). `None` when a row's differs: the arrays are dropped unread.
+fn pattern_from_count(
+    dev: &GpuDevice,
+    a: &DeviceCsr,
+    diag: &DeviceDiagonal,
+    counted: GramPattern,
+) -> Result<Option<GramArrays>, GpuError> {
+    let n = counted.n;
+    let nnz_m = counted.nnz_m as usize;
+    // SAFETY: exclusive_scan writes all n + 1 pointers.
+    let mut m_ptr = unsafe { dev.alloc_uninit::<u32>(n + 1)? };
+    let mut ws = ScanWorkspace::new(dev, ScanWorkspace::tiles(n, DEFAULT_THREADS))?;
+    exclusive_scan(dev, DEFAULT_THREADS, &counted.len, &mut m_ptr, &mut ws)?;
+    drop(ws);
+    // The kept lengths sum to nnz_m (each row's is its bin's in the histogram nnz_m was summed
+    // from, a row not counted 0; fits checked nnz_m < 2^32), so m_ptr rises to m_ptr[n] =
+    // nnz_m = len(m_idx).
+    // SAFETY: the fill writes every entry of every row whose length is the one kept, and
+    // flags any other row, when the arrays are dropped unread.
+    let mut m_idx = unsafe { dev.alloc_uninit::<u32>(nnz_m)? };
+    let mut bad = dev.upload(&[n as u32])?;
+    fill_pattern(
+        dev,
+        a,
+        diag,
+        counted.long.as_ref(),
+        counted.gather_max,
+        &m_ptr,
+        &mut m_idx,
+        &mut bad,
+    )?;
+    let first_bad = dev.download(&bad)?[0];
+    Ok((first_bad >= n as u32).then_some((m_ptr, m_idx, nnz_m)))
+}
+
+/// The product's pattern counted here: the row lengths (two launches), their sum and flags
+/// read back, the scan, then the columns. `Err` with the reason it is not formed on the
+/// device: a row uniting more than [`GRAM_LONG_CAP`] entries of `K`, or `2^32` entries.
+fn pattern_counted_here(
+    dev: &GpuDevice,
+    a: &DeviceCsr,
+    diag: &DeviceDiagonal,
+    kt_longest: usize,
+) -> Result<Result<GramArrays, String>, GpuError> {
+    let n = a.nrows();
     let n32 = n as u32;
     // SAFETY: ssor_k1_gram_lengths writes every short row's length, ssor_k1_gram_lengths_long
     // every long row's.
@@ -1053,12 +1262,12 @@ pub fn ssor_k1_explicit(
         let l = per_row(dev, SsorBuildKernel::GramLengths, n)?;
         // SAFETY: matches `ssor_k1_gram_lengths(u32 n, const u32 *a_ptr, const u32 *a_idx,
         // const u32 *diag, u32 gather_max, u32 *len, u64 *total, u32 *bad)`; a is a validated
-        // square CSR
-        // matrix of n rows whose every row stores its diagonal entry, at diag[i] (the factors
-        // were built from it); the merge of a short row reads inside rows of a and keeps its
-        // heads in the kernel's GRAM_MERGE registers; len holds n elements, total and bad one
-        // each; per_row launches DEFAULT_THREADS threads a block, a multiple of 32 as the
-        // kernel's sum needs; gather_max is the list's, so the short rows are the others.
+        // square CSR matrix of n rows whose every row stores its diagonal entry, at diag[i]
+        // (the factors were built from it); the merge of a short row reads inside rows of a
+        // and keeps its heads in the kernel's GRAM_MERGE registers; len holds n elements,
+        // total and bad one each; per_row launches DEFAULT_THREADS threads a block, a multiple
+        // of 32 as the kernel's sum needs; gather_max is the list's, so the short rows are the
+        // others.
         unsafe {
             l.run(|b| {
                 b.arg(&n32)
@@ -1074,7 +1283,7 @@ pub fn ssor_k1_explicit(
     }
     let first_unmerged = dev.download(&bad)?[0];
     if first_unmerged < n32 {
-        return Ok(SsorK1Explicit::Refused(format!(
+        return Ok(Err(format!(
             "row {} of the product unites rows of K with more than the {GRAM_LONG_CAP} \
              entries the device sorts for a row",
             first_unmerged as usize + 1
@@ -1082,32 +1291,58 @@ pub fn ssor_k1_explicit(
     }
     let nnz_m = dev.download(&total)?[0];
     if nnz_m >= u64::from(u32::MAX) {
-        return Ok(SsorK1Explicit::Refused(format!(
+        return Ok(Err(format!(
             "its {nnz_m} entries exceed the 32-bit indices of the device's arrays"
         )));
     }
     let nnz_m = nnz_m as usize;
-    // SAFETY: exclusive_scan writes all n + 1 pointers; ssor_k1_gram_fill writes every entry of
-    // every row (row i gets len[i] columns from m_ptr[i]), and ssor_gram_values every value.
+    // SAFETY: exclusive_scan writes all n + 1 pointers.
     let mut m_ptr = unsafe { dev.alloc_uninit::<u32>(n + 1)? };
     let mut ws = ScanWorkspace::new(dev, ScanWorkspace::tiles(n, DEFAULT_THREADS))?;
     exclusive_scan(dev, DEFAULT_THREADS, &len, &mut m_ptr, &mut ws)?;
     drop((ws, len));
-    // SAFETY (both launches below): ssor_k1_gram_fill and ssor_k1_gram_fill_long write every
-    // entry of the short and of the listed long rows, which together are every row.
-    let (mut m_idx, m_vals) = unsafe {
-        (
-            dev.alloc_uninit::<u32>(nnz_m)?,
-            dev.alloc_uninit::<f64>(nnz_m)?,
-        )
-    };
-    if let Some(long) = &long {
+    // SAFETY: the fill writes every entry of every row (the lengths above are its own merge's
+    // on the same pattern: its flags, which bad would hold, are not read).
+    let mut m_idx = unsafe { dev.alloc_uninit::<u32>(nnz_m)? };
+    fill_pattern(
+        dev,
+        a,
+        diag,
+        long.as_ref(),
+        gather_max,
+        &m_ptr,
+        &mut m_idx,
+        &mut bad,
+    )?;
+    Ok(Ok((m_ptr, m_idx, nnz_m)))
+}
+
+/// Queues the launches that write the product's columns (`ssor_k1_gram_fill_long` over the
+/// listed rows `long`, `ssor_k1_gram_fill` over the others, `gather_max` the list's): row `i`
+/// at `m_idx[m_ptr[i] ..]`, never past `m_ptr[i + 1]`; a row whose merge finds another number
+/// of columns lowers `bad[0]` to its index.
+#[allow(clippy::too_many_arguments)]
+fn fill_pattern(
+    dev: &GpuDevice,
+    a: &DeviceCsr,
+    diag: &DeviceDiagonal,
+    long: Option<&LongRows>,
+    gather_max: u32,
+    m_ptr: &DeviceVec<u32>,
+    m_idx: &mut DeviceVec<u32>,
+    bad: &mut DeviceVec<u32>,
+) -> Result<(), GpuError> {
+    let n = a.nrows();
+    let n32 = n as u32;
+    if let Some(long) = long {
         let l = long.launch(dev, SsorBuildKernel::GramFillLong)?;
         // SAFETY: matches `ssor_k1_gram_fill_long(const u32 *list, const u32 *count,
         // const u32 *a_ptr, const u32 *a_idx, const u32 *diag, const u32 *m_ptr,
-        // u32 *m_idx)`; the lengths launches flagged no row and their sum, nnz_m = m_ptr[n],
-        // fits 32 bits, so each listed row writes its len[i] columns inside
-        // [m_ptr[i], m_ptr[i + 1]) of the nnz_m elements of m_idx; reads as above.
+        // u32 *m_idx, u32 *bad)`; the list holds count[0] distinct rows below n, each storing
+        // its diagonal at diag[i]; m_ptr holds n + 1 ascending pointers (a scan) whose last is
+        // len(m_idx) (the callers' nnz_m, checked before m_idx is read), and row i writes
+        // only inside [m_ptr[i], m_ptr[i + 1]); the block's gather reads inside rows of a and
+        // writes no column past its shared buffer; bad holds one word.
         unsafe {
             l.run(|b| {
                 b.arg(&long.rows.buf)
@@ -1116,17 +1351,19 @@ pub fn ssor_k1_explicit(
                     .arg(&a.indices.buf)
                     .arg(&diag.pos.buf)
                     .arg(&m_ptr.buf)
-                    .arg(&mut m_idx.buf);
+                    .arg(&mut m_idx.buf)
+                    .arg(&mut bad.buf);
             })
         }?;
     }
     if n > 0 {
         let l = per_row(dev, SsorBuildKernel::GramFill, n)?;
         // SAFETY: matches `ssor_k1_gram_fill(u32 n, const u32 *a_ptr, const u32 *a_idx,
-        // const u32 *diag, u32 gather_max, const u32 *m_ptr, u32 *m_idx)`; the lengths
-        // launches flagged no row and their sum, nnz_m = m_ptr[n], fits 32 bits, so each short
-        // row (the same gather_max) writes its len[i] columns inside [m_ptr[i], m_ptr[i + 1])
-        // of the nnz_m elements of m_idx; reads as above.
+        // const u32 *diag, u32 gather_max, const u32 *m_ptr, u32 *m_idx, u32 *bad)`; a is a
+        // square CSR matrix of n rows, each storing its diagonal at diag[i]; each short row
+        // (the same gather_max as the list) writes only inside [m_ptr[i], m_ptr[i + 1]) of
+        // m_ptr's scan, whose last pointer is len(m_idx) as above; its merge reads inside rows
+        // of a and keeps its heads in the kernel's GRAM_MERGE registers; bad holds one word.
         unsafe {
             l.run(|b| {
                 b.arg(&n32)
@@ -1135,19 +1372,12 @@ pub fn ssor_k1_explicit(
                     .arg(&diag.pos.buf)
                     .arg(&gather_max)
                     .arg(&m_ptr.buf)
-                    .arg(&mut m_idx.buf);
+                    .arg(&mut m_idx.buf)
+                    .arg(&mut bad.buf);
             })
         }?;
     }
-    let mut m = DeviceCsr::from_device(n, n, m_ptr, m_idx, m_vals)?;
-    gram_values(dev, &kt, &k, a, &diag, omega * (2.0 - omega), &mut m)?;
-    Ok(SsorK1Explicit::Built(Box::new(ExplicitParts {
-        m,
-        k,
-        kt,
-        diag,
-        kt_src,
-    })))
+    Ok(())
 }
 
 /// Jacobi's inverse diagonal `1 / a_ii` of the square matrix `a`, built on the device from

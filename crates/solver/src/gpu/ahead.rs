@@ -12,7 +12,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Condvar, Mutex, OnceLock};
 use std::time::Instant;
 
-use autopcg_gpu::kernels::ssor::row_checks;
+use autopcg_gpu::kernels::ssor::{row_checks, GramPattern};
 use autopcg_gpu::{DeviceCsr, GpuDevice};
 use autopcg_sparse::CsrMatrix;
 
@@ -35,6 +35,9 @@ pub struct UploadedA {
     pub(crate) inf_norm: f64,
     /// Milliseconds the upload and the checks took.
     pub(crate) ms: f64,
+    /// The explicit product's pattern as the plan's count found it from these arrays, kept
+    /// for the backend's build of the product ([`UploadedA::keep_gram_pattern`]).
+    pub(crate) gram: Mutex<Option<GramPattern>>,
 }
 
 impl UploadedA {
@@ -50,7 +53,15 @@ impl UploadedA {
             bad_diagonal: checks.bad_diagonal,
             inf_norm: checks.inf_norm,
             ms: t.elapsed().as_secs_f64() * 1e3,
+            gram: Mutex::new(None),
         })
+    }
+
+    /// Keeps what a count of the explicit SSOR-AI product found of its pattern from these
+    /// arrays (`autopcg_gpu::kernels::ssor::ssor_k1_gram_count_kept`), for the backend to
+    /// form the product without counting its rows again where the plan takes that form.
+    pub fn keep_gram_pattern(&self, pattern: GramPattern) {
+        *self.gram.lock().unwrap_or_else(|p| p.into_inner()) = Some(pattern);
     }
 
     /// The uploaded arrays.

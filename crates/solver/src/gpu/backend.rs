@@ -44,7 +44,8 @@ use autopcg_gpu::kernels::dot::{
 };
 use autopcg_gpu::kernels::spmv::Dot3Epilogue;
 use autopcg_gpu::kernels::ssor::{
-    jacobi_inv_diag, ssor_k1_explicit, ssor_k1_factors, SsorK1Build, SsorK1Explicit,
+    jacobi_inv_diag, ssor_k1_explicit_counted, ssor_k1_factors, GramPattern, SsorK1Build,
+    SsorK1Explicit,
 };
 use autopcg_gpu::kernels::vector::{
     cg_update, xpay, CgVectors, UpdateU, VectorKernel, VectorOp, VectorVariant,
@@ -270,11 +271,14 @@ fn operand_a(
 /// format `choice` runs it in. Where the device does not form it (a pattern that is not
 /// symmetric, a row uniting more entries of `K` than the device sorts for a row, too many
 /// entries) the host forms it and it is uploaded, as a preconditioner built on the host would
-/// be. Says which it was (`true`: formed on the device).
+/// be. Says which it was (`true`: formed on the device). `counted`: the product's pattern as
+/// the plan counted it from `A`'s arrays uploaded ahead, if it did (the same pattern as `a`'s,
+/// scaled or not), which the build then does not count again.
 fn operands_with_ssor_k1_explicit(
     dev: &GpuDevice,
     a: &CsrMatrix,
     ahead: Option<DeviceCsr>,
+    counted: Option<GramPattern>,
     omega: f64,
     choice: &GpuPlanChoice,
     mut times: Option<&mut BackendTimes>,
@@ -291,7 +295,7 @@ fn operands_with_ssor_k1_explicit(
         None => DeviceCsr::upload(dev, a)?,
     };
     sw.lap(dev, upload_part)?;
-    let formed = ssor_k1_explicit(dev, &csr, omega)?;
+    let formed = ssor_k1_explicit_counted(dev, &csr, omega, counted)?;
     sw.lap(dev, precond_part)?;
     let on_device = matches!(formed, SsorK1Explicit::Built(_));
     let pre_dev = match formed {
@@ -517,14 +521,21 @@ impl GpuBackend {
         choice.check(n, pre, props)?;
         // The largest magnitude, the diagonal and the largest row sum of A: taken as it was
         // uploaded ahead, or here in one pass over its values and one over its diagonal.
-        let (a_max, bad_diagonal, a_norm_unscaled, ahead) = match uploaded {
+        let (a_max, bad_diagonal, a_norm_unscaled, ahead, gram) = match uploaded {
             Some(u) => {
                 let bad = u.bad_diagonal.map(|i| (i + 1, diagonal_entry(a, i)));
-                (u.max_abs, bad, u.inf_norm, Some(u.csr))
+                let gram = u.gram.into_inner().unwrap_or_else(|p| p.into_inner());
+                (u.max_abs, bad, u.inf_norm, Some(u.csr), gram)
             }
             None => {
                 let stats = ValueStats::of(a.indptr(), a.data());
-                (stats.max_abs, first_bad_diagonal(a), stats.inf_norm, None)
+                (
+                    stats.max_abs,
+                    first_bad_diagonal(a),
+                    stats.inf_norm,
+                    None,
+                    None,
+                )
             }
         };
         let scale = ScaleFactors::from_maxima(a_max, b.map_or(0.0, max_abs));
@@ -588,8 +599,15 @@ impl GpuBackend {
             }
             // K^T diag(s) K scales with s, as the host's scaled preconditioner does.
             PrecondRef::SsorK1ExplicitFromA { omega, .. } => {
-                let (a_dev, pre_dev, on_device) =
-                    operands_with_ssor_k1_explicit(dev, &a, ahead, omega, choice, sw.times())?;
+                let (a_dev, pre_dev, on_device) = operands_with_ssor_k1_explicit(
+                    dev,
+                    &a,
+                    ahead,
+                    gram,
+                    omega,
+                    choice,
+                    sw.times(),
+                )?;
                 built_from_a = on_device.then_some(BuiltFromA::SsorK1Explicit(omega));
                 (a_dev, pre_dev)
             }
