@@ -372,6 +372,53 @@ extern "C" __global__ void ssor_k1_lengths(u32 n, const u32 *__restrict__ a_ptr,
     }
 }
 
+// Row i of both factors (ssor_k1_build, ssor_k1_build_warp), its entries taken by `lanes`
+// threads from `lane` on (1 and 0 for a thread's row, 32 and the lane for a warp's): every
+// entry's place is fixed by its position in A's row, so the lanes write apart, each entry's
+// value the same expression whichever lane computes it.
+__device__ __forceinline__ void ssor_k1_build_row(
+    u32 n, u32 i, u32 lane, u32 lanes, const u32 *__restrict__ a_ptr,
+    const u32 *__restrict__ a_idx, const double *__restrict__ a_vals,
+    const u32 *__restrict__ diag, double omega, double scale, const u32 *__restrict__ k_ptr,
+    u32 *__restrict__ k_idx, double *__restrict__ k_vals, u32 *__restrict__ kt_ptr,
+    u32 *__restrict__ kt_idx, double *__restrict__ kt_vals, u32 *bad) {
+    const u32 lo = a_ptr[i], d = diag[i], hi = a_ptr[i + 1];
+    const u32 k0 = k_ptr[i];
+    for (u32 p = lo + lane; p < d; p += lanes) {
+        const u32 j = a_idx[p];
+        const u32 q = k0 + (p - lo);
+        k_idx[q] = j;
+        k_vals[q] = -ssor_x(omega, a_vals, diag, p, j);
+    }
+    // Row i of K^T starts at lo + i - k_ptr[i]: its diagonal, then A's entries right of it.
+    const u32 r0 = lo + i - k0;
+    if (lane == 0) {
+        const u32 q = k0 + (d - lo);
+        k_idx[q] = i;
+        k_vals[q] = 1.0;
+        kt_ptr[i] = r0;
+        if (i == n - 1) {
+            kt_ptr[n] = a_ptr[n] + n - k_ptr[n];
+        }
+        // K_ii s_i with K_ii = 1.
+        kt_idx[r0] = i;
+        kt_vals[r0] = __ddiv_rn(scale, a_vals[d]);
+    }
+    for (u32 p = d + 1 + lane; p < hi; p += lanes) {
+        const u32 j = a_idx[p];
+        const u32 m = find_column(a_idx, a_ptr[j], diag[j], i);
+        const u32 r = r0 + (p - d);
+        kt_idx[r] = j;
+        if (m == diag[j]) {
+            atomicMin(bad + 1, i);
+            kt_vals[r] = 0.0;
+        } else {
+            const double kji = -ssor_x(omega, a_vals, diag, m, i);
+            kt_vals[r] = __dmul_rn(kji, __ddiv_rn(scale, a_vals[diag[j]]));
+        }
+    }
+}
+
 extern "C" __global__ void ssor_k1_build(u32 n, const u32 *__restrict__ a_ptr,
                                          const u32 *__restrict__ a_idx,
                                          const double *__restrict__ a_vals,
@@ -381,39 +428,23 @@ extern "C" __global__ void ssor_k1_build(u32 n, const u32 *__restrict__ a_ptr,
                                          u32 *__restrict__ kt_idx, double *__restrict__ kt_vals,
                                          u32 *bad) {
     for (u64 t = GLOBAL_TID; t < n; t += GLOBAL_THREADS) {
-        const u32 i = (u32)t;
-        const u32 lo = a_ptr[i], d = diag[i], hi = a_ptr[i + 1];
-        u32 q = k_ptr[i];
-        for (u32 p = lo; p < d; ++p) {
-            const u32 j = a_idx[p];
-            k_idx[q] = j;
-            k_vals[q] = -ssor_x(omega, a_vals, diag, p, j);
-            ++q;
-        }
-        k_idx[q] = i;
-        k_vals[q] = 1.0;
-        u32 r = lo + i - k_ptr[i];
-        kt_ptr[i] = r;
-        if (i == n - 1) {
-            kt_ptr[n] = a_ptr[n] + n - k_ptr[n];
-        }
-        // K_ii s_i with K_ii = 1.
-        kt_idx[r] = i;
-        kt_vals[r] = __ddiv_rn(scale, a_vals[d]);
-        ++r;
-        for (u32 p = d + 1; p < hi; ++p) {
-            const u32 j = a_idx[p];
-            const u32 m = find_column(a_idx, a_ptr[j], diag[j], i);
-            kt_idx[r] = j;
-            if (m == diag[j]) {
-                atomicMin(bad + 1, i);
-                kt_vals[r] = 0.0;
-            } else {
-                const double kji = -ssor_x(omega, a_vals, diag, m, i);
-                kt_vals[r] = __dmul_rn(kji, __ddiv_rn(scale, a_vals[diag[j]]));
-            }
-            ++r;
-        }
+        ssor_k1_build_row(n, (u32)t, 0, 1, a_ptr, a_idx, a_vals, diag, omega, scale, k_ptr,
+                          k_idx, k_vals, kt_ptr, kt_idx, kt_vals, bad);
+    }
+}
+
+// ssor_k1_build a warp per row (rows of many entries: a thread's row takes its mirror
+// searches one after another). blockDim.x is a multiple of 32.
+extern "C" __global__ void ssor_k1_build_warp(
+    u32 n, const u32 *__restrict__ a_ptr, const u32 *__restrict__ a_idx,
+    const double *__restrict__ a_vals, const u32 *__restrict__ diag, double omega,
+    double scale, const u32 *__restrict__ k_ptr, u32 *__restrict__ k_idx,
+    double *__restrict__ k_vals, u32 *__restrict__ kt_ptr, u32 *__restrict__ kt_idx,
+    double *__restrict__ kt_vals, u32 *bad) {
+    const u32 lane = threadIdx.x & 31;
+    for (u64 w = GLOBAL_TID >> 5; w < n; w += GLOBAL_THREADS >> 5) {
+        ssor_k1_build_row(n, (u32)w, lane, 32, a_ptr, a_idx, a_vals, diag, omega, scale, k_ptr,
+                          k_idx, k_vals, kt_ptr, kt_idx, kt_vals, bad);
     }
 }
 
@@ -423,6 +454,39 @@ extern "C" __global__ void ssor_k1_build(u32 n, const u32 *__restrict__ a_ptr,
 //                       writes stay inside each row of K^T (kt_ptr); a row of K or K^T whose
 //                       length does not match A's lowers bad[1] to its index (every position
 //                       written lies inside K only when no row does)
+//   ssor_k1_kt_sources_warp  the same, a warp per row (the lanes as in ssor_k1_build_row)
+__device__ __forceinline__ void ssor_k1_kt_sources_row(
+    u32 i, u32 lane, u32 lanes, const u32 *__restrict__ a_ptr, const u32 *__restrict__ a_idx,
+    const u32 *__restrict__ diag, const u32 *__restrict__ k_ptr,
+    const u32 *__restrict__ kt_ptr, u32 *__restrict__ src, u32 *bad) {
+    const u32 lo = a_ptr[i], d = diag[i], hi = a_ptr[i + 1];
+    const u32 r0 = kt_ptr[i];
+    const u32 end = kt_ptr[i + 1];
+    // Row i of K must hold A's entries left of the diagonal and the diagonal, and row i
+    // of K^T the rest: then every position written below lies inside K.
+    if (end - r0 != hi - d || k_ptr[i + 1] - k_ptr[i] != d - lo + 1) {
+        if (lane == 0) {
+            atomicMin(bad + 1, i);
+        }
+        return;
+    }
+    // K's diagonal entry of row i is the last of its row.
+    if (lane == 0) {
+        src[r0] = k_ptr[i] + (d - lo);
+    }
+    for (u32 p = d + 1 + lane; p < hi; p += lanes) {
+        const u32 j = a_idx[p];
+        const u32 m = find_column(a_idx, a_ptr[j], diag[j], i);
+        const u32 r = r0 + (p - d);
+        if (m == diag[j]) {
+            atomicMin(bad + 1, i);
+            src[r] = k_ptr[j];
+        } else {
+            src[r] = k_ptr[j] + (m - a_ptr[j]);
+        }
+    }
+}
+
 extern "C" __global__ void ssor_k1_kt_sources(u32 n, const u32 *__restrict__ a_ptr,
                                               const u32 *__restrict__ a_idx,
                                               const u32 *__restrict__ diag,
@@ -430,28 +494,19 @@ extern "C" __global__ void ssor_k1_kt_sources(u32 n, const u32 *__restrict__ a_p
                                               const u32 *__restrict__ kt_ptr,
                                               u32 *__restrict__ src, u32 *bad) {
     for (u64 t = GLOBAL_TID; t < n; t += GLOBAL_THREADS) {
-        const u32 i = (u32)t;
-        const u32 lo = a_ptr[i], d = diag[i], hi = a_ptr[i + 1];
-        u32 r = kt_ptr[i];
-        const u32 end = kt_ptr[i + 1];
-        // Row i of K must hold A's entries left of the diagonal and the diagonal, and row i
-        // of K^T the rest: then every position written below lies inside K.
-        if (end - r != hi - d || k_ptr[i + 1] - k_ptr[i] != d - lo + 1) {
-            atomicMin(bad + 1, i);
-            continue;
-        }
-        // K's diagonal entry of row i is the last of its row.
-        src[r++] = k_ptr[i] + (d - lo);
-        for (u32 p = d + 1; p < hi; ++p) {
-            const u32 j = a_idx[p];
-            const u32 m = find_column(a_idx, a_ptr[j], diag[j], i);
-            if (m == diag[j]) {
-                atomicMin(bad + 1, i);
-                src[r++] = k_ptr[j];
-            } else {
-                src[r++] = k_ptr[j] + (m - a_ptr[j]);
-            }
-        }
+        ssor_k1_kt_sources_row((u32)t, 0, 1, a_ptr, a_idx, diag, k_ptr, kt_ptr, src, bad);
+    }
+}
+
+extern "C" __global__ void ssor_k1_kt_sources_warp(u32 n, const u32 *__restrict__ a_ptr,
+                                                   const u32 *__restrict__ a_idx,
+                                                   const u32 *__restrict__ diag,
+                                                   const u32 *__restrict__ k_ptr,
+                                                   const u32 *__restrict__ kt_ptr,
+                                                   u32 *__restrict__ src, u32 *bad) {
+    const u32 lane = threadIdx.x & 31;
+    for (u64 w = GLOBAL_TID >> 5; w < n; w += GLOBAL_THREADS >> 5) {
+        ssor_k1_kt_sources_row((u32)w, lane, 32, a_ptr, a_idx, diag, k_ptr, kt_ptr, src, bad);
     }
 }
 

@@ -101,7 +101,17 @@ fn patterns_without_mirrors_are_reported(dev: GpuDevice) {
     // As many each side, one without its mirror each side: found by the search.
     let mut u = diag(4);
     u.extend([(3, 0, -1.0), (1, 2, -1.0)]);
-    for (a, first_row) in [(csr(4, &t), None), (csr(4, &u), Some(1))] {
+    // Rows of 40 entries (built a warp per row): dense but for (30, 5) and (7, 12), so the
+    // first row with an entry right of its diagonal whose mirror is missing is row 5.
+    let dense: Vec<(usize, usize, f64)> = (0..40)
+        .flat_map(|i| (0..40).map(move |j| (i, j, if i == j { 40.0 } else { 0.01 })))
+        .filter(|&(i, j, _)| (i, j) != (30, 5) && (i, j) != (7, 12))
+        .collect();
+    for (a, first_row) in [
+        (csr(4, &t), None),
+        (csr(4, &u), Some(1)),
+        (csr(40, &dense), Some(5)),
+    ] {
         let d = DeviceCsr::upload(&dev, &a).unwrap();
         match ssor_k1_factors(&dev, &d, 1.0).unwrap() {
             SsorK1Build::AsymmetricPattern { first_row: r } => assert_eq!(r, first_row),

@@ -7,7 +7,8 @@
 //! Three launches and two small copies back: the diagonal positions and K's row lengths (a
 //! thread per row, a binary search each), the exclusive scan of the lengths into K's row
 //! pointers (whose last entry, nnz(K), is read back to size the arrays), then both factors'
-//! rows (a thread per row; an entry of `K^T` finds its mirror in `A`'s row by a binary search).
+//! rows (a thread per row, or a warp per row where rows average 16 entries or more; an entry of
+//! `K^T` finds its mirror in `A`'s row by a binary search).
 //! `K^T`'s rows are read off `A`'s upper triangle, which needs a symmetric pattern: a pattern
 //! that is not symmetric is reported as [`SsorK1Build::AsymmetricPattern`] for the caller to
 //! build on the host, as the host build transposes such a `K`.
@@ -32,8 +33,13 @@ pub enum SsorBuildKernel {
     Lengths,
     /// K's and `K^T diag(s)`'s rows.
     Build,
+    /// [`SsorBuildKernel::Build`] a warp per row (rows of [`TOTALS_WARP_MIN_AVG`] entries or
+    /// more on average).
+    BuildWarp,
     /// The position in K of each entry of `K^T diag(s)`'s mirror, for value refreshes.
     KtSources,
+    /// [`SsorBuildKernel::KtSources`] a warp per row (the same rows).
+    KtSourcesWarp,
     /// The structure of the explicit product `K^T diag(s) K`, counted ([`ssor_k1_gram_count`]):
     /// its short rows and the warps' slots.
     GramCount,
@@ -68,10 +74,12 @@ pub enum SsorBuildKernel {
 
 impl SsorBuildKernel {
     /// Every kernel of the build.
-    pub const ALL: [SsorBuildKernel; 16] = [
+    pub const ALL: [SsorBuildKernel; 18] = [
         SsorBuildKernel::Lengths,
         SsorBuildKernel::Build,
+        SsorBuildKernel::BuildWarp,
         SsorBuildKernel::KtSources,
+        SsorBuildKernel::KtSourcesWarp,
         SsorBuildKernel::GramCount,
         SsorBuildKernel::GramList,
         SsorBuildKernel::GramCountLong,
@@ -93,7 +101,9 @@ impl fmt::Display for SsorBuildKernel {
         f.write_str(match self {
             SsorBuildKernel::Lengths => "ssor_k1_lengths",
             SsorBuildKernel::Build => "ssor_k1_build",
+            SsorBuildKernel::BuildWarp => "ssor_k1_build_warp",
             SsorBuildKernel::KtSources => "ssor_k1_kt_sources",
+            SsorBuildKernel::KtSourcesWarp => "ssor_k1_kt_sources_warp",
             SsorBuildKernel::GramCount => "ssor_k1_gram_count",
             SsorBuildKernel::GramList => "ssor_k1_gram_list",
             SsorBuildKernel::GramCountLong => "ssor_k1_gram_count_long",
@@ -186,6 +196,28 @@ fn gather_max_for(n: usize, sm_count: usize) -> u32 {
     } else {
         GRAM_NO_GATHER_LIMIT
     }
+}
+
+/// The launch of `kernel` ([`SsorBuildKernel::Build`] or [`SsorBuildKernel::KtSources`]) over
+/// an `n`-row matrix of `nnz` entries: a thread per row, or its warp's variant where rows
+/// average [`TOTALS_WARP_MIN_AVG`] entries or more, whose mirror searches a thread would take
+/// one after another (on bcsstk13, 42 entries a row, the thread's build took 110 us and its
+/// sources 63 us on 8 of the H200's 132 multiprocessors).
+fn row_launch(
+    dev: &GpuDevice,
+    kernel: SsorBuildKernel,
+    n: usize,
+    nnz: usize,
+) -> Result<Launch<'_>, GpuError> {
+    let warp = match kernel {
+        SsorBuildKernel::Build => SsorBuildKernel::BuildWarp,
+        SsorBuildKernel::KtSources => SsorBuildKernel::KtSourcesWarp,
+        other => return per_row(dev, other, n),
+    };
+    if !totals_by_warp(n, nnz) {
+        return per_row(dev, kernel, n);
+    }
+    per_row(dev, warp, n.saturating_mul(32))
 }
 
 /// A launch of `kernel` with a thread per row (grid-stride, so any block count is safe).
@@ -345,7 +377,7 @@ fn factors_and_longest(
             dev.alloc_uninit::<f64>(nnz_kt)?,
         )
     };
-    let l = per_row(dev, SsorBuildKernel::Build, n)?;
+    let l = row_launch(dev, SsorBuildKernel::Build, n, a.nnz())?;
     // SAFETY: matches `ssor_k1_build(u32 n, const u32 *a_ptr, const u32 *a_idx,
     // const double *a_vals, const u32 *diag, double omega, double scale, const u32 *k_ptr,
     // u32 *k_idx, double *k_vals, u32 *kt_ptr, u32 *kt_idx, double *kt_vals, u32 *bad)`. a is
@@ -355,6 +387,8 @@ fn factors_and_longest(
     // a_ptr[i] + i - k_ptr[i] and holds a_ptr[i + 1] - diag[i] entries, so the rows tile
     // [0, nnz(A) + n - nnz_k) = the nnz_kt elements allocated, and a_ptr[n] + n fits u32
     // (checked above); mirror searches read inside rows of a; no output aliases an input.
+    // The warp's variant takes the same arguments and writes the same places (each entry's
+    // from its position in A's row); DEFAULT_THREADS is a multiple of 32, as its rows need.
     unsafe {
         l.run(|b| {
             b.arg(&n32)
@@ -896,7 +930,7 @@ fn kt_sources_of(
     // Every entry is written unless a row's count differs from A's, which the flag reports
     // (the map is then dropped unread).
     let mut src = dev.alloc_zeros::<u32>(kt.nnz())?;
-    let l = per_row(dev, SsorBuildKernel::KtSources, n)?;
+    let l = row_launch(dev, SsorBuildKernel::KtSources, n, a.nnz())?;
     // SAFETY: matches `ssor_k1_kt_sources(u32 n, const u32 *a_ptr, const u32 *a_idx,
     // const u32 *diag, const u32 *k_ptr, const u32 *kt_ptr, u32 *src, u32 *bad)`; a, k and kt
     // are CSR matrices of n rows (kt's row pointers rise to nnz(kt) = len(src)); a row of kt
@@ -905,6 +939,7 @@ fn kt_sources_of(
     // when a row has none: flagged in bad[0]); mirror searches read inside rows of a. The
     // sources it writes lie inside k only when every row's lengths match, which the flags
     // report: the map is returned only then, and the gather reads in[src[p]] below nnz(k).
+    // The warp's variant takes the same arguments and writes the same places.
     unsafe {
         l.run(|b| {
             b.arg(&n32)
