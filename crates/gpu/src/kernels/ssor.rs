@@ -1539,7 +1539,9 @@ mod tests {
             [
                 "ssor_k1_lengths",
                 "ssor_k1_build",
+                "ssor_k1_build_warp",
                 "ssor_k1_kt_sources",
+                "ssor_k1_kt_sources_warp",
                 "ssor_k1_gram_count",
                 "ssor_k1_gram_list",
                 "ssor_k1_gram_count_long",
