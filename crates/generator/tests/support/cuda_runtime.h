@@ -86,6 +86,7 @@ __device__ unsigned atomicAdd(unsigned *p, unsigned v);
 __device__ unsigned long long atomicAdd(unsigned long long *p, unsigned long long v);
 __device__ unsigned long long atomicOr(unsigned long long *p, unsigned long long v);
 __device__ unsigned atomicOr(unsigned *p, unsigned v);
+__device__ unsigned atomicMin(unsigned *p, unsigned v);
 __device__ unsigned __shfl_xor_sync(unsigned mask, unsigned v, int lane, int w = 32);
 __device__ unsigned __shfl_sync(unsigned mask, unsigned v, int lane, int w = 32);
 __device__ double __ldcg(const double *p);
