@@ -661,6 +661,42 @@ __device__ __forceinline__ void flush_section(const u32 *sh_hist, u64 *sh_totals
     }
 }
 
+// A block's diagonal bitmap: where the bitmap of a section (words words, covering bits below
+// 2n - 1) fits in GRAM_DIAG_SHARED words, the block tallies into its own copy in shared memory
+// (cleared here; the caller's clear_section synchronizes before any use) and or-s the words it
+// set into the section once (diag_bits_close), instead of testing and setting every entry's
+// bit in the section itself, a few words that every multiprocessor's entries would wait on;
+// otherwise the section's own words. Returns the bitmap to tally into.
+#define GRAM_DIAG_SHARED 512
+__device__ __forceinline__ u64 gram_diag_words(u32 n) {
+    return (2 * (u64)n - 1 + 63) / 64;
+}
+
+__device__ __forceinline__ u64 *diag_bits_open(u64 *section_bits, u64 words, u64 *sh) {
+    if (words > GRAM_DIAG_SHARED) {
+        return section_bits;
+    }
+    for (u64 t = threadIdx.x; t < words; t += blockDim.x) {
+        sh[t] = 0;
+    }
+    return sh;
+}
+
+// The block's bits or-ed into the section (every thread of the block calls it, once its rows
+// are tallied: it synchronizes the block first).
+__device__ __forceinline__ void diag_bits_close(u64 *section_bits, u64 words, const u64 *sh) {
+    if (words > GRAM_DIAG_SHARED) {
+        return;
+    }
+    __syncthreads();
+    for (u64 t = threadIdx.x; t < words; t += blockDim.x) {
+        const u64 b = sh[t];
+        if (b != 0 && (section_bits[t] & b) != b) {
+            atomicOr(section_bits + t, b);
+        }
+    }
+}
+
 // The columns of row i of M = K^T diag(s) K, ascending and distinct, each handed to
 // emit(position in the row, column): the merge of the (at most GRAM_MERGE) rows q of K that
 // row i of K^T names, their heads held in registers (the loops are unrolled), so that each
@@ -728,66 +764,110 @@ __device__ __forceinline__ bool gram_row(const u32 *__restrict__ a_ptr,
     return true;
 }
 
-// A block's shared memory for a long row: the columns gathered for it and what the gather
-// found.
+// A block's shared memory for a long row: the columns gathered for it, or its bitmap, and
+// what the gather found.
 struct GramLong {
     u32 buf[GRAM_LONG_CAP];
     u32 count;
     u32 why;
+    u32 lowest;
     u32 warp_sums[GRAM_BLOCK_MAX / 32];
 };
 
-// Row i of M (gram_is_long) formed by the whole block: the columns of the rows q of K that
-// row i of K^T names gathered into s->buf (a warp per row of K), then sorted ascending
-// (bitonic, padded with GRAM_DONE to a power of two). Returns the number gathered, the same
-// in every thread; 0 with why = 4 when a row q stores no diagonal entry, or 1 when the rows
-// hold more than GRAM_LONG_CAP columns together. Every thread of the block calls it: it
-// synchronizes the block, first of all so that the previous row's readers are done with
+// How gram_long_gather holds a long row: bitmap != 0: as bits of s->buf, bit c - base of the
+// row's columns c (base a multiple of 32, so that every 16-bit half of a word is one 128-byte
+// line of x), in `words` words; otherwise its `gathered` columns sorted in s->buf.
+struct GramLongRow {
+    u32 gathered;
+    u32 base;
+    u32 words;
+    bool bitmap;
+};
+
+// Row i of M (gram_is_long) taken in by the whole block. A first pass over the rows q of K that
+// row i of K^T names (a thread per row) adds up their lengths and finds their smallest column;
+// their largest is row i's last column of K^T (each row q of K ends at its diagonal q). Where
+// the columns between fit in GRAM_LONG_CAP words of bits, the rows' columns are set in a
+// bitmap (a warp per row of K); otherwise they are gathered into s->buf and sorted ascending
+// (bitonic, padded with GRAM_DONE to a power of two). Either way the row is refused (gathered
+// 0) with why = 4 when a row q stores no diagonal entry, or 1 when the rows hold more than
+// GRAM_LONG_CAP columns together. Every thread of the block calls it and gets the same row:
+// it synchronizes the block, first of all so that the previous row's readers are done with
 // s->buf.
-__device__ __forceinline__ u32 gram_long_sorted(const u32 *__restrict__ a_ptr,
-                                                const u32 *__restrict__ a_idx,
-                                                const u32 *__restrict__ diag, u32 i,
-                                                GramLong *s, u32 &why) {
+__device__ __forceinline__ GramLongRow gram_long_gather(const u32 *__restrict__ a_ptr,
+                                                        const u32 *__restrict__ a_idx,
+                                                        const u32 *__restrict__ diag, u32 i,
+                                                        GramLong *s, u32 &why) {
     __syncthreads();
     if (threadIdx.x == 0) {
         s->count = 0;
         s->why = 0;
+        s->lowest = GRAM_DONE;
     }
     __syncthreads();
     const u32 d = diag[i];
     const u32 k = a_ptr[i + 1] - d;
-    const u32 lane = threadIdx.x & 31, warps = blockDim.x >> 5;
-    for (u32 m = threadIdx.x >> 5; m < k; m += warps) {
+    for (u32 m = threadIdx.x; m < k; m += blockDim.x) {
         const u32 q = a_idx[d + m];
         if (!gram_has_diagonal(a_ptr, a_idx, diag, q)) {
-            if (lane == 0) {
-                atomicOr(&s->why, 4u);
-            }
+            atomicOr(&s->why, 4u);
             continue;
         }
+        const u32 lo = a_ptr[q];
+        // count sums lengths of rows of A: below 2^32 (the caller checked nnz).
+        atomicAdd(&s->count, diag[q] + 1 - lo);
+        atomicMin(&s->lowest, a_idx[lo]);
+    }
+    __syncthreads();
+    GramLongRow row = {0, 0, 0, false};
+    const u32 total = s->count;
+    why = s->why | (total > GRAM_LONG_CAP ? 1u : 0u);
+    if (why != 0) {
+        return row;
+    }
+    row.gathered = total;
+    const u32 lane = threadIdx.x & 31, warps = blockDim.x >> 5;
+    const u32 highest = a_idx[a_ptr[i + 1] - 1];
+    row.base = s->lowest & ~31u;
+    const u32 words = ((highest - row.base) >> 5) + 1;
+    if (words <= GRAM_LONG_CAP) {
+        row.bitmap = true;
+        row.words = words;
+        for (u32 t = threadIdx.x; t < words; t += blockDim.x) {
+            s->buf[t] = 0;
+        }
+        __syncthreads();
+        for (u32 m = threadIdx.x >> 5; m < k; m += warps) {
+            const u32 q = a_idx[d + m];
+            const u32 lo = a_ptr[q], len = diag[q] + 1 - lo;
+            for (u32 l = lane; l < len; l += 32) {
+                const u32 b = a_idx[lo + l] - row.base;
+                atomicOr(s->buf + (b >> 5), 1u << (b & 31));
+            }
+        }
+        __syncthreads();
+        return row;
+    }
+    // The gather's places: count again from 0 (every thread read it above, before the
+    // barrier after which thread 0 clears it).
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        s->count = 0;
+    }
+    __syncthreads();
+    for (u32 m = threadIdx.x >> 5; m < k; m += warps) {
+        const u32 q = a_idx[d + m];
         const u32 lo = a_ptr[q], len = diag[q] + 1 - lo;
         u32 at = 0;
         if (lane == 0) {
             at = atomicAdd(&s->count, len);
         }
         at = __shfl_sync(0xffffffffu, at, 0);
-        // count sums lengths of rows of A: below 2^32 (the caller checked nnz).
-        if (at + len > GRAM_LONG_CAP) {
-            if (lane == 0) {
-                atomicOr(&s->why, 1u);
-            }
-            continue;
-        }
         for (u32 l = lane; l < len; l += 32) {
             s->buf[at + l] = a_idx[lo + l];
         }
     }
     __syncthreads();
-    why = s->why;
-    const u32 total = s->count;
-    if (why != 0) {
-        return 0;
-    }
     u32 p = 2;
     while (p < total) {
         p <<= 1;
@@ -812,7 +892,59 @@ __device__ __forceinline__ u32 gram_long_sorted(const u32 *__restrict__ a_ptr,
             __syncthreads();
         }
     }
-    return total;
+    return row;
+}
+
+// The exclusive prefix sum of v over the block's threads, in thread order, and (total) the sum
+// of all; warp_sums holds a word per warp. Every thread of the block calls it: it
+// synchronizes the block, before it returns too, so that warp_sums may be used again.
+__device__ __forceinline__ u32 block_exclusive_sum(u32 v, u32 *warp_sums, u32 &total) {
+    const u32 lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    u32 x = v;
+    for (u32 o = 1; o < 32; o <<= 1) {
+        const u32 y = __shfl_up_sync(0xffffffffu, x, o);
+        if (lane >= o) {
+            x += y;
+        }
+    }
+    if (lane == 31) {
+        warp_sums[warp] = x;
+    }
+    __syncthreads();
+    u32 before = 0, all = 0;
+    for (u32 w = 0; w < (blockDim.x >> 5); ++w) {
+        const u32 sum = warp_sums[w];
+        before += w < warp ? sum : 0;
+        all += sum;
+    }
+    __syncthreads();
+    total = all;
+    return before + x - v;
+}
+
+// The entries of a long row held as bits (gram_long_gather's bitmap), each thread taking its
+// run of consecutive words: on_word(w, bits, before) for each of its words w with bits set,
+// before = the row's entries ahead of the word; returns the row's length, the same in every
+// thread (every thread of the block calls it: it synchronizes the block).
+template <typename Word>
+__device__ __forceinline__ u32 gram_long_bits(GramLong *s, const GramLongRow &row,
+                                              Word on_word) {
+    const u32 per = (row.words + blockDim.x - 1) / blockDim.x;
+    const u32 w0 = min(threadIdx.x * per, row.words), w1 = min(w0 + per, row.words);
+    u32 mine = 0;
+    for (u32 w = w0; w < w1; ++w) {
+        mine += __popc(s->buf[w]);
+    }
+    u32 len = 0;
+    u32 before = block_exclusive_sum(mine, s->warp_sums, len);
+    for (u32 w = w0; w < w1; ++w) {
+        const u32 bits = s->buf[w];
+        if (bits != 0) {
+            on_word(w, bits, before);
+            before += __popc(bits);
+        }
+    }
+    return len;
 }
 
 // Whether position t of the sorted s->buf (total columns) starts a run of equal columns: an
@@ -840,9 +972,9 @@ __device__ __forceinline__ void gram_short_tiles(u32 n, const u32 *__restrict__ 
 }
 
 // The listed long rows (ssor_k1_gram_list's list, count[0] of them), a row per block at a time:
-// on_long(i, gathered, why) in every thread of the block for row i, gathered and why as
-// gram_long_sorted returns them, its columns sorted in s->buf. Every thread of the block takes
-// part in every row (the loop bound is the block's), so on_long may synchronize the block.
+// on_long(i, row, why) in every thread of the block for row i, held in s->buf as
+// gram_long_gather's row says (and why as it finds it). Every thread of the block takes part in
+// every row (the loop bound is the block's), so on_long may synchronize the block.
 template <typename Long>
 __device__ __forceinline__ void gram_listed(const u32 *__restrict__ list, const u32 *count,
                                             const u32 *__restrict__ a_ptr,
@@ -853,8 +985,8 @@ __device__ __forceinline__ void gram_listed(const u32 *__restrict__ list, const 
     for (u64 r = blockIdx.x; r < listed; r += gridDim.x) {
         const u32 i = list[r];
         u32 why = 0;
-        const u32 gathered = gram_long_sorted(a_ptr, a_idx, diag, i, s, why);
-        on_long(i, gathered, why);
+        const GramLongRow row = gram_long_gather(a_ptr, a_idx, diag, i, s, why);
+        on_long(i, row, why);
     }
 }
 
@@ -879,7 +1011,7 @@ extern "C" __global__ void ssor_k1_gram_list(u32 n, const u32 *__restrict__ a_pt
     }
 }
 
-// The entries of a long row (gram_long_sorted's columns in s->buf) in chunks of the block's
+// The entries of a long row (gram_long_gather's sorted columns in s->buf) in chunks of the block's
 // threads: on_chunk(at, first, before) in every thread, for position at, whether it starts a
 // run of equal columns (an entry of the row), and the entries of the chunks before; returns
 // the row's length, the same in every thread.
@@ -914,20 +1046,35 @@ extern "C" __global__ void ssor_k1_gram_count_long(u32 n, const u32 *__restrict_
     __shared__ u32 sh_hist[GRAM_HIST];
     __shared__ u64 sh_totals[GRAM_HEAD];
     __shared__ GramLong s;
+    __shared__ u64 sh_diag[GRAM_DIAG_SHARED];
+    const u64 words = gram_diag_words(n);
+    u64 *diagonals = diag_bits_open(out + GRAM_HEAD + GRAM_HIST, words, sh_diag);
     clear_section(sh_hist, sh_totals);
-    u64 *diagonals = out + GRAM_HEAD + GRAM_HIST;
     u64 lines = 0, dist = 0, stored = 0, flags = 0;
-    gram_listed(list, count, a_ptr, a_idx, diag, &s, [&](u32 i, u32 gathered, u32 why) {
+    gram_listed(list, count, a_ptr, a_idx, diag, &s, [&](u32 i, const GramLongRow &row, u32 why) {
         flags |= why;
         const u64 shift = (u64)n - 1 - i;
-        const u32 l = gram_long_entries(&s, gathered, [&](u32 at, bool first, u32) {
-            if (first) {
-                const u32 c = s.buf[at];
-                const bool new_line =
-                    at == 0 || s.buf[at - 1] / GRAM_LINE_COLS != c / GRAM_LINE_COLS;
-                tally_entry(c, new_line, i, shift, diagonals, lines, dist, stored);
-            }
-        });
+        u32 l = 0;
+        if (row.bitmap) {
+            // A line of x is a half of a word (the bitmap starts on a multiple of 32).
+            l = gram_long_bits(&s, row, [&](u32 w, u32 bits, u32) {
+                lines += (u64)((bits & 0xffffu) != 0) + (u64)((bits >> 16) != 0);
+                for (u32 b = bits; b != 0; b &= b - 1) {
+                    const u32 c = row.base + 32 * w + (u32)(__ffs(b) - 1);
+                    tally_entry(c, false, i, shift, diagonals, lines, dist, stored);
+                }
+            });
+        } else {
+            const u32 gathered = row.gathered;
+            l = gram_long_entries(&s, gathered, [&](u32 at, bool first, u32) {
+                if (first) {
+                    const u32 c = s.buf[at];
+                    const bool new_line =
+                        at == 0 || s.buf[at - 1] / GRAM_LINE_COLS != c / GRAM_LINE_COLS;
+                    tally_entry(c, new_line, i, shift, diagonals, lines, dist, stored);
+                }
+            });
+        }
         if (why == 0 && threadIdx.x == 0) {
             gram_counted(l, sh_hist, flags);
             atomicMax(group + i / 32, l);
@@ -936,6 +1083,7 @@ extern "C" __global__ void ssor_k1_gram_count_long(u32 n, const u32 *__restrict_
     });
     __syncthreads();
     flush_section(sh_hist, sh_totals, out, lines, dist, 0, stored, flags);
+    diag_bits_close(out + GRAM_HEAD + GRAM_HIST, words, sh_diag);
 }
 
 extern "C" __global__ void ssor_k1_gram_count(u32 n, const u32 *__restrict__ a_ptr,
@@ -945,8 +1093,10 @@ extern "C" __global__ void ssor_k1_gram_count(u32 n, const u32 *__restrict__ a_p
                                               u32 *__restrict__ row_len) {
     __shared__ u32 sh_hist[GRAM_HIST];
     __shared__ u64 sh_totals[GRAM_HEAD];
+    __shared__ u64 sh_diag[GRAM_DIAG_SHARED];
+    const u64 words = gram_diag_words(n);
+    u64 *diagonals = diag_bits_open(out + GRAM_HEAD + GRAM_HIST, words, sh_diag);
     clear_section(sh_hist, sh_totals);
-    u64 *diagonals = out + GRAM_HEAD + GRAM_HIST;
     u64 lines = 0, dist = 0, slots = 0, stored = 0, flags = 0;
     // The length of the calling thread's row in the tile at hand (0 past n, for a long row,
     // or when the row is not counted), for the warp's longest row.
@@ -976,6 +1126,7 @@ extern "C" __global__ void ssor_k1_gram_count(u32 n, const u32 *__restrict__ a_p
         });
     __syncthreads();
     flush_section(sh_hist, sh_totals, out, lines, dist, slots, stored, flags);
+    diag_bits_close(out + GRAM_HEAD + GRAM_HIST, words, sh_diag);
 }
 
 // The pattern of the explicit product M = K^T diag(s) K of first-order SSOR-AI formed on the
@@ -987,7 +1138,7 @@ extern "C" __global__ void ssor_k1_gram_count(u32 n, const u32 *__restrict__ a_p
 //                              sum added to total[0]; a row the device does not form (see
 //                              gram_row) lowers bad[0] to its index (bad[0] starts at n).
 //                              Whole warps take part in the sum: blockDim.x is a multiple of 32.
-//   ssor_k1_gram_lengths_long  the same for the listed long rows (see gram_long_sorted)
+//   ssor_k1_gram_lengths_long  the same for the listed long rows (see gram_long_gather)
 //   ssor_k1_gram_fill          short row i's columns written to m_idx[m_ptr[i] ..], m_ptr the
 //                              exclusive scan of len (from the lengths launches, or the
 //                              count's row_len); none past m_ptr[i + 1]: a row whose merge
@@ -1028,8 +1179,9 @@ extern "C" __global__ void ssor_k1_gram_lengths_long(const u32 *__restrict__ lis
                                                      u32 *__restrict__ len, u64 *total,
                                                      u32 *bad) {
     __shared__ GramLong s;
-    gram_listed(list, count, a_ptr, a_idx, diag, &s, [&](u32 i, u32 gathered, u32 why) {
-        const u32 l = gram_long_entries(&s, gathered, [](u32, bool, u32) {});
+    gram_listed(list, count, a_ptr, a_idx, diag, &s, [&](u32 i, const GramLongRow &row, u32 why) {
+        const u32 l = row.bitmap ? gram_long_bits(&s, row, [](u32, u32, u32) {})
+                                 : gram_long_entries(&s, row.gathered, [](u32, bool, u32) {});
         if (threadIdx.x == 0) {
             if (why != 0) {
                 atomicMin(bad, i);
@@ -1075,10 +1227,24 @@ extern "C" __global__ void ssor_k1_gram_fill_long(const u32 *__restrict__ list,
                                                   u32 *__restrict__ m_idx, u32 *bad) {
     __shared__ GramLong s;
     const u32 lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    gram_listed(list, count, a_ptr, a_idx, diag, &s, [&](u32 i, u32 gathered, u32 why) {
+    gram_listed(list, count, a_ptr, a_idx, diag, &s, [&](u32 i, const GramLongRow &held, u32 why) {
         u32 *row = m_idx + m_ptr[i];
         const u32 cap = m_ptr[i + 1] - m_ptr[i];
-        const u32 l = gram_long_entries(&s, gathered, [&](u32 at, bool first, u32 written) {
+        if (held.bitmap) {
+            const u32 l = gram_long_bits(&s, held, [&](u32 w, u32 bits, u32 before) {
+                for (u32 b = bits; b != 0; b &= b - 1) {
+                    if (before < cap) {
+                        row[before] = held.base + 32 * w + (u32)(__ffs(b) - 1);
+                    }
+                    ++before;
+                }
+            });
+            if (threadIdx.x == 0 && (why != 0 || l != cap)) {
+                atomicMin(bad, i);
+            }
+            return;
+        }
+        const u32 l = gram_long_entries(&s, held.gathered, [&](u32 at, bool first, u32 written) {
             // The entry's place: the entries before it in the chunks before (written), in the
             // warps before (their counts in warp_sums), then in its warp.
             const u32 ballot = __ballot_sync(0xffffffffu, first);
@@ -1128,6 +1294,7 @@ __device__ __forceinline__ void totals_row(const u32 *__restrict__ idx, u32 lo, 
 struct K1Sections {
     u32 hist[3][GRAM_HIST];
     u64 totals[3][GRAM_HEAD];
+    u64 diag[3][GRAM_DIAG_SHARED];
 };
 struct K1Tallies {
     u64 lines[3] = {0, 0, 0}, dist[3] = {0, 0, 0}, slots[3] = {0, 0, 0};
@@ -1135,8 +1302,13 @@ struct K1Tallies {
     u64 values = 0;
 };
 
-__device__ __forceinline__ void k1_clear(K1Sections *sh) {
+// Every thread of the block, first: the shared tallies cleared, and bits[s] the diagonal
+// bitmap section s is tallied into (diag_bits_open; sections `section` words apart in out,
+// each bitmap of `words` words after its totals and bins).
+__device__ __forceinline__ void k1_clear(K1Sections *sh, u64 *out, u64 section, u64 words,
+                                         u64 *bits[3]) {
     for (int s = 0; s < 3; ++s) {
+        bits[s] = diag_bits_open(out + s * section + GRAM_HEAD + GRAM_HIST, words, sh->diag[s]);
         clear_section(sh->hist[s], sh->totals[s]);
     }
 }
@@ -1144,11 +1316,12 @@ __device__ __forceinline__ void k1_clear(K1Sections *sh) {
 // Every thread of the block, once its rows are done: the sections added to out (section words
 // apart), the value flags or-ed into the word after them.
 __device__ __forceinline__ void k1_flush(K1Sections *sh, const K1Tallies &t, u64 *out,
-                                         u64 section) {
+                                         u64 section, u64 words) {
 #pragma unroll
     for (int s = 0; s < 3; ++s) {
         flush_section(sh->hist[s], sh->totals[s], out + s * section, t.lines[s], t.dist[s],
                       t.slots[s], t.stored[s], t.flags[s]);
+        diag_bits_close(out + s * section + GRAM_HEAD + GRAM_HIST, words, sh->diag[s]);
     }
     if (t.values != 0) {
         atomicOr(out + 3 * section, t.values);
@@ -1182,8 +1355,9 @@ extern "C" __global__ void ssor_k1_totals(u32 n, const u32 *__restrict__ a_ptr,
                                           const u32 *__restrict__ diag, double omega,
                                           double scale, u64 words, u64 *out) {
     __shared__ K1Sections sh;
-    k1_clear(&sh);
     const u64 section = GRAM_HEAD + GRAM_HIST + words;
+    u64 *bits[3];
+    k1_clear(&sh, out, section, words, bits);
     K1Tallies t;
     const u64 rows = ((u64)n + 31) & ~(u64)31;
     for (u64 r = GLOBAL_TID; r < rows; r += GLOBAL_THREADS) {
@@ -1196,9 +1370,8 @@ extern "C" __global__ void ssor_k1_totals(u32 n, const u32 *__restrict__ a_ptr,
             const u32 seg_hi[3] = {hi, d + 1, hi};
 #pragma unroll
             for (int s = 0; s < 3; ++s) {
-                totals_row(a_idx, seg_lo[s], seg_hi[s], i, shift,
-                           out + s * section + GRAM_HEAD + GRAM_HIST, sh.hist[s], t.lines[s],
-                           t.dist[s], t.stored[s], t.flags[s]);
+                totals_row(a_idx, seg_lo[s], seg_hi[s], i, shift, bits[s], sh.hist[s],
+                           t.lines[s], t.dist[s], t.stored[s], t.flags[s]);
                 len[s] = seg_hi[s] - seg_lo[s];
             }
             k1_values(omega, a_vals, a_idx, diag, lo, d, 0, 1, true, scale, t.values);
@@ -1211,7 +1384,7 @@ extern "C" __global__ void ssor_k1_totals(u32 n, const u32 *__restrict__ a_ptr,
             }
         }
     }
-    k1_flush(&sh, t, out, section);
+    k1_flush(&sh, t, out, section, words);
 }
 
 // ssor_k1_totals_warp: ssor_k1_totals a warp per row, a lane per entry (for rows long enough
@@ -1245,8 +1418,9 @@ extern "C" __global__ void ssor_k1_totals_warp(u32 n, const u32 *__restrict__ a_
                                                const u32 *__restrict__ diag, double omega,
                                                double scale, u64 words, u64 *out) {
     __shared__ K1Sections sh;
-    k1_clear(&sh);
     const u64 section = GRAM_HEAD + GRAM_HIST + words;
+    u64 *bits[3];
+    k1_clear(&sh, out, section, words, bits);
     K1Tallies t;
     const u32 lane = threadIdx.x & 31;
     const u64 warps = GLOBAL_THREADS / 32, warp = GLOBAL_TID / 32;
@@ -1258,9 +1432,8 @@ extern "C" __global__ void ssor_k1_totals_warp(u32 n, const u32 *__restrict__ a_
         const u32 seg_hi[3] = {hi, d + 1, hi};
 #pragma unroll
         for (int s = 0; s < 3; ++s) {
-            totals_row_lanes(a_idx, seg_lo[s], seg_hi[s], i, shift,
-                             out + s * section + GRAM_HEAD + GRAM_HIST, t.lines[s], t.dist[s],
-                             t.stored[s]);
+            totals_row_lanes(a_idx, seg_lo[s], seg_hi[s], i, shift, bits[s], t.lines[s],
+                             t.dist[s], t.stored[s]);
             totals_length(seg_hi[s] - seg_lo[s], sh.hist[s], t.flags[s]);
         }
         k1_values(omega, a_vals, a_idx, diag, lo, d, lane, 32, lane == 0, scale, t.values);
@@ -1283,7 +1456,7 @@ extern "C" __global__ void ssor_k1_totals_warp(u32 n, const u32 *__restrict__ a_
             }
         }
     }
-    k1_flush(&sh, t, out, section);
+    k1_flush(&sh, t, out, section, words);
 }
 
 // csr_totals: the structure of A alone, one section as ssor_k1_totals writes its first (the
@@ -1295,6 +1468,9 @@ extern "C" __global__ void csr_totals(u32 n, const u32 *__restrict__ a_ptr,
                                       const u32 *__restrict__ a_idx, u64 *out) {
     __shared__ u32 sh_hist[GRAM_HIST];
     __shared__ u64 sh_totals[GRAM_HEAD];
+    __shared__ u64 sh_diag[GRAM_DIAG_SHARED];
+    const u64 words = gram_diag_words(n);
+    u64 *diagonals = diag_bits_open(out + GRAM_HEAD + GRAM_HIST, words, sh_diag);
     clear_section(sh_hist, sh_totals);
     u64 lines = 0, dist = 0, slots = 0, stored = 0, flags = 0;
     const u64 rows = ((u64)n + 31) & ~(u64)31;
@@ -1303,8 +1479,8 @@ extern "C" __global__ void csr_totals(u32 n, const u32 *__restrict__ a_ptr,
         if (t < n) {
             const u32 i = (u32)t;
             const u32 lo = a_ptr[i], hi = a_ptr[i + 1];
-            totals_row(a_idx, lo, hi, i, (u64)n - 1 - i, out + GRAM_HEAD + GRAM_HIST, sh_hist,
-                       lines, dist, stored, flags);
+            totals_row(a_idx, lo, hi, i, (u64)n - 1 - i, diagonals, sh_hist, lines, dist,
+                       stored, flags);
             len = hi - lo;
         }
         const u32 longest = warp_max_u32(len);
@@ -1313,6 +1489,7 @@ extern "C" __global__ void csr_totals(u32 n, const u32 *__restrict__ a_ptr,
         }
     }
     flush_section(sh_hist, sh_totals, out, lines, dist, slots, stored, flags);
+    diag_bits_close(out + GRAM_HEAD + GRAM_HIST, words, sh_diag);
 }
 
 // csr_totals_warp: csr_totals a warp per row, a lane per entry, the same out (as
@@ -1321,6 +1498,9 @@ extern "C" __global__ void csr_totals_warp(u32 n, const u32 *__restrict__ a_ptr,
                                            const u32 *__restrict__ a_idx, u64 *out) {
     __shared__ u32 sh_hist[GRAM_HIST];
     __shared__ u64 sh_totals[GRAM_HEAD];
+    __shared__ u64 sh_diag[GRAM_DIAG_SHARED];
+    const u64 words = gram_diag_words(n);
+    u64 *diagonals = diag_bits_open(out + GRAM_HEAD + GRAM_HIST, words, sh_diag);
     clear_section(sh_hist, sh_totals);
     u64 lines = 0, dist = 0, slots = 0, stored = 0, flags = 0;
     const u32 lane = threadIdx.x & 31;
@@ -1328,8 +1508,7 @@ extern "C" __global__ void csr_totals_warp(u32 n, const u32 *__restrict__ a_ptr,
     for (u64 w = warp; w < n; w += warps) {
         const u32 i = (u32)w;
         const u32 lo = a_ptr[i], hi = a_ptr[i + 1];
-        totals_row_lanes(a_idx, lo, hi, i, (u64)n - 1 - i, out + GRAM_HEAD + GRAM_HIST, lines,
-                         dist, stored);
+        totals_row_lanes(a_idx, lo, hi, i, (u64)n - 1 - i, diagonals, lines, dist, stored);
         totals_length(hi - lo, sh_hist, flags);
     }
     const u64 groups = ((u64)n + 31) / 32;
@@ -1342,6 +1521,7 @@ extern "C" __global__ void csr_totals_warp(u32 n, const u32 *__restrict__ a_ptr,
         }
     }
     flush_section(sh_hist, sh_totals, out, lines, dist, slots, stored, flags);
+    diag_bits_close(out + GRAM_HEAD + GRAM_HIST, words, sh_diag);
 }
 
 // ssor_k1_checks: what the selection reads of A before SSOR-AI's factors exist, so that no
@@ -1353,6 +1533,51 @@ extern "C" __global__ void csr_totals_warp(u32 n, const u32 *__restrict__ a_ptr,
 // relaxation's), each row summed in order as the host sums it, a NaN sum skipped (bits of
 // non-negative doubles order as the values do). A row without its diagonal entry adds nothing.
 // The reductions after the loop need every thread of the block: blockDim.x is a multiple of 32.
+// The block's part of ssor_k1_checks' totals added to out (every thread calls it, with its own
+// entries, squares and best; sh the block's three shared words, zeroed and synchronized before
+// the rows).
+__device__ __forceinline__ void checks_flush(u64 entries, u64 squares, u64 best, u64 *sh,
+                                             u64 *out) {
+    for (int o = 16; o > 0; o >>= 1) {
+        entries += __shfl_xor_sync(0xffffffffu, entries, o);
+        squares += __shfl_xor_sync(0xffffffffu, squares, o);
+        const u64 other = __shfl_xor_sync(0xffffffffu, best, o);
+        best = other > best ? other : best;
+    }
+    if ((threadIdx.x & 31) == 0) {
+        atomicAdd(sh, entries);
+        atomicAdd(sh + 1, squares);
+        atomicMax(sh + 2, best);
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        if (sh[0] != 0) {
+            atomicAdd(out, sh[0]);
+            atomicAdd(out + 1, sh[1]);
+        }
+        if (sh[2] != 0) {
+            atomicMax(out + 2, sh[2]);
+        }
+    }
+}
+
+// The coupling term of entry p of a row whose diagonal value is di: |a_ij| / sqrt(a_ii a_jj).
+__device__ __forceinline__ double checks_term(const u32 *__restrict__ a_idx,
+                                              const double *__restrict__ a_vals,
+                                              const u32 *__restrict__ diag, u32 p, double di) {
+    const double dj = a_vals[diag[a_idx[p]]];
+    return __ddiv_rn(fabs(a_vals[p]), __dsqrt_rn(__dmul_rn(di, dj)));
+}
+
+// A row's coupling sum folded into best, the bits of the largest (a NaN sum skipped: bits of
+// non-negative doubles order as the values do).
+__device__ __forceinline__ void checks_best(double sum, u64 &best) {
+    if (!isnan(sum)) {
+        const u64 bits = (u64)__double_as_longlong(sum);
+        best = bits > best ? bits : best;
+    }
+}
+
 extern "C" __global__ void ssor_k1_checks(u32 n, const u32 *__restrict__ a_ptr,
                                           const u32 *__restrict__ a_idx,
                                           const double *__restrict__ a_vals,
@@ -1379,33 +1604,61 @@ extern "C" __global__ void ssor_k1_checks(u32 n, const u32 *__restrict__ a_ptr,
         squares += len * len;
         double sum = 0.0;
         for (u32 p = lo; p < d; ++p) {
-            const double dj = a_vals[diag[a_idx[p]]];
-            sum = __dadd_rn(sum, __ddiv_rn(fabs(a_vals[p]), __dsqrt_rn(__dmul_rn(di, dj))));
+            sum = __dadd_rn(sum, checks_term(a_idx, a_vals, diag, p, di));
         }
-        if (!isnan(sum)) {
-            const u64 bits = (u64)__double_as_longlong(sum);
-            best = bits > best ? bits : best;
-        }
+        checks_best(sum, best);
     }
-    for (int o = 16; o > 0; o >>= 1) {
-        entries += __shfl_xor_sync(0xffffffffu, entries, o);
-        squares += __shfl_xor_sync(0xffffffffu, squares, o);
-        const u64 other = __shfl_xor_sync(0xffffffffu, best, o);
-        best = other > best ? other : best;
-    }
-    if ((threadIdx.x & 31) == 0) {
-        atomicAdd(sh, entries);
-        atomicAdd(sh + 1, squares);
-        atomicMax(sh + 2, best);
+    checks_flush(entries, squares, best, sh, out);
+}
+
+// ssor_k1_checks_warp: ssor_k1_checks a warp per row (rows of many entries: a thread's row
+// waits for its terms' loads one after another), the same out. The lanes compute the terms
+// of 32 entries at a time and the first lane adds them in the row's order, so every sum is
+// the thread's to the bit. Every lane of a warp takes part in every round: blockDim.x is a
+// multiple of 32.
+extern "C" __global__ void ssor_k1_checks_warp(u32 n, const u32 *__restrict__ a_ptr,
+                                               const u32 *__restrict__ a_idx,
+                                               const double *__restrict__ a_vals,
+                                               const u32 *__restrict__ diag, u32 *bad,
+                                               u64 *out) {
+    __shared__ u64 sh[3];
+    if (threadIdx.x < 3) {
+        sh[threadIdx.x] = 0;
     }
     __syncthreads();
-    if (threadIdx.x == 0) {
-        if (sh[0] != 0) {
-            atomicAdd(out, sh[0]);
-            atomicAdd(out + 1, sh[1]);
+    u64 entries = 0, squares = 0, best = 0;
+    const u32 lane = threadIdx.x & 31;
+    for (u64 w = GLOBAL_TID >> 5; w < n; w += GLOBAL_THREADS >> 5) {
+        const u32 i = (u32)w;
+        if (!gram_has_diagonal(a_ptr, a_idx, diag, i)) {
+            continue;
         }
-        if (sh[2] != 0) {
-            atomicMax(out + 2, sh[2]);
+        const u32 lo = a_ptr[i], d = diag[i];
+        const double di = a_vals[d];
+        if (!(di > 0.0 && isfinite(di))) {
+            if (lane == 0) {
+                atomicMin(bad, i);
+            }
+            continue;
+        }
+        if (lane == 0) {
+            const u64 len = (u64)(d - lo) + 1;
+            entries += len;
+            squares += len * len;
+        }
+        double sum = 0.0;
+        for (u32 base = lo; base < d; base += 32) {
+            const u32 p = base + lane;
+            const double term = p < d ? checks_term(a_idx, a_vals, diag, p, di) : 0.0;
+            const u32 m = d - base < 32 ? d - base : 32;
+            for (u32 l = 0; l < m; ++l) {
+                const double t = __shfl_sync(0xffffffffu, term, l);
+                sum = __dadd_rn(sum, t);
+            }
+        }
+        if (lane == 0) {
+            checks_best(sum, best);
         }
     }
+    checks_flush(entries, squares, best, sh, out);
 }

@@ -869,18 +869,29 @@ fn the_device_reads_ssor_checks_as_the_host(dev: GpuDevice) {
         below_one >= 4,
         "only {below_one} matrices with omega below 1"
     );
-    // Bad diagonals: the first, as the host finds it.
+    // Bad diagonals: the first, as the host finds it, on rows a thread checks (5 entries a
+    // row) and rows a warp checks (the 27-point stencil's 20 or more).
     let p = families::poisson2d_5pt(30, 20).unwrap();
-    let last = p.nrows() - 1;
-    for (r, v) in [
-        (0, None),
-        (last, None),
-        (17, Some(0.0)),
-        (17, Some(-2.0)),
-        (250, Some(f64::NAN)),
-        (last, Some(f64::INFINITY)),
-    ] {
-        let mut a = with_diagonal(&p, r, v);
+    let p27 = families::poisson3d_27pt(9, 8, 7).unwrap();
+    assert!(p27.nnz() >= 16 * p27.nrows());
+    let cases = |m: &CsrMatrix| {
+        let last = m.nrows() - 1;
+        [
+            (0, None),
+            (last, None),
+            (17, Some(0.0)),
+            (17, Some(-2.0)),
+            (250, Some(f64::NAN)),
+            (last, Some(f64::INFINITY)),
+        ]
+    };
+    for (base, (r, v)) in cases(&p)
+        .into_iter()
+        .map(|c| (&p, c))
+        .chain(cases(&p27).into_iter().map(|c| (&p27, c)))
+    {
+        let last = base.nrows() - 1;
+        let mut a = with_diagonal(base, r, v);
         // A later bad entry too, where there is a later row: the first is reported.
         if r + 40 <= last {
             let d = a.diagonal_positions()[r + 40] as usize;

@@ -62,6 +62,20 @@ fn matrices() -> Vec<(String, CsrMatrix)> {
     v
 }
 
+/// A chain of `n` rows (4 on the diagonal, -1 beside it) whose row 0 also couples to every
+/// row `stride * t` (`t >= 1`), with a diagonal that keeps it diagonally dominant.
+fn spread_star(n: usize, stride: usize) -> CsrMatrix {
+    let spokes: Vec<usize> = (1..).map(|t| t * stride).take_while(|&j| j < n).collect();
+    let mut t = vec![(0, 0, 4.0 + spokes.len() as f64)];
+    for i in 1..n {
+        t.extend([(i, i, 4.0), (i, i - 1, -1.0), (i - 1, i, -1.0)]);
+    }
+    for &j in &spokes {
+        t.extend([(j, 0, -0.5), (0, j, -0.5)]);
+    }
+    csr(n, &t)
+}
+
 fn bits(v: &[f64]) -> Vec<u64> {
     v.iter().map(|x| x.to_bits()).collect()
 }
@@ -412,6 +426,12 @@ fn device_explicit_product_equals_the_host_build(dev: GpuDevice) {
         arrow.extend([(i, i, 2.0), (i, 0, -0.5), (0, i, -0.5)]);
     }
     cases.push(("arrow 1000".to_string(), csr(n, &arrow)));
+    // A spread star on a chain: row 0 also couples to rows 1400, 2800, ..., 138600, so row 0 of
+    // M unites 101 rows of K whose columns lie further apart than a block's bits hold (32 x
+    // GRAM_LONG_CAP columns): the block gathers and sorts them instead.
+    let star = spread_star(140_000, 1400);
+    assert!(star.row(0).0.last().map_or(0, |&c| c as usize) >= 32 * GRAM_LONG_CAP);
+    cases.push(("spread star 140000".to_string(), star));
     // Bands: rows of K^T of 41 entries uniting 1681 of K (formed by blocks), and of 71 uniting
     // 5041 (past the gather).
     for w in [40, 70] {

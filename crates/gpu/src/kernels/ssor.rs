@@ -70,11 +70,14 @@ pub enum SsorBuildKernel {
     GramFill,
     /// What the selection reads of `A` before the factors exist ([`ssor_k1_checks`]).
     Checks,
+    /// [`SsorBuildKernel::Checks`] a warp per row (rows of [`TOTALS_WARP_MIN_AVG`] entries or
+    /// more on average).
+    ChecksWarp,
 }
 
 impl SsorBuildKernel {
     /// Every kernel of the build.
-    pub const ALL: [SsorBuildKernel; 18] = [
+    pub const ALL: [SsorBuildKernel; 19] = [
         SsorBuildKernel::Lengths,
         SsorBuildKernel::Build,
         SsorBuildKernel::BuildWarp,
@@ -93,6 +96,7 @@ impl SsorBuildKernel {
         SsorBuildKernel::GramLengths,
         SsorBuildKernel::GramFill,
         SsorBuildKernel::Checks,
+        SsorBuildKernel::ChecksWarp,
     ];
 }
 
@@ -117,6 +121,7 @@ impl fmt::Display for SsorBuildKernel {
             SsorBuildKernel::GramLengths => "ssor_k1_gram_lengths",
             SsorBuildKernel::GramFill => "ssor_k1_gram_fill",
             SsorBuildKernel::Checks => "ssor_k1_checks",
+            SsorBuildKernel::ChecksWarp => "ssor_k1_checks_warp",
         })
     }
 }
@@ -198,8 +203,9 @@ fn gather_max_for(n: usize, sm_count: usize) -> u32 {
     }
 }
 
-/// The launch of `kernel` ([`SsorBuildKernel::Build`] or [`SsorBuildKernel::KtSources`]) over
-/// an `n`-row matrix of `nnz` entries: a thread per row, or its warp's variant where rows
+/// The launch of `kernel` ([`SsorBuildKernel::Build`], [`SsorBuildKernel::KtSources`] or
+/// [`SsorBuildKernel::Checks`]) over an `n`-row matrix of `nnz` entries (any number of blocks:
+/// the kernels stride over the grid): a thread per row, or its warp's variant where rows
 /// average [`TOTALS_WARP_MIN_AVG`] entries or more, whose mirror searches a thread would take
 /// one after another (on bcsstk13, 42 entries a row, the thread's build took 110 us and its
 /// sources 63 us on 8 of the H200's 132 multiprocessors).
@@ -209,15 +215,35 @@ fn row_launch(
     n: usize,
     nnz: usize,
 ) -> Result<Launch<'_>, GpuError> {
-    let warp = match kernel {
-        SsorBuildKernel::Build => SsorBuildKernel::BuildWarp,
-        SsorBuildKernel::KtSources => SsorBuildKernel::KtSourcesWarp,
-        other => return per_row(dev, other, n),
-    };
-    if !totals_by_warp(n, nnz) {
-        return per_row(dev, kernel, n);
+    thread_or_warp(dev, kernel, n, nnz, per_row)
+}
+
+/// The variant of `kernel` that takes a row per warp, where it has one.
+fn warp_variant(kernel: SsorBuildKernel) -> Option<SsorBuildKernel> {
+    match kernel {
+        SsorBuildKernel::Build => Some(SsorBuildKernel::BuildWarp),
+        SsorBuildKernel::KtSources => Some(SsorBuildKernel::KtSourcesWarp),
+        SsorBuildKernel::Totals => Some(SsorBuildKernel::TotalsWarp),
+        SsorBuildKernel::CsrTotals => Some(SsorBuildKernel::CsrTotalsWarp),
+        SsorBuildKernel::Checks => Some(SsorBuildKernel::ChecksWarp),
+        _ => None,
     }
-    per_row(dev, warp, n.saturating_mul(32))
+}
+
+/// A launch over the `n` rows of a matrix of `nnz` entries made by `launch` (given a kernel and
+/// its number of threads): `kernel` a thread per row, or its warp's variant a warp per row
+/// where the rows are long enough ([`totals_by_warp`]).
+fn thread_or_warp<'d>(
+    dev: &'d GpuDevice,
+    kernel: SsorBuildKernel,
+    n: usize,
+    nnz: usize,
+    launch: fn(&'d GpuDevice, SsorBuildKernel, usize) -> Result<Launch<'d>, GpuError>,
+) -> Result<Launch<'d>, GpuError> {
+    match warp_variant(kernel) {
+        Some(warp) if totals_by_warp(n, nnz) => launch(dev, warp, n.saturating_mul(32)),
+        _ => launch(dev, kernel, n),
+    }
 }
 
 /// A launch of `kernel` with a thread per row (grid-stride, so any block count is safe).
@@ -491,18 +517,22 @@ const GRAM_HEAD: usize = 5;
 /// row of `M` that unites more rows of `K` is formed by a whole block instead (see
 /// [`GRAM_LONG_CAP`]).
 pub const GRAM_MERGE: usize = 16;
-/// Entries of the rows of `K` a block gathers and sorts at most for one row of `M` that unites
-/// more than [`GRAM_MERGE`] of them (16 KiB of shared memory): a row whose rows of `K` hold
-/// more entries together leaves the count, or the product, to the host. A row of `K^T` longer
-/// than this is certainly past it (every row of `K` holds its diagonal).
+/// Entries of the rows of `K` a block takes in at most for one row of `M` that unites more than
+/// [`GRAM_MERGE`] of them (16 KiB of shared memory, which holds the row as bits where its
+/// columns lie within this many words of 32 columns, and its gathered columns to be sorted
+/// otherwise): a row whose rows of `K` hold more entries together leaves the count, or the
+/// product, to the host. A row of `K^T` longer than this is certainly past it (every row of
+/// `K` holds its diagonal).
 pub const GRAM_LONG_CAP: usize = 4096;
 
 /// Threads of a block that forms one long row of the explicit product at a time (its gather
-/// takes a warp per row of `K`, its sort a pair of columns per thread and step).
+/// takes a warp per row of `K`, its scan of the row's bits a run of words per thread, its sort
+/// where the bits do not fit a pair of columns per thread and step).
 const GRAM_LONG_THREADS: u32 = 128;
 /// Blocks per multiprocessor of the launches over the listed long rows: each block takes
 /// rows of the list in turn, so these many rows are formed side by side at most (fewer fit
-/// at once where the shared memory of a block, 16.6 KiB, runs out first).
+/// at once where the shared memory of a block, 16.6 KiB and the count's 8 KiB of tallies, runs
+/// out first).
 const GRAM_LONG_BLOCKS_PER_SM: usize = 16;
 /// Rounds of the launch over the long rows (at most [`GRAM_LONG_BLOCKS_PER_SM`] rows per
 /// multiprocessor each) up to which a matrix counts as small: there, a row of `K^T` of at most
@@ -532,7 +562,8 @@ const _: () = assert!(GRAM_LONG_THREADS <= 1024 && GRAM_LONG_THREADS % 32 == 0);
 /// finds for factors viewed through a symmetric pattern. Only `a`'s pattern is uploaded (and
 /// freed on return). One thread merges the rows of `K` a row of `M` unites, their next columns
 /// held in registers, where its row of `K^T` holds at most [`GRAM_MERGE`] entries; a longer
-/// row is a block's, which gathers their columns in shared memory and sorts them (the long
+/// row is a block's, which sets their columns as bits in shared memory where the row's span
+/// fits there, and otherwise gathers them there and sorts them (the long
 /// rows are listed first and spread over the whole device, a row per block; on a matrix of few
 /// rows, a shorter row that unites long rows of `K` is a block's too). A caller that knows the
 /// longest row of `K^T` exceeds [`GRAM_LONG_CAP`] should not call it: the kernel runs before
@@ -832,15 +863,7 @@ fn totals_launch(
     n: usize,
     nnz: usize,
 ) -> Result<Launch<'_>, GpuError> {
-    let warp = match kernel {
-        SsorBuildKernel::Totals => SsorBuildKernel::TotalsWarp,
-        SsorBuildKernel::CsrTotals => SsorBuildKernel::CsrTotalsWarp,
-        other => return counting(dev, other, n),
-    };
-    if !totals_by_warp(n, nnz) {
-        return counting(dev, kernel, n);
-    }
-    counting(dev, warp, n.saturating_mul(32))
+    thread_or_warp(dev, kernel, n, nnz, counting)
 }
 
 /// Whether the structure of an `n`-row matrix of `nnz` entries is counted a warp per row (see
@@ -1057,13 +1080,15 @@ pub fn ssor_k1_checks(dev: &GpuDevice, a: &DeviceCsr) -> Result<Option<K1Checks>
     drop(len);
     let n32 = n as u32;
     let mut out = dev.alloc_zeros::<u64>(3)?;
-    let l = per_row(dev, SsorBuildKernel::Checks, n)?;
+    let l = row_launch(dev, SsorBuildKernel::Checks, n, a.nnz())?;
     // SAFETY: matches `ssor_k1_checks(u32 n, const u32 *a_ptr, const u32 *a_idx,
-    // const double *a_vals, const u32 *diag, u32 *bad, u64 *out)`; a's arrays are a square
+    // const double *a_vals, const u32 *diag, u32 *bad, u64 *out)`, as does
+    // `ssor_k1_checks_warp`; a's arrays are a square
     // CSR matrix of n rows, diag holds n positions from ssor_k1_lengths (a row's own diagonal
     // position, checked before use, or its start), every read stays inside a row or at a
-    // diagonal position checked to be stored; bad holds 2 words, out 3; per_row launches
-    // DEFAULT_THREADS threads a block, a multiple of 32 as the kernel's reductions need.
+    // diagonal position checked to be stored; bad holds 2 words, out 3; row_launch launches
+    // DEFAULT_THREADS threads a block, a multiple of 32 as the kernels' reductions and the
+    // warp's shuffles need.
     unsafe {
         l.run(|b| {
             b.arg(&n32)
@@ -1554,7 +1579,8 @@ mod tests {
                 "csr_totals_warp",
                 "ssor_k1_gram_lengths",
                 "ssor_k1_gram_fill",
-                "ssor_k1_checks"
+                "ssor_k1_checks",
+                "ssor_k1_checks_warp"
             ]
         );
     }
