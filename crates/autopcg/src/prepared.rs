@@ -129,6 +129,9 @@ pub struct PreparedSolver<'a> {
     /// matrix: a GPU value update recomputed it on the device only. Whatever builds from the
     /// host copy brings it up to date first ([`host_precond_current`]).
     host_precond_stale: bool,
+    /// Whether new values are checked to be symmetric ([`crate::Solver::check_symmetry`], as
+    /// the matrix was at preparation).
+    check_symmetry: bool,
 }
 
 /// Kept between GPU value updates that read the new values once (see
@@ -158,7 +161,15 @@ impl std::fmt::Debug for PreparedSolver<'_> {
 }
 
 impl<'a> PreparedSolver<'a> {
+    /// The prepared solve the settings `s` describe; its value updates check the symmetry of
+    /// new values where `s` checks the matrix's.
     pub(crate) fn prepare(a: Cow<'a, CsrMatrix>, s: &Settings) -> Result<Self, Error> {
+        let mut p = Self::prepare_plan(a, s)?;
+        p.check_symmetry = s.check_symmetry;
+        Ok(p)
+    }
+
+    fn prepare_plan(a: Cow<'a, CsrMatrix>, s: &Settings) -> Result<Self, Error> {
         if s.nblocks.is_some() || s.gpus.is_some() {
             return Self::prepare_blocks(a, s);
         }
@@ -354,6 +365,19 @@ impl<'a> PreparedSolver<'a> {
         label: &str,
         force: bool,
     ) -> Result<Self, Error> {
+        let mut p = Self::prepare_saved_plan(a, s, saved, label, force)?;
+        p.check_symmetry = s.check_symmetry;
+        Ok(p)
+    }
+
+    #[cfg(feature = "gpu")]
+    fn prepare_saved_plan(
+        a: Cow<'a, CsrMatrix>,
+        s: &Settings,
+        saved: &SavedPlan,
+        label: &str,
+        force: bool,
+    ) -> Result<Self, Error> {
         if saved.is_split() {
             let exec =
                 crate::blocks::BlockExec::from_saved(&block_settings(&a, s), saved, label, force)?;
@@ -465,6 +489,7 @@ impl<'a> PreparedSolver<'a> {
             refresh: None,
             host_precond_stale: false,
             staged: None,
+            check_symmetry: true,
         }
     }
 
@@ -626,8 +651,10 @@ impl<'a> PreparedSolver<'a> {
     /// the device cannot (an operand kept in COO, a system solved scaled), its host copy is
     /// built here the first time.
     ///
-    /// Errors (and nothing changes): a length other than [`PreparedSolver::nnz`], a non-finite
-    /// value, or values that make a diagonal entry non-positive.
+    /// Errors (and nothing changes): a length other than [`PreparedSolver::nnz`], values that
+    /// are not symmetric (to [`SYMMETRY_TOLERANCE`], the first entry at fault named as at
+    /// preparation; checked unless [`crate::Solver::check_symmetry`] turned the check off), a
+    /// non-finite value, or values that make a diagonal entry non-positive.
     pub fn update_values(&mut self, values: &[f64]) -> Result<SetupTimes, Error> {
         // On a pool thread, as the setup (see `Solver::prepare`).
         crate::solve::on_pool(|| self.update_values_here(values))
@@ -641,6 +668,20 @@ impl<'a> PreparedSolver<'a> {
                 self.a.nnz()
             ))));
         }
+        // The check of the matrix at preparation, on the new values, before anything reads
+        // them (counted in the update's check_ms).
+        let tc = Instant::now();
+        if self.check_symmetry {
+            self.a.check_symmetric_values(values, SYMMETRY_TOLERANCE)?;
+        }
+        let check_ms = tc.elapsed().as_secs_f64() * 1e3;
+        let times = self.update_checked_values(values)?;
+        Ok(SetupTimes { check_ms, ..times })
+    }
+
+    /// [`PreparedSolver::update_values`] of values of the right length, checked symmetric
+    /// where asked.
+    fn update_checked_values(&mut self, values: &[f64]) -> Result<SetupTimes, Error> {
         #[cfg(feature = "gpu")]
         if let Exec::Gpu { backend, .. } = &mut self.exec {
             // A converted operand keeps its CSR source from the first update on (uploaded
@@ -884,6 +925,7 @@ impl<'a> PreparedSolver<'a> {
             refresh: self.refresh,
             staged: self.staged,
             host_precond_stale: self.host_precond_stale,
+            check_symmetry: self.check_symmetry,
         }
     }
 }

@@ -184,7 +184,8 @@ impl<'a> Solver<'a> {
     /// for a matrix known to be symmetric (one read from a `symmetric` Matrix Market file, or
     /// built by a family) to save the check, which costs about one SpMV with a binary search
     /// per entry. Either way the plan then takes the matrix as symmetric (its features are
-    /// not searched for an asymmetric pair again).
+    /// not searched for an asymmetric pair again). A prepared solver checks the new values of
+    /// each [`PreparedSolver::update_values`] the same way, unless this turned the check off.
     pub fn check_symmetry(mut self, on: bool) -> Self {
         self.check_symmetry = on;
         self

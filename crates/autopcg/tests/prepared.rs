@@ -93,6 +93,39 @@ fn bad_values_and_sizes_are_refused_and_change_nothing() {
     assert!(true_residual(&a, &s.x, &b) <= 1e-8);
 }
 
+/// New values that are not symmetric are refused as the matrix would be at preparation (the
+/// first entry at fault named, 1-based), and change nothing; with the check turned off
+/// (`Solver::check_symmetry(false)`) they are taken.
+#[test]
+fn asymmetric_new_values_are_refused_unless_the_check_is_off() {
+    let a = families::poisson2d_5pt(10, 10).unwrap();
+    let b = rhs(&a, 4);
+    // Entry (row 7, column 17), 0-based (6, 16), doubled without its mirror (16, 6).
+    let (c, _) = a.row(6);
+    let k = a.indptr()[6] as usize + c.iter().position(|&j| j == 16).unwrap();
+    let mut v = a.data().to_vec();
+    v[k] *= 2.0;
+    let mut p = Solver::new(&a).device(Device::Cpu).prepare().unwrap();
+    let e = p.update_values(&v).unwrap_err().to_string();
+    assert!(e.contains("A[7][17]"), "{e}");
+    let s = p.solve(&b).unwrap();
+    assert!(
+        true_residual(&a, &s.x, &b) <= 1e-8,
+        "the old values changed"
+    );
+    // Within the tolerance: taken.
+    let mut w = a.data().to_vec();
+    w[k] *= 1.0 + 1e-14;
+    p.update_values(&w).unwrap();
+    let mut q = Solver::new(&a)
+        .device(Device::Cpu)
+        .check_symmetry(false)
+        .prepare()
+        .unwrap();
+    let t = q.update_values(&v).unwrap();
+    assert_eq!(t.check_ms, 0.0);
+}
+
 #[test]
 fn a_prepared_solver_can_own_its_matrix() {
     let p = {

@@ -466,6 +466,21 @@ impl CsrMatrix {
     /// [`SparseError::OneTriangle`], which names the constructor that mirrors it; any other
     /// asymmetry [`SparseError::NotSymmetric`] with the first entry at fault.
     pub fn check_symmetric(&self, rel_tol: f64) -> Result<(), SparseError> {
+        self.check_symmetric_values(self.data(), rel_tol)
+    }
+
+    /// [`CsrMatrix::check_symmetric`] of this pattern holding `values` (one per stored entry,
+    /// in CSR order, as [`CsrMatrix::data`] holds its own) instead of its own values: what a
+    /// value update of the same pattern checks before it takes them. A length other than
+    /// [`CsrMatrix::nnz`] is a [`SparseError::Dimension`].
+    pub fn check_symmetric_values(&self, values: &[f64], rel_tol: f64) -> Result<(), SparseError> {
+        if values.len() != self.nnz() {
+            return Err(SparseError::Dimension(format!(
+                "{} values for a pattern of {} stored entries",
+                values.len(),
+                self.nnz()
+            )));
+        }
         if !self.is_square() {
             return Err(SparseError::Dimension(format!(
                 "a {} x {} matrix is not square, so not symmetric",
@@ -473,7 +488,7 @@ impl CsrMatrix {
                 self.ncols()
             )));
         }
-        let Some((i, j, a_ij, a_ji)) = self.first_asymmetry(rel_tol) else {
+        let Some((i, j, a_ij, a_ji)) = self.first_asymmetry_of(values, rel_tol) else {
             return Ok(());
         };
         if let Some(part) = self.one_triangle() {
@@ -870,6 +885,35 @@ mod tests {
         let mid = m.slice_outer(1..3);
         let b = CsrMatrix::from_sprs_any(&mid).unwrap();
         assert_eq!((b.nrows(), b.nnz()), (2, 6));
+    }
+
+    /// Other values of the same pattern are checked as the matrix's own would be: the first
+    /// entry at fault named with the new values, the tolerance relative, and a wrong number of
+    /// values refused.
+    #[test]
+    fn other_values_of_the_pattern_are_checked_as_its_own() {
+        let a = poisson1d(6);
+        assert!(a.check_symmetric_values(a.data(), 0.0).is_ok());
+        // Entry (2, 3), 0-based, is the 8th stored: rows hold 2, 3, 3 entries before row 3.
+        let k = a.indptr()[2] as usize + 2;
+        assert_eq!(a.indices()[k], 3);
+        let mut v = a.data().to_vec();
+        v[k] = -3.0;
+        match a.check_symmetric_values(&v, 1e-10) {
+            Err(SparseError::NotSymmetric {
+                row,
+                col,
+                a_ij,
+                a_ji,
+            }) => assert_eq!((row, col, a_ij, a_ji), (3, 4, -3.0, -1.0)),
+            other => panic!("{other:?}"),
+        }
+        assert!(a.check_symmetric_values(&v, 3.0).is_ok());
+        assert!(a.check_symmetric(1e-10).is_ok(), "the matrix's own values");
+        assert!(matches!(
+            a.check_symmetric_values(&v[1..], 1e-10),
+            Err(SparseError::Dimension(_))
+        ));
     }
 
     #[test]

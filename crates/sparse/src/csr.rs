@@ -552,31 +552,50 @@ impl CsrMatrix {
     /// `rel_tol * max(|a_ij|, |a_ji|)`, or `None` when the matrix is symmetric to that tolerance.
     /// A missing mirror counts as 0; explicit zeros need no mirror.
     pub fn first_asymmetry(&self, rel_tol: f64) -> Option<(usize, usize, f64, f64)> {
+        self.first_asymmetry_of(self.data(), rel_tol)
+    }
+
+    /// [`CsrMatrix::first_asymmetry`] of this pattern holding `values` (one per stored entry,
+    /// in CSR order; the caller checked their number) instead of its own.
+    pub(crate) fn first_asymmetry_of(
+        &self,
+        values: &[f64],
+        rel_tol: f64,
+    ) -> Option<(usize, usize, f64, f64)> {
         if !self.is_square() {
             return Some((0, 0, f64::NAN, f64::NAN));
         }
         // The search of every entry's mirror, which finds the first at fault, runs only when
         // the upper half's pass cannot tell the matrix symmetric.
-        if self.symmetric_by_upper_half(rel_tol, SYMMETRY_PART_NNZ) {
+        if self.symmetric_by_upper_half(values, rel_tol, SYMMETRY_PART_NNZ) {
             return None;
         }
-        self.first_asymmetry_searched(rel_tol)
+        self.first_asymmetry_searched(values, rel_tol)
     }
 
-    /// [`CsrMatrix::first_asymmetry`] of a square matrix with each entry's mirror searched
+    /// [`CsrMatrix::first_asymmetry_of`] of a square matrix with each entry's mirror searched
     /// for, rows in parallel.
-    fn first_asymmetry_searched(&self, rel_tol: f64) -> Option<(usize, usize, f64, f64)> {
+    fn first_asymmetry_searched(
+        &self,
+        val: &[f64],
+        rel_tol: f64,
+    ) -> Option<(usize, usize, f64, f64)> {
+        let (ptr, idx) = (self.indptr(), self.indices());
         (0..self.nrows())
             .into_par_iter()
             .with_min_len(256)
             .filter_map(|i| {
-                let (c, v) = self.row(i);
-                for (&j, &a) in c.iter().zip(v) {
+                let (lo, hi) = (ptr[i] as usize, ptr[i + 1] as usize);
+                for (&j, &a) in idx[lo..hi].iter().zip(&val[lo..hi]) {
                     let j = j as usize;
                     if j == i {
                         continue;
                     }
-                    let b = self.get(j, i);
+                    let (jlo, jhi) = (ptr[j] as usize, ptr[j + 1] as usize);
+                    let b = match idx[jlo..jhi].binary_search(&(i as Index)) {
+                        Ok(k) => val[jlo + k],
+                        Err(_) => 0.0,
+                    };
                     if (a - b).abs() > rel_tol * a.abs().max(b.abs()) {
                         return Some((i, j, a, b));
                     }
@@ -594,8 +613,8 @@ impl CsrMatrix {
     /// `false` when a test fails, or when some entry left of the diagonal is no mirror (an
     /// explicit zero may be one; the search decides). Rows go to threads in parts of about
     /// `part_nnz` entries, so that a small matrix with long rows still spreads.
-    fn symmetric_by_upper_half(&self, rel_tol: f64, part_nnz: usize) -> bool {
-        let (ptr, idx, val) = (self.indptr(), self.indices(), self.data());
+    fn symmetric_by_upper_half(&self, val: &[f64], rel_tol: f64, part_nnz: usize) -> bool {
+        let (ptr, idx) = (self.indptr(), self.indices());
         let (n, nnz) = (self.nrows(), self.nnz());
         let parts = nnz.div_ceil(part_nnz.max(1)).clamp(1, n.max(1));
         // Part p holds the rows starting from the first whose entries begin at or past
@@ -865,7 +884,7 @@ mod tests {
                 a = a.lower_triangle();
             }
             for tol in [0.0, 1e-12, 1e-6] {
-                let want = a.first_asymmetry_searched(tol);
+                let want = a.first_asymmetry_searched(a.data(), tol);
                 seen_fault += usize::from(want.is_some());
                 let got = a.first_asymmetry(tol);
                 assert_eq!(
@@ -876,9 +895,13 @@ mod tests {
                 // Split into parts of a few entries, as a large matrix is.
                 for part in [1, 7, 64] {
                     if want.is_none() {
-                        seen_clean_parts += usize::from(a.symmetric_by_upper_half(tol, part));
+                        seen_clean_parts +=
+                            usize::from(a.symmetric_by_upper_half(a.data(), tol, part));
                     } else {
-                        assert!(!a.symmetric_by_upper_half(tol, part), "case {case}");
+                        assert!(
+                            !a.symmetric_by_upper_half(a.data(), tol, part),
+                            "case {case}"
+                        );
                     }
                 }
             }
@@ -940,8 +963,8 @@ mod tests {
             rayon::current_num_threads()
         );
         for (what, a) in &cases {
-            let half = median(&|| a.symmetric_by_upper_half(1e-10, SYMMETRY_PART_NNZ));
-            let searched = median(&|| a.first_asymmetry_searched(1e-10).is_none());
+            let half = median(&|| a.symmetric_by_upper_half(a.data(), 1e-10, SYMMETRY_PART_NNZ));
+            let searched = median(&|| a.first_asymmetry_searched(a.data(), 1e-10).is_none());
             let checked = median(&|| a.first_asymmetry(1e-10).is_none());
             println!(
                 "{what:>18} {:>9} {half:9.3} {searched:9.3} {checked:9.3}",
