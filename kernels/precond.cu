@@ -529,6 +529,11 @@ extern "C" __global__ void ssor_k1_kt_sources_warp(u32 n, const u32 *__restrict_
 // the row's entry. So the long rows of a small matrix are formed side by side on every
 // multiprocessor, not one after another in the few blocks its tiles fill.
 //
+// Every kernel below takes `prod` last (GRAM_PROD_M for this product): the same merges count
+// and form second-order SSOR-AI's K = I - X + X^2 and its transpose, each a union of rows of
+// the first-order factor over a row of it (see GRAM_PROD_K2, GRAM_PROD_K2T); for those, read
+// "K^T" above as the rows united and "K" as the rows they name.
+//
 //   ssor_k1_gram_list        list[0 .. count[0]) = the long rows (gram_is_long with
 //                            gather_max, which every kernel over the short rows takes too), in
 //                            no particular order (count[0] starts at 0); whole warps take part
@@ -560,6 +565,45 @@ extern "C" __global__ void ssor_k1_kt_sources_warp(u32 n, const u32 *__restrict_
 #define GRAM_HEAD 5
 #define GRAM_DONE 0xffffffffu
 
+// Which product of A's pattern the merges below form (the kernels' `prod`). Row i unites rows
+// q of a factor, each taken over a part of A's row q (A's pattern symmetric, every diagonal
+// entry stored):
+//   GRAM_PROD_M    first order's explicit product K^T diag(s) K: q over row i of K^T (A's row
+//                  i from its diagonal on), each row q of K (A's row q up to its diagonal)
+//   GRAM_PROD_K2   second order's K = I - X + X^2 (lower triangular): q over row i of the
+//                  first-order K (A's row i up to its diagonal), each row q of it, the union
+//                  being X's row i, X^2's and the diagonal
+//   GRAM_PROD_K2T  its transpose (upper triangular): q over row i of the first-order K^T,
+//                  each row q of it (entry (i, j) of K^T is in it when some q has (q, i) and
+//                  (j, q) in K, that is (i, q) and (q, j) in A's upper triangle)
+#define GRAM_PROD_M 0u
+#define GRAM_PROD_K2 1u
+#define GRAM_PROD_K2T 2u
+
+// The positions [lo, hi) in A's row i of the rows q that row i unites.
+__device__ __forceinline__ void gram_united(u32 prod, const u32 *a_ptr, const u32 *diag, u32 i,
+                                            u32 &lo, u32 &hi) {
+    if (prod == GRAM_PROD_K2) {
+        lo = a_ptr[i];
+        hi = diag[i] + 1;
+    } else {
+        lo = diag[i];
+        hi = a_ptr[i + 1];
+    }
+}
+
+// The positions [lo, hi) in A's row q of the part of row q that is united.
+__device__ __forceinline__ void gram_part(u32 prod, const u32 *a_ptr, const u32 *diag, u32 q,
+                                          u32 &lo, u32 &hi) {
+    if (prod == GRAM_PROD_K2T) {
+        lo = diag[q];
+        hi = a_ptr[q + 1];
+    } else {
+        lo = a_ptr[q];
+        hi = diag[q] + 1;
+    }
+}
+
 // Whether diag[i] is the position of a_ii (ssor_k1_lengths points a row without one at its
 // start, which may be past the last entry).
 __device__ __forceinline__ bool gram_has_diagonal(const u32 *a_ptr, const u32 *a_idx,
@@ -576,11 +620,13 @@ __device__ __forceinline__ bool gram_has_diagonal(const u32 *a_ptr, const u32 *a
 // the thread with the longest merge is the kernel's time, where a block's gather and sort
 // takes its row in fewer, wider steps.
 __device__ __forceinline__ bool gram_is_long(const u32 *a_ptr, const u32 *a_idx,
-                                             const u32 *diag, u32 i, u32 gather_max) {
+                                             const u32 *diag, u32 i, u32 gather_max, u32 prod) {
     if (!gram_has_diagonal(a_ptr, a_idx, diag, i)) {
         return false;
     }
-    const u32 d = diag[i], k = a_ptr[i + 1] - d;
+    u32 d, hi;
+    gram_united(prod, a_ptr, diag, i, d, hi);
+    const u32 k = hi - d;
     if (k > GRAM_MERGE) {
         return true;
     }
@@ -590,7 +636,12 @@ __device__ __forceinline__ bool gram_is_long(const u32 *a_ptr, const u32 *a_idx,
     u64 gathered = 0;
     for (u32 m = 0; m < k; ++m) {
         const u32 q = a_idx[d + m];
-        gathered += diag[q] + 1 - a_ptr[q];
+        // A row q without its diagonal is refused by the merge that reads it.
+        if (gram_has_diagonal(a_ptr, a_idx, diag, q)) {
+            u32 lo, end;
+            gram_part(prod, a_ptr, diag, q, lo, end);
+            gathered += end - lo;
+        }
     }
     return gathered > gather_max && gathered <= GRAM_LONG_CAP;
 }
@@ -707,14 +758,17 @@ __device__ __forceinline__ void diag_bits_close(u64 *section_bits, u64 words, co
 template <typename Emit>
 __device__ __forceinline__ bool gram_row(const u32 *__restrict__ a_ptr,
                                          const u32 *__restrict__ a_idx,
-                                         const u32 *__restrict__ diag, u32 i, u64 &flags,
-                                         u32 &len, Emit emit) {
-    const u32 d = diag[i];
-    const u32 k = a_ptr[i + 1] - d;
+                                         const u32 *__restrict__ diag, u32 i, u32 prod,
+                                         u64 &flags, u32 &len, Emit emit) {
+    bool ok = gram_has_diagonal(a_ptr, a_idx, diag, i);
+    u32 d = 0, united_end = 0;
+    if (ok) {
+        gram_united(prod, a_ptr, diag, i, d, united_end);
+    }
+    const u32 k = united_end - d;
     // pos[m], end[m]: what is left of the m-th row of K; head[m] its next column (GRAM_DONE
     // once it is used up, or for m >= k).
     u32 pos[GRAM_MERGE], end[GRAM_MERGE], head[GRAM_MERGE];
-    bool ok = gram_has_diagonal(a_ptr, a_idx, diag, i);
     if (!ok) {
         flags |= 4;
     } else if (k > GRAM_MERGE) {
@@ -729,8 +783,7 @@ __device__ __forceinline__ bool gram_row(const u32 *__restrict__ a_ptr,
         if (ok && m < k) {
             const u32 q = a_idx[d + m];
             if (gram_has_diagonal(a_ptr, a_idx, diag, q)) {
-                pos[m] = a_ptr[q];
-                end[m] = diag[q] + 1;
+                gram_part(prod, a_ptr, diag, q, pos[m], end[m]);
                 head[m] = a_idx[pos[m]];
             } else {
                 flags |= 4;
@@ -771,6 +824,7 @@ struct GramLong {
     u32 count;
     u32 why;
     u32 lowest;
+    u32 highest;
     u32 warp_sums[GRAM_BLOCK_MAX / 32];
 };
 
@@ -797,26 +851,30 @@ struct GramLongRow {
 __device__ __forceinline__ GramLongRow gram_long_gather(const u32 *__restrict__ a_ptr,
                                                         const u32 *__restrict__ a_idx,
                                                         const u32 *__restrict__ diag, u32 i,
-                                                        GramLong *s, u32 &why) {
+                                                        u32 prod, GramLong *s, u32 &why) {
     __syncthreads();
     if (threadIdx.x == 0) {
         s->count = 0;
         s->why = 0;
         s->lowest = GRAM_DONE;
+        s->highest = 0;
     }
     __syncthreads();
-    const u32 d = diag[i];
-    const u32 k = a_ptr[i + 1] - d;
+    u32 d, united_end;
+    gram_united(prod, a_ptr, diag, i, d, united_end);
+    const u32 k = united_end - d;
     for (u32 m = threadIdx.x; m < k; m += blockDim.x) {
         const u32 q = a_idx[d + m];
         if (!gram_has_diagonal(a_ptr, a_idx, diag, q)) {
             atomicOr(&s->why, 4u);
             continue;
         }
-        const u32 lo = a_ptr[q];
+        u32 lo, hi;
+        gram_part(prod, a_ptr, diag, q, lo, hi);
         // count sums lengths of rows of A: below 2^32 (the caller checked nnz).
-        atomicAdd(&s->count, diag[q] + 1 - lo);
+        atomicAdd(&s->count, hi - lo);
         atomicMin(&s->lowest, a_idx[lo]);
+        atomicMax(&s->highest, a_idx[hi - 1]);
     }
     __syncthreads();
     GramLongRow row = {0, 0, 0, false};
@@ -827,7 +885,7 @@ __device__ __forceinline__ GramLongRow gram_long_gather(const u32 *__restrict__ 
     }
     row.gathered = total;
     const u32 lane = threadIdx.x & 31, warps = blockDim.x >> 5;
-    const u32 highest = a_idx[a_ptr[i + 1] - 1];
+    const u32 highest = s->highest;
     row.base = s->lowest & ~31u;
     const u32 words = ((highest - row.base) >> 5) + 1;
     if (words <= GRAM_LONG_CAP) {
@@ -839,7 +897,9 @@ __device__ __forceinline__ GramLongRow gram_long_gather(const u32 *__restrict__ 
         __syncthreads();
         for (u32 m = threadIdx.x >> 5; m < k; m += warps) {
             const u32 q = a_idx[d + m];
-            const u32 lo = a_ptr[q], len = diag[q] + 1 - lo;
+            u32 lo, hi;
+            gram_part(prod, a_ptr, diag, q, lo, hi);
+            const u32 len = hi - lo;
             for (u32 l = lane; l < len; l += 32) {
                 const u32 b = a_idx[lo + l] - row.base;
                 atomicOr(s->buf + (b >> 5), 1u << (b & 31));
@@ -857,7 +917,9 @@ __device__ __forceinline__ GramLongRow gram_long_gather(const u32 *__restrict__ 
     __syncthreads();
     for (u32 m = threadIdx.x >> 5; m < k; m += warps) {
         const u32 q = a_idx[d + m];
-        const u32 lo = a_ptr[q], len = diag[q] + 1 - lo;
+        u32 lo, hi;
+        gram_part(prod, a_ptr, diag, q, lo, hi);
+        const u32 len = hi - lo;
         u32 at = 0;
         if (lane == 0) {
             at = atomicAdd(&s->count, len);
@@ -961,10 +1023,10 @@ template <typename Short, typename End>
 __device__ __forceinline__ void gram_short_tiles(u32 n, const u32 *__restrict__ a_ptr,
                                                  const u32 *__restrict__ a_idx,
                                                  const u32 *__restrict__ diag, u32 gather_max,
-                                                 Short on_short, End on_end) {
+                                                 u32 prod, Short on_short, End on_end) {
     for (u64 tile = (u64)blockIdx.x * blockDim.x; tile < n; tile += GLOBAL_THREADS) {
         const u64 t = tile + threadIdx.x;
-        if (t < n && !gram_is_long(a_ptr, a_idx, diag, (u32)t, gather_max)) {
+        if (t < n && !gram_is_long(a_ptr, a_idx, diag, (u32)t, gather_max, prod)) {
             on_short((u32)t);
         }
         on_end(tile);
@@ -979,13 +1041,13 @@ template <typename Long>
 __device__ __forceinline__ void gram_listed(const u32 *__restrict__ list, const u32 *count,
                                             const u32 *__restrict__ a_ptr,
                                             const u32 *__restrict__ a_idx,
-                                            const u32 *__restrict__ diag, GramLong *s,
+                                            const u32 *__restrict__ diag, u32 prod, GramLong *s,
                                             Long on_long) {
     const u64 listed = *count;
     for (u64 r = blockIdx.x; r < listed; r += gridDim.x) {
         const u32 i = list[r];
         u32 why = 0;
-        const GramLongRow row = gram_long_gather(a_ptr, a_idx, diag, i, s, why);
+        const GramLongRow row = gram_long_gather(a_ptr, a_idx, diag, i, prod, s, why);
         on_long(i, row, why);
     }
 }
@@ -993,11 +1055,11 @@ __device__ __forceinline__ void gram_listed(const u32 *__restrict__ list, const 
 extern "C" __global__ void ssor_k1_gram_list(u32 n, const u32 *__restrict__ a_ptr,
                                              const u32 *__restrict__ a_idx,
                                              const u32 *__restrict__ diag, u32 gather_max,
-                                             u32 *__restrict__ list, u32 *count) {
+                                             u32 *__restrict__ list, u32 *count, u32 prod) {
     const u32 lane = threadIdx.x & 31;
     for (u64 base = (u64)blockIdx.x * blockDim.x; base < n; base += GLOBAL_THREADS) {
         const u64 t = base + threadIdx.x;
-        const bool is_long = t < n && gram_is_long(a_ptr, a_idx, diag, (u32)t, gather_max);
+        const bool is_long = t < n && gram_is_long(a_ptr, a_idx, diag, (u32)t, gather_max, prod);
         // One atomic per warp: the warp's long rows take consecutive places.
         const u32 ballot = __ballot_sync(0xffffffffu, is_long);
         u32 at = 0;
@@ -1042,7 +1104,8 @@ extern "C" __global__ void ssor_k1_gram_count_long(u32 n, const u32 *__restrict_
                                                    const u32 *__restrict__ a_ptr,
                                                    const u32 *__restrict__ a_idx,
                                                    const u32 *__restrict__ diag, u64 *out,
-                                                   u32 *group, u32 *__restrict__ row_len) {
+                                                   u32 *group, u32 *__restrict__ row_len,
+                                                   u32 prod) {
     __shared__ u32 sh_hist[GRAM_HIST];
     __shared__ u64 sh_totals[GRAM_HEAD];
     __shared__ GramLong s;
@@ -1051,7 +1114,7 @@ extern "C" __global__ void ssor_k1_gram_count_long(u32 n, const u32 *__restrict_
     u64 *diagonals = diag_bits_open(out + GRAM_HEAD + GRAM_HIST, words, sh_diag);
     clear_section(sh_hist, sh_totals);
     u64 lines = 0, dist = 0, stored = 0, flags = 0;
-    gram_listed(list, count, a_ptr, a_idx, diag, &s, [&](u32 i, const GramLongRow &row, u32 why) {
+    gram_listed(list, count, a_ptr, a_idx, diag, prod, &s, [&](u32 i, const GramLongRow &row, u32 why) {
         flags |= why;
         const u64 shift = (u64)n - 1 - i;
         u32 l = 0;
@@ -1090,7 +1153,7 @@ extern "C" __global__ void ssor_k1_gram_count(u32 n, const u32 *__restrict__ a_p
                                               const u32 *__restrict__ a_idx,
                                               const u32 *__restrict__ diag, u32 gather_max,
                                               const u32 *__restrict__ group, u64 *out,
-                                              u32 *__restrict__ row_len) {
+                                              u32 *__restrict__ row_len, u32 prod) {
     __shared__ u32 sh_hist[GRAM_HIST];
     __shared__ u64 sh_totals[GRAM_HEAD];
     __shared__ u64 sh_diag[GRAM_DIAG_SHARED];
@@ -1102,11 +1165,11 @@ extern "C" __global__ void ssor_k1_gram_count(u32 n, const u32 *__restrict__ a_p
     // or when the row is not counted), for the warp's longest row.
     u32 len = 0;
     gram_short_tiles(
-        n, a_ptr, a_idx, diag, gather_max,
+        n, a_ptr, a_idx, diag, gather_max, prod,
         [&](u32 i) {
             const u64 shift = (u64)n - 1 - i;
             u32 last_line = GRAM_DONE, l = 0;
-            if (gram_row(a_ptr, a_idx, diag, i, flags, l, [&](u32, u32 c) {
+            if (gram_row(a_ptr, a_idx, diag, i, prod, flags, l, [&](u32, u32 c) {
                     tally_column(c, i, shift, diagonals, last_line, lines, dist, stored);
                 })) {
                 len = l;
@@ -1149,14 +1212,15 @@ extern "C" __global__ void ssor_k1_gram_count(u32 n, const u32 *__restrict__ a_p
 extern "C" __global__ void ssor_k1_gram_lengths(u32 n, const u32 *__restrict__ a_ptr,
                                                 const u32 *__restrict__ a_idx,
                                                 const u32 *__restrict__ diag, u32 gather_max,
-                                                u32 *__restrict__ len, u64 *total, u32 *bad) {
+                                                u32 *__restrict__ len, u64 *total, u32 *bad,
+                                                u32 prod) {
     u64 sum = 0;
     gram_short_tiles(
-        n, a_ptr, a_idx, diag, gather_max,
+        n, a_ptr, a_idx, diag, gather_max, prod,
         [&](u32 i) {
             u64 flags = 0;
             u32 l = 0;
-            if (!gram_row(a_ptr, a_idx, diag, i, flags, l, [](u32, u32) {})) {
+            if (!gram_row(a_ptr, a_idx, diag, i, prod, flags, l, [](u32, u32) {})) {
                 atomicMin(bad, i);
             }
             len[i] = l;
@@ -1177,9 +1241,9 @@ extern "C" __global__ void ssor_k1_gram_lengths_long(const u32 *__restrict__ lis
                                                      const u32 *__restrict__ a_idx,
                                                      const u32 *__restrict__ diag,
                                                      u32 *__restrict__ len, u64 *total,
-                                                     u32 *bad) {
+                                                     u32 *bad, u32 prod) {
     __shared__ GramLong s;
-    gram_listed(list, count, a_ptr, a_idx, diag, &s, [&](u32 i, const GramLongRow &row, u32 why) {
+    gram_listed(list, count, a_ptr, a_idx, diag, prod, &s, [&](u32 i, const GramLongRow &row, u32 why) {
         const u32 l = row.bitmap ? gram_long_bits(&s, row, [](u32, u32, u32) {})
                                  : gram_long_entries(&s, row.gathered, [](u32, bool, u32) {});
         if (threadIdx.x == 0) {
@@ -1198,15 +1262,15 @@ extern "C" __global__ void ssor_k1_gram_fill(u32 n, const u32 *__restrict__ a_pt
                                              const u32 *__restrict__ a_idx,
                                              const u32 *__restrict__ diag, u32 gather_max,
                                              const u32 *__restrict__ m_ptr,
-                                             u32 *__restrict__ m_idx, u32 *bad) {
+                                             u32 *__restrict__ m_idx, u32 *bad, u32 prod) {
     gram_short_tiles(
-        n, a_ptr, a_idx, diag, gather_max,
+        n, a_ptr, a_idx, diag, gather_max, prod,
         [&](u32 i) {
             u32 *row = m_idx + m_ptr[i];
             const u32 cap = m_ptr[i + 1] - m_ptr[i];
             u64 flags = 0;
             u32 l = 0;
-            const bool ok = gram_row(a_ptr, a_idx, diag, i, flags, l, [&](u32 at, u32 c) {
+            const bool ok = gram_row(a_ptr, a_idx, diag, i, prod, flags, l, [&](u32 at, u32 c) {
                 if (at < cap) {
                     row[at] = c;
                 }
@@ -1224,10 +1288,11 @@ extern "C" __global__ void ssor_k1_gram_fill_long(const u32 *__restrict__ list,
                                                   const u32 *__restrict__ a_idx,
                                                   const u32 *__restrict__ diag,
                                                   const u32 *__restrict__ m_ptr,
-                                                  u32 *__restrict__ m_idx, u32 *bad) {
+                                                  u32 *__restrict__ m_idx, u32 *bad,
+                                                  u32 prod) {
     __shared__ GramLong s;
     const u32 lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    gram_listed(list, count, a_ptr, a_idx, diag, &s, [&](u32 i, const GramLongRow &held, u32 why) {
+    gram_listed(list, count, a_ptr, a_idx, diag, prod, &s, [&](u32 i, const GramLongRow &held, u32 why) {
         u32 *row = m_idx + m_ptr[i];
         const u32 cap = m_ptr[i + 1] - m_ptr[i];
         if (held.bitmap) {
@@ -1267,6 +1332,37 @@ extern "C" __global__ void ssor_k1_gram_fill_long(const u32 *__restrict__ list,
             atomicMin(bad, i);
         }
     });
+}
+
+// Second-order SSOR-AI's factors on the device take their patterns from the launches above
+// (prod GRAM_PROD_K2 for K, GRAM_PROD_K2T for K^T), K's values from ssor_k2_values and K^T
+// diag(s)'s from gather_scaled_values, through the map this kernel finds:
+//
+//   ssor_kt_sources_search  src[p] = the position in K of the mirror of entry p of K^T (entry
+//                           (i, j) of K^T: column i searched in row j of K), a thread per row
+//                           of K^T; an entry whose mirror K does not hold lowers bad[0] to its
+//                           row (bad[0] starts at n) and its source is left 0. With as many
+//                           entries in K as in K^T and none flagged, K^T is K's transpose.
+extern "C" __global__ void ssor_kt_sources_search(u32 n, const u32 *__restrict__ kt_ptr,
+                                                  const u32 *__restrict__ kt_idx,
+                                                  const u32 *__restrict__ k_ptr,
+                                                  const u32 *__restrict__ k_idx,
+                                                  u32 *__restrict__ src, u32 *bad) {
+    for (u64 t = GLOBAL_TID; t < n; t += GLOBAL_THREADS) {
+        const u32 i = (u32)t;
+        const u32 end = kt_ptr[i + 1];
+        for (u32 p = kt_ptr[i]; p < end; ++p) {
+            const u32 j = kt_idx[p];
+            const u32 hi = k_ptr[j + 1];
+            const u32 q = find_column(k_idx, k_ptr[j], hi, i);
+            if (q < hi) {
+                src[p] = q;
+            } else {
+                src[p] = 0;
+                atomicMin(bad, i);
+            }
+        }
+    }
 }
 
 // ssor_k1_totals: the structure of A and of both first-order factors, K (row i: A's columns up

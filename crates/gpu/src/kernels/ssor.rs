@@ -73,11 +73,13 @@ pub enum SsorBuildKernel {
     /// [`SsorBuildKernel::Checks`] a warp per row (rows of [`TOTALS_WARP_MIN_AVG`] entries or
     /// more on average).
     ChecksWarp,
+    /// The position in `K` of each entry of `K^T`'s mirror, searched ([`ssor_k2_factors`]).
+    KtSourcesSearch,
 }
 
 impl SsorBuildKernel {
     /// Every kernel of the build.
-    pub const ALL: [SsorBuildKernel; 19] = [
+    pub const ALL: [SsorBuildKernel; 20] = [
         SsorBuildKernel::Lengths,
         SsorBuildKernel::Build,
         SsorBuildKernel::BuildWarp,
@@ -97,6 +99,7 @@ impl SsorBuildKernel {
         SsorBuildKernel::GramFill,
         SsorBuildKernel::Checks,
         SsorBuildKernel::ChecksWarp,
+        SsorBuildKernel::KtSourcesSearch,
     ];
 }
 
@@ -122,6 +125,7 @@ impl fmt::Display for SsorBuildKernel {
             SsorBuildKernel::GramFill => "ssor_k1_gram_fill",
             SsorBuildKernel::Checks => "ssor_k1_checks",
             SsorBuildKernel::ChecksWarp => "ssor_k1_checks_warp",
+            SsorBuildKernel::KtSourcesSearch => "ssor_kt_sources_search",
         })
     }
 }
@@ -156,7 +160,9 @@ pub fn preload(dev: &GpuDevice) -> Result<(), GpuError> {
     }
     for k in [
         RefreshKernel::InvDiag,
+        RefreshKernel::SsorK2,
         RefreshKernel::Gather,
+        RefreshKernel::GatherScaled,
         RefreshKernel::Gram,
         RefreshKernel::GramWarp,
     ] {
@@ -585,7 +591,14 @@ pub fn ssor_k1_gram_count(
     }
     let indptr = dev.upload(a.indptr())?;
     let indices = dev.upload(a.indices())?;
-    let counted = gram_count_of(dev, a.nrows(), &indptr, &indices, kt_longest)?;
+    let counted = gram_count_of(
+        dev,
+        a.nrows(),
+        &indptr,
+        &indices,
+        kt_longest,
+        GramProduct::Explicit,
+    )?;
     Ok(counted.map(|(totals, _)| totals))
 }
 
@@ -611,7 +624,38 @@ pub fn ssor_k1_gram_count_kept(
     if !gram_countable(n, m, a.nnz()) {
         return Ok(None);
     }
-    gram_count_of(dev, n, &a.indptr, &a.indices, kt_longest)
+    gram_count_of(
+        dev,
+        n,
+        &a.indptr,
+        &a.indices,
+        kt_longest,
+        GramProduct::Explicit,
+    )
+}
+
+/// Which product of `A`'s pattern the merge kernels of the explicit product form (their last
+/// argument, `GRAM_PROD_*` in `precond.cu`): row `i` unites rows `q` of a factor, each taken
+/// over a part of `A`'s row `q`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum GramProduct {
+    /// First order's explicit product `K^T diag(s) K`.
+    Explicit = 0,
+    /// Second order's `K = I - X + X^2`: the first-order `K`'s rows `q` of row `i` of it.
+    K2 = 1,
+    /// Its transpose: the first-order `K^T`'s rows `q` of row `i` of it.
+    K2T = 2,
+}
+
+impl GramProduct {
+    /// The kernels' argument.
+    fn arg(self) -> &'static u32 {
+        match self {
+            GramProduct::Explicit => &0,
+            GramProduct::K2 => &1,
+            GramProduct::K2T => &2,
+        }
+    }
 }
 
 /// What [`ssor_k1_gram_count_kept`] found of the pattern of the explicit product of a matrix
@@ -621,6 +665,7 @@ pub fn ssor_k1_gram_count_kept(
 /// row has the length kept (a row that does not makes it count the pattern itself).
 pub struct GramPattern {
     n: usize,
+    prod: GramProduct,
     nnz_a: usize,
     gather_max: u32,
     len: DeviceVec<u32>,
@@ -649,6 +694,7 @@ impl GramPattern {
     /// entries of the matrix it was counted from, and the same rows sent to blocks).
     fn fits(&self, dev: &GpuDevice, a: &DeviceCsr) -> bool {
         a.shape() == (self.n, self.n)
+            && self.prod == GramProduct::Explicit
             && a.nnz() == self.nnz_a
             && self.len.len() == self.n
             && self.gather_max == LongRows::gather_max(dev, self.n)
@@ -667,14 +713,17 @@ fn gram_countable(n: usize, m: usize, nnz: usize) -> bool {
         && (n as u128) * (GRAM_HIST as u128) * (n as u128) < 1u128 << 63
 }
 
-/// The count of [`ssor_k1_gram_count`] on the `n`-row pattern `indptr`, `indices` (a square
-/// CSR pattern in range, see [`gram_countable`]), and the pattern it found.
+/// The count of [`ssor_k1_gram_count`] (or, by `prod`, of another product of the pattern) on
+/// the `n`-row pattern `indptr`, `indices` (a square CSR pattern in range, see
+/// [`gram_countable`]), and the pattern it found. `kt_longest`: the most rows a row unites
+/// (for the explicit product, the longest row of `K^T`; `None`: read back).
 fn gram_count_of(
     dev: &GpuDevice,
     n: usize,
     indptr: &DeviceVec<u32>,
     indices: &DeviceVec<u32>,
     kt_longest: Option<usize>,
+    prod: GramProduct,
 ) -> Result<Option<(StructureTotals, GramPattern)>, GpuError> {
     let (diag, len, bad) = lengths_of(dev, n, indptr, indices)?;
     drop(len);
@@ -684,7 +733,7 @@ fn gram_count_of(
     };
     drop(bad);
     let gather_max = LongRows::gather_max(dev, n);
-    let long = LongRows::list_if_any(dev, n, indptr, indices, &diag, kt_longest, gather_max)?;
+    let long = LongRows::list_if_any(dev, n, indptr, indices, &diag, kt_longest, gather_max, prod)?;
     let words = (2 * n - 1).div_ceil(64);
     let mut out = dev.alloc_zeros::<u64>(GRAM_HEAD + GRAM_HIST + words)?;
     let mut group = dev.alloc_zeros::<u32>(n.div_ceil(32))?;
@@ -715,7 +764,8 @@ fn gram_count_of(
                     .arg(&diag.buf)
                     .arg(&mut out.buf)
                     .arg(&mut group.buf)
-                    .arg(&mut row_len.buf);
+                    .arg(&mut row_len.buf)
+                    .arg(prod.arg());
             })
         }?;
     }
@@ -737,7 +787,8 @@ fn gram_count_of(
                 .arg(&gather_max)
                 .arg(&group.buf)
                 .arg(&mut out.buf)
-                .arg(&mut row_len.buf);
+                .arg(&mut row_len.buf)
+                .arg(prod.arg());
         })
     }?;
     let Some(totals) = totals_at(&dev.download(&out)?) else {
@@ -752,6 +803,7 @@ fn gram_count_of(
         .sum();
     let pattern = GramPattern {
         n,
+        prod,
         nnz_a: indices.len(),
         gather_max,
         len: row_len,
@@ -769,6 +821,8 @@ struct LongRows {
     rows: DeviceVec<u32>,
     count: DeviceVec<u32>,
     n: usize,
+    /// The product whose rows these are (the launches over them form the same).
+    prod: GramProduct,
 }
 
 impl LongRows {
@@ -782,6 +836,7 @@ impl LongRows {
         indices: &DeviceVec<u32>,
         diag: &DeviceVec<u32>,
         gather_max: u32,
+        prod: GramProduct,
     ) -> Result<LongRows, GpuError> {
         // SAFETY: ssor_k1_gram_list writes the first count[0] entries, which alone are read.
         let mut rows = unsafe { dev.alloc_uninit::<u32>(n)? };
@@ -801,10 +856,16 @@ impl LongRows {
                     .arg(&diag.buf)
                     .arg(&gather_max)
                     .arg(&mut rows.buf)
-                    .arg(&mut count.buf);
+                    .arg(&mut count.buf)
+                    .arg(prod.arg());
             })
         }?;
-        Ok(LongRows { rows, count, n })
+        Ok(LongRows {
+            rows,
+            count,
+            n,
+            prod,
+        })
     }
 
     /// The kernels' `gather_max` for an `n`-row matrix on `dev`: [`GRAM_SHORT_GATHER`] on a
@@ -815,6 +876,7 @@ impl LongRows {
 
     /// [`LongRows::list`], or `None` where no row can be long: no row of `K^T` longer than
     /// [`GRAM_MERGE`] (`kt_longest`) and no limit on what a short row gathers.
+    #[allow(clippy::too_many_arguments)]
     fn list_if_any(
         dev: &GpuDevice,
         n: usize,
@@ -823,11 +885,12 @@ impl LongRows {
         diag: &DeviceVec<u32>,
         kt_longest: usize,
         gather_max: u32,
+        prod: GramProduct,
     ) -> Result<Option<LongRows>, GpuError> {
         if n == 0 || (kt_longest <= GRAM_MERGE && gather_max == GRAM_NO_GATHER_LIMIT) {
             return Ok(None);
         }
-        LongRows::list(dev, n, indptr, indices, diag, gather_max).map(Some)
+        LongRows::list(dev, n, indptr, indices, diag, gather_max, prod).map(Some)
     }
 
     /// A launch of `kernel` over the listed rows: [`GRAM_LONG_THREADS`] a block, as many blocks
@@ -1219,7 +1282,7 @@ pub fn ssor_k1_explicit_counted(
     };
     let (m_ptr, m_idx, nnz_m) = match kept {
         Some(pattern) => pattern,
-        None => match pattern_counted_here(dev, a, &diag, kt_longest)? {
+        None => match pattern_counted_here(dev, a, &diag, kt_longest, GramProduct::Explicit)? {
             Ok(pattern) => pattern,
             Err(reason) => return Ok(SsorK1Explicit::Refused(reason)),
         },
@@ -1269,6 +1332,7 @@ fn pattern_from_count(
         diag,
         counted.long.as_ref(),
         counted.gather_max,
+        counted.prod,
         &m_ptr,
         &mut m_idx,
         &mut bad,
@@ -1285,6 +1349,7 @@ fn pattern_counted_here(
     a: &DeviceCsr,
     diag: &DeviceDiagonal,
     kt_longest: usize,
+    prod: GramProduct,
 ) -> Result<Result<GramArrays, String>, GpuError> {
     let n = a.nrows();
     let n32 = n as u32;
@@ -1295,7 +1360,7 @@ fn pattern_counted_here(
     let mut bad = dev.upload(&[n32])?;
     let gather_max = LongRows::gather_max(dev, n);
     let long = LongRows::list_if_any(
-        dev, n, &a.indptr, &a.indices, &diag.pos, kt_longest, gather_max,
+        dev, n, &a.indptr, &a.indices, &diag.pos, kt_longest, gather_max, prod,
     )?;
     if let Some(long) = &long {
         let l = long.launch(dev, SsorBuildKernel::GramLengthsLong)?;
@@ -1314,7 +1379,8 @@ fn pattern_counted_here(
                     .arg(&diag.pos.buf)
                     .arg(&mut len.buf)
                     .arg(&mut total.buf)
-                    .arg(&mut bad.buf);
+                    .arg(&mut bad.buf)
+                    .arg(long.prod.arg());
             })
         }?;
     }
@@ -1337,7 +1403,8 @@ fn pattern_counted_here(
                     .arg(&gather_max)
                     .arg(&mut len.buf)
                     .arg(&mut total.buf)
-                    .arg(&mut bad.buf);
+                    .arg(&mut bad.buf)
+                    .arg(prod.arg());
             })
         }?;
     }
@@ -1370,6 +1437,7 @@ fn pattern_counted_here(
         diag,
         long.as_ref(),
         gather_max,
+        prod,
         &m_ptr,
         &mut m_idx,
         &mut bad,
@@ -1388,6 +1456,7 @@ fn fill_pattern(
     diag: &DeviceDiagonal,
     long: Option<&LongRows>,
     gather_max: u32,
+    prod: GramProduct,
     m_ptr: &DeviceVec<u32>,
     m_idx: &mut DeviceVec<u32>,
     bad: &mut DeviceVec<u32>,
@@ -1412,7 +1481,8 @@ fn fill_pattern(
                     .arg(&diag.pos.buf)
                     .arg(&m_ptr.buf)
                     .arg(&mut m_idx.buf)
-                    .arg(&mut bad.buf);
+                    .arg(&mut bad.buf)
+                    .arg(long.prod.arg());
             })
         }?;
     }
@@ -1433,11 +1503,186 @@ fn fill_pattern(
                     .arg(&gather_max)
                     .arg(&m_ptr.buf)
                     .arg(&mut m_idx.buf)
-                    .arg(&mut bad.buf);
+                    .arg(&mut bad.buf)
+                    .arg(prod.arg());
             })
         }?;
     }
     Ok(())
+}
+
+/// What [`ssor_k2_factors`] made.
+#[derive(Debug)]
+pub enum SsorK2Build {
+    /// The factors on the device, with the maps a value refresh reads.
+    Built(Box<SsorK2Parts>),
+    /// Not built on the device, and why (for the host to build them): a pattern that is not
+    /// symmetric, a row uniting rows of the first-order factor that hold more than
+    /// [`GRAM_LONG_CAP`] entries together, or `2^32` entries or more.
+    Refused(String),
+}
+
+/// Second-order SSOR-AI's factors built on the device ([`ssor_k2_factors`]).
+#[derive(Debug)]
+pub struct SsorK2Parts {
+    /// `K = I - X + X^2`, `X = omega L D^-1` (lower triangular, unit diagonal).
+    pub k: DeviceCsr,
+    /// `K^T diag(s)` (upper triangular, diagonal `s`).
+    pub kt: DeviceCsr,
+    /// The positions of `A`'s diagonal entries.
+    pub diag: DeviceDiagonal,
+    /// For each entry of `kt`, the position in `k` of its mirror.
+    pub kt_src: DeviceGather,
+}
+
+/// Second-order SSOR-AI's `K = I - X + X^2` and `K^T diag(s)` built on the device from `a` (a
+/// square CSR matrix as `CsrMatrix` uploads it) with relaxation `omega` in (0, 2): the factors
+/// `autopcg_solver::Preconditioner::build` makes on the host for the factored form, the same
+/// patterns and, term by term in the same order, the same values (up to the sign of a zero).
+/// Row `i` of `K` is the union of the first-order `K`'s rows `q` over the columns `q` of its
+/// row `i` (the pattern of `X`, of `X^2` and the diagonal), found by the explicit product's
+/// merges; its values are the value refresh's kernel. `K^T`'s pattern is the same union over
+/// the first-order `K^T` (which is `K`'s transpose where `A`'s pattern is symmetric: checked,
+/// every entry's mirror being searched in `K`, and the map kept), its values `K`'s gathered
+/// and scaled by column. Every diagonal entry must be stored (an error otherwise); whether the
+/// diagonal values are positive is the caller's check. Waits for eight small copies back.
+pub fn ssor_k2_factors(
+    dev: &GpuDevice,
+    a: &DeviceCsr,
+    omega: f64,
+) -> Result<SsorK2Build, GpuError> {
+    let (n, m) = a.shape();
+    let invalid = |reason: String| GpuError::InvalidInput {
+        what: "second-order SSOR-AI factors on the device".into(),
+        reason,
+    };
+    if n != m {
+        return Err(invalid(format!("a {n} x {m} matrix is not square")));
+    }
+    if !(omega.is_finite() && omega > 0.0 && omega < 2.0) {
+        return Err(invalid(format!("omega {omega} is not in (0, 2)")));
+    }
+    if a.nnz() as u64 + n as u64 >= u64::from(u32::MAX) {
+        return Err(invalid(format!(
+            "{} entries and {n} rows exceed the 32-bit indices of the build",
+            a.nnz()
+        )));
+    }
+    if n == 0 {
+        let empty = || {
+            DeviceCsr::from_device(
+                0,
+                0,
+                dev.alloc_zeros(1)?,
+                dev.alloc_zeros(0)?,
+                dev.alloc_zeros(0)?,
+            )
+        };
+        return Ok(SsorK2Build::Built(Box::new(SsorK2Parts {
+            k: empty()?,
+            kt: empty()?,
+            diag: DeviceDiagonal::from_device(dev.alloc_zeros(0)?, 0),
+            kt_src: DeviceGather::from_device(dev.alloc_zeros(0)?, 0),
+        })));
+    }
+    let n32 = n as u32;
+    let (diag, len, bad) = lengths(dev, a)?;
+    drop(len);
+    let flags = dev.download(&bad)?;
+    drop(bad);
+    let (first_missing, kt_longest) = (flags[0], flags[2] as usize);
+    if first_missing < n32 {
+        return Err(invalid(format!(
+            "row {} stores no diagonal entry",
+            first_missing as usize + 1
+        )));
+    }
+    let diag = DeviceDiagonal::from_device(diag, a.nnz());
+    // The rows q a row of K unites are its first-order row (up to the diagonal), whose
+    // longest the lengths did not find: every row that may be a block's is listed.
+    let (k_ptr, k_idx, nnz_k) =
+        match pattern_counted_here(dev, a, &diag, usize::MAX, GramProduct::K2)? {
+            Ok(p) => p,
+            Err(reason) => return Ok(SsorK2Build::Refused(reason)),
+        };
+    let (kt_ptr, kt_idx, nnz_kt) =
+        match pattern_counted_here(dev, a, &diag, kt_longest, GramProduct::K2T)? {
+            Ok(p) => p,
+            Err(reason) => return Ok(SsorK2Build::Refused(reason)),
+        };
+    let asymmetric = || {
+        SsorK2Build::Refused("the matrix's pattern is not symmetric: K^T is not read off it".into())
+    };
+    if nnz_k != nnz_kt {
+        return Ok(asymmetric());
+    }
+    // SAFETY: ssor_k2_values writes every value of every row of K (zeros first).
+    let k_vals = unsafe { dev.alloc_uninit::<f64>(nnz_k)? };
+    let mut k = DeviceCsr::from_device(n, n, k_ptr, k_idx, k_vals)?;
+    super::refresh::ssor_k_values(dev, a, &diag, omega, 2, &mut k)?;
+    let mut src = dev.alloc_zeros::<u32>(nnz_kt)?;
+    let mut bad = dev.upload(&[n32])?;
+    let l = per_row(dev, SsorBuildKernel::KtSourcesSearch, n)?;
+    // SAFETY: matches `ssor_kt_sources_search(u32 n, const u32 *kt_ptr, const u32 *kt_idx,
+    // const u32 *k_ptr, const u32 *k_idx, u32 *src, u32 *bad)`; kt_ptr, kt_idx and k's arrays
+    // are CSR patterns of n rows (scans whose last pointer is the length of their columns,
+    // columns below n, ascending within a row: the merges emit them so); row i writes src
+    // only inside [kt_ptr[i], kt_ptr[i + 1]) of nnz_kt elements; each search reads inside a
+    // row of k; a source is either a position in k (below nnz_k) or 0, which nnz_k = nnz_kt
+    // >= n >= 1 holds too; bad holds one word.
+    unsafe {
+        l.run(|b| {
+            b.arg(&n32)
+                .arg(&kt_ptr.buf)
+                .arg(&kt_idx.buf)
+                .arg(&k.indptr.buf)
+                .arg(&k.indices.buf)
+                .arg(&mut src.buf)
+                .arg(&mut bad.buf);
+        })
+    }?;
+    if dev.download(&bad)?[0] < n32 {
+        return Ok(asymmetric());
+    }
+    // Every entry of K^T has its mirror in K, each a distinct one, and both hold as many:
+    // K^T is K's transpose.
+    let kt_src = DeviceGather::from_device(src, nnz_k);
+    // SAFETY: gather_scaled_values writes every value of K^T.
+    let kt_vals = unsafe { dev.alloc_uninit::<f64>(nnz_kt)? };
+    let mut kt = DeviceCsr::from_device(n, n, kt_ptr, kt_idx, kt_vals)?;
+    let scale = omega * (2.0 - omega);
+    super::refresh::gather_scaled_values(dev, &kt_src, &k, a, &diag, scale, &mut kt)?;
+    Ok(SsorK2Build::Built(Box::new(SsorK2Parts {
+        k,
+        kt,
+        diag,
+        kt_src,
+    })))
+}
+
+/// The structure of second-order SSOR-AI's factors, `K = I - X + X^2` and `K^T diag(s)`, of
+/// `a` (its arrays on the device: only its pattern is read), counted on the device as
+/// [`ssor_k1_gram_count`] counts the explicit product's (the same merges [`ssor_k2_factors`]
+/// forms the patterns by), nothing of them stored: what the host counts of the factors it
+/// builds. `a`'s pattern must be symmetric for the second to be `K^T`'s (the caller's check).
+/// `None` where the device does not count them exactly (as [`ssor_k1_gram_count`]). Waits for
+/// four copies back.
+pub fn ssor_k2_totals(
+    dev: &GpuDevice,
+    a: &DeviceCsr,
+) -> Result<Option<(StructureTotals, StructureTotals)>, GpuError> {
+    let (n, m) = a.shape();
+    if !gram_countable(n, m, a.nnz()) {
+        return Ok(None);
+    }
+    let count = |united, prod| gram_count_of(dev, n, &a.indptr, &a.indices, united, prod);
+    let Some((k, _)) = count(Some(usize::MAX), GramProduct::K2)? else {
+        return Ok(None);
+    };
+    let Some((kt, _)) = count(None, GramProduct::K2T)? else {
+        return Ok(None);
+    };
+    Ok(Some((k, kt)))
 }
 
 /// Jacobi's inverse diagonal `1 / a_ii` of the square matrix `a`, built on the device from
@@ -1580,7 +1825,8 @@ mod tests {
                 "ssor_k1_gram_lengths",
                 "ssor_k1_gram_fill",
                 "ssor_k1_checks",
-                "ssor_k1_checks_warp"
+                "ssor_k1_checks_warp",
+                "ssor_kt_sources_search",
             ]
         );
     }
