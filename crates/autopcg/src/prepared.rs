@@ -279,6 +279,12 @@ impl<'a> PreparedSolver<'a> {
             let k1_checker = gpu
                 .as_ref()
                 .map(|d| move |m: &CsrMatrix| device_k1_checks(d, m, ahead, warm));
+            // So are second-order factored SSOR-AI's factors, which the backend then builds on
+            // the device.
+            #[cfg(feature = "gpu")]
+            let k2_counter = gpu
+                .as_ref()
+                .map(|d| move |m: &CsrMatrix| device_k2_totals(d, m, ahead, warm));
             // And A's structure where no count of the factors counts it (no preconditioner,
             // Jacobi).
             #[cfg(feature = "gpu")]
@@ -306,6 +312,9 @@ impl<'a> PreparedSolver<'a> {
                 req.k1_checker = k1_checker
                     .as_ref()
                     .map(|c| autopcg_generator::factors::K1Checker(c));
+                req.k2_counter = k2_counter
+                    .as_ref()
+                    .map(|c| autopcg_generator::factors::K2Counter(c));
             }
             let device_ms = (t0.elapsed().as_secs_f64() * 1e3 - check_ms).max(0.0);
             let mut plan = autopcg_generator::plan(&req).map_err(|e| match e {
@@ -1218,6 +1227,24 @@ pub(crate) fn device_factor_totals(
 ) -> Result<Option<autopcg_sparse::features::K1Totals>, String> {
     use autopcg_gpu::kernels::ssor::ssor_k1_totals;
     on_uploaded(ahead, a, warm, |m| ssor_k1_totals(dev, m, omega))
+}
+
+/// [`autopcg_gpu::kernels::ssor::ssor_k2_totals`] of `a`, from the arrays `ahead` uploaded
+/// (waiting for them), as the plan takes them (`warm` as for [`counts_on_device`]). `Ok(None)`,
+/// for the host to build the factors, where [`counts_on_device`] says the host, without an
+/// upload ahead, or where the device does not count the matrix.
+#[cfg(feature = "gpu")]
+pub(crate) fn device_k2_totals(
+    dev: &GpuDevice,
+    a: &CsrMatrix,
+    ahead: Option<&AheadUpload>,
+    warm: bool,
+) -> Result<Option<autopcg_generator::factors::K2Totals>, String> {
+    use autopcg_gpu::kernels::ssor::ssor_k2_totals;
+    on_uploaded(ahead, a, warm, |m| {
+        ssor_k2_totals(dev, m)
+            .map(|t| t.map(|(k, kt)| autopcg_generator::factors::K2Totals { k, kt }))
+    })
 }
 
 /// [`autopcg_gpu::kernels::ssor::ssor_k1_checks`] of `a`, from the arrays `ahead` uploaded

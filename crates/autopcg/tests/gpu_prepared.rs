@@ -793,6 +793,127 @@ fn the_device_counts_the_factors_as_the_host(dev: GpuDevice) {
     assert!(true_residual(&a, &s.x, &b) < 1e-7);
 }
 
+/// Second-order SSOR-AI's factors counted on the device from the arrays uploaded ahead are the
+/// host's built factors' counts (their totals, and the SpMV counts and the explicit product's
+/// bound the plan reads from them), on stencils, FEM, power-law rows, the identity and the
+/// fixtures (rows of K merged by a thread and by a block). A prepared solver on the GPU leaves
+/// the factors to the device build (noted), solves to the tolerance and takes new values,
+/// refreshed on the device, solving then as a solver prepared for them does, bit for bit.
+fn the_device_counts_and_builds_second_order_factors(dev: GpuDevice) {
+    use autopcg::generator::factors::{structure_totals, K1Factors, K2Features};
+    use autopcg::generator::select::SpmvCounts;
+    use autopcg::gpu::kernels::ssor::{ssor_k2_totals, GRAM_HIST};
+    use autopcg::solver::gpu::UploadedA;
+    use autopcg::solver::{PlannedPrecond, Preconditioner};
+    use autopcg::sparse::features::KnownSymmetry;
+    let fixture = |f: &str| {
+        autopcg::sparse::mm::read_matrix(format!("../../matrices/{f}.mtx"), &Default::default())
+            .expect("fixture")
+            .matrix
+    };
+    let cases = [
+        (
+            "poisson3d 33x20x41",
+            families::poisson3d_7pt(33, 20, 41).unwrap(),
+        ),
+        (
+            "poisson3d-27pt 20^3",
+            families::poisson3d_27pt(20, 20, 20).unwrap(),
+        ),
+        ("fem 30000", families::fem_p1_2d(30_000, 9).unwrap()),
+        (
+            "power-law 20000",
+            families::random_powerlaw_spd(20_000, 9.0, 1.3, 4).unwrap(),
+        ),
+        ("identity 5000", CsrMatrix::identity(5000).unwrap()),
+        ("1138_bus", fixture("1138_bus")),
+        ("bcsstk13", fixture("bcsstk13")),
+        ("s3rmt3m3", fixture("s3rmt3m3")),
+    ];
+    let mut counted = 0;
+    for (name, a) in &cases {
+        let omega = autopcg::solver::auto_omega(a);
+        let (k, kt) = match Preconditioner::build(a, &PlannedPrecond::ssor_k2_kind(omega)) {
+            Ok(Preconditioner::SsorFactored { k, kt, .. }) => (k, kt),
+            other => panic!("{name}: factored form expected, got {other:?}"),
+        };
+        let up = UploadedA::upload(&dev, a).unwrap();
+        let longest = (0..a.nrows())
+            .map(|i| k.row_len(i).max(kt.row_len(i)))
+            .max()
+            .unwrap();
+        let Some((tk, tkt)) = ssor_k2_totals(&dev, up.matrix()).unwrap() else {
+            assert!(longest >= GRAM_HIST, "{name}: not counted on the device");
+            continue;
+        };
+        assert!(longest < GRAM_HIST, "{name}: counted past the histogram");
+        counted += 1;
+        for (what, got, m) in [("K", &tk, &k), ("K^T", &tkt, &kt)] {
+            let mut host = structure_totals(m);
+            host.hist.resize(GRAM_HIST, 0);
+            assert_eq!(*got, host, "{name}: {what}");
+        }
+        let off_zero = K1Factors::of(a)
+            .unwrap()
+            .factor_totals(omega)
+            .off_diagonal_zero;
+        let t = autopcg::generator::factors::K2Totals { k: tk, kt: tkt };
+        let f = K2Features::from_totals(a.nrows(), t, off_zero).expect("the totals add up");
+        let tri = KnownSymmetry::Triangular;
+        assert_eq!(
+            f.counts.0,
+            SpmvCounts::of_knowing(&k, tri),
+            "{name}: K's counts"
+        );
+        assert_eq!(
+            f.counts.1,
+            SpmvCounts::of_knowing(&kt, tri),
+            "{name}: K^T's counts"
+        );
+        assert_eq!(
+            f.explicit_bound,
+            autopcg::generator::ssor::explicit_nnz_bound(&k),
+            "{name}: the product's bound"
+        );
+    }
+    assert!(
+        counted >= 7,
+        "only {counted} matrices counted on the device"
+    );
+    // Through a prepared solver (1.5M entries: counted on the device).
+    let a = families::poisson3d_7pt(60, 60, 60).unwrap();
+    fn prepare(m: &CsrMatrix) -> autopcg::PreparedSolver<'_> {
+        Solver::new(m)
+            .device(Device::Gpu)
+            .precond(PrecondKind::ssor_ai2())
+            .prepare()
+            .unwrap()
+    }
+    let mut p = prepare(&a);
+    assert!(
+        p.notes()
+            .iter()
+            .any(|n| n.contains("K = I - X + X^2") && n.contains("on the device")),
+        "{:?}",
+        p.notes()
+    );
+    let b = rhs(&a, 4);
+    let s = p.solve(&b).unwrap();
+    assert!(true_residual(&a, &s.x, &b) < 1e-7);
+    let mut a2 = a.clone();
+    let pos = a2.diagonal_positions();
+    let v = a2.data_mut();
+    for &q in &pos {
+        v[q as usize] *= 1.25;
+    }
+    p.update_values(a2.data()).unwrap();
+    let s2 = p.solve(&b).unwrap();
+    let fresh = prepare(&a2).solve(&b).unwrap();
+    assert_eq!(s2.info.iterations, fresh.info.iterations);
+    assert_eq!(s2.x, fresh.x, "the refreshed factors solve as fresh ones");
+    assert!(true_residual(&a2, &s2.x, &b) < 1e-7);
+}
+
 /// SSOR-AI's checks of A read on the device from the arrays uploaded ahead are the host's: on
 /// good matrices K's entries, their squared row lengths and the coupling (so the automatic
 /// omega, bit for bit, below 1 on most of them); the first bad diagonal entry (missing, zero,
@@ -1092,6 +1213,7 @@ autopcg_gpu::test_main! {
     gpu: [
         uploads_ahead_check_on_the_device_what_the_host_checks,
         the_device_counts_the_factors_as_the_host,
+        the_device_counts_and_builds_second_order_factors,
         the_device_reads_ssor_checks_as_the_host,
         the_device_builds_jacobi_and_counts_a_as_the_host,
         a_backend_on_a_uploaded_ahead_solves_as_one_that_uploads_it,

@@ -518,6 +518,82 @@ impl std::fmt::Debug for GramCounter<'_> {
     }
 }
 
+/// The structure of second-order SSOR-AI's factors, `K = I - X + X^2` and `K^T diag(s)`,
+/// counted somewhere other than the host (the GPU, from `A`'s arrays uploaded there), nothing of
+/// them formed.
+#[cfg(feature = "model")]
+#[derive(Debug, Clone, PartialEq)]
+pub struct K2Totals {
+    /// `K`'s totals.
+    pub k: StructureTotals,
+    /// `K^T diag(s)`'s totals.
+    pub kt: StructureTotals,
+}
+
+/// Counts second-order SSOR-AI's factors of `A` somewhere other than the host ([`K2Totals`]),
+/// given `A`: `Ok(None)` where it does not count this matrix, `Err` naming why it failed. The
+/// plan then builds the factors on the host, as without a counter.
+#[cfg(feature = "model")]
+#[derive(Clone, Copy)]
+pub struct K2Counter<'a>(pub &'a K2Count<'a>);
+
+/// The function a [`K2Counter`] calls.
+#[cfg(feature = "model")]
+pub type K2Count<'a> = dyn Fn(&CsrMatrix) -> Result<Option<K2Totals>, String> + Sync + 'a;
+
+#[cfg(feature = "model")]
+impl std::fmt::Debug for K2Counter<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("K2Counter")
+    }
+}
+
+/// What the plan reads of second-order SSOR-AI's factors from their [`K2Totals`].
+#[cfg(feature = "model")]
+#[derive(Debug, Clone)]
+pub struct K2Features {
+    /// The SpMV counts of `K` and of `K^T diag(s)` (what [`SpmvCounts::of_knowing`] with
+    /// [`KnownSymmetry::Triangular`] finds of the factors the host builds).
+    pub counts: (SpmvCounts, SpmvCounts),
+    /// [`crate::ssor::explicit_nnz_bound`] of `K`, from its row lengths.
+    pub explicit_bound: f64,
+}
+
+#[cfg(feature = "model")]
+impl K2Features {
+    /// The features of an `n`-row matrix's factors from their totals; `off_diagonal_zero`:
+    /// whether every off-diagonal value of `X = omega L D^-1` is zero, which is whether every
+    /// one of `K`'s is (the first row of `X` with a value that is not zero has no term of
+    /// `X^2` beside it), the symmetry feature of both triangular factors. `None` when the
+    /// totals cannot be the factors' (rows or stored diagonals that do not add up, or `K` and
+    /// `K^T` of different numbers of entries).
+    pub fn from_totals(n: usize, t: K2Totals, off_diagonal_zero: bool) -> Option<K2Features> {
+        let entries = |s: &StructureTotals| {
+            s.hist
+                .iter()
+                .enumerate()
+                .map(|(l, &r)| l as u64 * r)
+                .sum::<u64>()
+        };
+        let (nk, nkt) = (entries(&t.k), entries(&t.kt));
+        if nk != nkt || t.k.diag_stored != n as u64 || t.kt.diag_stored != n as u64 {
+            return None;
+        }
+        let explicit_bound =
+            t.k.hist
+                .iter()
+                .enumerate()
+                .map(|(l, &r)| (l as f64).powi(2) * r as f64)
+                .sum();
+        let k = counts_from_totals(n, t.k, off_diagonal_zero)?;
+        let kt = counts_from_totals(n, t.kt, off_diagonal_zero)?;
+        Some(K2Features {
+            counts: (k, kt),
+            explicit_bound,
+        })
+    }
+}
+
 #[cfg(feature = "model")]
 impl K1Factors<'_> {
     /// The counts of the explicit product from totals counted elsewhere (see [`StructureTotals`]);

@@ -173,6 +173,16 @@ pub struct PlanRequest<'a> {
     /// failure noted).
     #[cfg(feature = "model")]
     pub a_counter: Option<factors::ACounter<'a>>,
+    /// Where the structure of second-order factored SSOR-AI's factors is counted for a GPU
+    /// plan, so that the backend builds them where the solve runs: the GPU, from the arrays
+    /// uploaded there (the same counts, a test pins them). With it (and
+    /// [`PlanRequest::factor_counter`], which counts `A` and reads `X`'s values), the factors
+    /// are left to the backend ([`PlannedPrecond::SsorK2FromA`]) unless a model may choose the
+    /// explicit form (its product within [`ssor::explicit_within_bound`]), which the host
+    /// then counts from the factors it builds. Without it, or where a count fails (noted),
+    /// the host builds them.
+    #[cfg(feature = "model")]
+    pub k2_counter: Option<factors::K2Counter<'a>>,
     /// True when the caller has the diagonal checked where the solve runs (the prepared
     /// solver's upload ahead checks it on the GPU, and the backend reports a bad entry as the
     /// host's check would): a preconditioner the backend builds from `A` (Jacobi) then needs no
@@ -206,6 +216,8 @@ impl<'a> PlanRequest<'a> {
             factor_counter: None,
             #[cfg(feature = "model")]
             a_counter: None,
+            #[cfg(feature = "model")]
+            k2_counter: None,
             diagonal_checked: false,
             k1_checker: None,
         }
@@ -277,6 +289,17 @@ pub fn plan(req: &PlanRequest) -> Result<SolvePlan, PlanError> {
                 ..
             },
         ) => k1_views(req, &mut early_notes),
+        // Second order reads the same checks (its diagonal, A's pattern, omega) where its
+        // factors may be counted where the solve runs.
+        #[cfg(feature = "model")]
+        (
+            Target::Gpu(_),
+            PrecondKind::SsorAi {
+                order: 2,
+                form: SsorForm::Factored,
+                ..
+            },
+        ) if req.k2_counter.is_some() => k1_views(req, &mut early_notes),
         _ => None,
     };
     // A model may switch SSOR-AI to its explicit form.
@@ -285,8 +308,24 @@ pub fn plan(req: &PlanRequest) -> Result<SolvePlan, PlanError> {
         (Some(v), None) => req.precond.with_omega(v.auto_omega()),
         _ => req.precond.resolved_for(a),
     };
+    // Second order's factors as counted, where the backend builds them.
+    #[cfg_attr(not(feature = "model"), allow(unused_mut))]
+    let mut k2: Option<K2Planned> = None;
     #[cfg_attr(not(feature = "model"), allow(unused_mut))]
     let mut pre: PlannedPrecond = match (&views, kind.omega(), &req.target, &kind) {
+        #[cfg(feature = "model")]
+        (Some(v), Some(omega), _, PrecondKind::SsorAi { order: 2, .. }) => {
+            match k2_planned(req, v, omega, &mut early_notes) {
+                Some(f) => {
+                    k2 = Some(f);
+                    PlannedPrecond::SsorK2FromA {
+                        omega,
+                        n: a.nrows(),
+                    }
+                }
+                None => Preconditioner::build(a, &kind)?.into(),
+            }
+        }
         (Some(_), Some(omega), ..) => PlannedPrecond::SsorK1FromA {
             omega,
             n: a.nrows(),
@@ -351,7 +390,7 @@ pub fn plan(req: &PlanRequest) -> Result<SolvePlan, PlanError> {
     };
     let t1 = Instant::now();
     #[cfg(feature = "model")]
-    let m = modelled(req, props, &mut pre, &mut kind, views.as_ref())?;
+    let m = modelled(req, props, &mut pre, &mut kind, views.as_ref(), k2.as_ref())?;
     #[cfg(not(feature = "model"))]
     let m = Modelled::default();
     precond_ms += m.spent_building;
@@ -387,6 +426,34 @@ pub fn plan(req: &PlanRequest) -> Result<SolvePlan, PlanError> {
                     props,
                 )
             }
+            (PlannedPrecond::SsorK2FromA { .. }, _) => {
+                let Some(f) = &k2 else {
+                    return Err(PcgError::Backend(
+                        "second-order factors left to the backend without their counts \
+                         (internal error)"
+                            .into(),
+                    )
+                    .into());
+                };
+                let (n, nnz) = (a.nrows() as u64, a.nnz() as u64);
+                let a_choice = SpmvChoice {
+                    method: fallback::spmv_method_of(n, nnz, f.a_ndiag as u64),
+                    predicted_ms: None,
+                };
+                let factor = |m: &autopcg_sparse::features::MatrixFeatures| SpmvChoice {
+                    method: factors::fallback_method(m),
+                    predicted_ms: None,
+                };
+                fallback::gpu_choice_of(
+                    a.nrows(),
+                    a_choice,
+                    PrecondChoice::Factored {
+                        k: factor(&f.k),
+                        kt: factor(&f.kt),
+                    },
+                    props,
+                )
+            }
             (PlannedPrecond::JacobiFromA { .. }, _) => fallback::gpu_choice_of(
                 a.nrows(),
                 fallback::spmv_choice(a),
@@ -409,6 +476,11 @@ pub fn plan(req: &PlanRequest) -> Result<SolvePlan, PlanError> {
         PlannedPrecond::SsorK1FromA { .. } => notes.push(
             "SSOR-AI's K and K^T diag(s) are built on the device from A's uploaded arrays".into(),
         ),
+        PlannedPrecond::SsorK2FromA { .. } => notes.push(
+            "second-order SSOR-AI's K = I - X + X^2 and K^T diag(s) are built on the device \
+             from A's uploaded arrays"
+                .into(),
+        ),
         PlannedPrecond::SsorK1ExplicitFromA { .. } => notes.push(
             "SSOR-AI's explicit product K^T diag(s) K is formed on the device from A's uploaded \
              arrays"
@@ -428,6 +500,90 @@ pub fn plan(req: &PlanRequest) -> Result<SolvePlan, PlanError> {
         notes,
         precond_ms,
         select_ms,
+    })
+}
+
+/// What the plan read of second-order SSOR-AI's factors it leaves to the backend
+/// ([`PlannedPrecond::SsorK2FromA`]), counted where the solve runs.
+struct K2Planned {
+    /// The diagonals of `A`.
+    a_ndiag: usize,
+    /// The features of `K` and of `K^T diag(s)`.
+    k: autopcg_sparse::features::MatrixFeatures,
+    kt: autopcg_sparse::features::MatrixFeatures,
+    /// The counts of `A`, counted with them (with what is known of `A`'s symmetry).
+    #[cfg(feature = "model")]
+    counts_a: Option<SpmvCounts>,
+    /// The counts of `K` and of `K^T diag(s)`.
+    #[cfg(feature = "model")]
+    counts: (SpmvCounts, SpmvCounts),
+}
+
+/// Second-order factored SSOR-AI's factors with relaxation `omega` counted by the request's
+/// [`PlanRequest::k2_counter`] (and `A` with `X`'s values by its
+/// [`PlanRequest::factor_counter`]), for the backend to build them: `None`, for the host to
+/// build them, where either is missing or does not count this matrix, a count fails or does
+/// not add up (noted), or a model may choose the explicit form (the product within its
+/// bound), whose count the host makes from the factors it builds.
+#[cfg(feature = "model")]
+fn k2_planned(
+    req: &PlanRequest,
+    views: &factors::K1Factors,
+    omega: f64,
+    notes: &mut Vec<String>,
+) -> Option<K2Planned> {
+    let a = req.matrix;
+    let (counter, factor_counter) = (req.k2_counter?, req.factor_counter?);
+    let failed = |notes: &mut Vec<String>, e: String| {
+        notes.push(format!(
+            "second-order SSOR-AI's factors were built on the host: the device's count failed \
+             ({e})"
+        ))
+    };
+    let t1 = match (factor_counter.0)(a, omega) {
+        Ok(Some(t)) => t,
+        Ok(None) => return None,
+        Err(e) => {
+            failed(notes, e);
+            return None;
+        }
+    };
+    let off_diagonal_zero = t1.off_diagonal_zero;
+    let Some(first) = views.features_from(t1, Some(req.symmetry)) else {
+        failed(
+            notes,
+            "the count of A does not add up (internal error)".into(),
+        );
+        return None;
+    };
+    let t2 = match (counter.0)(a) {
+        Ok(Some(t)) => t,
+        Ok(None) => return None,
+        Err(e) => {
+            failed(notes, e);
+            return None;
+        }
+    };
+    let Some(f) = factors::K2Features::from_totals(a.nrows(), t2, off_diagonal_zero) else {
+        failed(
+            notes,
+            "the count of the factors does not add up (internal error)".into(),
+        );
+        return None;
+    };
+    if req.ssor_form_auto && req.model.is_some() {
+        if ssor::explicit_within_bound(f.explicit_bound, a.nnz()) {
+            return None;
+        }
+        // As the model's comparison notes it for factors built on the host.
+        notes.push(bounded_note(f.explicit_bound, a.nnz()));
+    }
+    Some(K2Planned {
+        a_ndiag: first.a_ndiag,
+        k: f.counts.0.features.clone(),
+        kt: f.counts.1.features.clone(),
+        counts_a: first.counts_a,
+        counts: f.counts,
     })
 }
 
@@ -474,6 +630,7 @@ fn modelled(
     pre: &mut PlannedPrecond,
     kind: &mut PrecondKind,
     views: Option<&factors::K1Factors>,
+    k2: Option<&K2Planned>,
 ) -> Result<Modelled, PlanError> {
     let a = req.matrix;
     let mut out = Modelled::default();
@@ -631,21 +788,23 @@ fn modelled(
             }
         }
     }
-    let k1_counts = match (&*pre, out.k1.as_ref()) {
-        (PlannedPrecond::SsorK1FromA { .. }, Some(f)) => Some(&f.counts),
+    let k1_counts = match (&*pre, out.k1.as_ref(), k2) {
+        (PlannedPrecond::SsorK1FromA { .. }, Some(f), _) => Some(&f.counts),
+        (PlannedPrecond::SsorK2FromA { .. }, _, Some(f)) => Some(&f.counts),
         _ => None,
     };
     // A's counts, when the factors' pass counted them too (whatever the form), or else by
     // the counter given, where it counts A.
-    let counted_a = match out.k1.as_ref().and_then(|f| f.counts_a.as_ref()) {
-        Some(_) => None,
-        None => a_counted(req, &mut out.notes),
-    };
-    let a_counts = out
+    let known_a = out
         .k1
         .as_ref()
         .and_then(|f| f.counts_a.as_ref())
-        .or(counted_a.as_ref());
+        .or(k2.and_then(|f| f.counts_a.as_ref()));
+    let counted_a = match known_a {
+        Some(_) => None,
+        None => a_counted(req, &mut out.notes),
+    };
+    let a_counts = known_a.or(counted_a.as_ref());
     match select_plan(
         m.file,
         a,
@@ -759,7 +918,7 @@ fn select_plan(
             explain.push(f.m.1.clone());
             PrecondChoice::Explicit { m: f.m.0 }
         }
-        (PlannedPrecond::SsorK1FromA { .. }, None) => {
+        (PlannedPrecond::SsorK1FromA { .. } | PlannedPrecond::SsorK2FromA { .. }, None) => {
             let Some((k, kt)) = k1_counts else {
                 return Err(SelectError::NoChoice {
                     step: "spmv K".into(),
@@ -787,7 +946,7 @@ fn select_plan(
         }
         (PlannedPrecond::Built(p), _) => fallback::precond_choice(p, a.nrows(), props),
         (PlannedPrecond::JacobiFromA { .. }, _) => fallback::jacobi_choice(a.nrows(), props),
-        (PlannedPrecond::SsorK1FromA { .. }, Some(_))
+        (PlannedPrecond::SsorK1FromA { .. } | PlannedPrecond::SsorK2FromA { .. }, Some(_))
         | (PlannedPrecond::SsorK1ExplicitFromA { .. }, _) => {
             return Err(SelectError::NoChoice {
                 step: "ssor-ai form".into(),

@@ -862,8 +862,8 @@ impl SavedPlan {
         }
         let kind = self.precond.kind()?;
         let t0 = Instant::now();
-        // First-order SSOR-AI (either form) and Jacobi are built by the GPU backend from A,
-        // as `plan` leaves them.
+        // First-order SSOR-AI (either form), second order's factors and Jacobi are built by
+        // the GPU backend from A, as `plan` leaves them.
         let pre: PlannedPrecond = match kind {
             PrecondKind::Jacobi if a.is_square() => {
                 if let Some((row, value)) = autopcg_solver::scaling::first_bad_diagonal(a) {
@@ -896,6 +896,16 @@ impl SavedPlan {
                     }
                 }
                 _ => Preconditioner::build(a, &kind)?.into(),
+            },
+            // Second order's factors, factored, as `plan` leaves them where it counts them on
+            // the device (the backend builds them on the host where the device refuses).
+            PrecondKind::SsorAi {
+                order: 2,
+                omega: Some(omega),
+                form: SsorForm::Factored,
+            } if crate::factors::K1Factors::of(a).is_some() => PlannedPrecond::SsorK2FromA {
+                omega,
+                n: a.nrows(),
             },
             _ => Preconditioner::build(a, &kind)?.into(),
         };

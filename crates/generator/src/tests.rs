@@ -308,6 +308,140 @@ fn a_factor_count_made_elsewhere_is_the_one_the_selection_reads() {
     }
 }
 
+/// Second-order factored SSOR-AI's factors counted elsewhere (the GPU, in the prepared solver)
+/// are left to the backend with the plan the host's built factors give: the same SpMV choices,
+/// explanations and predictions, with a model or by the fallback rule. Where the model may
+/// choose the explicit form and the product is within its bound (20^3 Poisson, below 4e6
+/// entries) the host builds them (it counts the product from them); outside it (40^3 Poisson:
+/// K's ten entries a row bound the product past 8 nnz(A); s3rmt3m3), or with the form fixed,
+/// the backend does. A count refused
+/// builds on the host; one that fails or does not add up too, noted; other totals give other
+/// predictions (the counter's are the ones read).
+#[test]
+fn second_order_factors_counted_elsewhere_are_left_to_the_backend() {
+    use crate::factors::{structure_totals, FactorCounter, K1Factors, K2Counter, K2Totals};
+    use autopcg_solver::{PlannedPrecond, Preconditioner};
+    use autopcg_sparse::features::K1Totals;
+    let m = model();
+    let host_totals = |b: &CsrMatrix, w: f64| -> K2Totals {
+        match Preconditioner::build(b, &PlannedPrecond::ssor_k2_kind(w)).unwrap() {
+            Preconditioner::SsorFactored { k, kt, .. } => K2Totals {
+                k: structure_totals(&k),
+                kt: structure_totals(&kt),
+            },
+            other => panic!("factored form expected, got {}", other.kind_name()),
+        }
+    };
+    let first = |b: &CsrMatrix, w: f64| -> Result<Option<K1Totals>, String> {
+        Ok(Some(K1Factors::of(b).unwrap().factor_totals(w)))
+    };
+    let device_note = "second-order SSOR-AI's K = I - X + X^2";
+    for (a, within) in [
+        (families::poisson3d_7pt(40, 40, 40).unwrap(), false),
+        (fixture("s3rmt3m3"), false),
+        (families::poisson3d_7pt(20, 20, 20).unwrap(), true),
+    ] {
+        let omega = auto_omega(&a);
+        let kind = PrecondKind::ssor_ai2().with_omega(omega);
+        let same =
+            |b: &CsrMatrix| -> Result<Option<K2Totals>, String> { Ok(Some(host_totals(b, omega))) };
+        for (modelled, auto) in [(false, false), (true, false), (true, true)] {
+            let tag = format!("n {}, model {modelled}, auto {auto}", a.nrows());
+            let mut r = match modelled {
+                true => with_model(&a, kind, &m),
+                false => PlanRequest::new(&a, kind, gpu()),
+            };
+            r.ssor_form_auto = auto;
+            r.symmetry = KnownSymmetry::Symmetric;
+            let host = plan(&r).unwrap();
+            assert!(
+                matches!(host.preconditioner, PlannedPrecond::Built(_)),
+                "{tag}"
+            );
+            r.factor_counter = Some(FactorCounter(&first));
+            // Without the factors' counter nothing changes.
+            assert_eq!(summary(&plan(&r).unwrap()), summary(&host), "{tag}");
+            r.k2_counter = Some(K2Counter(&same));
+            let p = plan(&r).unwrap();
+            let left = !(modelled && auto && within);
+            assert_eq!(
+                matches!(p.preconditioner, PlannedPrecond::SsorK2FromA { .. }),
+                left,
+                "{tag}"
+            );
+            assert_eq!(
+                p.notes.iter().any(|n| n.contains(device_note)),
+                left,
+                "{tag}"
+            );
+            assert_eq!(summary(&p), summary(&host), "{tag}");
+            if modelled && auto && !within {
+                assert!(p.notes.iter().any(|n| n.contains("kept factored")), "{tag}");
+            }
+            if !left {
+                continue;
+            }
+            assert_eq!(p.kind, PlannedPrecond::ssor_k2_kind(omega), "{tag}");
+            let refused = |_: &CsrMatrix| -> Result<Option<K2Totals>, String> { Ok(None) };
+            r.k2_counter = Some(K2Counter(&refused));
+            let q = plan(&r).unwrap();
+            assert!(
+                matches!(q.preconditioner, PlannedPrecond::Built(_)),
+                "{tag}"
+            );
+            assert_eq!(summary(&q), summary(&host), "{tag}");
+            let failed =
+                |_: &CsrMatrix| -> Result<Option<K2Totals>, String> { Err("no room".into()) };
+            r.k2_counter = Some(K2Counter(&failed));
+            let q = plan(&r).unwrap();
+            assert!(
+                matches!(q.preconditioner, PlannedPrecond::Built(_)),
+                "{tag}"
+            );
+            assert!(
+                q.notes
+                    .iter()
+                    .any(|n| n.contains("built on the host") && n.contains("no room")),
+                "{tag}: {:?}",
+                q.notes
+            );
+            let lost = |b: &CsrMatrix| -> Result<Option<K2Totals>, String> {
+                let mut t = host_totals(b, omega);
+                t.kt.hist[1] += 1;
+                Ok(Some(t))
+            };
+            r.k2_counter = Some(K2Counter(&lost));
+            let q = plan(&r).unwrap();
+            assert!(
+                matches!(q.preconditioner, PlannedPrecond::Built(_)),
+                "{tag}"
+            );
+            assert!(
+                q.notes.iter().any(|n| n.contains("does not add up")),
+                "{tag}"
+            );
+            if modelled {
+                // Every row of K reads twice as far from its diagonal: other predictions.
+                let other = |b: &CsrMatrix| -> Result<Option<K2Totals>, String> {
+                    let mut t = host_totals(b, omega);
+                    for s in [&mut t.k, &mut t.kt] {
+                        s.x_lines *= 4;
+                        s.dist *= 2;
+                    }
+                    Ok(Some(t))
+                };
+                r.k2_counter = Some(K2Counter(&other));
+                let q = plan(&r).unwrap();
+                assert!(
+                    matches!(q.preconditioner, PlannedPrecond::SsorK2FromA { .. }),
+                    "{tag}"
+                );
+                assert_ne!(summary(&q).4, summary(&host).4, "{tag}");
+            }
+        }
+    }
+}
+
 /// SSOR-AI's checks of A read elsewhere (the GPU's, in the prepared solver) are what the plan
 /// reads: the host's checks plan what the host's passes plan, with the automatic omega and every
 /// prediction equal; a check refused or failed falls back to the host's passes (the failure

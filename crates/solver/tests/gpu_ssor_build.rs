@@ -1,6 +1,7 @@
-//! First-order SSOR-AI built on the device from `A`'s CSR arrays
-//! (`autopcg_gpu::kernels::ssor`, `PrecondRef::SsorK1FromA`, `PrecondRef::SsorK1ExplicitFromA`):
-//! the factors and the explicit product equal the host build's bit for bit; patterns from
+//! SSOR-AI built on the device from `A`'s CSR arrays (`autopcg_gpu::kernels::ssor`,
+//! `PrecondRef::SsorK1FromA`, `PrecondRef::SsorK1ExplicitFromA`, and second order's
+//! `PrecondRef::SsorK2FromA`): the factors and the explicit product equal the host build's bit
+//! for bit (second order's up to the sign of a zero); patterns from
 //! which `K^T` cannot be read off are reported (and the backend builds on the host instead); a
 //! backend built this way solves exactly as one given the host's preconditioner, whatever
 //! format its factors or product run in, scaled systems included; new values of A refresh
@@ -16,7 +17,7 @@ use std::ops::ControlFlow;
 use autopcg_gpu::kernels::spmv::SpmvKernel;
 use autopcg_gpu::kernels::ssor::{
     ssor_k1_explicit, ssor_k1_explicit_counted, ssor_k1_factors, ssor_k1_gram_count_kept,
-    SsorK1Build, SsorK1Explicit, GRAM_LONG_CAP, GRAM_MERGE,
+    ssor_k2_factors, SsorK1Build, SsorK1Explicit, SsorK2Build, GRAM_LONG_CAP, GRAM_MERGE,
 };
 use autopcg_gpu::{CusparseAlg, DeviceCsr, GpuDevice, GpuError, LaunchConfig};
 use autopcg_solver::gpu::{GpuBackend, GpuPlanChoice, PrecondChoice, SpmvChoice, SpmvMethod};
@@ -103,6 +104,169 @@ fn device_factors_equal_the_host_build(dev: GpuDevice) {
                 assert_eq!(i, want.indices(), "{tag} columns");
                 assert_eq!(bits(&v), bits(want.data()), "{tag} values");
             }
+        }
+    }
+}
+
+/// Bits with the sign of a zero dropped (second order's device values start from +0).
+fn bits_unsigned_zero(v: &[f64]) -> Vec<u64> {
+    v.iter()
+        .map(|&x| if x == 0.0 { 0 } else { x.to_bits() })
+        .collect()
+}
+
+fn host_k2_factors(a: &CsrMatrix, omega: f64) -> (CsrMatrix, CsrMatrix) {
+    match Preconditioner::build(a, &PlannedPrecond::ssor_k2_kind(omega)).unwrap() {
+        Preconditioner::SsorFactored { k, kt, .. } => (k, kt),
+        other => panic!("factored form expected, got {}", other.kind_name()),
+    }
+}
+
+/// Second order's `K = I - X + X^2` and `K^T diag(s)` built on the device are the host's: the
+/// same patterns, the same values up to the sign of a zero, rows merged by a thread and by a
+/// block (as bits, and sorted: the spread star's row 0 of K^T spans more than the bitmap
+/// holds) included.
+fn device_second_order_factors_equal_the_host_build(dev: GpuDevice) {
+    let mut cases = matrices();
+    cases.push((
+        "poisson3d-27pt 9x8x7".into(),
+        families::poisson3d_27pt(9, 8, 7).unwrap(),
+    ));
+    cases.push(("spread star 140000".into(), spread_star(140_000, 1400)));
+    let mut longest_k = 0;
+    for (name, a) in cases {
+        for omega in [1.0, 0.7] {
+            let (hk, hkt) = host_k2_factors(&a, omega);
+            let d = DeviceCsr::upload(&dev, &a).unwrap();
+            let parts = match ssor_k2_factors(&dev, &d, omega).unwrap() {
+                SsorK2Build::Built(parts) => parts,
+                SsorK2Build::Refused(why) => panic!("{name}: refused ({why})"),
+            };
+            assert_eq!(parts.diag.len(), a.nrows(), "{name}");
+            assert_eq!(parts.kt_src.len(), hkt.nnz(), "{name}");
+            for (what, got, want) in [("K", &parts.k, &hk), ("K^T S", &parts.kt, &hkt)] {
+                let (p, i, v) = got.download(&dev).unwrap();
+                let tag = format!("{name}, omega {omega}: {what}");
+                assert_eq!(got.shape(), (want.nrows(), want.ncols()), "{tag}");
+                assert_eq!(p, want.indptr(), "{tag} row pointers");
+                assert_eq!(i, want.indices(), "{tag} columns");
+                assert_eq!(
+                    bits_unsigned_zero(&v),
+                    bits_unsigned_zero(want.data()),
+                    "{tag} values"
+                );
+            }
+            longest_k = (0..hk.nrows())
+                .map(|i| hk.row_len(i))
+                .max()
+                .unwrap_or(0)
+                .max(longest_k);
+        }
+    }
+    // Rows of K uniting more rows than a thread merges were formed by blocks.
+    assert!(longest_k > GRAM_MERGE, "longest row of K {longest_k}");
+}
+
+/// Patterns from which second order's `K^T` is not `K`'s transpose are refused, for the host
+/// to build; a row without its diagonal entry and a bad omega are errors.
+fn second_order_patterns_without_mirrors_are_refused(dev: GpuDevice) {
+    let diag = |n: usize| (0..n).map(|i| (i, i, 4.0)).collect::<Vec<_>>();
+    let mut t = diag(4);
+    t.extend([(3, 0, -1.0), (3, 1, -1.0), (0, 3, -1.0)]);
+    let mut u = diag(4);
+    u.extend([(3, 0, -1.0), (1, 2, -1.0)]);
+    let dense: Vec<(usize, usize, f64)> = (0..40)
+        .flat_map(|i| (0..40).map(move |j| (i, j, if i == j { 40.0 } else { 0.01 })))
+        .filter(|&(i, j, _)| (i, j) != (30, 5) && (i, j) != (7, 12))
+        .collect();
+    for (name, a) in [
+        ("more below", csr(4, &t)),
+        ("one each side", csr(4, &u)),
+        ("dense 40", csr(40, &dense)),
+    ] {
+        let d = DeviceCsr::upload(&dev, &a).unwrap();
+        match ssor_k2_factors(&dev, &d, 1.0).unwrap() {
+            SsorK2Build::Refused(why) => assert!(why.contains("not symmetric"), "{name}: {why}"),
+            SsorK2Build::Built(_) => panic!("{name}: an asymmetric pattern was built"),
+        }
+    }
+    let a = csr(3, &[(0, 0, 1.0), (1, 1, 1.0), (2, 0, 0.5), (0, 2, 0.5)]);
+    let d = DeviceCsr::upload(&dev, &a).unwrap();
+    match ssor_k2_factors(&dev, &d, 1.0) {
+        Err(GpuError::InvalidInput { reason, .. }) => {
+            assert!(reason.contains("row 3 stores no diagonal"), "{reason}")
+        }
+        other => panic!("expected an error, got {other:?}"),
+    }
+    match ssor_k2_factors(&dev, &d, 0.0) {
+        Err(GpuError::InvalidInput { reason, .. }) => assert!(reason.contains("omega"), "{reason}"),
+        other => panic!("expected an error, got {other:?}"),
+    }
+}
+
+/// A backend given second order's factors to build from `A` solves as one given the host's
+/// build, every factor method (and A in COO and CSR), a system solved scaled included, and an
+/// asymmetric pattern built on the host.
+fn backend_building_second_order_on_the_device_solves_as_the_host_build(dev: GpuDevice) {
+    let big = |a: &CsrMatrix| common::scaled(a, 1e200);
+    let lopsided = {
+        let a = poisson3d(6, 6, 6);
+        let (n, mut t) = (a.nrows(), Vec::new());
+        for i in 0..n {
+            let (c, v) = a.row(i);
+            t.extend(c.iter().zip(v).map(|(&j, &x)| (i, j as usize, x)));
+        }
+        t.push((n - 1, 0, 0.0));
+        csr(n, &t)
+    };
+    let cases = [
+        ("poisson3d 12^3", poisson3d(12, 12, 12)),
+        ("random spd 2000", random_spd(2000, 9, true, 3)),
+        ("poisson3d 8^3 times 1e200", big(&poisson3d(8, 8, 8))),
+        ("one-sided zero", lopsided),
+    ];
+    for (name, a) in cases {
+        let n = a.nrows();
+        let b = random_rhs(n, 11);
+        let host = Preconditioner::build(&a, &PlannedPrecond::ssor_k2_kind(0.9)).unwrap();
+        let base = autopcg_generator::fallback::gpu_choice(&a, &host, dev.props());
+        let (hk, _) = host_k2_factors(&a, 0.9);
+        let mut choices: Vec<GpuPlanChoice> = methods(&hk)
+            .into_iter()
+            .map(|m| {
+                let s = SpmvChoice {
+                    method: m,
+                    predicted_ms: None,
+                };
+                let mut c = base.clone();
+                c.precond = PrecondChoice::Factored { k: s, kt: s };
+                c
+            })
+            .collect();
+        choices.push(base.clone().with_a(
+            SpmvChoice {
+                method: SpmvMethod::Csr {
+                    kernel: SpmvKernel::CsrScalar,
+                    config: LaunchConfig::per_item(n as u64, 256),
+                },
+                predicted_ms: None,
+            },
+            n,
+            dev.props(),
+        ));
+        for c in &choices {
+            let tag = format!("{name}: A {}, K {:?}", c.a.method.kernel_name(), c.precond);
+            let (ih, rh, xh) = run(&dev, &a, PrecondRef::Built(&host), &b, c);
+            let from_a = PrecondRef::SsorK2FromA { omega: 0.9, n };
+            let (id, rd, xd) = run(&dev, &a, from_a, &b, c);
+            assert!(ih.converged, "{tag}");
+            assert_eq!(id.iterations, ih.iterations, "{tag}");
+            assert_eq!(rd, rh, "{tag}: records differ");
+            assert_eq!(
+                bits_unsigned_zero(&xd),
+                bits_unsigned_zero(&xh),
+                "{tag}: solutions differ"
+            );
         }
     }
 }
@@ -331,6 +495,10 @@ fn preconditioners_built_from_a_are_refreshed_from_a_on_the_device(dev: GpuDevic
         (
             PlannedPrecond::ssor_k1_explicit_kind(omega),
             PrecondRef::SsorK1ExplicitFromA { omega, n },
+        ),
+        (
+            PlannedPrecond::ssor_k2_kind(omega),
+            PrecondRef::SsorK2FromA { omega, n },
         ),
         (PrecondKind::Jacobi, PrecondRef::JacobiFromA { n }),
     ] {
@@ -640,6 +808,9 @@ autopcg_gpu::test_main! {
     cpu: [],
     gpu: [
         device_factors_equal_the_host_build,
+        device_second_order_factors_equal_the_host_build,
+        second_order_patterns_without_mirrors_are_refused,
+        backend_building_second_order_on_the_device_solves_as_the_host_build,
         patterns_without_mirrors_are_reported,
         backend_building_on_the_device_solves_as_the_host_build,
         an_asymmetric_pattern_is_built_on_the_host,

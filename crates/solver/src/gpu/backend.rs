@@ -44,8 +44,8 @@ use autopcg_gpu::kernels::dot::{
 };
 use autopcg_gpu::kernels::spmv::Dot3Epilogue;
 use autopcg_gpu::kernels::ssor::{
-    jacobi_inv_diag, ssor_k1_explicit_counted, ssor_k1_factors, GramPattern, SsorK1Build,
-    SsorK1Explicit,
+    jacobi_inv_diag, ssor_k1_explicit_counted, ssor_k1_factors, ssor_k2_factors, GramPattern,
+    SsorK1Build, SsorK1Explicit, SsorK2Build, SsorK2Parts,
 };
 use autopcg_gpu::kernels::vector::{
     cg_update, xpay, CgVectors, UpdateU, VectorKernel, VectorOp, VectorVariant,
@@ -162,6 +162,8 @@ enum BuiltFromA {
     SsorK1(f64),
     /// First-order explicit SSOR-AI with this omega.
     SsorK1Explicit(f64),
+    /// Second-order factored SSOR-AI with this omega.
+    SsorK2(f64),
     /// Jacobi's inverse diagonal.
     Jacobi,
 }
@@ -414,6 +416,59 @@ fn operands_with_ssor_k1(
     Ok((a_dev, pre_dev, on_device))
 }
 
+/// `A` (scaled as the backend solves it) and second-order factored SSOR-AI with relaxation
+/// `omega` on the device: `A`'s CSR arrays are uploaded once (or were, ahead), `K = I - X +
+/// X^2` and `K^T diag(s)` built from them there ([`ssor_k2_factors`]), then each operand put
+/// in the format `choice` runs it in. Where the device does not build them (a pattern that is
+/// not symmetric, a row uniting more entries than the device gathers for a row, too many
+/// entries) the host builds them and they are uploaded, as a preconditioner built on the host
+/// would be. Says which it was (`true`: built on the device).
+fn operands_with_ssor_k2(
+    dev: &GpuDevice,
+    a: &CsrMatrix,
+    ahead: Option<DeviceCsr>,
+    omega: f64,
+    choice: &GpuPlanChoice,
+    mut times: Option<&mut BackendTimes>,
+) -> Result<(DeviceOperator, DevicePrecond, bool), PcgError> {
+    let PrecondChoice::Factored { k: kc, kt: ktc } = &choice.precond else {
+        return Err(PcgError::Backend(
+            "a GPU plan builds factored SSOR-AI without factored steps (internal error)".into(),
+        ));
+    };
+    let limits = &choice.padding;
+    let mut sw = Stopwatch::new(times.as_deref_mut());
+    let csr = match ahead {
+        Some(csr) => csr,
+        None => DeviceCsr::upload(dev, a)?,
+    };
+    sw.lap(dev, upload_part)?;
+    let built = ssor_k2_factors(dev, &csr, omega)?;
+    sw.lap(dev, precond_part)?;
+    let on_device = matches!(built, SsorK2Build::Built(_));
+    let pre_dev = match built {
+        SsorK2Build::Built(parts) => {
+            let SsorK2Parts { k, kt, .. } = *parts;
+            let mut op = |m, method, name| {
+                DeviceOperator::from_csr_timed(dev, m, method, limits, name, times.as_deref_mut())
+                    .map(Box::new)
+            };
+            let k = op(k, kc.method, "K")?;
+            let kt = op(kt, ktc.method, "K^T")?;
+            DevicePrecond::Factored { k, kt }
+        }
+        SsorK2Build::Refused(_) => host_precond(
+            dev,
+            a,
+            &PlannedPrecond::ssor_k2_kind(omega),
+            choice,
+            times.as_deref_mut(),
+        )?,
+    };
+    let a_dev = operand_a(dev, a, Some(csr), choice, times)?;
+    Ok((a_dev, pre_dev, on_device))
+}
+
 /// The preconditioner `kind` built on the host from `a` (scaled as the backend solves it) and
 /// uploaded as `choice` says, where the device does not build it; the build is timed as the
 /// preconditioner's, the copies as uploads.
@@ -595,6 +650,14 @@ impl GpuBackend {
                 let (a_dev, pre_dev, on_device) =
                     operands_with_ssor_k1(dev, &a, ahead, omega, choice, sw.times())?;
                 built_from_a = on_device.then_some(BuiltFromA::SsorK1(omega));
+                (a_dev, pre_dev)
+            }
+            // As first order's: K does not change with a power-of-two scaling of A, K^T diag(s)
+            // scales with s.
+            PrecondRef::SsorK2FromA { omega, .. } => {
+                let (a_dev, pre_dev, on_device) =
+                    operands_with_ssor_k2(dev, &a, ahead, omega, choice, sw.times())?;
+                built_from_a = on_device.then_some(BuiltFromA::SsorK2(omega));
                 (a_dev, pre_dev)
             }
             // K^T diag(s) K scales with s, as the host's scaled preconditioner does.
@@ -909,6 +972,9 @@ impl GpuBackend {
             BuiltFromA::SsorK1(omega) => DeviceRefresh::from_a(&handle, a, omega, &mut self.pre)?,
             BuiltFromA::SsorK1Explicit(omega) => {
                 DeviceRefresh::explicit_from_a(&handle, a, omega, &mut self.pre)?
+            }
+            BuiltFromA::SsorK2(omega) => {
+                DeviceRefresh::k2_from_a(&handle, a, omega, &mut self.pre)?
             }
             BuiltFromA::Jacobi => DeviceRefresh::jacobi_from_a(&handle, a, &self.pre)?,
         };

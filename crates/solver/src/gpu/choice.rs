@@ -167,7 +167,9 @@ impl PrecondChoice {
                         Preconditioner::SsorExplicit { .. }
                     )
             ),
-            PrecondRef::SsorK1FromA { .. } => matches!(self, PrecondChoice::Factored { .. }),
+            PrecondRef::SsorK1FromA { .. } | PrecondRef::SsorK2FromA { .. } => {
+                matches!(self, PrecondChoice::Factored { .. })
+            }
             PrecondRef::SsorK1ExplicitFromA { .. } => {
                 matches!(self, PrecondChoice::Explicit { .. })
             }

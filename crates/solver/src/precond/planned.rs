@@ -39,6 +39,15 @@ pub enum PlannedPrecond {
         /// Rows of the matrix it is for.
         n: usize,
     },
+    /// Second-order SSOR-AI in the factored form, built from `A` where the solve runs (the
+    /// GPU backend builds `K = I - X + X^2` and `K^T diag(s)` on the device from the CSR
+    /// arrays of `A` it uploads, and on the host where the device does not take the matrix).
+    SsorK2FromA {
+        /// The relaxation factor, resolved for the matrix.
+        omega: f64,
+        /// Rows of the matrix it is for.
+        n: usize,
+    },
     /// Jacobi, built from `A` where the solve runs (the GPU backend computes the inverse
     /// diagonal on the device from the CSR arrays of `A` it uploads, or that were uploaded
     /// ahead).
@@ -64,6 +73,16 @@ impl PlannedPrecond {
         }
     }
 
+    /// The kind of [`PlannedPrecond::SsorK2FromA`]: second order, its omega resolved, the
+    /// factored form.
+    pub fn ssor_k2_kind(omega: f64) -> PrecondKind {
+        PrecondKind::SsorAi {
+            order: 2,
+            omega: Some(omega),
+            form: SsorForm::Factored,
+        }
+    }
+
     /// The kind of [`PlannedPrecond::SsorK1ExplicitFromA`]: its omega resolved, the explicit
     /// form.
     pub fn ssor_k1_explicit_kind(omega: f64) -> PrecondKind {
@@ -74,7 +93,9 @@ impl PlannedPrecond {
     pub fn kind_name(&self) -> &str {
         match self {
             PlannedPrecond::Built(p) => p.kind_name(),
-            PlannedPrecond::SsorK1FromA { .. } => "ssor-ai-factored",
+            PlannedPrecond::SsorK1FromA { .. } | PlannedPrecond::SsorK2FromA { .. } => {
+                "ssor-ai-factored"
+            }
             PlannedPrecond::SsorK1ExplicitFromA { .. } => "ssor-ai-explicit",
             PlannedPrecond::JacobiFromA { .. } => "jacobi",
         }
@@ -86,6 +107,7 @@ impl PlannedPrecond {
             PlannedPrecond::Built(p) => Some(p),
             PlannedPrecond::SsorK1FromA { .. }
             | PlannedPrecond::SsorK1ExplicitFromA { .. }
+            | PlannedPrecond::SsorK2FromA { .. }
             | PlannedPrecond::JacobiFromA { .. } => None,
         }
     }
@@ -105,6 +127,7 @@ impl PlannedPrecond {
             PlannedPrecond::SsorK1ExplicitFromA { omega, n } => {
                 Some((Self::ssor_k1_explicit_kind(omega), n))
             }
+            PlannedPrecond::SsorK2FromA { omega, n } => Some((Self::ssor_k2_kind(omega), n)),
             PlannedPrecond::JacobiFromA { n } => Some((PrecondKind::Jacobi, n)),
         };
         if let Some((kind, n)) = planned {
@@ -155,6 +178,14 @@ pub enum PrecondRef<'p> {
         /// Rows.
         n: usize,
     },
+    /// Second-order factored SSOR-AI with this omega for a matrix of `n` rows, built by the
+    /// backend.
+    SsorK2FromA {
+        /// The relaxation factor.
+        omega: f64,
+        /// Rows.
+        n: usize,
+    },
     /// Jacobi for a matrix of `n` rows, built by the backend.
     JacobiFromA {
         /// Rows.
@@ -176,6 +207,7 @@ impl<'p> From<&'p PlannedPrecond> for PrecondRef<'p> {
             &PlannedPrecond::SsorK1ExplicitFromA { omega, n } => {
                 PrecondRef::SsorK1ExplicitFromA { omega, n }
             }
+            &PlannedPrecond::SsorK2FromA { omega, n } => PrecondRef::SsorK2FromA { omega, n },
             &PlannedPrecond::JacobiFromA { n } => PrecondRef::JacobiFromA { n },
         }
     }
@@ -186,7 +218,7 @@ impl PrecondRef<'_> {
     pub fn kind_name(&self) -> &str {
         match self {
             PrecondRef::Built(p) => p.kind_name(),
-            PrecondRef::SsorK1FromA { .. } => "ssor-ai-factored",
+            PrecondRef::SsorK1FromA { .. } | PrecondRef::SsorK2FromA { .. } => "ssor-ai-factored",
             PrecondRef::SsorK1ExplicitFromA { .. } => "ssor-ai-explicit",
             PrecondRef::JacobiFromA { .. } => "jacobi",
         }
@@ -198,6 +230,7 @@ impl PrecondRef<'_> {
             PrecondRef::Built(p) => p.dim(),
             PrecondRef::SsorK1FromA { n, .. }
             | PrecondRef::SsorK1ExplicitFromA { n, .. }
+            | PrecondRef::SsorK2FromA { n, .. }
             | PrecondRef::JacobiFromA { n } => Some(*n),
         }
     }
@@ -206,7 +239,9 @@ impl PrecondRef<'_> {
     pub fn is_factored(&self) -> bool {
         matches!(
             self,
-            PrecondRef::Built(Preconditioner::SsorFactored { .. }) | PrecondRef::SsorK1FromA { .. }
+            PrecondRef::Built(Preconditioner::SsorFactored { .. })
+                | PrecondRef::SsorK1FromA { .. }
+                | PrecondRef::SsorK2FromA { .. }
         )
     }
 }
@@ -230,6 +265,25 @@ mod tests {
         // Built once: a second call returns the same arrays.
         assert_eq!(*p.host(&a).unwrap(), want);
         let mut q = PlannedPrecond::SsorK1FromA { omega: 0.8, n: 8 };
+        assert!(q.host(&a).unwrap_err().to_string().contains("8 rows"));
+    }
+
+    #[test]
+    fn the_host_copy_of_second_order_is_the_host_build() {
+        let a = poisson1d(9);
+        let mut p = PlannedPrecond::SsorK2FromA { omega: 0.8, n: 9 };
+        assert_eq!(p.kind_name(), "ssor-ai-factored");
+        assert_eq!(p.as_ref(), PrecondRef::SsorK2FromA { omega: 0.8, n: 9 });
+        assert_eq!(p.as_ref().dim(), Some(9));
+        assert!(p.as_ref().is_factored());
+        assert!(p.built().is_none() && p.built_by_backend());
+        let kind = PlannedPrecond::ssor_k2_kind(0.8);
+        assert_eq!(kind.to_string(), "ssor-ai2");
+        let want = Preconditioner::build(&a, &kind).unwrap();
+        assert_eq!(*p.host(&a).unwrap(), want);
+        assert_eq!(p.kind_name(), want.kind_name());
+        assert!(!p.built_by_backend());
+        let mut q = PlannedPrecond::SsorK2FromA { omega: 0.8, n: 8 };
         assert!(q.host(&a).unwrap_err().to_string().contains("8 rows"));
     }
 
