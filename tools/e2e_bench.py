@@ -11,7 +11,8 @@ For every matrix and preconditioner it prints, in one table:
     passes, the update 9 and the dots 2 distinct vectors; jacobi: 15, the fused update 12 and the
     dots 3; ssor-ai: plus the best SpMV of each operand of the preconditioner the solve applied,
     measured the same way (`bench spmv --operand k` and `kt` for the factored form, `m` for
-    the explicit one), and 13 passes: update 10, dots 3 (the diagonal scaling is folded into
+    the explicit one; `k2` and `kt2` for ssor-ai2 factored, whose explicit form has no floor
+    here), and 13 passes: update 10, dots 3 (the diagonal scaling is folded into
     K^T's values, so it makes no pass of its own)). Where the plan adds the dots in
     the SpMV's epilogue (its dots step says so), the dots' passes are those the fused kernel
     still makes: none 0 (u is r and w is in registers), jacobi and ssor-ai 1 (r), so 9, 13 and
@@ -98,8 +99,12 @@ def floor_ms(pre, n, spmv_ms, precond_spmv_ms, triad_gbs, fused=False):
     return spmv_ms + precond_spmv_ms + (11 if fused else 13) * pass_ms
 
 
-def precond_operands(applied):
-    """The `bench spmv --operand` values of the preconditioner a solve applied."""
+def precond_operands(applied, pre="ssor-ai"):
+    """The `bench spmv --operand` values of the preconditioner a solve applied (`pre` the
+    preconditioner asked: second order's factors are `k2` and `kt2`; its explicit product has
+    no operand, so no floor)."""
+    if pre == "ssor-ai2":
+        return ["k2", "kt2"] if applied == "ssor-ai-factored" else None
     if applied == "ssor-ai-factored":
         return ["k", "kt"]
     if applied == "ssor-ai-explicit":
@@ -209,13 +214,15 @@ def main():
             fused = fused_dots(s.get("plan"))
             applied = s.get("precond_applied")
             pfl = {}
-            for op in precond_operands(applied):
+            ops = precond_operands(applied, pre)
+            for op in ops or []:
                 if op not in operand_floor:
                     operand_floor[op] = spmv_floor_inputs(args.autopcg, path, args.timeout,
                                                           quick=True, operand=op)
                 pfl[op] = operand_floor[op]
             p_ms = sum(f["best_ms"] for f in pfl.values())
-            f_ms = floor_ms(pre, n, fl["best_ms"], p_ms, fl["triad_gbs"], fused)
+            f_ms = (floor_ms(pre, n, fl["best_ms"], p_ms, fl["triad_gbs"], fused)
+                    if ops is not None else None)
             row = {
                 "matrix": spec, "n": n, "nnz": nnz, "precond": pre,
                 "precond_applied": s.get("precond_applied"),
@@ -242,7 +249,7 @@ def main():
     for r in rows:
         st = r["setup"]
         c = r.get("cupy") or {}
-        fl = r["floor_ms"] * 1e3
+        fl = r["floor_ms"] * 1e3 if r["floor_ms"] is not None else float("nan")
         print(f'{r["matrix"][-28:]:<28} {r["precond"]:<8} {r["n"]:>9} '
               f'{r.get("read_ms") or float("nan"):>6.0f} {r["setup_ms"]:>7.1f} '
               f'{st.get("device_ms", 0):>6.1f} {st.get("precond_ms", 0):>6.1f} '

@@ -91,8 +91,9 @@ pub(crate) struct SpmvArgs {
     /// Which operand of the solver to time: `a`, the matrix as stored in the file; or an
     /// operand of the SSOR-AI preconditioner that `solve --precond ssor-ai` builds from it (first
     /// order, automatic omega): `k`, the factor K; `kt`, K^T diag(s), the second product of the
-    /// factored form; `m`, the explicit product K^T diag(s) K. The preconditioner's operands need
-    /// a symmetric matrix with a positive diagonal.
+    /// factored form; `m`, the explicit product K^T diag(s) K; `k2` and `kt2`, the factors of
+    /// the second order (`--precond ssor-ai2`: K = I - X + X^2). The preconditioner's operands
+    /// need a symmetric matrix with a positive diagonal.
     #[arg(long, value_enum, default_value = "a")]
     operand: SpmvOperand,
 }
@@ -108,6 +109,10 @@ pub(crate) enum SpmvOperand {
     Kt,
     /// The explicit product K^T diag(s) K.
     M,
+    /// Second-order SSOR-AI's factor K = I - X + X^2.
+    K2,
+    /// Its K^T diag(s).
+    Kt2,
 }
 
 impl SpmvOperand {
@@ -117,6 +122,8 @@ impl SpmvOperand {
             SpmvOperand::K => "SSOR-AI's K",
             SpmvOperand::Kt => "SSOR-AI's K^T diag(s)",
             SpmvOperand::M => "SSOR-AI's explicit M",
+            SpmvOperand::K2 => "second-order SSOR-AI's K",
+            SpmvOperand::Kt2 => "second-order SSOR-AI's K^T diag(s)",
         }
     }
 }
@@ -137,12 +144,16 @@ fn spmv_operand(path: &std::path::Path, op: SpmvOperand) -> Result<autopcg::CsrM
         SpmvOperand::M => SsorForm::Explicit,
         _ => SsorForm::Factored,
     };
-    let kind = PrecondKind::ssor_ai().resolved_for(&a).with_form(form);
+    let kind = match op {
+        SpmvOperand::K2 | SpmvOperand::Kt2 => PrecondKind::ssor_ai2(),
+        _ => PrecondKind::ssor_ai(),
+    };
+    let kind = kind.resolved_for(&a).with_form(form);
     let pre = Preconditioner::build(&a, &kind)
         .with_context(|| format!("building SSOR-AI from {}", path.display()))?;
     Ok(match (pre, op) {
-        (Preconditioner::SsorFactored { k, .. }, SpmvOperand::K) => k,
-        (Preconditioner::SsorFactored { kt, .. }, SpmvOperand::Kt) => kt,
+        (Preconditioner::SsorFactored { k, .. }, SpmvOperand::K | SpmvOperand::K2) => k,
+        (Preconditioner::SsorFactored { kt, .. }, SpmvOperand::Kt | SpmvOperand::Kt2) => kt,
         (Preconditioner::SsorExplicit { m }, SpmvOperand::M) => m,
         (p, _) => bail!(
             "SSOR-AI of {} came out as {}, not the asked form",
@@ -342,6 +353,13 @@ mod tests {
         let k = spmv_operand(&path, SpmvOperand::K).unwrap();
         let kt = spmv_operand(&path, SpmvOperand::Kt).unwrap();
         let m = spmv_operand(&path, SpmvOperand::M).unwrap();
+        // Second order: K = I - X + X^2 holds X^2's entries too (two below the diagonal on a
+        // 5-point stencil), and K^T diag(s) is its transpose.
+        let k2 = spmv_operand(&path, SpmvOperand::K2).unwrap();
+        let kt2 = spmv_operand(&path, SpmvOperand::Kt2).unwrap();
+        assert!(k2.nnz() > k.nnz());
+        assert_eq!(kt2.nnz(), k2.nnz());
+        assert_eq!(k2.transpose().indices(), kt2.indices());
         let n = a.nrows();
         for i in 0..n {
             let (c, v) = k.row(i);
