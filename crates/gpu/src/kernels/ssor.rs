@@ -323,17 +323,13 @@ pub fn ssor_k1_factors(
 /// same matrix ([`kt_sources_of`]).
 type BuildLengths = Option<(DeviceVec<u32>, DeviceVec<u32>)>;
 
-/// [`ssor_k1_factors`], the longest row of `K^T` (read back with the build's first flags; 0
-/// for no rows), and for factors built of `n >= 1` rows the diagonal positions and flags
-/// ([`BuildLengths`]).
-fn factors_and_longest(
-    dev: &GpuDevice,
-    a: &DeviceCsr,
-    omega: f64,
-) -> Result<(SsorK1Build, usize, BuildLengths), GpuError> {
+/// The checks of a device build of SSOR-AI's factors (`what` names it in the error): `a`
+/// square, `omega` in (0, 2), and `nnz(a) + n` within the builds' 32-bit positions (row i of
+/// the first-order K^T starts at a_ptr[i] + i - k_ptr[i]).
+fn check_factors_input(a: &DeviceCsr, omega: f64, what: &str) -> Result<(), GpuError> {
     let (n, m) = a.shape();
     let invalid = |reason: String| GpuError::InvalidInput {
-        what: "SSOR-AI factors on the device".into(),
+        what: what.into(),
         reason,
     };
     if n != m {
@@ -342,27 +338,46 @@ fn factors_and_longest(
     if !(omega.is_finite() && omega > 0.0 && omega < 2.0) {
         return Err(invalid(format!("omega {omega} is not in (0, 2)")));
     }
-    // Row i of K^T starts at a_ptr[i] + i - k_ptr[i] in the kernel's 32-bit arithmetic.
     if a.nnz() as u64 + n as u64 >= u64::from(u32::MAX) {
         return Err(invalid(format!(
             "{} entries and {n} rows exceed the 32-bit indices of the build",
             a.nnz()
         )));
     }
+    Ok(())
+}
+
+/// A matrix of no rows on the device (the factors of an empty matrix).
+fn empty_csr(dev: &GpuDevice) -> Result<DeviceCsr, GpuError> {
+    DeviceCsr::from_device(
+        0,
+        0,
+        dev.alloc_zeros(1)?,
+        dev.alloc_zeros(0)?,
+        dev.alloc_zeros(0)?,
+    )
+}
+
+/// [`ssor_k1_factors`], the longest row of `K^T` (read back with the build's first flags; 0
+/// for no rows), and for factors built of `n >= 1` rows the diagonal positions and flags
+/// ([`BuildLengths`]).
+fn factors_and_longest(
+    dev: &GpuDevice,
+    a: &DeviceCsr,
+    omega: f64,
+) -> Result<(SsorK1Build, usize, BuildLengths), GpuError> {
+    const WHAT: &str = "SSOR-AI factors on the device";
+    check_factors_input(a, omega, WHAT)?;
+    let n = a.nrows();
+    let invalid = |reason: String| GpuError::InvalidInput {
+        what: WHAT.into(),
+        reason,
+    };
     if n == 0 {
-        let empty = || {
-            DeviceCsr::from_device(
-                0,
-                0,
-                dev.alloc_zeros(1)?,
-                dev.alloc_zeros(0)?,
-                dev.alloc_zeros(0)?,
-            )
-        };
         return Ok((
             SsorK1Build::Built {
-                k: Box::new(empty()?),
-                kt: Box::new(empty()?),
+                k: Box::new(empty_csr(dev)?),
+                kt: Box::new(empty_csr(dev)?),
             },
             0,
             None,
@@ -1551,36 +1566,17 @@ pub fn ssor_k2_factors(
     a: &DeviceCsr,
     omega: f64,
 ) -> Result<SsorK2Build, GpuError> {
-    let (n, m) = a.shape();
+    const WHAT: &str = "second-order SSOR-AI factors on the device";
+    check_factors_input(a, omega, WHAT)?;
+    let n = a.nrows();
     let invalid = |reason: String| GpuError::InvalidInput {
-        what: "second-order SSOR-AI factors on the device".into(),
+        what: WHAT.into(),
         reason,
     };
-    if n != m {
-        return Err(invalid(format!("a {n} x {m} matrix is not square")));
-    }
-    if !(omega.is_finite() && omega > 0.0 && omega < 2.0) {
-        return Err(invalid(format!("omega {omega} is not in (0, 2)")));
-    }
-    if a.nnz() as u64 + n as u64 >= u64::from(u32::MAX) {
-        return Err(invalid(format!(
-            "{} entries and {n} rows exceed the 32-bit indices of the build",
-            a.nnz()
-        )));
-    }
     if n == 0 {
-        let empty = || {
-            DeviceCsr::from_device(
-                0,
-                0,
-                dev.alloc_zeros(1)?,
-                dev.alloc_zeros(0)?,
-                dev.alloc_zeros(0)?,
-            )
-        };
         return Ok(SsorK2Build::Built(Box::new(SsorK2Parts {
-            k: empty()?,
-            kt: empty()?,
+            k: empty_csr(dev)?,
+            kt: empty_csr(dev)?,
             diag: DeviceDiagonal::from_device(dev.alloc_zeros(0)?, 0),
             kt_src: DeviceGather::from_device(dev.alloc_zeros(0)?, 0),
         })));

@@ -377,43 +377,15 @@ fn operands_with_ssor_k1(
     ahead: Option<DeviceCsr>,
     omega: f64,
     choice: &GpuPlanChoice,
-    mut times: Option<&mut BackendTimes>,
+    times: Option<&mut BackendTimes>,
 ) -> Result<(DeviceOperator, DevicePrecond, bool), PcgError> {
-    let PrecondChoice::Factored { k: kc, kt: ktc } = &choice.precond else {
-        return Err(PcgError::Backend(
-            "a GPU plan builds factored SSOR-AI without factored steps (internal error)".into(),
-        ));
-    };
-    let limits = &choice.padding;
-    let mut sw = Stopwatch::new(times.as_deref_mut());
-    let csr = match ahead {
-        Some(csr) => csr,
-        None => DeviceCsr::upload(dev, a)?,
-    };
-    sw.lap(dev, upload_part)?;
-    let built = ssor_k1_factors(dev, &csr, omega)?;
-    sw.lap(dev, precond_part)?;
-    let on_device = matches!(built, SsorK1Build::Built { .. });
-    let pre_dev = match built {
-        SsorK1Build::Built { k, kt } => {
-            let mut op = |m, method, name| {
-                DeviceOperator::from_csr_timed(dev, m, method, limits, name, times.as_deref_mut())
-                    .map(Box::new)
-            };
-            let k = op(*k, kc.method, "K")?;
-            let kt = op(*kt, ktc.method, "K^T")?;
-            DevicePrecond::Factored { k, kt }
-        }
-        SsorK1Build::AsymmetricPattern { .. } => host_precond(
-            dev,
-            a,
-            &PlannedPrecond::ssor_k1_kind(omega),
-            choice,
-            times.as_deref_mut(),
-        )?,
-    };
-    let a_dev = operand_a(dev, a, Some(csr), choice, times)?;
-    Ok((a_dev, pre_dev, on_device))
+    let kind = PlannedPrecond::ssor_k1_kind(omega);
+    operands_with_factors(dev, a, ahead, &kind, choice, times, |csr| {
+        Ok(match ssor_k1_factors(dev, csr, omega)? {
+            SsorK1Build::Built { k, kt } => Some((*k, *kt)),
+            SsorK1Build::AsymmetricPattern { .. } => None,
+        })
+    })
 }
 
 /// `A` (scaled as the backend solves it) and second-order factored SSOR-AI with relaxation
@@ -429,7 +401,32 @@ fn operands_with_ssor_k2(
     ahead: Option<DeviceCsr>,
     omega: f64,
     choice: &GpuPlanChoice,
+    times: Option<&mut BackendTimes>,
+) -> Result<(DeviceOperator, DevicePrecond, bool), PcgError> {
+    let kind = PlannedPrecond::ssor_k2_kind(omega);
+    operands_with_factors(dev, a, ahead, &kind, choice, times, |csr| {
+        Ok(match ssor_k2_factors(dev, csr, omega)? {
+            SsorK2Build::Built(parts) => {
+                let SsorK2Parts { k, kt, .. } = *parts;
+                Some((k, kt))
+            }
+            SsorK2Build::Refused(_) => None,
+        })
+    })
+}
+
+/// `A` (scaled as the backend solves it) and the factored SSOR-AI `kind`, its `K` and
+/// `K^T diag(s)` made by `build` from `A`'s CSR arrays on the device (uploaded here, or ahead),
+/// or, where `build` gives none, built on the host and uploaded; then each operand put in the
+/// format `choice` runs it in. Says whether `build` made them (`true`).
+fn operands_with_factors(
+    dev: &GpuDevice,
+    a: &CsrMatrix,
+    ahead: Option<DeviceCsr>,
+    kind: &crate::PrecondKind,
+    choice: &GpuPlanChoice,
     mut times: Option<&mut BackendTimes>,
+    build: impl FnOnce(&DeviceCsr) -> Result<Option<(DeviceCsr, DeviceCsr)>, GpuError>,
 ) -> Result<(DeviceOperator, DevicePrecond, bool), PcgError> {
     let PrecondChoice::Factored { k: kc, kt: ktc } = &choice.precond else {
         return Err(PcgError::Backend(
@@ -443,12 +440,11 @@ fn operands_with_ssor_k2(
         None => DeviceCsr::upload(dev, a)?,
     };
     sw.lap(dev, upload_part)?;
-    let built = ssor_k2_factors(dev, &csr, omega)?;
+    let built = build(&csr)?;
     sw.lap(dev, precond_part)?;
-    let on_device = matches!(built, SsorK2Build::Built(_));
+    let on_device = built.is_some();
     let pre_dev = match built {
-        SsorK2Build::Built(parts) => {
-            let SsorK2Parts { k, kt, .. } = *parts;
+        Some((k, kt)) => {
             let mut op = |m, method, name| {
                 DeviceOperator::from_csr_timed(dev, m, method, limits, name, times.as_deref_mut())
                     .map(Box::new)
@@ -457,13 +453,7 @@ fn operands_with_ssor_k2(
             let kt = op(kt, ktc.method, "K^T")?;
             DevicePrecond::Factored { k, kt }
         }
-        SsorK2Build::Refused(_) => host_precond(
-            dev,
-            a,
-            &PlannedPrecond::ssor_k2_kind(omega),
-            choice,
-            times.as_deref_mut(),
-        )?,
+        None => host_precond(dev, a, kind, choice, times.as_deref_mut())?,
     };
     let a_dev = operand_a(dev, a, Some(csr), choice, times)?;
     Ok((a_dev, pre_dev, on_device))
