@@ -522,12 +522,13 @@ extern "C" __global__ void ssor_k1_kt_sources_warp(u32 n, const u32 *__restrict_
 // tile per block at a time, and the distinct columns come out ascending from a merge of the
 // rows of K it unites, their heads held in registers (the merge loops are unrolled), so that
 // each column of K is loaded once and the loads of different rows of K overlap. Any other row
-// is long, a block's: the long rows are listed first (ssor_k1_gram_list), then each listed row is taken by one block of a
-// launch of their own over the whole device, which gathers the columns of the rows of K it
-// unites into shared memory (at most GRAM_LONG_CAP of them; a row with more is not taken),
-// sorts them (bitonic) and reads them in order, the first of each run of equal columns being
-// the row's entry. So the long rows of a small matrix are formed side by side on every
-// multiprocessor, not one after another in the few blocks its tiles fill.
+// is long, a block's: the long rows are listed first (ssor_k1_gram_list), then each listed
+// row is taken by one block of a launch of their own over the whole device, which gathers the
+// columns of the rows of K it unites into shared memory, as bits where the row's columns span
+// at most GRAM_LONG_CAP words of 32, otherwise as a list of at most GRAM_LONG_CAP columns (a
+// row with more is not taken) sorted (bitonic) and read in order, the first of each run of
+// equal columns being the row's entry. So the long rows of a small matrix are formed side by
+// side on every multiprocessor, not one after another in the few blocks its tiles fill.
 //
 // Every kernel below takes `prod` last (GRAM_PROD_M for this product): the same merges count
 // and form second-order SSOR-AI's K = I - X + X^2 and its transpose, each a union of rows of
@@ -550,8 +551,10 @@ extern "C" __global__ void ssor_k1_kt_sources_warp(u32 n, const u32 *__restrict_
 //                            hist[GRAM_HIST], diagonal bitmap]: hist[l] = rows of length l;
 //                            bit j + n - 1 - i of the bitmap marks the diagonal of entry
 //                            (i, j); flags |= 1 for a row whose rows of K hold more than
-//                            GRAM_LONG_CAP entries together, 2 for a row of M of GRAM_HIST
-//                            entries or more, 4 for a row without its diagonal entry (such
+//                            GRAM_LONG_CAP entries together over a span of more than
+//                            GRAM_LONG_CAP words of 32 columns, 2 for a row of M of GRAM_HIST
+//                            entries or more (counted but for its bin: the caller bins it
+//                            from row_len), 4 for a row without its diagonal entry (such
 //                            rows are skipped: the counts are then incomplete) (diag from
 //                            ssor_k1_lengths); launched after the two above; each short row's
 //                            length written to row_len[i] (a row not counted, flagged, is
@@ -842,12 +845,12 @@ struct GramLongRow {
 // row i of K^T names (a thread per row) adds up their lengths and finds their smallest column;
 // their largest is row i's last column of K^T (each row q of K ends at its diagonal q). Where
 // the columns between fit in GRAM_LONG_CAP words of bits, the rows' columns are set in a
-// bitmap (a warp per row of K); otherwise they are gathered into s->buf and sorted ascending
-// (bitonic, padded with GRAM_DONE to a power of two). Either way the row is refused (gathered
-// 0) with why = 4 when a row q stores no diagonal entry, or 1 when the rows hold more than
-// GRAM_LONG_CAP columns together. Every thread of the block calls it and gets the same row:
-// it synchronizes the block, first of all so that the previous row's readers are done with
-// s->buf.
+// bitmap (a warp per row of K), however many they are; otherwise they are gathered into s->buf
+// and sorted ascending (bitonic, padded with GRAM_DONE to a power of two). The row is refused
+// (gathered 0) with why = 4 when a row q stores no diagonal entry, or 1 when its columns span
+// more than the bitmap and the rows hold more than GRAM_LONG_CAP columns together. Every
+// thread of the block calls it and gets the same row: it synchronizes the block, first of all
+// so that the previous row's readers are done with s->buf.
 __device__ __forceinline__ GramLongRow gram_long_gather(const u32 *__restrict__ a_ptr,
                                                         const u32 *__restrict__ a_idx,
                                                         const u32 *__restrict__ diag, u32 i,
@@ -879,16 +882,19 @@ __device__ __forceinline__ GramLongRow gram_long_gather(const u32 *__restrict__ 
     __syncthreads();
     GramLongRow row = {0, 0, 0, false};
     const u32 total = s->count;
-    why = s->why | (total > GRAM_LONG_CAP ? 1u : 0u);
+    // The span of the row's columns in words of 32 (lowest <= highest once any row q is read:
+    // a refused row's are not used).
+    const u32 base = s->lowest & ~31u;
+    const u32 words = s->highest >= base ? ((s->highest - base) >> 5) + 1 : 0;
+    const bool as_bits = words <= GRAM_LONG_CAP;
+    why = s->why | (!as_bits && total > GRAM_LONG_CAP ? 1u : 0u);
     if (why != 0) {
         return row;
     }
     row.gathered = total;
     const u32 lane = threadIdx.x & 31, warps = blockDim.x >> 5;
-    const u32 highest = s->highest;
-    row.base = s->lowest & ~31u;
-    const u32 words = ((highest - row.base) >> 5) + 1;
-    if (words <= GRAM_LONG_CAP) {
+    row.base = base;
+    if (as_bits) {
         row.bitmap = true;
         row.words = words;
         for (u32 t = threadIdx.x; t < words; t += blockDim.x) {

@@ -1170,8 +1170,8 @@ pub(crate) fn counts_on_device(nnz: usize, warm: bool) -> bool {
 
 /// [`autopcg_gpu::kernels::ssor::ssor_k1_gram_count`] of `a` on `dev`, as the plan takes it
 /// (`longest`: the longest row of `K^T`; `warm` as for [`counts_on_device`]). `Ok(None)`, for
-/// the host to count, where a row of `K^T` is longer than the device gathers for a row, where
-/// [`counts_on_device`] says the host, or without an upload ahead below
+/// the host to count, where a row of `K^T` is longer than the span a block takes in for a row,
+/// where [`counts_on_device`] says the host, or without an upload ahead below
 /// [`DEVICE_GRAM_COUNT_MIN_NNZ`] entries (nothing is copied then).
 #[cfg(feature = "gpu")]
 pub(crate) fn device_gram_count(
@@ -1181,8 +1181,8 @@ pub(crate) fn device_gram_count(
     ahead: Option<&AheadUpload>,
     warm: bool,
 ) -> Result<Option<autopcg_sparse::features::StructureTotals>, String> {
-    use autopcg_gpu::kernels::ssor::{ssor_k1_gram_count, ssor_k1_gram_count_kept, GRAM_LONG_CAP};
-    if longest > GRAM_LONG_CAP || !counts_on_device(a.nnz(), warm) {
+    use autopcg_gpu::kernels::ssor::{ssor_k1_gram_count, ssor_k1_gram_count_kept, GRAM_LONG_SPAN};
+    if longest > GRAM_LONG_SPAN || !counts_on_device(a.nnz(), warm) {
         return Ok(None);
     }
     // The pattern uploaded ahead, once its upload is done (it is `a`'s: the same matrix the

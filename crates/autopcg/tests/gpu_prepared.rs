@@ -373,11 +373,71 @@ fn a_saved_plan_prepares_once_and_solves_many(dev: GpuDevice) {
     assert_eq!(once.info.iterations, iters[0]);
 }
 
+/// A chain (4 on the diagonal, -1 beside it) whose row 0 also couples to every `stride`-th
+/// row, each of those coupling to the `band - 1` rows before it too (diagonally dominant).
+/// Row 0 of the explicit product unites the spokes' rows of K, `band + 1` entries each, over
+/// columns spread across the whole matrix.
+fn banded_star(n: usize, stride: usize, band: usize) -> CsrMatrix {
+    let (mut rows, mut cols, mut vals) = (Vec::new(), Vec::new(), Vec::new());
+    let mut off = vec![0.0f64; n];
+    let mut couple = |i: usize, j: usize, v: f64| {
+        rows.extend([i as u32, j as u32]);
+        cols.extend([j as u32, i as u32]);
+        vals.extend([v, v]);
+        off[i] += v.abs();
+        off[j] += v.abs();
+    };
+    for i in 1..n {
+        couple(i, i - 1, -1.0);
+    }
+    for j in (1..).map(|t| t * stride).take_while(|&j| j < n) {
+        couple(j, 0, -0.5);
+        for d in 2..band.min(j) {
+            couple(j, j - d, -0.01);
+        }
+    }
+    for (i, o) in off.iter().enumerate() {
+        rows.push(i as u32);
+        cols.push(i as u32);
+        vals.push(4.0 + o);
+    }
+    CsrMatrix::from_triplets(n, n, &rows, &cols, &vals).unwrap()
+}
+
+/// Whether the device takes in every row of a product whose row `i` unites the rows `part(q)`
+/// (ascending columns) over `united(i)`: a row uniting more than GRAM_MERGE rows is a block's,
+/// which refuses it only where those rows hold more than GRAM_LONG_CAP entries together and
+/// their columns span more than GRAM_LONG_CAP words of 32 (a thread's merge takes any other).
+fn device_takes_every_row<'a>(
+    n: usize,
+    united: impl Fn(usize) -> &'a [u32],
+    part: impl Fn(usize) -> &'a [u32],
+) -> bool {
+    use autopcg::gpu::kernels::ssor::{GRAM_LONG_CAP, GRAM_MERGE};
+    (0..n).all(|i| {
+        let qs = united(i);
+        if qs.len() <= GRAM_MERGE {
+            return true;
+        }
+        let gathered: usize = qs.iter().map(|&q| part(q as usize).len()).sum();
+        let lowest = qs.iter().map(|&q| part(q as usize)[0]).min().unwrap();
+        let highest = qs
+            .iter()
+            .map(|&q| *part(q as usize).last().unwrap())
+            .max()
+            .unwrap();
+        let words = ((highest - (lowest & !31)) >> 5) as usize + 1;
+        gathered <= GRAM_LONG_CAP || words <= GRAM_LONG_CAP
+    })
+}
+
 /// The explicit SSOR-AI product's structure counted on the device is the host pass's, on
 /// stencils, FEM, a Kronecker product, power-law rows, bands and the SuiteSparse fixtures, rows
-/// of K^T longer than one thread's merge (formed by a block) included; where the device cannot
-/// count a matrix (a row of M uniting more entries of K than it sorts for a row, a row of M
-/// past its histogram) it says so, and only then.
+/// of K^T longer than one thread's merge (formed by a block) included, rows uniting more
+/// entries of K than a block sorts (held as bits) and rows of M past the histogram's bins
+/// (binned from their lengths) too; where the device cannot count a matrix (a row of M uniting
+/// more entries of K than it sorts, over more columns than its bits span) it says so, and only
+/// then.
 fn the_device_counts_the_explicit_product_as_the_host(dev: GpuDevice) {
     use autopcg::generator::factors::K1Factors;
     use autopcg::gpu::kernels::ssor::{ssor_k1_gram_count, GRAM_HIST, GRAM_LONG_CAP, GRAM_MERGE};
@@ -407,8 +467,12 @@ fn the_device_counts_the_explicit_product_as_the_host(dev: GpuDevice) {
         ),
         ("banded 15", families::banded_spd(20_000, 15, 4).unwrap()),
         ("banded 16", families::banded_spd(20_000, 16, 4).unwrap()),
-        // Rows of K^T of 71 uniting 5041 entries of K: past the gather.
+        // Rows of K^T of 71 uniting 5041 entries of K: past the gather, within the bits.
         ("banded 70", families::banded_spd(2_000, 70, 4).unwrap()),
+        // Rows of M of 1041 entries (past the histogram), each uniting 271441 entries of K.
+        ("banded 520", families::banded_spd(1_200, 520, 4).unwrap()),
+        // Row 0 of M unites 99 rows of K of 51 entries over 138601 columns: refused.
+        ("banded star", banded_star(140_000, 1400, 50)),
         ("fem2d 50000", families::fem_p1_2d(50_000, 5).unwrap()),
         (
             "powerlaw",
@@ -424,6 +488,7 @@ fn the_device_counts_the_explicit_product_as_the_host(dev: GpuDevice) {
         ("identity", CsrMatrix::identity(45).unwrap()),
     ];
     let (mut counted, mut counted_long, mut refused) = (0, 0, 0);
+    let (mut counted_past_gather, mut counted_past_hist) = (0, 0);
     for (name, a) in cases {
         let v = K1Factors::of(&a).expect("views");
         let mut host = v.gram_totals();
@@ -437,7 +502,7 @@ fn the_device_counts_the_explicit_product_as_the_host(dev: GpuDevice) {
             })
             .max()
             .unwrap();
-        let countable = gathered <= GRAM_LONG_CAP && host.hist.len() <= GRAM_HIST;
+        let countable = device_takes_every_row(a.nrows(), |i| v.kt_row(i), |q| v.k_row(q));
         let dev_count = ssor_k1_gram_count(&dev, &a, Some(longest_kt)).expect(name);
         // The longest row of K^T read back on the device instead decides the same.
         assert_eq!(
@@ -453,7 +518,10 @@ fn the_device_counts_the_explicit_product_as_the_host(dev: GpuDevice) {
         assert!(countable, "{name}: counted past the device's limits");
         counted += 1;
         counted_long += usize::from(longest_kt > GRAM_MERGE);
-        host.hist.resize(GRAM_HIST, 0);
+        counted_past_gather += usize::from(gathered > GRAM_LONG_CAP);
+        counted_past_hist += usize::from(host.hist.len() > GRAM_HIST);
+        // The device's histogram holds GRAM_HIST bins, or reaches the longest row past them.
+        host.hist.resize(host.hist.len().max(GRAM_HIST), 0);
         assert_eq!(c.hist, host.hist, "{name}: row lengths");
         assert_eq!(c.diagonals, host.diagonals, "{name}: diagonals");
         assert_eq!(
@@ -462,18 +530,24 @@ fn the_device_counts_the_explicit_product_as_the_host(dev: GpuDevice) {
             "{name}: x lines, distances, warp slots, stored diagonal"
         );
     }
-    // Every matrix but the band of 70 (and any power-law hub past the gather); the
-    // power-law rows, the Kronecker product, the band of 16 and the fixtures with rows of K^T
-    // past one thread's merge.
+    // Every matrix but the banded star; the power-law rows, the Kronecker product, the bands
+    // of 16, 70 and 520 and the fixtures with rows of K^T past one thread's merge.
     assert!(
-        counted >= 12,
+        counted >= 15,
         "only {counted} matrices counted on the device"
     );
     assert!(
-        counted_long >= 4,
+        counted_long >= 6,
         "only {counted_long} with rows counted by blocks"
     );
-    assert!(refused >= 1, "the band of 70 was counted");
+    assert!(
+        counted_past_gather >= 2 && counted_past_hist >= 1,
+        "past the gather {counted_past_gather}, past the histogram {counted_past_hist}"
+    );
+    assert_eq!(
+        refused, 1,
+        "the banded star was counted, or another matrix refused"
+    );
 }
 
 /// `a` with row `r`'s diagonal entry set to `v`, or left out when `v` is `None`.
@@ -795,8 +869,11 @@ fn the_device_counts_the_factors_as_the_host(dev: GpuDevice) {
 
 /// Second-order SSOR-AI's factors counted on the device from the arrays uploaded ahead are the
 /// host's built factors' counts (their totals, and the SpMV counts and the explicit product's
-/// bound the plan reads from them), on stencils, FEM, power-law rows, the identity and the
-/// fixtures (rows of K merged by a thread and by a block). A prepared solver on the GPU leaves
+/// bound the plan reads from them), on stencils, FEM, power-law rows, the identity, the
+/// fixtures (rows of K merged by a thread and by a block) and a band whose rows of K unite
+/// more entries than a block sorts (held as bits) and pass the histogram's bins (binned from
+/// their lengths), every one counted there (none spans more columns than a block's bits
+/// cover). A prepared solver on the GPU leaves
 /// the factors to the device build (noted), solves to the tolerance and takes new values,
 /// refreshed on the device, solving then as a solver prepared for them does, bit for bit.
 fn the_device_counts_and_builds_second_order_factors(dev: GpuDevice) {
@@ -829,8 +906,10 @@ fn the_device_counts_and_builds_second_order_factors(dev: GpuDevice) {
         ("1138_bus", fixture("1138_bus")),
         ("bcsstk13", fixture("bcsstk13")),
         ("s3rmt3m3", fixture("s3rmt3m3")),
+        // Rows of K of 1041 entries, each uniting 271441 entries of the first-order K.
+        ("banded 520", families::banded_spd(1_200, 520, 4).unwrap()),
     ];
-    let mut counted = 0;
+    let (mut counted, mut past_hist) = (0, 0);
     for (name, a) in &cases {
         let omega = autopcg::solver::auto_omega(a);
         let (k, kt) = match Preconditioner::build(a, &PlannedPrecond::ssor_k2_kind(omega)) {
@@ -843,14 +922,13 @@ fn the_device_counts_and_builds_second_order_factors(dev: GpuDevice) {
             .max()
             .unwrap();
         let Some((tk, tkt)) = ssor_k2_totals(&dev, up.matrix()).unwrap() else {
-            assert!(longest >= GRAM_HIST, "{name}: not counted on the device");
-            continue;
+            panic!("{name}: not counted on the device");
         };
-        assert!(longest < GRAM_HIST, "{name}: counted past the histogram");
         counted += 1;
+        past_hist += usize::from(longest >= GRAM_HIST);
         for (what, got, m) in [("K", &tk, &k), ("K^T", &tkt, &kt)] {
             let mut host = structure_totals(m);
-            host.hist.resize(GRAM_HIST, 0);
+            host.hist.resize(host.hist.len().max(GRAM_HIST), 0);
             assert_eq!(*got, host, "{name}: {what}");
         }
         let off_zero = K1Factors::of(a)
@@ -876,10 +954,8 @@ fn the_device_counts_and_builds_second_order_factors(dev: GpuDevice) {
             "{name}: the product's bound"
         );
     }
-    assert!(
-        counted >= 7,
-        "only {counted} matrices counted on the device"
-    );
+    assert_eq!(counted, cases.len());
+    assert!(past_hist >= 1, "no row past the histogram");
     // Through a prepared solver (1.5M entries: counted on the device).
     let a = families::poisson3d_7pt(60, 60, 60).unwrap();
     fn prepare(m: &CsrMatrix) -> autopcg::PreparedSolver<'_> {

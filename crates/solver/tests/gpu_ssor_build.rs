@@ -17,7 +17,8 @@ use std::ops::ControlFlow;
 use autopcg_gpu::kernels::spmv::SpmvKernel;
 use autopcg_gpu::kernels::ssor::{
     ssor_k1_explicit, ssor_k1_explicit_counted, ssor_k1_factors, ssor_k1_gram_count_kept,
-    ssor_k2_factors, SsorK1Build, SsorK1Explicit, SsorK2Build, GRAM_LONG_CAP, GRAM_MERGE,
+    ssor_k2_factors, SsorK1Build, SsorK1Explicit, SsorK2Build, GRAM_HIST, GRAM_LONG_CAP,
+    GRAM_MERGE,
 };
 use autopcg_gpu::{CusparseAlg, DeviceCsr, GpuDevice, GpuError, LaunchConfig};
 use autopcg_solver::gpu::{GpuBackend, GpuPlanChoice, PrecondChoice, SpmvChoice, SpmvMethod};
@@ -77,6 +78,65 @@ fn spread_star(n: usize, stride: usize) -> CsrMatrix {
     csr(n, &t)
 }
 
+/// A chain (4 on the diagonal, -1 beside it) whose row 0 also couples to every `stride`-th
+/// row, each of those coupling to the `band - 1` rows before it too (diagonally dominant):
+/// row 0 of the explicit product unites the spokes' rows of K, `band + 1` entries each, over
+/// columns spread across the whole matrix.
+fn banded_star(n: usize, stride: usize, band: usize) -> CsrMatrix {
+    let mut t = Vec::new();
+    let mut off = vec![0.0f64; n];
+    let mut couple = |i: usize, j: usize, v: f64| {
+        t.extend([(i, j, v), (j, i, v)]);
+        off[i] += v.abs();
+        off[j] += v.abs();
+    };
+    for i in 1..n {
+        couple(i, i - 1, -1.0);
+    }
+    for j in (1..).map(|t| t * stride).take_while(|&j| j < n) {
+        couple(j, 0, -0.5);
+        for d in 2..band.min(j) {
+            couple(j, j - d, -0.01);
+        }
+    }
+    t.extend(off.iter().enumerate().map(|(i, o)| (i, i, 4.0 + o)));
+    csr(n, &t)
+}
+
+/// Whether the device takes in every row of `a`'s explicit product: a row of `K^T` longer
+/// than GRAM_MERGE is a block's, which refuses it only where the rows of `K` it unites hold
+/// more than GRAM_LONG_CAP entries together and their columns span more than GRAM_LONG_CAP
+/// words of 32 (a thread's merge takes any other row). Also the most entries a row gathers.
+fn explicit_rows_taken(a: &CsrMatrix) -> (bool, usize) {
+    // Row i of K^T: A's columns from i on; each names a row of K, A's columns up to it.
+    let k_row = |q: usize| -> Vec<u32> {
+        a.row(q)
+            .0
+            .iter()
+            .copied()
+            .filter(|&j| j as usize <= q)
+            .collect()
+    };
+    let (mut taken, mut most) = (true, 0);
+    for i in 0..a.nrows() {
+        let qs: Vec<usize> = a
+            .row(i)
+            .0
+            .iter()
+            .map(|&j| j as usize)
+            .filter(|&j| j >= i)
+            .collect();
+        let gathered: usize = qs.iter().map(|&q| k_row(q).len()).sum();
+        most = most.max(gathered);
+        if qs.len() > GRAM_MERGE && gathered > GRAM_LONG_CAP {
+            let lowest = qs.iter().map(|&q| k_row(q)[0]).min().unwrap();
+            let highest = *qs.iter().max().unwrap() as u32;
+            taken &= (((highest - (lowest & !31)) >> 5) as usize) < GRAM_LONG_CAP;
+        }
+    }
+    (taken, most)
+}
+
 fn bits(v: &[f64]) -> Vec<u64> {
     v.iter().map(|x| x.to_bits()).collect()
 }
@@ -133,6 +193,11 @@ fn device_second_order_factors_equal_the_host_build(dev: GpuDevice) {
         families::poisson3d_27pt(9, 8, 7).unwrap(),
     ));
     cases.push(("spread star 140000".into(), spread_star(140_000, 1400)));
+    // Rows of K uniting 5041 and 271441 entries of the first-order K (past what a block sorts:
+    // held as bits), the second's rows of 1041 entries past the count's histogram.
+    for (n, w) in [(600, 70), (1200, 520)] {
+        cases.push((format!("band {w}"), families::banded_spd(n, w, 3).unwrap()));
+    }
     let mut longest_k = 0;
     for (name, a) in cases {
         for omega in [1.0, 0.7] {
@@ -163,8 +228,9 @@ fn device_second_order_factors_equal_the_host_build(dev: GpuDevice) {
                 .max(longest_k);
         }
     }
-    // Rows of K uniting more rows than a thread merges were formed by blocks.
-    assert!(longest_k > GRAM_MERGE, "longest row of K {longest_k}");
+    // Rows of K uniting more rows than a thread merges were formed by blocks, some past the
+    // histogram's bins.
+    assert!(longest_k >= GRAM_HIST, "longest row of K {longest_k}");
 }
 
 /// Patterns from which second order's `K^T` (the union over A's upper triangle) is not `K`'s
@@ -611,12 +677,14 @@ fn preconditioners_built_from_a_are_refreshed_from_a_on_the_device(dev: GpuDevic
 
 /// The explicit product formed on the device from A's arrays is the host's explicit build:
 /// the same pattern and the same values (bit for bit, up to the sign of a zero), rows of K^T
-/// longer than one thread's merge (formed by a block) included. Refused, for the host to form,
-/// where a row of the product unites rows of K with more than the device sorts for a row, and
-/// only there, and for patterns that are not symmetric. Formed from the pattern a count kept
+/// longer than one thread's merge (formed by a block) included, and rows uniting more entries
+/// of K than a block sorts (held as bits). Refused, for the host to form, where a row of the
+/// product unites rows of K with more than the device sorts for a row over more columns than
+/// its bits span, and only there, and for patterns that are not symmetric. Formed from the pattern a count kept
 /// ([`ssor_k1_explicit_counted`]), the same product; from another matrix's, still the right one.
 fn device_explicit_product_equals_the_host_build(dev: GpuDevice) {
     let (mut formed, mut formed_long, mut refused, mut counted_kept) = (0, 0, 0, 0);
+    let mut formed_past_gather = 0;
     // The longest row of a formed product, and the longest row of K^T it came from: the warp's
     // value sums take both in chunks (256 entries of M, 64 rows of K) past those lengths.
     let (mut longest_m, mut longest_united) = (0, 0);
@@ -635,40 +703,36 @@ fn device_explicit_product_equals_the_host_build(dev: GpuDevice) {
     let star = spread_star(140_000, 1400);
     assert!(star.row(0).0.last().map_or(0, |&c| c as usize) >= 32 * GRAM_LONG_CAP);
     cases.push(("spread star 140000".to_string(), star));
-    // Bands: rows of K^T of 41 entries uniting 1681 of K (formed by blocks), and of 71 uniting
-    // 5041 (past the gather).
-    for w in [40, 70] {
-        cases.push((
-            format!("band {w}"),
-            families::banded_spd(600, w, 3).unwrap(),
-        ));
+    // Bands: rows of K^T of 41 entries uniting 1681 of K (formed by blocks), of 71 uniting
+    // 5041 (past the gather, as bits), and of 521 uniting 271441 into rows of M of 1041.
+    for (n, w) in [(600, 40), (600, 70), (1200, 520)] {
+        cases.push((format!("band {w}"), families::banded_spd(n, w, 3).unwrap()));
     }
+    // Row 0 of M unites 99 rows of K of 51 entries over 138601 columns: refused.
+    cases.push(("banded star".to_string(), banded_star(140_000, 1400, 50)));
     for (name, a) in cases {
         // Row i of K^T: A's columns from i on; each names a row of K, A's columns up to it.
-        let k_len = |q: usize| a.row(q).0.iter().filter(|&&j| j as usize <= q).count();
         let kt = |i: usize| -> Vec<usize> {
             let (c, _) = a.row(i);
             c.iter().map(|&j| j as usize).filter(|&j| j >= i).collect()
         };
         let longest = (0..a.nrows()).map(|i| kt(i).len()).max().unwrap();
-        let gathered = (0..a.nrows())
-            .map(|i| kt(i).into_iter().map(k_len).sum::<usize>())
-            .max()
-            .unwrap();
+        let (taken, gathered) = explicit_rows_taken(&a);
         for omega in [1.0, 0.7] {
             let tag = format!("{name}, omega {omega}");
             let d = DeviceCsr::upload(&dev, &a).unwrap();
             let parts = match ssor_k1_explicit(&dev, &d, omega).unwrap() {
                 SsorK1Explicit::Built(parts) => parts,
                 SsorK1Explicit::Refused(why) => {
-                    assert!(gathered > GRAM_LONG_CAP, "{tag}: refused ({why})");
+                    assert!(!taken, "{tag}: refused ({why})");
                     assert!(why.contains("sorts"), "{tag}: {why}");
                     refused += 1;
                     continue;
                 }
             };
-            assert!(gathered <= GRAM_LONG_CAP, "{tag}: formed past the gather");
+            assert!(taken, "{tag}: formed past the device's limits");
             formed += 1;
+            formed_past_gather += usize::from(gathered > GRAM_LONG_CAP);
             formed_long += usize::from(longest > GRAM_MERGE);
             longest_united = longest_united.max(longest);
             let want =
@@ -717,11 +781,8 @@ fn device_explicit_product_equals_the_host_build(dev: GpuDevice) {
             }
         }
     }
-    // Counted wherever the device counts (the bands past the gather are not).
-    assert!(
-        counted_kept >= formed - 2,
-        "only {counted_kept} of {formed} from kept counts"
-    );
+    // Counted wherever the device forms it.
+    assert_eq!(counted_kept, formed, "formed but not counted");
     // A pattern kept from another matrix of the same shape and entries (7-point Poisson on a
     // 9 x 7 x 5 and a 5 x 7 x 9 grid: 315 rows, 1919 entries each, their products' rows of
     // other lengths): the build finds rows of other lengths as it writes them, counts the
@@ -762,7 +823,14 @@ fn device_explicit_product_equals_the_host_build(dev: GpuDevice) {
         formed_long >= 4,
         "only {formed_long} with rows formed by blocks"
     );
-    assert!(refused >= 2, "the band past the gather was formed");
+    assert_eq!(
+        refused, 2,
+        "the banded star was formed, or another matrix refused"
+    );
+    assert!(
+        formed_past_gather >= 4,
+        "only {formed_past_gather} formed past the gather"
+    );
     assert!(
         longest_m > 256 && longest_united > 64,
         "no formed product with a row of M past 256 entries ({longest_m}) and a row of K^T \
@@ -783,7 +851,8 @@ fn device_explicit_product_equals_the_host_build(dev: GpuDevice) {
 /// cuSPARSE, whose sums of a long row are not ordered the same from run to run), a scaled
 /// system included;
 /// one whose product the device refuses (a row uniting more entries of K than the device
-/// sorts for a row: the band of 70) forms it on the host, and solves as that too.
+/// sorts for a row over more columns than its bits span: the banded star) forms it on the
+/// host, and solves as that too.
 fn backend_forming_the_explicit_product_solves_as_the_host_build(dev: GpuDevice) {
     let big = |a: &CsrMatrix| common::scaled(a, 1e200);
     let cases = [
@@ -796,6 +865,7 @@ fn backend_forming_the_explicit_product_solves_as_the_host_build(dev: GpuDevice)
         ),
         ("band 40", families::banded_spd(600, 40, 3).unwrap()),
         ("band 70", families::banded_spd(600, 70, 3).unwrap()),
+        ("banded star", banded_star(140_000, 1400, 50)),
     ];
     for (name, a) in cases {
         let n = a.nrows();

@@ -529,7 +529,11 @@ pub fn row_checks(dev: &GpuDevice, a: &DeviceCsr) -> Result<RowChecks, GpuError>
     })
 }
 
-/// Row lengths the device count tallies (a longer row of `M` leaves the count to the host).
+/// Row lengths the counting kernels' histograms hold (in shared memory, then in their
+/// output). A row of the explicit product or of second order's factors that is longer is
+/// still counted, its bin added from the row lengths the kernels write (read back only where
+/// such a row exists); a longer row of `A` or of the first-order factors leaves their count to
+/// the host.
 pub const GRAM_HIST: usize = 1024;
 /// Totals ahead of the histogram in the kernel's output (lines, distances, warp slots, stored
 /// diagonals, flags).
@@ -538,13 +542,18 @@ const GRAM_HEAD: usize = 5;
 /// row of `M` that unites more rows of `K` is formed by a whole block instead (see
 /// [`GRAM_LONG_CAP`]).
 pub const GRAM_MERGE: usize = 16;
-/// Entries of the rows of `K` a block takes in at most for one row of `M` that unites more than
-/// [`GRAM_MERGE`] of them (16 KiB of shared memory, which holds the row as bits where its
-/// columns lie within this many words of 32 columns, and its gathered columns to be sorted
-/// otherwise): a row whose rows of `K` hold more entries together leaves the count, or the
-/// product, to the host. A row of `K^T` longer than this is certainly past it (every row of
-/// `K` holds its diagonal).
+/// Words of shared memory (16 KiB) in which a block takes in one row of `M` that unites more
+/// than [`GRAM_MERGE`] rows of `K`: as bits where its columns lie within this many words of 32
+/// columns ([`GRAM_LONG_SPAN`]), however many entries its rows of `K` hold, and otherwise as
+/// the gathered columns, to be sorted, of which it holds this many: a row whose columns span
+/// more and whose rows of `K` hold more entries together leaves the count, or the product, to
+/// the host.
 pub const GRAM_LONG_CAP: usize = 4096;
+/// Columns a block's bits of a long row cover ([`GRAM_LONG_CAP`] words of 32). A row of `K^T`
+/// longer than this is certainly past what a block takes in: its columns, each the diagonal
+/// of a row of `K` it unites, span more, and its rows of `K` hold more than
+/// [`GRAM_LONG_CAP`] entries.
+pub const GRAM_LONG_SPAN: usize = 32 * GRAM_LONG_CAP;
 
 /// Threads of a block that forms one long row of the explicit product at a time (its gather
 /// takes a warp per row of `K`, its scan of the row's bits a run of words per thread, its sort
@@ -576,7 +585,7 @@ const _: () = assert!(DEFAULT_THREADS <= 1024 && DEFAULT_THREADS % 32 == 0);
 const _: () = assert!(GRAM_LONG_THREADS <= 1024 && GRAM_LONG_THREADS % 32 == 0);
 
 /// Counts the structure of the explicit product `M = K^T diag(s) K` of first-order SSOR-AI
-/// for the square matrix `a` on the device (its [`StructureTotals`], the histogram
+/// for the square matrix `a` on the device (its [`StructureTotals`], the histogram at least
 /// [`GRAM_HIST`] long): row `i` of `M` is the union of the
 /// rows `q` of `K` (A's columns of row `q` up to its diagonal) over the columns `q` of row `i`
 /// of `K^T` (A's columns of row `i` from its diagonal on), the pattern the host's symbolic pass
@@ -587,15 +596,16 @@ const _: () = assert!(GRAM_LONG_THREADS <= 1024 && GRAM_LONG_THREADS % 32 == 0);
 /// fits there, and otherwise gathers them there and sorts them (the long
 /// rows are listed first and spread over the whole device, a row per block; on a matrix of few
 /// rows, a shorter row that unites long rows of `K` is a block's too). A caller that knows the
-/// longest row of `K^T` exceeds [`GRAM_LONG_CAP`] should not call it: the kernel runs before
+/// longest row of `K^T` exceeds [`GRAM_LONG_SPAN`] should not call it: the kernel runs before
 /// it finds that. `kt_longest` is that longest row where the caller knows it (otherwise it is
 /// read back from the device: one more wait): where no row is a block's, neither the list nor
 /// the blocks' launch is made.
 ///
 /// `None` when the device cannot count it exactly: a row without a stored diagonal entry, a
-/// row of `M` whose rows of `K` hold more than [`GRAM_LONG_CAP`] entries together, a row of
-/// `M` with [`GRAM_HIST`] entries or more, or a sum of distances that could pass 64 bits.
-/// Waits for one copy back (the counts).
+/// row of `M` whose rows of `K` hold more than [`GRAM_LONG_CAP`] entries together over a span
+/// of more than [`GRAM_LONG_SPAN`] columns, or a sum of distances that could pass 64 bits.
+/// Waits for one copy back (the counts), and one more (each row's length) where a row of `M`
+/// holds [`GRAM_HIST`] entries or more.
 pub fn ssor_k1_gram_count(
     dev: &GpuDevice,
     a: &autopcg_sparse::CsrMatrix,
@@ -718,14 +728,17 @@ impl GramPattern {
 }
 
 /// Whether an `n` x `m` matrix of `nnz` entries is in the device count's range: square, not
-/// empty, its entries and the sum of distances of its product within the counters.
+/// empty, its entries within the 32-bit positions (whether the product's sum of distances
+/// stayed within its 64-bit counter is checked once its entries are known:
+/// [`gram_distances_exact`]).
 fn gram_countable(n: usize, m: usize, nnz: usize) -> bool {
-    // Every entry of M adds at most n - 1 to the distances, and M has at most
-    // GRAM_HIST - 1 entries per row counted.
-    n == m
-        && n > 0
-        && (nnz as u64) < u64::from(u32::MAX)
-        && (n as u128) * (GRAM_HIST as u128) * (n as u128) < 1u128 << 63
+    n == m && n > 0 && (nnz as u64) < u64::from(u32::MAX)
+}
+
+/// Whether the sum of distances `|i - j|` over the `nnz_m` entries of an `n`-row product is
+/// certainly exact in the kernels' 64-bit counters (each entry adds at most `n - 1`).
+fn gram_distances_exact(n: usize, nnz_m: u64) -> bool {
+    u128::from(nnz_m) * (n as u128) < 1u128 << 63
 }
 
 /// The count of [`ssor_k1_gram_count`] (or, by `prod`, of another product of the pattern) on
@@ -806,16 +819,25 @@ fn gram_count_of(
                 .arg(prod.arg());
         })
     }?;
-    let Some(totals) = totals_at(&dev.download(&out)?) else {
-        return Ok(None);
-    };
-    // No flag: every row was counted, each below GRAM_HIST entries.
+    let o = dev.download(&out)?;
+    let mut totals = section_totals(&o);
+    match o[GRAM_HEAD - 1] {
+        0 => {}
+        // Every row counted, some of GRAM_HIST entries or more, which the kernels leave out of
+        // the histogram: their bins from the lengths the kernels wrote (one more copy back).
+        GRAM_FLAG_PAST_HIST => bin_long_rows(&mut totals.hist, &dev.download(&row_len)?),
+        _ => return Ok(None),
+    }
+    // Every row was counted, and is in its bin.
     let nnz_m = totals
         .hist
         .iter()
         .enumerate()
         .map(|(l, &rows)| l as u64 * rows)
         .sum();
+    if !gram_distances_exact(n, nnz_m) {
+        return Ok(None);
+    }
     let pattern = GramPattern {
         n,
         prod,
@@ -965,14 +987,38 @@ fn counting(dev: &GpuDevice, kernel: SsorBuildKernel, n: usize) -> Result<Launch
 /// last among them, [`GRAM_HIST`] bins, then the diagonal bitmap to the section's end); `None`
 /// when a flag is set (the count is not exact).
 fn totals_at(o: &[u64]) -> Option<StructureTotals> {
-    (o[GRAM_HEAD - 1] == 0).then(|| StructureTotals {
+    (o[GRAM_HEAD - 1] == 0).then(|| section_totals(o))
+}
+
+/// The flag of a count whose rows were all counted, some of them of [`GRAM_HIST`] entries or
+/// more: their bins are not in the section's histogram.
+const GRAM_FLAG_PAST_HIST: u64 = 2;
+
+/// A section's totals as [`totals_at`] reads them, whatever its flags.
+fn section_totals(o: &[u64]) -> StructureTotals {
+    StructureTotals {
         x_lines: o[0],
         dist: o[1],
         warp_slots: o[2],
         diag_stored: o[3],
         hist: o[GRAM_HEAD..GRAM_HEAD + GRAM_HIST].to_vec(),
         diagonals: o[GRAM_HEAD + GRAM_HIST..].to_vec(),
-    })
+    }
+}
+
+/// The rows of [`GRAM_HIST`] entries or more among `row_len` (each counted row's length)
+/// added to `hist` (the section's bins, which hold the shorter ones), the histogram grown to
+/// the longest.
+fn bin_long_rows(hist: &mut Vec<u64>, row_len: &[u32]) {
+    for &l in row_len {
+        let l = l as usize;
+        if l >= GRAM_HIST {
+            if hist.len() <= l {
+                hist.resize(l + 1, 0);
+            }
+            hist[l] += 1;
+        }
+    }
 }
 
 /// What a value refresh of factors [`ssor_k1_factors`] built from `a` needs to recompute them
@@ -1248,7 +1294,8 @@ pub struct ExplicitParts {
 /// diagonal entry must be stored (an error otherwise); whether the diagonal values are
 /// positive is the caller's check. Refused (for the host to form) where `a`'s pattern is not
 /// symmetric, a row of the product unites rows of `K` that hold more than [`GRAM_LONG_CAP`]
-/// entries together, or the product holds `2^32` entries or more. Waits for six small copies back.
+/// entries together over more than [`GRAM_LONG_SPAN`] columns, or the product holds `2^32`
+/// entries or more. Waits for six small copies back.
 pub fn ssor_k1_explicit(
     dev: &GpuDevice,
     a: &DeviceCsr,
@@ -1358,7 +1405,8 @@ fn pattern_from_count(
 
 /// The product's pattern counted here: the row lengths (two launches), their sum and flags
 /// read back, the scan, then the columns. `Err` with the reason it is not formed on the
-/// device: a row uniting more than [`GRAM_LONG_CAP`] entries of `K`, or `2^32` entries.
+/// device: a row uniting more than [`GRAM_LONG_CAP`] entries of `K` over more than
+/// [`GRAM_LONG_SPAN`] columns, or `2^32` entries.
 fn pattern_counted_here(
     dev: &GpuDevice,
     a: &DeviceCsr,
@@ -1427,7 +1475,8 @@ fn pattern_counted_here(
     if first_unmerged < n32 {
         return Ok(Err(format!(
             "row {} of the product unites rows of K with more than the {GRAM_LONG_CAP} \
-             entries the device sorts for a row",
+             entries the device sorts for a row, over more than the {GRAM_LONG_SPAN} columns \
+             its bits cover",
             first_unmerged as usize + 1
         )));
     }
@@ -1533,7 +1582,8 @@ pub enum SsorK2Build {
     Built(Box<SsorK2Parts>),
     /// Not built on the device, and why (for the host to build them): a pattern that is not
     /// symmetric, a row uniting rows of the first-order factor that hold more than
-    /// [`GRAM_LONG_CAP`] entries together, or `2^32` entries or more.
+    /// [`GRAM_LONG_CAP`] entries together over more than [`GRAM_LONG_SPAN`] columns, or
+    /// `2^32` entries or more.
     Refused(String),
 }
 
@@ -1662,7 +1712,8 @@ pub fn ssor_k2_factors(
 /// forms the patterns by), nothing of them stored: what the host counts of the factors it
 /// builds. `a`'s pattern must be symmetric for the second to be `K^T`'s (the caller's check).
 /// `None` where the device does not count them exactly (as [`ssor_k1_gram_count`]). Waits for
-/// four copies back.
+/// four copies back, and one more for each factor with a row of [`GRAM_HIST`] entries or
+/// more.
 pub fn ssor_k2_totals(
     dev: &GpuDevice,
     a: &DeviceCsr,
@@ -1795,6 +1846,31 @@ mod tests {
         );
         o[GRAM_HEAD - 1] = 2;
         assert!(totals_at(&o).is_none());
+        assert_eq!(section_totals(&o).hist, t.hist);
+    }
+
+    /// Rows past the section's bins are binned from their lengths, the histogram grown to the
+    /// longest; shorter rows (already in the section's bins) and uncounted rows (length 0) are
+    /// not added again.
+    #[test]
+    fn rows_past_the_bins_are_binned_from_their_lengths() {
+        let mut hist = vec![0u64; GRAM_HIST];
+        hist[3] = 2;
+        bin_long_rows(
+            &mut hist,
+            &[3, 0, GRAM_HIST as u32, 3, 4215, GRAM_HIST as u32],
+        );
+        assert_eq!(hist.len(), 4216);
+        assert_eq!((hist[0], hist[3]), (0, 2));
+        assert_eq!((hist[GRAM_HIST], hist[4215]), (2, 1));
+        assert_eq!(hist.iter().sum::<u64>(), 5);
+        let mut short = vec![0u64; GRAM_HIST];
+        bin_long_rows(&mut short, &[1, 2, GRAM_HIST as u32 - 1]);
+        assert_eq!(short, vec![0u64; GRAM_HIST]);
+        // 7M rows of 27 entries, and the largest products whose distances fit.
+        assert!(gram_distances_exact(7_077_888, 7_077_888 * 27 * 8));
+        assert!(gram_distances_exact(1 << 31, (1 << 31) - 1));
+        assert!(!gram_distances_exact(1 << 31, 1 << 32));
     }
 
     #[test]

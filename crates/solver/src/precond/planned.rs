@@ -10,12 +10,13 @@ use super::{PrecondKind, Preconditioner, SsorForm};
 use crate::PcgError;
 
 /// The longest row of `K^T` (entries of `A`'s row from its diagonal on) for which the GPU
-/// backend may form first-order SSOR-AI's explicit product on the device: a row of the product
-/// gathers the columns of the rows of `K` it unites, this many at most, and each of those rows
-/// holds at least its diagonal (a plan asks for [`PlannedPrecond::SsorK1ExplicitFromA`] only
-/// within it). Within it the device may still refuse a row whose rows of `K` hold more
-/// entries together; the backend then forms the product on the host.
-pub const DEVICE_EXPLICIT_KT_MAX: usize = 4096;
+/// backend may form first-order SSOR-AI's explicit product on the device: a block takes in a
+/// row of the product as bits over a span of this many columns, and the columns of a row of
+/// `K^T` (the diagonals of the rows of `K` it unites) are the row's too, so a longer one spans
+/// more (a plan asks for [`PlannedPrecond::SsorK1ExplicitFromA`] only within it). Within it
+/// the device may still refuse a row whose columns span more and whose rows of `K` hold more
+/// entries together than it sorts; the backend then forms the product on the host.
+pub const DEVICE_EXPLICIT_KT_MAX: usize = 32 * 4096;
 
 /// What a plan hands its backend as the preconditioner.
 #[derive(Debug, Clone, PartialEq)]
@@ -309,7 +310,7 @@ mod tests {
     fn the_explicit_row_limit_is_the_devices() {
         assert_eq!(
             DEVICE_EXPLICIT_KT_MAX,
-            autopcg_gpu::kernels::ssor::GRAM_LONG_CAP
+            autopcg_gpu::kernels::ssor::GRAM_LONG_SPAN
         );
     }
 
