@@ -150,6 +150,60 @@ extern "C" __global__ void ssor_k2_values(u32 n, const u32 *__restrict__ a_ptr,
     }
 }
 
+// ssor_k2_values a warp per row (rows of K of many entries, whose thread would find each of
+// its terms' places one search after another): the same terms, added to each entry in the
+// same order. The lanes take -X[i, :] together, then the entries of one row k of X at a time
+// (distinct columns, so distinct entries of K), the warp synchronizing between rows k, which
+// come in the thread's order; so every sum is the thread's to the bit. Every lane of a warp
+// takes part in every row: blockDim.x is a multiple of 32.
+extern "C" __global__ void ssor_k2_values_warp(u32 n, const u32 *__restrict__ a_ptr,
+                                               const u32 *__restrict__ a_idx,
+                                               const double *__restrict__ a_vals,
+                                               const u32 *__restrict__ diag, double omega,
+                                               const u32 *__restrict__ k_ptr,
+                                               const u32 *__restrict__ k_idx,
+                                               double *__restrict__ k_vals) {
+    const u32 lane = threadIdx.x & 31;
+    for (u64 w = GLOBAL_TID >> 5; w < n; w += GLOBAL_THREADS >> 5) {
+        const u32 i = (u32)w;
+        const u32 lo = k_ptr[i], hi = k_ptr[i + 1];
+        for (u32 q = lo + lane; q < hi; q += 32) {
+            k_vals[q] = 0.0;
+        }
+        __syncwarp();
+        const u32 first = a_ptr[i], end = diag[i];
+        for (u32 p = first + lane; p < end; p += 32) {
+            const u32 j = a_idx[p];
+            const u32 q = find_column(k_idx, lo, hi, j);
+            if (q < hi) {
+                k_vals[q] = __dadd_rn(k_vals[q], -ssor_x(omega, a_vals, diag, p, j));
+            }
+        }
+        __syncwarp();
+        for (u32 p = first; p < end; ++p) {
+            const u32 k = a_idx[p];
+            const double xik = ssor_x(omega, a_vals, diag, p, k);
+            const u32 r_end = diag[k];
+            for (u32 r = a_ptr[k] + lane; r < r_end; r += 32) {
+                const u32 j = a_idx[r];
+                const u32 q = find_column(k_idx, lo, hi, j);
+                if (q < hi) {
+                    const double xkj = ssor_x(omega, a_vals, diag, r, j);
+                    k_vals[q] = __dadd_rn(k_vals[q], __dmul_rn(xik, xkj));
+                }
+            }
+            __syncwarp();
+        }
+        if (lane == 0) {
+            const u32 q = find_column(k_idx, lo, hi, i);
+            if (q < hi) {
+                k_vals[q] = __dadd_rn(k_vals[q], 1.0);
+            }
+        }
+        __syncwarp();
+    }
+}
+
 extern "C" __global__ void gather_values(u64 n, const u32 *__restrict__ src,
                                          const double *__restrict__ in,
                                          double *__restrict__ out) {
@@ -1358,6 +1412,32 @@ extern "C" __global__ void ssor_kt_sources_search(u32 n, const u32 *__restrict__
         const u32 i = (u32)t;
         const u32 end = kt_ptr[i + 1];
         for (u32 p = kt_ptr[i]; p < end; ++p) {
+            const u32 j = kt_idx[p];
+            const u32 hi = k_ptr[j + 1];
+            const u32 q = find_column(k_idx, k_ptr[j], hi, i);
+            if (q < hi) {
+                src[p] = q;
+            } else {
+                src[p] = 0;
+                atomicMin(bad, i);
+            }
+        }
+    }
+}
+
+// ssor_kt_sources_search_warp: the same map a warp per row of K^T, a lane per entry (rows of
+// many entries, whose thread would search for their mirrors one after another). Every lane of
+// a warp takes part in every row: blockDim.x is a multiple of 32.
+extern "C" __global__ void ssor_kt_sources_search_warp(u32 n, const u32 *__restrict__ kt_ptr,
+                                                       const u32 *__restrict__ kt_idx,
+                                                       const u32 *__restrict__ k_ptr,
+                                                       const u32 *__restrict__ k_idx,
+                                                       u32 *__restrict__ src, u32 *bad) {
+    const u32 lane = threadIdx.x & 31;
+    for (u64 w = GLOBAL_TID >> 5; w < n; w += GLOBAL_THREADS >> 5) {
+        const u32 i = (u32)w;
+        const u32 end = kt_ptr[i + 1];
+        for (u32 p = kt_ptr[i] + lane; p < end; p += 32) {
             const u32 j = kt_idx[p];
             const u32 hi = k_ptr[j + 1];
             const u32 q = find_column(k_idx, k_ptr[j], hi, i);

@@ -25,8 +25,11 @@ pub enum RefreshKernel {
     InvDiag,
     /// `K = I - X`, `X = omega L D^-1`.
     SsorK1,
-    /// `K = I - X + X^2`.
+    /// `K = I - X + X^2`, a thread per row.
     SsorK2,
+    /// The same, a warp per row (rows of `K` of [`K2_VALUES_WARP_MIN_AVG`] entries or more on
+    /// average).
+    SsorK2Warp,
     /// `out[p] = in[src[p]]`.
     Gather,
     /// `out[p] = in[src[p]] * (s / a_jj)`, `j` the column of entry `p` of the output.
@@ -40,10 +43,11 @@ pub enum RefreshKernel {
 
 impl RefreshKernel {
     /// Every refresh kernel.
-    pub const ALL: [RefreshKernel; 7] = [
+    pub const ALL: [RefreshKernel; 8] = [
         RefreshKernel::InvDiag,
         RefreshKernel::SsorK1,
         RefreshKernel::SsorK2,
+        RefreshKernel::SsorK2Warp,
         RefreshKernel::Gather,
         RefreshKernel::GatherScaled,
         RefreshKernel::Gram,
@@ -57,6 +61,7 @@ impl fmt::Display for RefreshKernel {
             RefreshKernel::InvDiag => "precond_inv_diag",
             RefreshKernel::SsorK1 => "ssor_k1_values",
             RefreshKernel::SsorK2 => "ssor_k2_values",
+            RefreshKernel::SsorK2Warp => "ssor_k2_values_warp",
             RefreshKernel::Gather => "gather_values",
             RefreshKernel::GatherScaled => "gather_scaled_values",
             RefreshKernel::Gram => "ssor_gram_values",
@@ -176,6 +181,18 @@ fn gram_values_by_warp(n: usize, nnz: usize) -> bool {
     nnz >= GRAM_WARP_MIN_AVG.saturating_mul(n)
 }
 
+/// Average entries per row of second-order SSOR-AI's `K` from which its values are summed a
+/// warp per row ([`RefreshKernel::SsorK2Warp`]): a thread's row finds the place of each term of
+/// its entries by a search, one after another (on SuiteSparse bcsstk13 x a 8 x 8 Poisson grid,
+/// 128192 rows of 895 entries on average, that took the thread's kernel 417 ms on an H200).
+pub const K2_VALUES_WARP_MIN_AVG: usize = 32;
+
+/// Whether second order's `K` of `n` rows and `nnz` entries takes its values a warp per row
+/// (see [`K2_VALUES_WARP_MIN_AVG`]).
+fn k2_values_by_warp(n: usize, nnz: usize) -> bool {
+    nnz >= K2_VALUES_WARP_MIN_AVG.saturating_mul(n)
+}
+
 /// A launch of `kernel` with a thread per item (grid-stride, so any block count is safe).
 fn cover(dev: &GpuDevice, kernel: RefreshKernel, items: usize) -> Result<Launch<'_>, GpuError> {
     let blocks = items.div_ceil(DEFAULT_THREADS as usize).clamp(1, 1 << 20) as u32;
@@ -257,12 +274,19 @@ pub fn ssor_k_values(
         return Ok(());
     }
     let n = rows_u32(kernel, diag.len())?;
-    let l = cover(dev, kernel, diag.len())?;
+    let (kernel, threads) = if order == 2 && k2_values_by_warp(diag.len(), k.nnz()) {
+        (RefreshKernel::SsorK2Warp, diag.len().saturating_mul(32))
+    } else {
+        (kernel, diag.len())
+    };
+    let l = cover(dev, kernel, threads)?;
     // SAFETY: matches `ssor_k1_values(u32 n, const u32 *a_ptr, const u32 *a_idx,
     // const double *a_vals, const u32 *diag, double omega, const u32 *k_ptr, double *k_vals)`
     // and `ssor_k2_values(..., const u32 *k_ptr, const u32 *k_idx, double *k_vals)`. a and k
     // are validated CSR of n rows (indices below n); diag holds positions below nnz(a); each
     // thread writes only inside its row of k (bounded by k_ptr), a buffer no input aliases.
+    // `ssor_k2_values_warp` takes ssor_k2_values' arguments, a warp per row (cover launches
+    // DEFAULT_THREADS a block, a multiple of 32).
     unsafe {
         l.run(|b| {
             b.arg(&n)
@@ -417,6 +441,18 @@ mod tests {
         assert!(text.contains("#define GRAM_VALUES_WARPS 8\n"));
     }
 
+    /// Second order's values are a warp's per row on long rows only: bcsstk13 x Poisson 8^2
+    /// (128192 rows, 114728694 entries in K), not 3D Poisson 192^3 (K of 10 entries a row but
+    /// at the boundary) nor FEM-like rows of 20.
+    #[test]
+    fn second_order_values_by_warp_on_long_rows() {
+        assert!(k2_values_by_warp(128_192, 114_728_694));
+        assert!(!k2_values_by_warp(7_077_888, 70_000_000));
+        assert!(!k2_values_by_warp(2_000_000, 40_000_000));
+        assert!(k2_values_by_warp(1_200, 1_200 * 32));
+        assert!(!k2_values_by_warp(1_200, 1_200 * 32 - 1));
+    }
+
     #[test]
     fn names_are_the_entry_points() {
         let names: Vec<String> = RefreshKernel::ALL.iter().map(|k| k.to_string()).collect();
@@ -426,6 +462,7 @@ mod tests {
                 "precond_inv_diag",
                 "ssor_k1_values",
                 "ssor_k2_values",
+                "ssor_k2_values_warp",
                 "gather_values",
                 "gather_scaled_values",
                 "ssor_gram_values",

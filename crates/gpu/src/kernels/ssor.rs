@@ -75,11 +75,14 @@ pub enum SsorBuildKernel {
     ChecksWarp,
     /// The position in `K` of each entry of `K^T`'s mirror, searched ([`ssor_k2_factors`]).
     KtSourcesSearch,
+    /// [`SsorBuildKernel::KtSourcesSearch`] a warp per row (rows of [`TOTALS_WARP_MIN_AVG`]
+    /// entries or more on average).
+    KtSourcesSearchWarp,
 }
 
 impl SsorBuildKernel {
     /// Every kernel of the build.
-    pub const ALL: [SsorBuildKernel; 20] = [
+    pub const ALL: [SsorBuildKernel; 21] = [
         SsorBuildKernel::Lengths,
         SsorBuildKernel::Build,
         SsorBuildKernel::BuildWarp,
@@ -100,6 +103,7 @@ impl SsorBuildKernel {
         SsorBuildKernel::Checks,
         SsorBuildKernel::ChecksWarp,
         SsorBuildKernel::KtSourcesSearch,
+        SsorBuildKernel::KtSourcesSearchWarp,
     ];
 }
 
@@ -126,6 +130,7 @@ impl fmt::Display for SsorBuildKernel {
             SsorBuildKernel::Checks => "ssor_k1_checks",
             SsorBuildKernel::ChecksWarp => "ssor_k1_checks_warp",
             SsorBuildKernel::KtSourcesSearch => "ssor_kt_sources_search",
+            SsorBuildKernel::KtSourcesSearchWarp => "ssor_kt_sources_search_warp",
         })
     }
 }
@@ -161,6 +166,7 @@ pub fn preload(dev: &GpuDevice) -> Result<(), GpuError> {
     for k in [
         RefreshKernel::InvDiag,
         RefreshKernel::SsorK2,
+        RefreshKernel::SsorK2Warp,
         RefreshKernel::Gather,
         RefreshKernel::GatherScaled,
         RefreshKernel::Gram,
@@ -232,6 +238,7 @@ fn warp_variant(kernel: SsorBuildKernel) -> Option<SsorBuildKernel> {
         SsorBuildKernel::Totals => Some(SsorBuildKernel::TotalsWarp),
         SsorBuildKernel::CsrTotals => Some(SsorBuildKernel::CsrTotalsWarp),
         SsorBuildKernel::Checks => Some(SsorBuildKernel::ChecksWarp),
+        SsorBuildKernel::KtSourcesSearch => Some(SsorBuildKernel::KtSourcesSearchWarp),
         _ => None,
     }
 }
@@ -1668,14 +1675,16 @@ pub fn ssor_k2_factors(
     super::refresh::ssor_k_values(dev, a, &diag, omega, 2, &mut k)?;
     let mut src = dev.alloc_zeros::<u32>(nnz_kt)?;
     let mut bad = dev.upload(&[n32])?;
-    let l = per_row(dev, SsorBuildKernel::KtSourcesSearch, n)?;
+    let l = thread_or_warp(dev, SsorBuildKernel::KtSourcesSearch, n, nnz_kt, per_row)?;
     // SAFETY: matches `ssor_kt_sources_search(u32 n, const u32 *kt_ptr, const u32 *kt_idx,
     // const u32 *k_ptr, const u32 *k_idx, u32 *src, u32 *bad)`; kt_ptr, kt_idx and k's arrays
     // are CSR patterns of n rows (scans whose last pointer is the length of their columns,
     // columns below n, ascending within a row: the merges emit them so); row i writes src
     // only inside [kt_ptr[i], kt_ptr[i + 1]) of nnz_kt elements; each search reads inside a
     // row of k; a source is either a position in k (below nnz_k) or 0, which nnz_k = nnz_kt
-    // >= n >= 1 holds too; bad holds one word.
+    // >= n >= 1 holds too; bad holds one word. `ssor_kt_sources_search_warp` takes the same
+    // arguments and writes the same places, a warp per row (DEFAULT_THREADS, which per_row
+    // launches, is a multiple of 32).
     unsafe {
         l.run(|b| {
             b.arg(&n32)
@@ -1899,6 +1908,7 @@ mod tests {
                 "ssor_k1_checks",
                 "ssor_k1_checks_warp",
                 "ssor_kt_sources_search",
+                "ssor_kt_sources_search_warp",
             ]
         );
     }
