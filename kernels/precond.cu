@@ -110,6 +110,66 @@ extern "C" __global__ void ssor_k1_values(u32 n, const u32 *__restrict__ a_ptr,
     }
 }
 
+// Row i of K = I - X + X^2 (ssor_k2_values): its values zeroed, then -X[i, :], then
+// X_ik X[k, :] for each k of row i in order, then the identity, each term added to its entry
+// rounded one by one. The entries of one step are taken from first in steps of step (a
+// thread: 0 and 1; a warp's lane: lane and 32), the warp synchronizing between steps when
+// Warp; the steps come in order, and within one the columns are distinct, so each entry adds
+// the same terms in the same order either way.
+template <bool Warp>
+__device__ __forceinline__ void k2_row_values(u32 i, u32 first, u32 step,
+                                              const u32 *__restrict__ a_ptr,
+                                              const u32 *__restrict__ a_idx,
+                                              const double *__restrict__ a_vals,
+                                              const u32 *__restrict__ diag, double omega,
+                                              const u32 *__restrict__ k_ptr,
+                                              const u32 *__restrict__ k_idx,
+                                              double *__restrict__ k_vals) {
+    const u32 lo = k_ptr[i], hi = k_ptr[i + 1];
+    for (u32 q = lo + first; q < hi; q += step) {
+        k_vals[q] = 0.0;
+    }
+    if (Warp) {
+        __syncwarp();
+    }
+    const u32 row_first = a_ptr[i], end = diag[i];
+    for (u32 p = row_first + first; p < end; p += step) {
+        const u32 j = a_idx[p];
+        const u32 q = find_column(k_idx, lo, hi, j);
+        if (q < hi) {
+            k_vals[q] = __dadd_rn(k_vals[q], -ssor_x(omega, a_vals, diag, p, j));
+        }
+    }
+    if (Warp) {
+        __syncwarp();
+    }
+    for (u32 p = row_first; p < end; ++p) {
+        const u32 k = a_idx[p];
+        const double xik = ssor_x(omega, a_vals, diag, p, k);
+        const u32 r_end = diag[k];
+        for (u32 r = a_ptr[k] + first; r < r_end; r += step) {
+            const u32 j = a_idx[r];
+            const u32 q = find_column(k_idx, lo, hi, j);
+            if (q < hi) {
+                const double xkj = ssor_x(omega, a_vals, diag, r, j);
+                k_vals[q] = __dadd_rn(k_vals[q], __dmul_rn(xik, xkj));
+            }
+        }
+        if (Warp) {
+            __syncwarp();
+        }
+    }
+    if (first == 0) {
+        const u32 q = find_column(k_idx, lo, hi, i);
+        if (q < hi) {
+            k_vals[q] = __dadd_rn(k_vals[q], 1.0);
+        }
+    }
+    if (Warp) {
+        __syncwarp();
+    }
+}
+
 extern "C" __global__ void ssor_k2_values(u32 n, const u32 *__restrict__ a_ptr,
                                           const u32 *__restrict__ a_idx,
                                           const double *__restrict__ a_vals,
@@ -118,35 +178,8 @@ extern "C" __global__ void ssor_k2_values(u32 n, const u32 *__restrict__ a_ptr,
                                           const u32 *__restrict__ k_idx,
                                           double *__restrict__ k_vals) {
     for (u64 t = GLOBAL_TID; t < n; t += GLOBAL_THREADS) {
-        const u32 i = (u32)t;
-        const u32 lo = k_ptr[i], hi = k_ptr[i + 1];
-        for (u32 q = lo; q < hi; ++q) {
-            k_vals[q] = 0.0;
-        }
-        // -X[i, :], then X_ik X[k, :] for each k of row i in order, then the identity.
-        for (u32 p = a_ptr[i]; p < diag[i]; ++p) {
-            const u32 j = a_idx[p];
-            const u32 q = find_column(k_idx, lo, hi, j);
-            if (q < hi) {
-                k_vals[q] = __dadd_rn(k_vals[q], -ssor_x(omega, a_vals, diag, p, j));
-            }
-        }
-        for (u32 p = a_ptr[i]; p < diag[i]; ++p) {
-            const u32 k = a_idx[p];
-            const double xik = ssor_x(omega, a_vals, diag, p, k);
-            for (u32 r = a_ptr[k]; r < diag[k]; ++r) {
-                const u32 j = a_idx[r];
-                const u32 q = find_column(k_idx, lo, hi, j);
-                if (q < hi) {
-                    const double xkj = ssor_x(omega, a_vals, diag, r, j);
-                    k_vals[q] = __dadd_rn(k_vals[q], __dmul_rn(xik, xkj));
-                }
-            }
-        }
-        const u32 q = find_column(k_idx, lo, hi, i);
-        if (q < hi) {
-            k_vals[q] = __dadd_rn(k_vals[q], 1.0);
-        }
+        k2_row_values<false>((u32)t, 0, 1, a_ptr, a_idx, a_vals, diag, omega, k_ptr, k_idx,
+                             k_vals);
     }
 }
 
@@ -165,42 +198,8 @@ extern "C" __global__ void ssor_k2_values_warp(u32 n, const u32 *__restrict__ a_
                                                double *__restrict__ k_vals) {
     const u32 lane = threadIdx.x & 31;
     for (u64 w = GLOBAL_TID >> 5; w < n; w += GLOBAL_THREADS >> 5) {
-        const u32 i = (u32)w;
-        const u32 lo = k_ptr[i], hi = k_ptr[i + 1];
-        for (u32 q = lo + lane; q < hi; q += 32) {
-            k_vals[q] = 0.0;
-        }
-        __syncwarp();
-        const u32 first = a_ptr[i], end = diag[i];
-        for (u32 p = first + lane; p < end; p += 32) {
-            const u32 j = a_idx[p];
-            const u32 q = find_column(k_idx, lo, hi, j);
-            if (q < hi) {
-                k_vals[q] = __dadd_rn(k_vals[q], -ssor_x(omega, a_vals, diag, p, j));
-            }
-        }
-        __syncwarp();
-        for (u32 p = first; p < end; ++p) {
-            const u32 k = a_idx[p];
-            const double xik = ssor_x(omega, a_vals, diag, p, k);
-            const u32 r_end = diag[k];
-            for (u32 r = a_ptr[k] + lane; r < r_end; r += 32) {
-                const u32 j = a_idx[r];
-                const u32 q = find_column(k_idx, lo, hi, j);
-                if (q < hi) {
-                    const double xkj = ssor_x(omega, a_vals, diag, r, j);
-                    k_vals[q] = __dadd_rn(k_vals[q], __dmul_rn(xik, xkj));
-                }
-            }
-            __syncwarp();
-        }
-        if (lane == 0) {
-            const u32 q = find_column(k_idx, lo, hi, i);
-            if (q < hi) {
-                k_vals[q] = __dadd_rn(k_vals[q], 1.0);
-            }
-        }
-        __syncwarp();
+        k2_row_values<true>((u32)w, lane, 32, a_ptr, a_idx, a_vals, diag, omega, k_ptr, k_idx,
+                            k_vals);
     }
 }
 
@@ -1403,25 +1402,35 @@ extern "C" __global__ void ssor_k1_gram_fill_long(const u32 *__restrict__ list,
 //                           of K^T; an entry whose mirror K does not hold lowers bad[0] to its
 //                           row (bad[0] starts at n) and its source is left 0. With as many
 //                           entries in K as in K^T and none flagged, K^T is K's transpose.
+// Row i of ssor_kt_sources_search's map, its entries from kt_ptr[i] + first in steps of step
+// (a thread: 0 and 1; a warp's lane: lane and 32).
+__device__ __forceinline__ void kt_sources_row(u32 i, u32 first, u32 step,
+                                               const u32 *__restrict__ kt_ptr,
+                                               const u32 *__restrict__ kt_idx,
+                                               const u32 *__restrict__ k_ptr,
+                                               const u32 *__restrict__ k_idx,
+                                               u32 *__restrict__ src, u32 *bad) {
+    const u32 end = kt_ptr[i + 1];
+    for (u32 p = kt_ptr[i] + first; p < end; p += step) {
+        const u32 j = kt_idx[p];
+        const u32 hi = k_ptr[j + 1];
+        const u32 q = find_column(k_idx, k_ptr[j], hi, i);
+        if (q < hi) {
+            src[p] = q;
+        } else {
+            src[p] = 0;
+            atomicMin(bad, i);
+        }
+    }
+}
+
 extern "C" __global__ void ssor_kt_sources_search(u32 n, const u32 *__restrict__ kt_ptr,
                                                   const u32 *__restrict__ kt_idx,
                                                   const u32 *__restrict__ k_ptr,
                                                   const u32 *__restrict__ k_idx,
                                                   u32 *__restrict__ src, u32 *bad) {
     for (u64 t = GLOBAL_TID; t < n; t += GLOBAL_THREADS) {
-        const u32 i = (u32)t;
-        const u32 end = kt_ptr[i + 1];
-        for (u32 p = kt_ptr[i]; p < end; ++p) {
-            const u32 j = kt_idx[p];
-            const u32 hi = k_ptr[j + 1];
-            const u32 q = find_column(k_idx, k_ptr[j], hi, i);
-            if (q < hi) {
-                src[p] = q;
-            } else {
-                src[p] = 0;
-                atomicMin(bad, i);
-            }
-        }
+        kt_sources_row((u32)t, 0, 1, kt_ptr, kt_idx, k_ptr, k_idx, src, bad);
     }
 }
 
@@ -1435,19 +1444,7 @@ extern "C" __global__ void ssor_kt_sources_search_warp(u32 n, const u32 *__restr
                                                        u32 *__restrict__ src, u32 *bad) {
     const u32 lane = threadIdx.x & 31;
     for (u64 w = GLOBAL_TID >> 5; w < n; w += GLOBAL_THREADS >> 5) {
-        const u32 i = (u32)w;
-        const u32 end = kt_ptr[i + 1];
-        for (u32 p = kt_ptr[i] + lane; p < end; p += 32) {
-            const u32 j = kt_idx[p];
-            const u32 hi = k_ptr[j + 1];
-            const u32 q = find_column(k_idx, k_ptr[j], hi, i);
-            if (q < hi) {
-                src[p] = q;
-            } else {
-                src[p] = 0;
-                atomicMin(bad, i);
-            }
-        }
+        kt_sources_row((u32)w, lane, 32, kt_ptr, kt_idx, k_ptr, k_idx, src, bad);
     }
 }
 
