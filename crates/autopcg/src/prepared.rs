@@ -1226,7 +1226,7 @@ pub(crate) fn device_factor_totals(
     warm: bool,
 ) -> Result<Option<autopcg_sparse::features::K1Totals>, String> {
     use autopcg_gpu::kernels::ssor::ssor_k1_totals;
-    on_uploaded(ahead, a, warm, |m| ssor_k1_totals(dev, m, omega))
+    on_uploaded(ahead, a, warm, |u| ssor_k1_totals(dev, u.matrix(), omega))
 }
 
 /// [`autopcg_gpu::kernels::ssor::ssor_k2_totals`] of `a`, from the arrays `ahead` uploaded
@@ -1240,10 +1240,15 @@ pub(crate) fn device_k2_totals(
     ahead: Option<&AheadUpload>,
     warm: bool,
 ) -> Result<Option<autopcg_generator::factors::K2Totals>, String> {
-    use autopcg_gpu::kernels::ssor::ssor_k2_totals;
-    on_uploaded(ahead, a, warm, |m| {
-        ssor_k2_totals(dev, m)
-            .map(|t| t.map(|(k, kt)| autopcg_generator::factors::K2Totals { k, kt }))
+    use autopcg_gpu::kernels::ssor::ssor_k2_totals_kept;
+    // The factors' patterns the count finds are kept with the arrays for the backend's build.
+    on_uploaded(ahead, a, warm, |u| {
+        ssor_k2_totals_kept(dev, u.matrix()).map(|t| {
+            t.map(|((k, kt), pattern)| {
+                u.keep_k2_pattern(pattern);
+                autopcg_generator::factors::K2Totals { k, kt }
+            })
+        })
     })
 }
 
@@ -1259,7 +1264,7 @@ pub(crate) fn device_k1_checks(
     warm: bool,
 ) -> Result<Option<autopcg_sparse::features::K1Checks>, String> {
     use autopcg_gpu::kernels::ssor::ssor_k1_checks;
-    on_uploaded(ahead, a, warm, |m| ssor_k1_checks(dev, m))
+    on_uploaded(ahead, a, warm, |u| ssor_k1_checks(dev, u.matrix()))
 }
 
 /// [`autopcg_gpu::kernels::ssor::csr_totals`] of `a`, from the arrays `ahead` uploaded
@@ -1274,11 +1279,11 @@ pub(crate) fn device_a_totals(
     warm: bool,
 ) -> Result<Option<autopcg_sparse::features::StructureTotals>, String> {
     use autopcg_gpu::kernels::ssor::csr_totals;
-    on_uploaded(ahead, a, warm, |m| csr_totals(dev, m))
+    on_uploaded(ahead, a, warm, |u| csr_totals(dev, u.matrix()))
 }
 
-/// `f` of the arrays `ahead` uploaded (waiting for them), which are `a`'s (a shape or a count
-/// of entries that differs is an internal error); `Ok(None)` where [`counts_on_device`] says
+/// `f` of the arrays `ahead` uploaded (waiting for them; `f` may keep what it found with
+/// them), which are `a`'s (a shape or a count of entries that differs is an internal error); `Ok(None)` where [`counts_on_device`] says
 /// the host (`warm` as there), without an upload ahead, or where it failed (the backend
 /// reports that).
 #[cfg(feature = "gpu")]
@@ -1286,7 +1291,7 @@ fn on_uploaded<T>(
     ahead: Option<&AheadUpload>,
     a: &CsrMatrix,
     warm: bool,
-    f: impl FnOnce(&autopcg_gpu::DeviceCsr) -> Result<Option<T>, autopcg_gpu::GpuError>,
+    f: impl FnOnce(&UploadedA) -> Result<Option<T>, autopcg_gpu::GpuError>,
 ) -> Result<Option<T>, String> {
     if !counts_on_device(a.nnz(), warm) {
         return Ok(None);
@@ -1296,7 +1301,7 @@ fn on_uploaded<T>(
             if !u.fits(a) {
                 return Err("the matrix uploaded ahead is not the plan's (internal error)".into());
             }
-            f(u.matrix()).map_err(|e| e.to_string())
+            f(u).map_err(|e| e.to_string())
         })
     };
     ahead.and_then(|up| up.with(run)).unwrap_or(Ok(None))

@@ -17,8 +17,8 @@ use std::ops::ControlFlow;
 use autopcg_gpu::kernels::spmv::SpmvKernel;
 use autopcg_gpu::kernels::ssor::{
     ssor_k1_explicit, ssor_k1_explicit_counted, ssor_k1_factors, ssor_k1_gram_count_kept,
-    ssor_k2_factors, SsorK1Build, SsorK1Explicit, SsorK2Build, GRAM_HIST, GRAM_LONG_CAP,
-    GRAM_MERGE,
+    ssor_k2_factors, ssor_k2_factors_counted, ssor_k2_totals_kept, SsorK1Build, SsorK1Explicit,
+    SsorK2Build, SsorK2Parts, GRAM_HIST, GRAM_LONG_CAP, GRAM_MERGE,
 };
 use autopcg_gpu::{CusparseAlg, DeviceCsr, GpuDevice, GpuError, LaunchConfig};
 use autopcg_solver::gpu::{GpuBackend, GpuPlanChoice, PrecondChoice, SpmvChoice, SpmvMethod};
@@ -185,7 +185,9 @@ fn host_k2_factors(a: &CsrMatrix, omega: f64) -> (CsrMatrix, CsrMatrix) {
 /// Second order's `K = I - X + X^2` and `K^T diag(s)` built on the device are the host's: the
 /// same patterns, the same values up to the sign of a zero, rows merged by a thread and by a
 /// block (as bits, and sorted: the spread star's row 0 of K^T spans more than the bitmap
-/// holds) included.
+/// holds) included. Built from the patterns the plan's count kept
+/// ([`ssor_k2_factors_counted`]), the same factors; from another matrix's, still the right
+/// ones.
 fn device_second_order_factors_equal_the_host_build(dev: GpuDevice) {
     let mut cases = matrices();
     cases.push((
@@ -199,6 +201,22 @@ fn device_second_order_factors_equal_the_host_build(dev: GpuDevice) {
         cases.push((format!("band {w}"), families::banded_spd(n, w, 3).unwrap()));
     }
     let mut longest_k = 0;
+    let (mut built, mut counted_kept) = (0, 0);
+    // The factors `got` are `want` (patterns, and values up to the sign of a zero).
+    let same = |tag: &str, got: &SsorK2Parts, want: (&CsrMatrix, &CsrMatrix)| {
+        for (what, got, want) in [("K", &got.k, want.0), ("K^T S", &got.kt, want.1)] {
+            let (p, i, v) = got.download(&dev).unwrap();
+            let tag = format!("{tag}: {what}");
+            assert_eq!(got.shape(), (want.nrows(), want.ncols()), "{tag}");
+            assert_eq!(p, want.indptr(), "{tag} row pointers");
+            assert_eq!(i, want.indices(), "{tag} columns");
+            assert_eq!(
+                bits_unsigned_zero(&v),
+                bits_unsigned_zero(want.data()),
+                "{tag} values"
+            );
+        }
+    };
     for (name, a) in cases {
         for omega in [1.0, 0.7] {
             let (hk, hkt) = host_k2_factors(&a, omega);
@@ -207,19 +225,28 @@ fn device_second_order_factors_equal_the_host_build(dev: GpuDevice) {
                 SsorK2Build::Built(parts) => parts,
                 SsorK2Build::Refused(why) => panic!("{name}: refused ({why})"),
             };
+            built += 1;
             assert_eq!(parts.diag.len(), a.nrows(), "{name}");
             assert_eq!(parts.kt_src.len(), hkt.nnz(), "{name}");
-            for (what, got, want) in [("K", &parts.k, &hk), ("K^T S", &parts.kt, &hkt)] {
-                let (p, i, v) = got.download(&dev).unwrap();
-                let tag = format!("{name}, omega {omega}: {what}");
-                assert_eq!(got.shape(), (want.nrows(), want.ncols()), "{tag}");
-                assert_eq!(p, want.indptr(), "{tag} row pointers");
-                assert_eq!(i, want.indices(), "{tag} columns");
+            let tag = format!("{name}, omega {omega}");
+            same(&tag, &parts, (&hk, &hkt));
+            // The same factors from the patterns the plan's count kept (where the device
+            // counts the matrix): their lengths taken instead of merged again.
+            if let Some(((tk, tkt), pattern)) = ssor_k2_totals_kept(&dev, &d).unwrap() {
                 assert_eq!(
-                    bits_unsigned_zero(&v),
-                    bits_unsigned_zero(want.data()),
-                    "{tag} values"
+                    pattern.nnz(),
+                    (hk.nnz() as u64, hkt.nnz() as u64),
+                    "{tag}: kept entries"
                 );
+                assert_eq!(tk.hist.iter().sum::<u64>(), a.nrows() as u64, "{tag}");
+                assert_eq!(tkt.hist.iter().sum::<u64>(), a.nrows() as u64, "{tag}");
+                let SsorK2Build::Built(kept) =
+                    ssor_k2_factors_counted(&dev, &d, omega, Some(pattern)).unwrap()
+                else {
+                    panic!("{tag}: refused with the kept patterns");
+                };
+                same(&format!("{tag}, kept patterns"), &kept, (&hk, &hkt));
+                counted_kept += 1;
             }
             longest_k = (0..hk.nrows())
                 .map(|i| hk.row_len(i))
@@ -231,6 +258,31 @@ fn device_second_order_factors_equal_the_host_build(dev: GpuDevice) {
     // Rows of K uniting more rows than a thread merges were formed by blocks, some past the
     // histogram's bins.
     assert!(longest_k >= GRAM_HIST, "longest row of K {longest_k}");
+    // Counted wherever the device builds them.
+    assert_eq!(counted_kept, built, "built but not counted");
+    // Patterns kept from another matrix of the same shape and entries (7-point Poisson on a
+    // 9 x 7 x 5 and a 5 x 7 x 9 grid, whose factors' rows have other lengths): the build finds
+    // rows of other lengths as it writes them, merges the patterns itself, and builds the
+    // right factors.
+    let (a1, a2) = (poisson3d(9, 7, 5), poisson3d(5, 7, 9));
+    assert_eq!((a1.nrows(), a1.nnz()), (a2.nrows(), a2.nnz()));
+    let (h1, _) = host_k2_factors(&a1, 1.0);
+    let (hk2, hkt2) = host_k2_factors(&a2, 1.0);
+    assert_ne!(
+        h1.indptr(),
+        hk2.indptr(),
+        "the two K's rows have the same lengths"
+    );
+    let (d1, d2) = (
+        DeviceCsr::upload(&dev, &a1).unwrap(),
+        DeviceCsr::upload(&dev, &a2).unwrap(),
+    );
+    let (_, other) = ssor_k2_totals_kept(&dev, &d1).unwrap().unwrap();
+    let SsorK2Build::Built(parts) = ssor_k2_factors_counted(&dev, &d2, 1.0, Some(other)).unwrap()
+    else {
+        panic!("refused with another matrix's patterns");
+    };
+    same("another matrix's patterns", &parts, (&hk2, &hkt2));
 }
 
 /// Patterns from which second order's `K^T` (the union over A's upper triangle) is not `K`'s

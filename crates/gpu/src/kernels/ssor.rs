@@ -722,11 +722,12 @@ impl GramPattern {
         self.nnz_m
     }
 
-    /// Whether it may stand for the pattern of `a`'s product formed on `dev` (the shape and
-    /// entries of the matrix it was counted from, and the same rows sent to blocks).
-    fn fits(&self, dev: &GpuDevice, a: &DeviceCsr) -> bool {
+    /// Whether it may stand for the pattern of `a`'s product `prod` formed on `dev` (the
+    /// product counted, the shape and entries of the matrix it was counted from, and the same
+    /// rows sent to blocks).
+    fn fits(&self, dev: &GpuDevice, a: &DeviceCsr, prod: GramProduct) -> bool {
         a.shape() == (self.n, self.n)
-            && self.prod == GramProduct::Explicit
+            && self.prod == prod
             && a.nnz() == self.nnz_a
             && self.len.len() == self.n
             && self.gather_max == LongRows::gather_max(dev, self.n)
@@ -1345,7 +1346,7 @@ pub fn ssor_k1_explicit_counted(
     };
     // K^T with K's values: the product scales by s_q itself.
     gather_values(dev, &kt_src, &k, &mut kt)?;
-    let kept = match counted.filter(|p| p.fits(dev, a)) {
+    let kept = match counted.filter(|p| p.fits(dev, a, GramProduct::Explicit)) {
         Some(p) => pattern_from_count(dev, a, &diag, p)?,
         None => None,
     };
@@ -1623,6 +1624,22 @@ pub fn ssor_k2_factors(
     a: &DeviceCsr,
     omega: f64,
 ) -> Result<SsorK2Build, GpuError> {
+    ssor_k2_factors_counted(dev, a, omega, None)
+}
+
+/// [`ssor_k2_factors`], the patterns of `K` and `K^T` taken from `counted` where given, what
+/// [`ssor_k2_totals_kept`] counted of `a` (the plan's count of the factors): each factor's row
+/// lengths are scanned into its row pointers and only its columns are written, each row
+/// checked to have the length kept, instead of merging every row twice (lengths, then
+/// columns). A factor whose kept pattern does not fit `a` (another shape or number of entries)
+/// or whose row does not have its length is counted here as without it. Waits for six small
+/// copies back with `counted` (eight without).
+pub fn ssor_k2_factors_counted(
+    dev: &GpuDevice,
+    a: &DeviceCsr,
+    omega: f64,
+    counted: Option<K2Pattern>,
+) -> Result<SsorK2Build, GpuError> {
     const WHAT: &str = "second-order SSOR-AI factors on the device";
     check_factors_input(a, omega, WHAT)?;
     let n = a.nrows();
@@ -1651,15 +1668,19 @@ pub fn ssor_k2_factors(
         )));
     }
     let diag = DeviceDiagonal::from_device(diag, a.nnz());
+    let (counted_k, counted_kt) = match counted {
+        Some(K2Pattern { k, kt }) => (Some(k), Some(kt)),
+        None => (None, None),
+    };
     // The rows q a row of K unites are its first-order row (up to the diagonal), whose
     // longest the lengths did not find: every row that may be a block's is listed.
     let (k_ptr, k_idx, nnz_k) =
-        match pattern_counted_here(dev, a, &diag, usize::MAX, GramProduct::K2)? {
+        match factor_pattern(dev, a, &diag, counted_k, usize::MAX, GramProduct::K2)? {
             Ok(p) => p,
             Err(reason) => return Ok(SsorK2Build::Refused(reason)),
         };
     let (kt_ptr, kt_idx, nnz_kt) =
-        match pattern_counted_here(dev, a, &diag, kt_longest, GramProduct::K2T)? {
+        match factor_pattern(dev, a, &diag, counted_kt, kt_longest, GramProduct::K2T)? {
             Ok(p) => p,
             Err(reason) => return Ok(SsorK2Build::Refused(reason)),
         };
@@ -1715,6 +1736,44 @@ pub fn ssor_k2_factors(
     })))
 }
 
+/// The pattern of second order's factor `prod` of `a`: from the lengths `counted` kept where
+/// they fit and every row has its length ([`pattern_from_count`]), else counted here
+/// ([`pattern_counted_here`], `kt_longest` as there; `Err` with the reason it is not formed).
+fn factor_pattern(
+    dev: &GpuDevice,
+    a: &DeviceCsr,
+    diag: &DeviceDiagonal,
+    counted: Option<GramPattern>,
+    kt_longest: usize,
+    prod: GramProduct,
+) -> Result<Result<GramArrays, String>, GpuError> {
+    let kept = match counted.filter(|p| p.fits(dev, a, prod)) {
+        Some(p) => pattern_from_count(dev, a, diag, p)?,
+        None => None,
+    };
+    match kept {
+        Some(p) => Ok(Ok(p)),
+        None => pattern_counted_here(dev, a, diag, kt_longest, prod),
+    }
+}
+
+/// What [`ssor_k2_totals_kept`] found of the patterns of second order's factors `K` and `K^T`
+/// of a matrix on the device (for each, as [`GramPattern`]: its rows' lengths, their sum, the
+/// rows a block forms), for [`ssor_k2_factors_counted`] to form them without merging their
+/// rows again.
+#[derive(Debug)]
+pub struct K2Pattern {
+    k: GramPattern,
+    kt: GramPattern,
+}
+
+impl K2Pattern {
+    /// Entries of `K` and of `K^T` counted.
+    pub fn nnz(&self) -> (u64, u64) {
+        (self.k.nnz(), self.kt.nnz())
+    }
+}
+
 /// The structure of second-order SSOR-AI's factors, `K = I - X + X^2` and `K^T diag(s)`, of
 /// `a` (its arrays on the device: only its pattern is read), counted on the device as
 /// [`ssor_k1_gram_count`] counts the explicit product's (the same merges [`ssor_k2_factors`]
@@ -1727,18 +1786,36 @@ pub fn ssor_k2_totals(
     dev: &GpuDevice,
     a: &DeviceCsr,
 ) -> Result<Option<(StructureTotals, StructureTotals)>, GpuError> {
+    Ok(ssor_k2_totals_kept(dev, a)?.map(|(totals, _)| totals))
+}
+
+/// The structures of second order's `K` and `K^T` ([`ssor_k2_totals`]).
+pub type K2StructureTotals = (StructureTotals, StructureTotals);
+
+/// [`ssor_k2_totals`], with what the counts found of the factors' patterns kept on the device
+/// for [`ssor_k2_factors_counted`] to form them from `a` without merging their rows again.
+pub fn ssor_k2_totals_kept(
+    dev: &GpuDevice,
+    a: &DeviceCsr,
+) -> Result<Option<(K2StructureTotals, K2Pattern)>, GpuError> {
     let (n, m) = a.shape();
     if !gram_countable(n, m, a.nnz()) {
         return Ok(None);
     }
     let count = |united, prod| gram_count_of(dev, n, &a.indptr, &a.indices, united, prod);
-    let Some((k, _)) = count(Some(usize::MAX), GramProduct::K2)? else {
+    let Some((k, k_pattern)) = count(Some(usize::MAX), GramProduct::K2)? else {
         return Ok(None);
     };
-    let Some((kt, _)) = count(None, GramProduct::K2T)? else {
+    let Some((kt, kt_pattern)) = count(None, GramProduct::K2T)? else {
         return Ok(None);
     };
-    Ok(Some((k, kt)))
+    Ok(Some((
+        (k, kt),
+        K2Pattern {
+            k: k_pattern,
+            kt: kt_pattern,
+        },
+    )))
 }
 
 /// Jacobi's inverse diagonal `1 / a_ii` of the square matrix `a`, built on the device from

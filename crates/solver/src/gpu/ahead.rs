@@ -12,7 +12,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Condvar, Mutex, OnceLock};
 use std::time::Instant;
 
-use autopcg_gpu::kernels::ssor::{row_checks, GramPattern};
+use autopcg_gpu::kernels::ssor::{row_checks, GramPattern, K2Pattern};
 use autopcg_gpu::{DeviceCsr, GpuDevice};
 use autopcg_sparse::CsrMatrix;
 
@@ -38,6 +38,9 @@ pub struct UploadedA {
     /// The explicit product's pattern as the plan's count found it from these arrays, kept
     /// for the backend's build of the product ([`UploadedA::keep_gram_pattern`]).
     pub(crate) gram: Mutex<Option<GramPattern>>,
+    /// Second-order SSOR-AI's factors' patterns as the plan's count found them from these
+    /// arrays, kept for the backend's build of the factors ([`UploadedA::keep_k2_pattern`]).
+    pub(crate) k2: Mutex<Option<K2Pattern>>,
 }
 
 impl UploadedA {
@@ -54,6 +57,7 @@ impl UploadedA {
             inf_norm: checks.inf_norm,
             ms: t.elapsed().as_secs_f64() * 1e3,
             gram: Mutex::new(None),
+            k2: Mutex::new(None),
         })
     }
 
@@ -62,6 +66,13 @@ impl UploadedA {
     /// form the product without counting its rows again where the plan takes that form.
     pub fn keep_gram_pattern(&self, pattern: GramPattern) {
         *self.gram.lock().unwrap_or_else(|p| p.into_inner()) = Some(pattern);
+    }
+
+    /// Keeps what a count of second-order SSOR-AI's factors found of their patterns from
+    /// these arrays (`autopcg_gpu::kernels::ssor::ssor_k2_totals_kept`), for the backend to
+    /// build the factors without merging their rows again.
+    pub fn keep_k2_pattern(&self, pattern: K2Pattern) {
+        *self.k2.lock().unwrap_or_else(|p| p.into_inner()) = Some(pattern);
     }
 
     /// The uploaded arrays.

@@ -44,8 +44,8 @@ use autopcg_gpu::kernels::dot::{
 };
 use autopcg_gpu::kernels::spmv::Dot3Epilogue;
 use autopcg_gpu::kernels::ssor::{
-    jacobi_inv_diag, ssor_k1_explicit_counted, ssor_k1_factors, ssor_k2_factors, GramPattern,
-    SsorK1Build, SsorK1Explicit, SsorK2Build, SsorK2Parts,
+    jacobi_inv_diag, ssor_k1_explicit_counted, ssor_k1_factors, ssor_k2_factors_counted,
+    GramPattern, K2Pattern, SsorK1Build, SsorK1Explicit, SsorK2Build, SsorK2Parts,
 };
 use autopcg_gpu::kernels::vector::{
     cg_update, xpay, CgVectors, UpdateU, VectorKernel, VectorOp, VectorVariant,
@@ -394,18 +394,21 @@ fn operands_with_ssor_k1(
 /// in the format `choice` runs it in. Where the device does not build them (a pattern that is
 /// not symmetric, a row uniting more entries than the device gathers for a row, too many
 /// entries) the host builds them and they are uploaded, as a preconditioner built on the host
-/// would be. Says which it was (`true`: built on the device).
+/// would be. Says which it was (`true`: built on the device). `counted`: the factors'
+/// patterns as the plan counted them from `A`'s arrays uploaded ahead, if it did (the same
+/// pattern as `a`'s, scaled or not), which the build then does not merge again.
 fn operands_with_ssor_k2(
     dev: &GpuDevice,
     a: &CsrMatrix,
     ahead: Option<DeviceCsr>,
+    counted: Option<K2Pattern>,
     omega: f64,
     choice: &GpuPlanChoice,
     times: Option<&mut BackendTimes>,
 ) -> Result<(DeviceOperator, DevicePrecond, bool), PcgError> {
     let kind = PlannedPrecond::ssor_k2_kind(omega);
     operands_with_factors(dev, a, ahead, &kind, choice, times, |csr| {
-        Ok(match ssor_k2_factors(dev, csr, omega)? {
+        Ok(match ssor_k2_factors_counted(dev, csr, omega, counted)? {
             SsorK2Build::Built(parts) => {
                 let SsorK2Parts { k, kt, .. } = *parts;
                 Some((k, kt))
@@ -566,11 +569,12 @@ impl GpuBackend {
         choice.check(n, pre, props)?;
         // The largest magnitude, the diagonal and the largest row sum of A: taken as it was
         // uploaded ahead, or here in one pass over its values and one over its diagonal.
-        let (a_max, bad_diagonal, a_norm_unscaled, ahead, gram) = match uploaded {
+        let (a_max, bad_diagonal, a_norm_unscaled, ahead, (gram, k2)) = match uploaded {
             Some(u) => {
                 let bad = u.bad_diagonal.map(|i| (i + 1, diagonal_entry(a, i)));
                 let gram = u.gram.into_inner().unwrap_or_else(|p| p.into_inner());
-                (u.max_abs, bad, u.inf_norm, Some(u.csr), gram)
+                let k2 = u.k2.into_inner().unwrap_or_else(|p| p.into_inner());
+                (u.max_abs, bad, u.inf_norm, Some(u.csr), (gram, k2))
             }
             None => {
                 let stats = ValueStats::of(a.indptr(), a.data());
@@ -579,7 +583,7 @@ impl GpuBackend {
                     first_bad_diagonal(a),
                     stats.inf_norm,
                     None,
-                    None,
+                    (None, None),
                 )
             }
         };
@@ -646,7 +650,7 @@ impl GpuBackend {
             // scales with s.
             PrecondRef::SsorK2FromA { omega, .. } => {
                 let (a_dev, pre_dev, on_device) =
-                    operands_with_ssor_k2(dev, &a, ahead, omega, choice, sw.times())?;
+                    operands_with_ssor_k2(dev, &a, ahead, k2, omega, choice, sw.times())?;
                 built_from_a = on_device.then_some(BuiltFromA::SsorK2(omega));
                 (a_dev, pre_dev)
             }
