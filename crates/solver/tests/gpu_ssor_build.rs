@@ -14,11 +14,12 @@ mod common;
 
 use std::ops::ControlFlow;
 
+use autopcg_gpu::kernels::refresh::{gather_scaled_values, ssor_k_values};
 use autopcg_gpu::kernels::spmv::SpmvKernel;
 use autopcg_gpu::kernels::ssor::{
     ssor_k1_explicit, ssor_k1_explicit_counted, ssor_k1_factors, ssor_k1_gram_count_kept,
-    ssor_k2_factors, ssor_k2_factors_counted, ssor_k2_totals_kept, SsorK1Build, SsorK1Explicit,
-    SsorK2Build, SsorK2Parts, GRAM_HIST, GRAM_LONG_CAP, GRAM_MERGE,
+    ssor_k2_factors, ssor_k2_factors_counted, ssor_k2_refresh_maps, ssor_k2_totals_kept,
+    SsorK1Build, SsorK1Explicit, SsorK2Build, SsorK2Parts, GRAM_HIST, GRAM_LONG_CAP, GRAM_MERGE,
 };
 use autopcg_gpu::{CusparseAlg, DeviceCsr, GpuDevice, GpuError, LaunchConfig};
 use autopcg_solver::gpu::{GpuBackend, GpuPlanChoice, PrecondChoice, SpmvChoice, SpmvMethod};
@@ -248,6 +249,28 @@ fn device_second_order_factors_equal_the_host_build(dev: GpuDevice) {
                 same(&format!("{tag}, kept patterns"), &kept, (&hk, &hkt));
                 counted_kept += 1;
             }
+            // A value refresh's maps read off factors already on the device (here the host's
+            // patterns uploaded with other values): K's values recomputed and K^T's gathered
+            // through them are the host's.
+            let other_values = |m: &CsrMatrix| {
+                let mut m = m.clone();
+                m.data_mut().fill(-7.0);
+                DeviceCsr::upload(&dev, &m).unwrap()
+            };
+            let (mut rk, mut rkt) = (other_values(&hk), other_values(&hkt));
+            let (diag, kt_src) = ssor_k2_refresh_maps(&dev, &d, &rk, &rkt)
+                .unwrap()
+                .unwrap_or_else(|| panic!("{tag}: no refresh maps of the factors' patterns"));
+            ssor_k_values(&dev, &d, &diag, omega, 2, &mut rk).unwrap();
+            let scale = omega * (2.0 - omega);
+            gather_scaled_values(&dev, &kt_src, &rk, &d, &diag, scale, &mut rkt).unwrap();
+            let refreshed = SsorK2Parts {
+                k: rk,
+                kt: rkt,
+                diag,
+                kt_src,
+            };
+            same(&format!("{tag}, refresh maps"), &refreshed, (&hk, &hkt));
             longest_k = (0..hk.nrows())
                 .map(|i| hk.row_len(i))
                 .max()
@@ -283,6 +306,18 @@ fn device_second_order_factors_equal_the_host_build(dev: GpuDevice) {
         panic!("refused with another matrix's patterns");
     };
     same("another matrix's patterns", &parts, (&hk2, &hkt2));
+    // Refresh maps of factors that are not transposes of each other (K of one matrix, K^T of
+    // the other: an entry of the second has no mirror in the first) are refused.
+    let k1 = DeviceCsr::upload(&dev, &h1).unwrap();
+    let kt2 = DeviceCsr::upload(&dev, &hkt2).unwrap();
+    assert!(ssor_k2_refresh_maps(&dev, &d1, &k1, &kt2)
+        .unwrap()
+        .is_none());
+    // And so are factors of another size than A.
+    let small = DeviceCsr::upload(&dev, &poisson3d(3, 3, 3)).unwrap();
+    assert!(ssor_k2_refresh_maps(&dev, &small, &k1, &kt2)
+        .unwrap()
+        .is_none());
 }
 
 /// Patterns from which second order's `K^T` (the union over A's upper triangle) is not `K`'s

@@ -1694,32 +1694,9 @@ pub fn ssor_k2_factors_counted(
     let k_vals = unsafe { dev.alloc_uninit::<f64>(nnz_k)? };
     let mut k = DeviceCsr::from_device(n, n, k_ptr, k_idx, k_vals)?;
     super::refresh::ssor_k_values(dev, a, &diag, omega, 2, &mut k)?;
-    let mut src = dev.alloc_zeros::<u32>(nnz_kt)?;
-    let mut bad = dev.upload(&[n32])?;
-    let l = thread_or_warp(dev, SsorBuildKernel::KtSourcesSearch, n, nnz_kt, per_row)?;
-    // SAFETY: matches `ssor_kt_sources_search(u32 n, const u32 *kt_ptr, const u32 *kt_idx,
-    // const u32 *k_ptr, const u32 *k_idx, u32 *src, u32 *bad)`; kt_ptr, kt_idx and k's arrays
-    // are CSR patterns of n rows (scans whose last pointer is the length of their columns,
-    // columns below n, ascending within a row: the merges emit them so); row i writes src
-    // only inside [kt_ptr[i], kt_ptr[i + 1]) of nnz_kt elements; each search reads inside a
-    // row of k; a source is either a position in k (below nnz_k) or 0, which nnz_k = nnz_kt
-    // >= n >= 1 holds too; bad holds one word. `ssor_kt_sources_search_warp` takes the same
-    // arguments and writes the same places, a warp per row (DEFAULT_THREADS, which per_row
-    // launches, is a multiple of 32).
-    unsafe {
-        l.run(|b| {
-            b.arg(&n32)
-                .arg(&kt_ptr.buf)
-                .arg(&kt_idx.buf)
-                .arg(&k.indptr.buf)
-                .arg(&k.indices.buf)
-                .arg(&mut src.buf)
-                .arg(&mut bad.buf);
-        })
-    }?;
-    if dev.download(&bad)?[0] < n32 {
+    let Some(src) = kt_mirrors(dev, n, &kt_ptr, &kt_idx, &k.indptr, &k.indices, nnz_kt)? else {
         return Ok(asymmetric());
-    }
+    };
     // Every entry of K^T has its mirror in K, each a distinct one, and both hold as many:
     // K^T is K's transpose.
     let kt_src = DeviceGather::from_device(src, nnz_k);
@@ -1755,6 +1732,103 @@ fn factor_pattern(
         Some(p) => Ok(Ok(p)),
         None => pattern_counted_here(dev, a, diag, kt_longest, prod),
     }
+}
+
+/// For each entry of the `n`-row pattern `kt_ptr`, `kt_idx` (`nnz_kt` entries), the position
+/// in the pattern `k_ptr`, `k_idx` of its mirror (entry `(j, i)` for `(i, j)`), found by a
+/// search of row `j` of K; `None` when an entry has none. Both patterns must be CSR patterns
+/// of `n >= 1` rows, columns below `n` and ascending within a row, and hold `nnz_kt` entries
+/// each: every entry then has a distinct mirror, and the map is K^T's gather from K. Waits for
+/// one small copy back.
+fn kt_mirrors(
+    dev: &GpuDevice,
+    n: usize,
+    kt_ptr: &DeviceVec<u32>,
+    kt_idx: &DeviceVec<u32>,
+    k_ptr: &DeviceVec<u32>,
+    k_idx: &DeviceVec<u32>,
+    nnz_kt: usize,
+) -> Result<Option<DeviceVec<u32>>, GpuError> {
+    let n32 = n as u32;
+    let mut src = dev.alloc_zeros::<u32>(nnz_kt)?;
+    let mut bad = dev.upload(&[n32])?;
+    let l = thread_or_warp(dev, SsorBuildKernel::KtSourcesSearch, n, nnz_kt, per_row)?;
+    // SAFETY: matches `ssor_kt_sources_search(u32 n, const u32 *kt_ptr, const u32 *kt_idx,
+    // const u32 *k_ptr, const u32 *k_idx, u32 *src, u32 *bad)`; kt_ptr, kt_idx and k's arrays
+    // are CSR patterns of n rows (scans whose last pointer is the length of their columns,
+    // columns below n, ascending within a row: the caller's promise); row i writes src only
+    // inside [kt_ptr[i], kt_ptr[i + 1]) of nnz_kt elements; each search reads inside a row of
+    // k; a source is either a position in k (below nnz_k = nnz_kt) or 0, which nnz_kt >= n >=
+    // 1 holds too; bad holds one word. `ssor_kt_sources_search_warp` takes the same arguments
+    // and writes the same places, a warp per row (DEFAULT_THREADS, which per_row launches, is
+    // a multiple of 32).
+    unsafe {
+        l.run(|b| {
+            b.arg(&n32)
+                .arg(&kt_ptr.buf)
+                .arg(&kt_idx.buf)
+                .arg(&k_ptr.buf)
+                .arg(&k_idx.buf)
+                .arg(&mut src.buf)
+                .arg(&mut bad.buf);
+        })
+    }?;
+    Ok((dev.download(&bad)?[0] >= n32).then_some(src))
+}
+
+/// What a value refresh of second order's factors [`ssor_k2_factors`] built from `a` needs to
+/// recompute them on the device after new values of `a` (see [`super::refresh`]), read off the
+/// factors already there rather than formed again: the positions of `a`'s diagonal entries,
+/// and for each entry of `kt` (`K^T diag(s)`) the position in `k` of its mirror. `k` and `kt`
+/// must hold the patterns the build gives for `a`'s pattern (columns ascending within each
+/// row, as the build leaves them; their values are not read); `None` when their shapes or
+/// entries are not those of a pair of transposes of `a`'s size, a row of `a` stores no diagonal
+/// entry, or an entry of `kt` has no mirror in `k`: nothing is kept then. Waits for two small
+/// copies back.
+pub fn ssor_k2_refresh_maps(
+    dev: &GpuDevice,
+    a: &DeviceCsr,
+    k: &DeviceCsr,
+    kt: &DeviceCsr,
+) -> Result<Option<(DeviceDiagonal, DeviceGather)>, GpuError> {
+    let n = a.nrows();
+    let square = |m: &DeviceCsr| m.shape() == (n, n);
+    if a.ncols() != n
+        || !square(k)
+        || !square(kt)
+        || k.nnz() != kt.nnz()
+        || k.nnz() < n
+        || k.nnz() as u64 >= u64::from(u32::MAX)
+    {
+        return Ok(None);
+    }
+    if n == 0 {
+        return Ok(Some((
+            DeviceDiagonal::from_device(dev.alloc_zeros(0)?, 0),
+            DeviceGather::from_device(dev.alloc_zeros(0)?, 0),
+        )));
+    }
+    let (diag, len, bad) = lengths(dev, a)?;
+    drop(len);
+    if dev.download(&bad)?[0] < n as u32 {
+        return Ok(None);
+    }
+    let Some(src) = kt_mirrors(
+        dev,
+        n,
+        &kt.indptr,
+        &kt.indices,
+        &k.indptr,
+        &k.indices,
+        kt.nnz(),
+    )?
+    else {
+        return Ok(None);
+    };
+    Ok(Some((
+        DeviceDiagonal::from_device(diag, a.nnz()),
+        DeviceGather::from_device(src, k.nnz()),
+    )))
 }
 
 /// What [`ssor_k2_totals_kept`] found of the patterns of second order's factors `K` and `K^T`

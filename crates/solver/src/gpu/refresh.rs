@@ -14,7 +14,7 @@ use autopcg_gpu::kernels::refresh::{
 };
 use autopcg_gpu::kernels::ssor::{
     diagonal_positions, ssor_k1_explicit, ssor_k1_factors, ssor_k1_refresh_maps, ssor_k2_factors,
-    SsorK1Build, SsorK1Explicit, SsorK2Build, SsorK2Parts,
+    ssor_k2_refresh_maps, SsorK1Build, SsorK1Explicit, SsorK2Build, SsorK2Parts,
 };
 use autopcg_gpu::{DeviceCsr, GpuDevice};
 use autopcg_sparse::{CsrMatrix, PaddingLimits};
@@ -215,11 +215,12 @@ impl DeviceRefresh {
 
     /// Prepares device refreshes of second-order factored SSOR-AI that the backend built on
     /// the device from `a` (`A`'s CSR arrays on the device) with relaxation `omega`, without
-    /// any host copy: the factors are built there again, for the diagonal positions and the
-    /// position in K of each entry of K^T their build finds (and a converted factor takes
-    /// their CSR arrays as its source). `None` when the device cannot refresh them (a factor
-    /// kept in COO, or a pattern the build does not take): the caller then refreshes on the
-    /// host.
+    /// any host copy: the diagonal positions and the position in K of each entry of K^T are
+    /// read off the factors' CSR arrays on the device ([`ssor_k2_refresh_maps`]); only a
+    /// factor converted to another format without them has the factors built there again
+    /// from `a`, for the CSR arrays it then keeps as its source. `None` when the device cannot
+    /// refresh them (a factor kept in COO, or a pattern the build does not take): the caller
+    /// then refreshes on the host.
     pub(crate) fn k2_from_a(
         dev: &GpuDevice,
         a: &DeviceCsr,
@@ -231,32 +232,31 @@ impl DeviceRefresh {
                 "a device refresh from A of another preconditioner",
             ));
         };
-        let SsorK2Parts {
-            k: ck,
-            kt: ckt,
-            diag,
-            kt_src,
-        } = match ssor_k2_factors(dev, a, omega)? {
-            SsorK2Build::Built(parts) => *parts,
-            SsorK2Build::Refused(_) => return Ok(None),
+        if k.lacks_source() || kt.lacks_source() {
+            let SsorK2Parts { k: ck, kt: ckt, .. } = match ssor_k2_factors(dev, a, omega)? {
+                SsorK2Build::Built(parts) => *parts,
+                SsorK2Build::Refused(_) => return Ok(None),
+            };
+            if k.lacks_source() && !k.keep_device_source(ck) {
+                return Ok(None);
+            }
+            if kt.lacks_source() && !kt.keep_device_source(ckt) {
+                return Ok(None);
+            }
+        }
+        let (Some(ks), Some(kts)) = (k.device_csr_source(), kt.device_csr_source()) else {
+            return Ok(None);
         };
-        if k.lacks_source() && !k.keep_device_source(ck) {
-            return Ok(None);
-        }
-        if kt.lacks_source() && !kt.keep_device_source(ckt) {
-            return Ok(None);
-        }
-        if k.device_csr_source().is_none() || kt.device_csr_source().is_none() {
-            return Ok(None);
-        }
-        Ok(Some(DeviceRefresh {
-            diag,
-            what: Refreshed::Factored {
-                omega,
-                order: 2,
-                kt_src,
-            },
-        }))
+        Ok(
+            ssor_k2_refresh_maps(dev, a, ks, kts)?.map(|(diag, kt_src)| DeviceRefresh {
+                diag,
+                what: Refreshed::Factored {
+                    omega,
+                    order: 2,
+                    kt_src,
+                },
+            }),
+        )
     }
 
     /// Prepares device refreshes of Jacobi's inverse diagonal that the backend built on the
