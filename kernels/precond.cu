@@ -43,6 +43,9 @@ extern "C" __global__ void jacobi_apply_v2(u64 n, const double *__restrict__ inv
 //   precond_inv_diag  out[i] = s / a_ii    (s = 1: Jacobi; s = omega (2 - omega): SSOR-AI's scale)
 //   ssor_k1_values    K = I - X, X = omega L D^-1, on K's pattern; a thread per row
 //   ssor_k2_values    K = I - X + X^2 on K's pattern; a thread per row
+//   ssor_k2_values_warp  the same, a warp per row (rows of K of many entries), the sums of the
+//                     row's entries in shared memory (K2_VALUES_ROW at a time), the thread's
+//                     terms in the thread's order. blockDim.x is at most 32 K2_VALUES_WARPS
 //   gather_values     out[p] = in[src[p]]  (K^T's values from K's)
 //   gather_scaled_values  out[p] = in[src[p]] * (scale / a_jj), j = to_idx[p]  (K^T diag(s)
 //                     from K, s_j = scale / a_jj: the factored form's stored K^T S)
@@ -112,13 +115,8 @@ extern "C" __global__ void ssor_k1_values(u32 n, const u32 *__restrict__ a_ptr,
 
 // Row i of K = I - X + X^2 (ssor_k2_values): its values zeroed, then -X[i, :], then
 // X_ik X[k, :] for each k of row i in order, then the identity, each term added to its entry
-// rounded one by one. The entries of one step are taken from first in steps of step (a
-// thread: 0 and 1; a warp's lane: lane and 32), the warp synchronizing between steps when
-// Warp; the steps come in order, and within one the columns are distinct, so each entry adds
-// the same terms in the same order either way.
-template <bool Warp>
-__device__ __forceinline__ void k2_row_values(u32 i, u32 first, u32 step,
-                                              const u32 *__restrict__ a_ptr,
+// rounded one by one.
+__device__ __forceinline__ void k2_row_values(u32 i, const u32 *__restrict__ a_ptr,
                                               const u32 *__restrict__ a_idx,
                                               const double *__restrict__ a_vals,
                                               const u32 *__restrict__ diag, double omega,
@@ -126,28 +124,22 @@ __device__ __forceinline__ void k2_row_values(u32 i, u32 first, u32 step,
                                               const u32 *__restrict__ k_idx,
                                               double *__restrict__ k_vals) {
     const u32 lo = k_ptr[i], hi = k_ptr[i + 1];
-    for (u32 q = lo + first; q < hi; q += step) {
+    for (u32 q = lo; q < hi; ++q) {
         k_vals[q] = 0.0;
     }
-    if (Warp) {
-        __syncwarp();
-    }
     const u32 row_first = a_ptr[i], end = diag[i];
-    for (u32 p = row_first + first; p < end; p += step) {
+    for (u32 p = row_first; p < end; ++p) {
         const u32 j = a_idx[p];
         const u32 q = find_column(k_idx, lo, hi, j);
         if (q < hi) {
             k_vals[q] = __dadd_rn(k_vals[q], -ssor_x(omega, a_vals, diag, p, j));
         }
     }
-    if (Warp) {
-        __syncwarp();
-    }
     for (u32 p = row_first; p < end; ++p) {
         const u32 k = a_idx[p];
         const double xik = ssor_x(omega, a_vals, diag, p, k);
         const u32 r_end = diag[k];
-        for (u32 r = a_ptr[k] + first; r < r_end; r += step) {
+        for (u32 r = a_ptr[k]; r < r_end; ++r) {
             const u32 j = a_idx[r];
             const u32 q = find_column(k_idx, lo, hi, j);
             if (q < hi) {
@@ -155,18 +147,10 @@ __device__ __forceinline__ void k2_row_values(u32 i, u32 first, u32 step,
                 k_vals[q] = __dadd_rn(k_vals[q], __dmul_rn(xik, xkj));
             }
         }
-        if (Warp) {
-            __syncwarp();
-        }
     }
-    if (first == 0) {
-        const u32 q = find_column(k_idx, lo, hi, i);
-        if (q < hi) {
-            k_vals[q] = __dadd_rn(k_vals[q], 1.0);
-        }
-    }
-    if (Warp) {
-        __syncwarp();
+    const u32 q = find_column(k_idx, lo, hi, i);
+    if (q < hi) {
+        k_vals[q] = __dadd_rn(k_vals[q], 1.0);
     }
 }
 
@@ -178,17 +162,42 @@ extern "C" __global__ void ssor_k2_values(u32 n, const u32 *__restrict__ a_ptr,
                                           const u32 *__restrict__ k_idx,
                                           double *__restrict__ k_vals) {
     for (u64 t = GLOBAL_TID; t < n; t += GLOBAL_THREADS) {
-        k2_row_values<false>((u32)t, 0, 1, a_ptr, a_idx, a_vals, diag, omega, k_ptr, k_idx,
-                             k_vals);
+        k2_row_values((u32)t, a_ptr, a_idx, a_vals, diag, omega, k_ptr, k_idx, k_vals);
     }
 }
 
+// ssor_k2_values_warp's shared memory per warp: a chunk of the row of K at hand, its columns
+// and the sums of its entries (8 warps of 512 entries: 48 KB a block).
+#define K2_VALUES_ROW 512
+#define K2_VALUES_WARPS 8
+struct K2ValuesWarp {
+    double acc[K2_VALUES_ROW];
+    u32 col[K2_VALUES_ROW];
+};
+
+// The place of column j among the len ascending columns col, or len where it is not one.
+__device__ __forceinline__ u32 chunk_column(const u32 *col, u32 len, u32 j) {
+    u32 a = 0, b = len;
+    while (a < b) {
+        const u32 m = a + ((b - a) >> 1);
+        if (col[m] < j) {
+            a = m + 1;
+        } else {
+            b = m;
+        }
+    }
+    return (a < len && col[a] == j) ? a : len;
+}
+
 // ssor_k2_values a warp per row (rows of K of many entries, whose thread would find each of
-// its terms' places one search after another): the same terms, added to each entry in the
-// same order. The lanes take -X[i, :] together, then the entries of one row k of X at a time
-// (distinct columns, so distinct entries of K), the warp synchronizing between rows k, which
-// come in the thread's order; so every sum is the thread's to the bit. Every lane of a warp
-// takes part in every row: blockDim.x is a multiple of 32.
+// its terms' places one search after another): the row in chunks of K2_VALUES_ROW entries,
+// whose sums are held in shared memory and found there by their columns. For each chunk the
+// lanes take -X[i, :] together, then the entries of one row k of X at a time (distinct
+// columns, so distinct sums; a row k whose columns, all below k, lie before the chunk is
+// skipped), the warp synchronizing between rows k, which come in the thread's order; then the
+// identity. So every entry takes the thread's terms in the thread's order, and the two give
+// the same bits. Every lane of a warp takes part in every row: blockDim.x is a multiple of 32
+// and at most 32 K2_VALUES_WARPS.
 extern "C" __global__ void ssor_k2_values_warp(u32 n, const u32 *__restrict__ a_ptr,
                                                const u32 *__restrict__ a_idx,
                                                const double *__restrict__ a_vals,
@@ -196,10 +205,67 @@ extern "C" __global__ void ssor_k2_values_warp(u32 n, const u32 *__restrict__ a_
                                                const u32 *__restrict__ k_ptr,
                                                const u32 *__restrict__ k_idx,
                                                double *__restrict__ k_vals) {
+    __shared__ K2ValuesWarp sh[K2_VALUES_WARPS];
     const u32 lane = threadIdx.x & 31;
+    K2ValuesWarp &s = sh[threadIdx.x >> 5];
     for (u64 w = GLOBAL_TID >> 5; w < n; w += GLOBAL_THREADS >> 5) {
-        k2_row_values<true>((u32)w, lane, 32, a_ptr, a_idx, a_vals, diag, omega, k_ptr, k_idx,
-                            k_vals);
+        const u32 i = (u32)w;
+        const u32 lo = k_ptr[i], hi = k_ptr[i + 1];
+        const u32 row_first = a_ptr[i], end = diag[i];
+        for (u32 c0 = lo; c0 < hi; c0 += K2_VALUES_ROW) {
+            const u32 len = hi - c0 < K2_VALUES_ROW ? hi - c0 : K2_VALUES_ROW;
+            for (u32 e = lane; e < len; e += 32) {
+                s.col[e] = k_idx[c0 + e];
+                s.acc[e] = 0.0;
+            }
+            __syncwarp();
+            const u32 first = s.col[0], last = s.col[len - 1];
+            for (u32 p = row_first + lane; p < end; p += 32) {
+                const u32 j = a_idx[p];
+                if (j < first || j > last) {
+                    continue;
+                }
+                const u32 q = chunk_column(s.col, len, j);
+                if (q < len) {
+                    s.acc[q] = __dadd_rn(s.acc[q], -ssor_x(omega, a_vals, diag, p, j));
+                }
+            }
+            __syncwarp();
+            for (u32 p = row_first; p < end; ++p) {
+                const u32 k = a_idx[p];
+                if (k <= first) {
+                    continue;
+                }
+                const double xik = ssor_x(omega, a_vals, diag, p, k);
+                const u32 r_end = diag[k];
+                for (u32 r = a_ptr[k] + lane; r < r_end; r += 32) {
+                    const u32 j = a_idx[r];
+                    if (j > last) {
+                        break;
+                    }
+                    if (j < first) {
+                        continue;
+                    }
+                    const u32 q = chunk_column(s.col, len, j);
+                    if (q < len) {
+                        const double xkj = ssor_x(omega, a_vals, diag, r, j);
+                        s.acc[q] = __dadd_rn(s.acc[q], __dmul_rn(xik, xkj));
+                    }
+                }
+                __syncwarp();
+            }
+            if (lane == 0 && i >= first && i <= last) {
+                const u32 q = chunk_column(s.col, len, i);
+                if (q < len) {
+                    s.acc[q] = __dadd_rn(s.acc[q], 1.0);
+                }
+            }
+            __syncwarp();
+            for (u32 e = lane; e < len; e += 32) {
+                k_vals[c0 + e] = s.acc[e];
+            }
+            __syncwarp();
+        }
     }
 }
 

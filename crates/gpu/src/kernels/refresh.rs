@@ -171,8 +171,8 @@ impl DeviceGather {
 /// as the warp has lanes, each of whose terms the thread would find one after another.
 pub const GRAM_WARP_MIN_AVG: usize = 32;
 
-// ssor_gram_values_warp keeps a row of M per warp in shared memory sized for at most
-// GRAM_VALUES_WARPS (8) warps a block.
+// ssor_gram_values_warp and ssor_k2_values_warp keep a row of M or K per warp in shared memory
+// sized for at most GRAM_VALUES_WARPS and K2_VALUES_WARPS (8) warps a block.
 const _: () = assert!(DEFAULT_THREADS <= 8 * 32 && DEFAULT_THREADS % 32 == 0);
 
 /// Whether the values of an explicit product of `n` rows and `nnz` entries are summed a warp per
@@ -285,8 +285,9 @@ pub fn ssor_k_values(
     // and `ssor_k2_values(..., const u32 *k_ptr, const u32 *k_idx, double *k_vals)`. a and k
     // are validated CSR of n rows (indices below n); diag holds positions below nnz(a); each
     // thread writes only inside its row of k (bounded by k_ptr), a buffer no input aliases.
-    // `ssor_k2_values_warp` takes ssor_k2_values' arguments, a warp per row (cover launches
-    // DEFAULT_THREADS a block, a multiple of 32).
+    // `ssor_k2_values_warp` takes ssor_k2_values' arguments, a warp per row, each writing only
+    // inside its row of k too (cover launches DEFAULT_THREADS a block, a multiple of 32 and at
+    // most the 8 warps its shared memory is sized for).
     unsafe {
         l.run(|b| {
             b.arg(&n)
@@ -434,11 +435,12 @@ mod tests {
         assert!(!gram_values_by_warp(200_000, 1_892_416));
     }
 
-    /// The warp's values kernel keeps its shared memory for the warps the launch gives a block.
+    /// The warps' values kernels keep their shared memory for the warps the launch gives a block.
     #[test]
     fn the_warp_values_kernel_fits_the_launch() {
         let text = crate::sources::source_text(crate::sources::KernelSource::Precond);
         assert!(text.contains("#define GRAM_VALUES_WARPS 8\n"));
+        assert!(text.contains("#define K2_VALUES_WARPS 8\n"));
     }
 
     /// Second order's values are a warp's per row on long rows only: bcsstk13 x Poisson 8^2
