@@ -1046,14 +1046,19 @@ pub fn ssor_k1_refresh_maps(
         return Ok(None);
     }
     if n == 0 {
-        return Ok(Some((
-            DeviceDiagonal::from_device(dev.alloc_zeros(0)?, 0),
-            DeviceGather::from_device(dev.alloc_zeros(0)?, 0),
-        )));
+        return no_rows_maps(dev).map(Some);
     }
     let (diag, len, bad) = lengths(dev, a)?;
     drop(len);
     kt_sources_of(dev, a, k, kt, diag, bad)
+}
+
+/// The refresh maps of a matrix of no rows (no diagonal positions, nothing gathered).
+fn no_rows_maps(dev: &GpuDevice) -> Result<(DeviceDiagonal, DeviceGather), GpuError> {
+    Ok((
+        DeviceDiagonal::from_device(dev.alloc_zeros(0)?, 0),
+        DeviceGather::from_device(dev.alloc_zeros(0)?, 0),
+    ))
 }
 
 /// Whether `k` and `kt` have the shapes and entries of the factors of the square matrix `a`
@@ -1803,10 +1808,7 @@ pub fn ssor_k2_refresh_maps(
         return Ok(None);
     }
     if n == 0 {
-        return Ok(Some((
-            DeviceDiagonal::from_device(dev.alloc_zeros(0)?, 0),
-            DeviceGather::from_device(dev.alloc_zeros(0)?, 0),
-        )));
+        return no_rows_maps(dev).map(Some);
     }
     let (diag, len, bad) = lengths(dev, a)?;
     drop(len);

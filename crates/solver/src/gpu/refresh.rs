@@ -216,9 +216,9 @@ impl DeviceRefresh {
     /// Prepares device refreshes of second-order factored SSOR-AI that the backend built on
     /// the device from `a` (`A`'s CSR arrays on the device) with relaxation `omega`, without
     /// any host copy: the diagonal positions and the position in K of each entry of K^T are
-    /// read off the factors' CSR arrays on the device ([`ssor_k2_refresh_maps`]); only a
-    /// factor converted to another format without them has the factors built there again
-    /// from `a`, for the CSR arrays it then keeps as its source. `None` when the device cannot
+    /// read off the factors' CSR arrays on the device ([`ssor_k2_refresh_maps`]); only where a
+    /// factor was converted to another format without them are the factors built there again
+    /// from `a`, for the CSR arrays it then keeps as its source and the maps their build finds. `None` when the device cannot
     /// refresh them (a factor kept in COO, or a pattern the build does not take): the caller
     /// then refreshes on the host.
     pub(crate) fn k2_from_a(
@@ -232,8 +232,16 @@ impl DeviceRefresh {
                 "a device refresh from A of another preconditioner",
             ));
         };
+        // A factor without its CSR arrays takes those of the factors built again, whose build
+        // finds the maps too; otherwise the maps are read off the factors' arrays.
+        let mut rebuilt_maps = None;
         if k.lacks_source() || kt.lacks_source() {
-            let SsorK2Parts { k: ck, kt: ckt, .. } = match ssor_k2_factors(dev, a, omega)? {
+            let SsorK2Parts {
+                k: ck,
+                kt: ckt,
+                diag,
+                kt_src,
+            } = match ssor_k2_factors(dev, a, omega)? {
                 SsorK2Build::Built(parts) => *parts,
                 SsorK2Build::Refused(_) => return Ok(None),
             };
@@ -243,20 +251,23 @@ impl DeviceRefresh {
             if kt.lacks_source() && !kt.keep_device_source(ckt) {
                 return Ok(None);
             }
+            rebuilt_maps = Some((diag, kt_src));
         }
         let (Some(ks), Some(kts)) = (k.device_csr_source(), kt.device_csr_source()) else {
             return Ok(None);
         };
-        Ok(
-            ssor_k2_refresh_maps(dev, a, ks, kts)?.map(|(diag, kt_src)| DeviceRefresh {
-                diag,
-                what: Refreshed::Factored {
-                    omega,
-                    order: 2,
-                    kt_src,
-                },
-            }),
-        )
+        let maps = match rebuilt_maps {
+            Some(maps) => Some(maps),
+            None => ssor_k2_refresh_maps(dev, a, ks, kts)?,
+        };
+        Ok(maps.map(|(diag, kt_src)| DeviceRefresh {
+            diag,
+            what: Refreshed::Factored {
+                omega,
+                order: 2,
+                kt_src,
+            },
+        }))
     }
 
     /// Prepares device refreshes of Jacobi's inverse diagonal that the backend built on the
