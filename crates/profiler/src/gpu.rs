@@ -12,9 +12,9 @@
 //! its record's `reps` then counts batches, and min, median and max are those of the batch
 //! means.
 //!
-//! Reductions at lengths whose solve iteration fits in half of L2 (at most `l2_bytes / 2 /`
-//! [`ITERATION_BYTES_PER_ROW`] elements, 151k on an H200) are timed instead as the solver runs
-//! them, from replays of a CUDA graph holding a batch of calls lasting about `batch_sample_ms`
+//! Reductions and vector updates at lengths whose solve iteration fits in half of L2 (at most
+//! `l2_bytes / 2 /` [`ITERATION_BYTES_PER_ROW`] elements, 151k on an H200) are timed instead as
+//! the solver runs them, from replays of a CUDA graph holding a batch of calls lasting about `batch_sample_ms`
 //! ([`autopcg_gpu::time_kernel_replayed`]), every configuration of such a length alike.
 //! Launched back to back from the host, every reduction configuration there measures the host's
 //! launch pacing (about 6 us), and the trees chose 1024-thread blocks that graph replay shows
@@ -23,7 +23,11 @@
 //! changed ran 9.26, 9.14 and 13.66 us per iteration against 10.28, 10.11 and 14.79). Above
 //! that length a replayed batch would keep the vectors in L2 from call to call, which the
 //! solver's iteration does not. The decision trees are made per length, so the two ways never
-//! meet in one decision. The record schema does not say how a call was timed; the rules above
+//! meet in one decision. The updates followed on 2026-12-03, and the SpMV stage's matrices
+//! whose CSR arrays and an iteration's vectors fit in half of L2 (`replays_spmv_at`), when the
+//! model's plans on matrices of 1e4-6.4e4 rows were up to 13% slower per iteration than the
+//! fixed rule's: CSR products chosen over DIA on stencils, every format timed at the launch
+//! pacing. The record schema does not say how a call was timed; the rules above
 //! do (in a full sweep, every call under 20 us is batched).
 //!
 //! Every vector and reduction configuration is launched as the plan launches it: a grid of a
@@ -302,6 +306,7 @@ impl Measurer for GpuMeasurer<'_> {
             .as_mut()
             .ok_or_else(|| GpuMeasurer::missing("a vector update"))?;
         let est_ms = (vector_bytes_per_elem(point.kernel) * b.n) as f64 / self.peak_bps * 1e3;
+        let replay = replays_reductions_at(dev.props().l2_bytes, b.n);
         let cfg = point.kernel.variant().launch_at(point.cfg, b.n);
         let t = match point.kernel {
             VectorKernel::CgUpdate(v)
@@ -336,7 +341,7 @@ impl Measurer for GpuMeasurer<'_> {
                         )
                     },
                     est_ms,
-                    false,
+                    replay,
                     policy,
                 )?
             }
@@ -344,14 +349,14 @@ impl Measurer for GpuMeasurer<'_> {
                 dev,
                 || axpy(dev, v, cfg, 0.5, &b.u, &mut b.p),
                 est_ms,
-                false,
+                replay,
                 policy,
             )?,
             VectorKernel::Xpay(v) => timed(
                 dev,
                 || xpay(dev, v, cfg, 0.5, &b.u, &mut b.p),
                 est_ms,
-                false,
+                replay,
                 policy,
             )?,
         };

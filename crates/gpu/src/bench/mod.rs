@@ -6,8 +6,10 @@
 //! with NaN, the kernel runs once and `y` is compared with [`CsrMatrix::spmv`] (each row's error
 //! relative to `sum_j |a_ij x_j|`); a kernel whose result is wrong is recorded as failed and not
 //! timed. Otherwise [`time_kernel`](crate::time_kernel) takes a warm-up call, then event-timed
-//! repetitions until a minimum count and a minimum total time are reached, and `y` is checked
-//! again. `x` is uniform in [0.5, 1.5) from a seeded ChaCha8 generator, never zero.
+//! repetitions until a minimum count and a minimum total time are reached (with
+//! [`SpmvBenchOptions::replay_within_l2`], on a matrix whose iteration fits in half of L2,
+//! [`time_call`](crate::time_call) from graph replays instead: [`replays_spmv_at`]), and `y` is
+//! checked again. `x` is uniform in [0.5, 1.5) from a seeded ChaCha8 generator, never zero.
 //!
 //! Bandwidth: every row of the table divides the SAME byte count, the least traffic a CSR SpMV
 //! can move ([`csr_min_bytes`]: `12 nnz + 12 nrows + 8 ncols`, `12 nnz + 20 n` when square),
@@ -55,7 +57,9 @@ mod sequence_tests;
 pub use autopcg_catalog::GridPolicy;
 pub use bytes::{csr_min_bytes, format_bytes, FormatShape, BYTES_FORMULA};
 pub use convert::DEVICE_CONVERSION_REPS;
-pub use measure::{abs_row_sums, bench_vector, compare_rows};
+pub use measure::{
+    abs_row_sums, bench_vector, compare_rows, replays_spmv_at, ITERATION_VECTOR_BYTES_PER_ROW,
+};
 pub use records::{
     ConversionRecord, RecordStatus, SpmvBench, SpmvBenchOptions, SpmvRecord, TriadResult,
     DEFAULT_BENCH_THREADS,

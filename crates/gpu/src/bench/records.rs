@@ -35,6 +35,12 @@ pub struct SpmvBenchOptions {
     /// Also measure the triad bandwidth ([`measure_triad_gbps`](super::measure_triad_gbps))
     /// for the "% of triad" column.
     pub triad: bool,
+    /// Time every candidate of a matrix from CUDA graph replays, as the solver runs its
+    /// products, where the matrix and an iteration's vectors fit in half of L2
+    /// ([`replays_spmv_at`](super::replays_spmv_at)); each sample one call launched alone
+    /// otherwise (and always when false, the benchmark's default).
+    #[serde(default)]
+    pub replay_within_l2: bool,
 }
 
 impl Default for SpmvBenchOptions {
@@ -49,6 +55,7 @@ impl Default for SpmvBenchOptions {
             tolerance: 1e-12,
             cusparse: true,
             triad: true,
+            replay_within_l2: false,
         }
     }
 }
