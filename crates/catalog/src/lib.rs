@@ -22,6 +22,7 @@
 //! - [`link`]: [`LinkProps`], bandwidth and latencies between the GPUs of a host, with
 //!   documented default figures (NVLink 4, PCIe 5) for the multi-GPU time model.
 //! - [`occupancy`](mod@occupancy): eq. 3-2, resident blocks per SM and `NB_nt`.
+//! - [`replay`]: when a timed call stands for the solver's replayed one (the L2 bound).
 #![warn(missing_docs)]
 
 pub mod device;
@@ -31,6 +32,7 @@ pub mod kernels;
 pub mod launch;
 pub mod link;
 pub mod occupancy;
+pub mod replay;
 pub mod spmv;
 mod strser;
 
@@ -45,4 +47,7 @@ pub use kernels::{
 pub use launch::{GridPolicy, LaunchConfig, DEFAULT_THREADS};
 pub use link::LinkProps;
 pub use occupancy::{occupancy, Limiter, Occupancy};
+pub use replay::{
+    replays_like_the_solver, replays_spmv_at, square_csr_bytes, ITERATION_VECTOR_BYTES_PER_ROW,
+};
 pub use spmv::{SpmvCandidate, SpmvImpl, SpmvLaunch, SpmvMethod, SpmvShape};

@@ -66,10 +66,14 @@ pub(crate) fn fit_and_write_model(
     let q = &model.quality;
     let pct = |x: Option<f64>| x.map_or_else(|| "-".to_string(), |v| format!("{:.1}%", 100.0 * v));
     Ok(format!(
-        "fitted in {:.1} s: {} SpMV candidates (in-sample median error {}, p90 {}), vector trees \
+        "fitted in {:.1} s: {} SpMV candidates{} (in-sample median error {}, p90 {}), vector trees \
          {:.0}% and reduction trees {:.0}% within 3% of the best on held-out sizes{}; {}",
         t.elapsed().as_secs_f64(),
         model.spmv.candidates.len(),
+        match model.spmv.replayed.len() {
+            0 => String::new(),
+            r => format!(" and {r} for products replayed in graphs"),
+        },
         pct(q.spmv_in_sample_median),
         pct(q.spmv_in_sample_p90),
         100.0 * q.vector_held_out.share_within,

@@ -276,15 +276,9 @@ pub fn time_call(
 /// Bytes per row an iteration of the solver is taken to move when only its length is known
 /// (the update, reduction and preconditioner vectors, 8 of them, and a matrix of about 12
 /// entries per row in CSR): 64 + 144.
-pub const ITERATION_BYTES_PER_ROW: u64 = crate::bench::ITERATION_VECTOR_BYTES_PER_ROW + 144;
+pub const ITERATION_BYTES_PER_ROW: u64 = autopcg_catalog::ITERATION_VECTOR_BYTES_PER_ROW + 144;
 
-/// Whether calls of an iteration that moves `iteration_bytes` fit the solver's situation when
-/// replayed: a replayed batch keeps a call's data in L2 from one call to the next, which the
-/// solver's iterations keep too only when the whole iteration fits; half of `l2_bytes` leaves
-/// room for what else passes through.
-pub fn replays_like_the_solver(iteration_bytes: u64, l2_bytes: u64) -> bool {
-    iteration_bytes <= l2_bytes / 2
-}
+pub use autopcg_catalog::replays_like_the_solver;
 
 #[cfg(test)]
 mod tests {

@@ -647,6 +647,7 @@ mod tests {
                 max_ms: t,
                 reps: 5,
             }),
+            replayed: false,
         }
     }
 

@@ -158,6 +158,9 @@ impl ModelFile {
             ("spmv".to_string(), profile.spmv.len()),
             ("conversions".to_string(), profile.conversions.len()),
         ];
+        if !profile.spmv_replayed.is_empty() {
+            records.push(("spmv_replayed".to_string(), profile.spmv_replayed.len()));
+        }
         if !profile.epilogue.is_empty() {
             records.push(("epilogue".to_string(), profile.epilogue.len()));
         }

@@ -25,7 +25,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::classifier::SpmvClassifier;
 use crate::profile::{MatrixSet, Profile};
-use crate::spmv::{geomean, measured_times, quantile, SpmvCandidate, SpmvModel};
+use crate::spmv::{
+    geomean, measured_times, measured_times_replayed, quantile, SpmvCandidate, SpmvModel,
+};
 use crate::ModelError;
 
 /// Target median absolute relative error of the predicted SpMV times.
@@ -93,6 +95,10 @@ pub struct MatrixEval {
     pub classifier_ms: Option<f64>,
     /// Median relative error of the predictions on this matrix.
     pub median_rel_err: f64,
+    /// Judged in the model's replayed regime ([`SpmvModel::replays`]): every time above is
+    /// one timed from graph replays.
+    #[serde(default)]
+    pub replayed: bool,
 }
 
 /// Prediction accuracy of one candidate over the matrices evaluated.
@@ -244,6 +250,7 @@ pub fn evaluate_against(
 ) -> Result<SpmvEvalReport, ModelError> {
     let mut fallback_sel = Vec::new();
     let measured = measured_times(profile);
+    let measured_replayed = measured_times_replayed(profile);
     let mut per_prediction = Vec::new();
     let mut per_matrix = Vec::new();
     let mut model_sel = Vec::new();
@@ -257,7 +264,14 @@ pub fn evaluate_against(
         .iter()
         .filter(|m| set.is_none_or(|s| m.set == s))
     {
-        let Some(t) = measured.get(&m.id) else {
+        // A matrix the model predicts in its replayed regime is judged on the times of that
+        // regime (graph replays, as the solver runs it); without them it cannot be judged.
+        let replayed = model.replays(&m.work);
+        let times = match replayed {
+            true => &measured_replayed,
+            false => &measured,
+        };
+        let Some(t) = times.get(&m.id) else {
             continue;
         };
         let Some((_, best_own_ms)) = t.best_own() else {
@@ -270,7 +284,7 @@ pub fn evaluate_against(
         let best_name = best_c.name();
         let mut errs = Vec::new();
         for (c, ms) in t.runnable_in_model_order() {
-            let Some(cm) = model.candidates.iter().find(|x| x.candidate == c) else {
+            let Some(cm) = model.regime(&m.work).iter().find(|x| x.candidate == c) else {
                 continue;
             };
             // Only candidates the model offers on this matrix (see `format_applies`).
@@ -351,6 +365,7 @@ pub fn evaluate_against(
             classifier: cl_name,
             classifier_ms: cl_ms,
             median_rel_err: quantile(&errs, 0.5),
+            replayed,
         });
     }
     if per_matrix.is_empty() {
@@ -503,7 +518,8 @@ impl SpmvEvalReport {
         }
         let _ = writeln!(
             s,
-            "\nper matrix (slowdowns against the fastest candidate, own or cuSPARSE):"
+            "\nper matrix (slowdowns against the fastest candidate, own or cuSPARSE; * judged on \
+             graph-replayed times, the model's replayed regime):"
         );
         let _ = writeln!(
             s,
@@ -526,7 +542,11 @@ impl SpmvEvalReport {
             let _ = writeln!(
                 s,
                 "{:<28} {:>9} {:>10} {:>10.4} {:<40} {:<40} {:>7} {:>7} {:>7} {:>7} {:>8}",
-                m.matrix,
+                if m.replayed {
+                    format!("{}*", m.matrix)
+                } else {
+                    m.matrix.clone()
+                },
                 m.n,
                 m.nnz,
                 m.best_ms,

@@ -314,6 +314,7 @@ pub(crate) fn profile_with(
                     },
                     status: Status::Ok,
                     timing: None,
+                    replayed: false,
                 };
                 if applicable {
                     let ms = time(c, w) * (1.0 + noise * rng.normal());
@@ -342,6 +343,7 @@ pub(crate) fn profile_with(
                     },
                     status: Status::Ok,
                     timing: Some(timing(scalar * f)),
+                    replayed: false,
                 });
             }
             for (format, slots, ok) in [

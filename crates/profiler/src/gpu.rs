@@ -23,12 +23,19 @@
 //! changed ran 9.26, 9.14 and 13.66 us per iteration against 10.28, 10.11 and 14.79). Above
 //! that length a replayed batch would keep the vectors in L2 from call to call, which the
 //! solver's iteration does not. The decision trees are made per length, so the two ways never
-//! meet in one decision. The updates followed on 2026-12-03, and the SpMV stage's matrices
-//! whose CSR arrays and an iteration's vectors fit in half of L2 (`replays_spmv_at`), when the
-//! model's plans on matrices of 1e4-6.4e4 rows were up to 13% slower per iteration than the
-//! fixed rule's: CSR products chosen over DIA on stencils, every format timed at the launch
-//! pacing. The record schema does not say how a call was timed; the rules above
+//! meet in one decision. The updates followed on 2026-12-03. The record schema does not say
+//! how a vector or reduction call was timed; the rules above
 //! do (in a full sweep, every call under 20 us is batched).
+//!
+//! The SpMV stage's matrices whose CSR arrays and an iteration's vectors fit in half of L2
+//! ([`autopcg_catalog::replays_spmv_at`]) get every product timed both ways: launched alone,
+//! as on every matrix, and from graph replays in a second record marked `replayed`. The SpMV
+//! model fits the two as two regimes and predicts such a matrix by the replayed one. Timed
+//! alone only, every format there measured the launch pacing, and the model's plans on
+//! matrices of 1e4-6.4e4 rows were up to 13% slower per iteration than the fixed rule's (CSR
+//! products chosen over DIA on stencils; H200, 2026-12-03); replayed times fitted into the
+//! one regime instead made the held-out choices on the larger matrices worse (within 5% of
+//! the best on 47% of them against 74%).
 //!
 //! Every vector and reduction configuration is launched as the plan launches it: a grid of a
 //! fixed block count is capped at the blocks that cover the work at the length
@@ -542,22 +549,37 @@ impl Measurer for GpuMeasurer<'_> {
         self.free()?;
         let b = bench_spmv(self.dev, a, opts)?;
         self.dev.synchronize()?;
+        // A product timed from graph replays as well gives a second record, `replayed`.
         let spmv = b
             .records
             .into_iter()
-            .map(|r| SpmvRecord {
-                matrix: id.to_string(),
-                launch: r.launch,
-                timing: match (r.median_ms, r.min_ms, r.max_ms, r.reps) {
-                    (Some(median_ms), Some(min_ms), Some(max_ms), Some(reps)) => Some(Timing {
-                        median_ms,
-                        min_ms,
-                        max_ms,
-                        reps,
+            .flat_map(|r| {
+                let alone = SpmvRecord {
+                    matrix: id.to_string(),
+                    launch: r.launch,
+                    timing: match (r.median_ms, r.min_ms, r.max_ms, r.reps) {
+                        (Some(median_ms), Some(min_ms), Some(max_ms), Some(reps)) => Some(Timing {
+                            median_ms,
+                            min_ms,
+                            max_ms,
+                            reps,
+                        }),
+                        _ => None,
+                    },
+                    status: status(r.status),
+                    replayed: false,
+                };
+                let replayed = r.replayed.map(|t| SpmvRecord {
+                    timing: Some(Timing {
+                        median_ms: t.median_ms,
+                        min_ms: t.min_ms,
+                        max_ms: t.max_ms,
+                        reps: t.reps,
                     }),
-                    _ => None,
-                },
-                status: status(r.status),
+                    replayed: true,
+                    ..alone.clone()
+                });
+                std::iter::once(alone).chain(replayed)
             })
             .collect();
         let conversions = b

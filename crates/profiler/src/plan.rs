@@ -860,8 +860,8 @@ impl Sweep {
 
     /// The SpMV benchmark options of a sweep: every thread count of the sweep, both grid
     /// policies, cuSPARSE, no triad; 5 samples and 2 ms (3 and 0.5 ms when quick); matrices
-    /// whose iteration fits in half of L2 timed from graph replays, as the solver runs them
-    /// (`replays_spmv_at`, the rule the reductions and updates follow). The check
+    /// whose iteration fits in half of L2 also timed from graph replays, as the solver runs
+    /// them (`replays_spmv_at`, the rule the reductions and updates follow). The check
     /// tolerance is looser than the benchmark's default so that the long rows of the power-law
     /// matrices (whose rounding grows with the row length) are not reported as wrong.
     pub fn spmv_options(quick: bool) -> SpmvBenchOptions {

@@ -3,7 +3,8 @@
 //! are fixed figures, device memory is a counter, and a failure can be injected after a given
 //! number of measurements (an interrupted tune).
 use autopcg_catalog::{
-    CusparseAlg, DeviceProps, Format, GridPolicy, Reduction, SpmvImpl, SpmvKernel, SpmvLaunch,
+    replays_spmv_at, CusparseAlg, DeviceProps, Format, GridPolicy, Reduction, SpmvImpl, SpmvKernel,
+    SpmvLaunch,
 };
 use autopcg_gpu::kernels::vector::VectorKernel;
 use autopcg_gpu::SpmvBenchOptions;
@@ -269,6 +270,7 @@ impl Measurer for FakeMeasurer {
                 },
                 status: Status::Ok,
                 timing: Some(FakeMeasurer::formula(bytes, t.unwrap_or(256), k)),
+                replayed: false,
             }
         };
         let csr = [SpmvKernel::CsrScalar, SpmvKernel::CsrVector(4)];
@@ -299,6 +301,31 @@ impl Measurer for FakeMeasurer {
             r.status = Status::Skipped(format!("fill ratio {:.2}", f.ell_fill_ratio));
             r.timing = None;
             spmv.push(r);
+        }
+        // Replayed as the solver runs it where the options ask and the iteration fits in half
+        // of L2: 2 us of launch less, 2.5 us for ELL (the fake's regimes rank ELL apart).
+        if opts.replay_within_l2 && replays_spmv_at(self.spec.l2_bytes, a.nrows() as u64, bytes) {
+            let replayed: Vec<SpmvRecord> = spmv
+                .iter()
+                .filter(|r| r.timing.is_some())
+                .map(|r| {
+                    let less = if r.launch.format == Format::Ell {
+                        2.5e-3
+                    } else {
+                        2e-3
+                    };
+                    let mut t = r.timing.expect("filtered on timing");
+                    t.median_ms -= less;
+                    t.min_ms = 0.95 * t.median_ms;
+                    t.max_ms = 1.1 * t.median_ms;
+                    SpmvRecord {
+                        timing: Some(t),
+                        replayed: true,
+                        ..r.clone()
+                    }
+                })
+                .collect();
+            spmv.extend(replayed);
         }
         let conv = |format: Format, ok: bool| ConversionRecord {
             matrix: id.to_string(),

@@ -208,7 +208,12 @@ fn spmv_records_without_their_matrix_record_are_completed_not_duplicated() {
     assert_unique(&k);
     let p = Profile::read(&path).unwrap();
     assert_eq!(p.matrices.len(), 2);
-    let first = p.spmv.iter().filter(|s| s.matrix == m0.id).count();
+    let first = p
+        .spmv
+        .iter()
+        .chain(&p.spmv_replayed)
+        .filter(|s| s.matrix == m0.id)
+        .count();
     assert_eq!(first, b.spmv.len());
 }
 
@@ -559,4 +564,52 @@ fn the_fused_launches_are_capped_at_the_blocks_the_variant_keeps_resident() {
         }
     }
     assert!(fused > 0);
+}
+
+/// A matrix whose iteration fits in half of L2 gets each timed product twice, launched alone
+/// and replayed (keyed apart, so a resumed tune keeps both); a larger one only launched alone.
+#[test]
+fn small_matrices_are_also_timed_replayed() {
+    let spec = hopper_like_props();
+    let mut sweep = small_sweep(&spec, true);
+    assert!(sweep.spmv.replay_within_l2);
+    // One matrix of the quick set and one too large for half of the fake's 60 MiB of L2
+    // (2D Poisson 600^2: 29 MB of CSR and 23 MB of vectors).
+    let large = autopcg_profiler::eval_matrices()
+        .into_iter()
+        .find(|m| m.id == "poisson2d-n600")
+        .expect("the evaluation set has 2D Poisson 600^2");
+    sweep.matrices = vec![sweep.matrices[0].clone(), large];
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p.jsonl");
+    run(&sweep, &path, &mut FakeMeasurer::new(spec.clone())).unwrap();
+    let p = Profile::read(&path).unwrap();
+    assert_eq!(p.matrices.len(), 2);
+    let (small, large) = (&p.matrices[0], &p.matrices[1]);
+    let fits = |m: &autopcg_model::profile::MatrixRecord| {
+        autopcg_catalog::replays_spmv_at(
+            spec.l2_bytes,
+            m.work.n,
+            autopcg_catalog::square_csr_bytes(m.work.n, m.work.nnz),
+        )
+    };
+    assert!(fits(small) && !fits(large));
+    let timed = |id: &str| {
+        p.spmv
+            .iter()
+            .filter(|r| r.matrix == id && r.timing.is_some())
+            .count()
+    };
+    assert!(timed(&small.id) > 0 && timed(&large.id) > 0);
+    assert_eq!(p.spmv_replayed.len(), timed(&small.id));
+    for r in &p.spmv_replayed {
+        assert_eq!(r.matrix, small.id);
+        let alone = p
+            .spmv
+            .iter()
+            .find(|a| a.launch == r.launch && a.matrix == r.matrix)
+            .unwrap();
+        assert!(r.timing.as_ref().unwrap().median_ms < alone.timing.as_ref().unwrap().median_ms);
+    }
+    assert_unique(&keys(&path));
 }

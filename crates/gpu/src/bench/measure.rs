@@ -1,9 +1,9 @@
 //! Measuring one candidate on the GPU: `y` poisoned with NaN, one run checked against the CPU's
 //! product row by row ([`compare_rows`]), then [`time_kernel`] (a warm-up call, then event-timed
-//! repetitions until a minimum count and time), or, where the options ask for it and the
+//! repetitions until a minimum count and time) and, where the options ask for it and the
 //! matrix's iteration fits in half of L2 ([`replays_spmv_at`]), [`time_call`] from graph
-//! replays; then `y` checked again. A wrong result is recorded as failed and not timed.
-//! [`GpuSide`] is the GPU's part of the sweep.
+//! replays as well (the record's `replayed`); then `y` checked again. A wrong result is
+//! recorded as failed and not timed. [`GpuSide`] is the GPU's part of the sweep.
 use autopcg_catalog::{SpmvImpl, SpmvKernel};
 use autopcg_sparse::CsrMatrix;
 use rand::{Rng, SeedableRng};
@@ -16,29 +16,9 @@ use super::records::{RecordStatus, SpmvBenchOptions, SpmvRecord};
 use super::sweep::{DeviceSide, Run};
 use crate::cusparse::CusparseSpmv;
 use crate::sources::ModuleSpec;
-use crate::{
-    replays_like_the_solver, time_call, time_kernel, DeviceVec, GpuDevice, GpuError, ShortCalls,
-    TimingStats,
-};
+use crate::{time_call, time_kernel, DeviceVec, GpuDevice, GpuError, ShortCalls, TimingStats};
 
-/// Bytes per row of the vectors a PCG iteration moves beside its matrix (the update's,
-/// the reduction's and the preconditioner's, 8 of them): the part of
-/// [`ITERATION_BYTES_PER_ROW`](crate::ITERATION_BYTES_PER_ROW) that is not the matrix.
-pub const ITERATION_VECTOR_BYTES_PER_ROW: u64 = 64;
-
-/// Whether the SpMV of a matrix of `n` rows whose CSR arrays hold `csr_bytes`
-/// ([`csr_min_bytes`]) is timed from graph replays when the options ask for it: the matrix
-/// and an iteration's vectors fit in half of `l2_bytes`, so that the solver's iterations keep
-/// them in L2 from one to the next as a replayed batch does. Launched one by one, products of
-/// a few microseconds there measure the host's launch pacing, and every format and launch
-/// takes about the same time (on an H200, 6.6-8.2 us for the CSR scalar kernel on 2D Poisson
-/// 100^2, which the epilogue stage's replays time at about 2 us on a matrix a third its size).
-pub fn replays_spmv_at(l2_bytes: u32, n: usize, csr_bytes: u64) -> bool {
-    replays_like_the_solver(
-        csr_bytes.saturating_add((n as u64).saturating_mul(ITERATION_VECTOR_BYTES_PER_ROW)),
-        u64::from(l2_bytes),
-    )
-}
+pub use autopcg_catalog::{replays_spmv_at, ITERATION_VECTOR_BYTES_PER_ROW};
 
 /// The largest row error of `got` against `want`, relative to `scale` (`sum_j |a_ij x_j|`);
 /// `Err` naming the first row whose error exceeds `tol` or is not a number (a NaN left by the
@@ -100,7 +80,7 @@ pub(crate) struct GpuSide<'a> {
     want: Vec<f64>,
     scale: Vec<f64>,
     csr_bytes: u64,
-    /// Whether candidates are timed from graph replays ([`replays_spmv_at`]).
+    /// Whether candidates are also timed from graph replays ([`replays_spmv_at`]).
     replay: bool,
 }
 
@@ -117,7 +97,8 @@ impl<'a> GpuSide<'a> {
         let want = a.mul_vec(&xh);
         let scale = abs_row_sums(a, &xh);
         let csr_bytes = csr_min_bytes(n, m, a.nnz());
-        let replay = opts.replay_within_l2 && replays_spmv_at(dev.props().l2_bytes, n, csr_bytes);
+        let replay =
+            opts.replay_within_l2 && replays_spmv_at(dev.props().l2_bytes, n as u64, csr_bytes);
         Ok(GpuSide {
             dev,
             opts,
@@ -139,8 +120,9 @@ impl<'a> GpuSide<'a> {
         run: &mut Launch<'_>,
     ) -> Result<SpmvRecord, GpuError> {
         match self.check_and_time(run) {
-            Ok((stats, err)) => {
+            Ok((stats, replayed, err)) => {
                 let s = stats.median_ms * 1e-3;
+                rec.replayed = replayed;
                 rec.median_ms = Some(stats.median_ms);
                 rec.min_ms = Some(stats.min_ms);
                 rec.max_ms = Some(stats.max_ms);
@@ -161,7 +143,12 @@ impl<'a> GpuSide<'a> {
         }
     }
 
-    fn check_and_time(&mut self, run: &mut Launch<'_>) -> Result<(TimingStats, f64), Outcome> {
+    /// The candidate's timing launched alone, and from graph replays where `self.replay`,
+    /// with the largest row error of the checks before and after.
+    fn check_and_time(
+        &mut self,
+        run: &mut Launch<'_>,
+    ) -> Result<(TimingStats, Option<TimingStats>, f64), Outcome> {
         let dev = self.dev;
         dev.upload_into(&self.poison, &mut self.y)?;
         run(&self.x, &mut self.y)?;
@@ -169,8 +156,9 @@ impl<'a> GpuSide<'a> {
         let first = self.check("first run")?;
         let (x, y) = (&self.x, &mut self.y);
         let (min_reps, min_ms) = (self.opts.min_reps, self.opts.min_ms);
-        let stats = match self.replay {
-            true => {
+        let stats = time_kernel(dev, || run(x, &mut *y), min_reps, min_ms)?;
+        let replayed = match self.replay {
+            true => Some(
                 time_call(
                     dev,
                     || run(x, &mut *y),
@@ -180,12 +168,12 @@ impl<'a> GpuSide<'a> {
                     min_reps,
                     min_ms,
                 )?
-                .0
-            }
-            false => time_kernel(dev, || run(x, &mut *y), min_reps, min_ms)?,
+                .0,
+            ),
+            false => None,
         };
         let after = self.check("after the timed runs")?;
-        Ok((stats, first.max(after)))
+        Ok((stats, replayed, first.max(after)))
     }
 
     fn check(&self, when: &str) -> Result<f64, Outcome> {
@@ -304,22 +292,5 @@ mod tests {
     fn row_scales_are_absolute_sums() {
         let a = CsrMatrix::from_triplets(2, 2, &[0, 0, 1], &[0, 1, 1], &[2.0, -3.0, 4.0]).unwrap();
         assert_eq!(abs_row_sums(&a, &[1.0, 0.5]), [3.5, 2.0]);
-    }
-
-    /// Which of the tune's matrices an H200 (60 MiB of L2) times from replays: 3D Poisson
-    /// 50^3 and 2D Poisson 316^2 do, the 2e5-point FEM matrix (33.5 MB with its vectors) and
-    /// 2D Poisson 1000^2 do not; the bound is half of L2, inclusive.
-    #[test]
-    fn products_replay_while_matrix_and_vectors_fit_in_half_of_l2() {
-        let l2 = 62_914_560u32;
-        let at = |n: usize, nnz: usize| replays_spmv_at(l2, n, csr_min_bytes(n, n, nnz));
-        assert!(at(125_000, 860_000));
-        assert!(at(99_856, 498_016));
-        assert!(!at(200_000, 1_396_430));
-        assert!(!at(1_000_000, 4_996_000));
-        let half = u64::from(l2) / 2;
-        assert!(replays_spmv_at(l2, 1000, half - 64_000));
-        assert!(!replays_spmv_at(l2, 1000, half - 63_999));
-        assert!(!replays_spmv_at(l2, usize::MAX, 0));
     }
 }

@@ -8,7 +8,7 @@
 //! timed. Otherwise [`time_kernel`](crate::time_kernel) takes a warm-up call, then event-timed
 //! repetitions until a minimum count and a minimum total time are reached (with
 //! [`SpmvBenchOptions::replay_within_l2`], on a matrix whose iteration fits in half of L2,
-//! [`time_call`](crate::time_call) from graph replays instead: [`replays_spmv_at`]), and `y` is
+//! [`time_call`](crate::time_call) from graph replays as well: [`replays_spmv_at`]), and `y` is
 //! checked again. `x` is uniform in [0.5, 1.5) from a seeded ChaCha8 generator, never zero.
 //!
 //! Bandwidth: every row of the table divides the SAME byte count, the least traffic a CSR SpMV

@@ -35,10 +35,10 @@ pub struct SpmvBenchOptions {
     /// Also measure the triad bandwidth ([`measure_triad_gbps`](super::measure_triad_gbps))
     /// for the "% of triad" column.
     pub triad: bool,
-    /// Time every candidate of a matrix from CUDA graph replays, as the solver runs its
+    /// Also time every candidate of a matrix from CUDA graph replays, as the solver runs its
     /// products, where the matrix and an iteration's vectors fit in half of L2
-    /// ([`replays_spmv_at`](super::replays_spmv_at)); each sample one call launched alone
-    /// otherwise (and always when false, the benchmark's default).
+    /// ([`replays_spmv_at`](super::replays_spmv_at)), into [`SpmvRecord::replayed`] (false,
+    /// the benchmark's default: every sample one call launched alone only).
     #[serde(default)]
     pub replay_within_l2: bool,
 }
@@ -154,6 +154,11 @@ pub struct SpmvRecord {
     pub gbps_format: Option<f64>,
     /// Largest row error relative to `sum_j |a_ij x_j|`, over the checks made.
     pub max_rel_err: Option<f64>,
+    /// The same product timed from graph replays, as the solver runs it, where
+    /// [`SpmvBenchOptions::replay_within_l2`] asked for it and the iteration fits in half of
+    /// L2; absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replayed: Option<crate::TimingStats>,
 }
 
 impl SpmvRecord {
@@ -171,6 +176,7 @@ impl SpmvRecord {
             bytes_format,
             gbps_format: None,
             max_rel_err: None,
+            replayed: None,
         }
     }
 

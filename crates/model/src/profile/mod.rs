@@ -48,8 +48,11 @@ pub struct Profile {
     pub dot: Vec<DotRecord>,
     /// Benchmark matrices.
     pub matrices: Vec<MatrixRecord>,
-    /// SpMV records.
+    /// SpMV records of calls launched alone.
     pub spmv: Vec<SpmvRecord>,
+    /// SpMV records timed from graph replays ([`SpmvRecord::replayed`]), on the matrices
+    /// whose iteration fits in half of L2.
+    pub spmv_replayed: Vec<SpmvRecord>,
     /// Conversion records.
     pub conversions: Vec<ConversionRecord>,
     /// Epilogue-stage records.
@@ -83,6 +86,7 @@ impl Profile {
             }
             Record::Dot(d) => self.dot.push(d),
             Record::Matrix(m) => self.matrices.push(*m),
+            Record::Spmv(s) if s.replayed => self.spmv_replayed.push(s),
             Record::Spmv(s) => self.spmv.push(s),
             Record::Conversion(c) => self.conversions.push(c),
             Record::Stage(s) => self.stages.push(s),

@@ -292,6 +292,12 @@ pub struct SpmvRecord {
     pub status: Status,
     /// Timing when measured.
     pub timing: Option<Timing>,
+    /// Timed from graph replays, as the solver runs a product whose iteration fits in half of
+    /// L2 ([`autopcg_catalog::replays_spmv_at`]); such a matrix has a record launched alone
+    /// too, and the SpMV model fits the two as two regimes ([`crate::spmv::SpmvModel`]).
+    /// Absent (false) from records launched alone and from profiles written before.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub replayed: bool,
 }
 
 impl SpmvRecord {
@@ -388,11 +394,12 @@ impl Record {
             )),
             Record::Matrix(m) => Some(format!("matrix/{}", m.id)),
             Record::Spmv(s) => Some(format!(
-                "spmv/{}/{}/{}/{}",
+                "spmv/{}/{}/{}/{}{}",
                 s.matrix,
                 s.candidate().name(),
                 opt(s.launch.blocks),
-                opt(s.launch.coo_blocks)
+                opt(s.launch.coo_blocks),
+                if s.replayed { "/replayed" } else { "" }
             )),
             Record::Conversion(c) => Some(format!("conversion/{}/{}", c.matrix, c.format)),
             Record::Epilogue(e) => Some(format!(

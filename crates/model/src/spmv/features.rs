@@ -85,6 +85,16 @@ impl FeatureSet {
         out
     }
 
+    /// The sets of [`FeatureSet::defaults`] without an L2 treatment, simplest first: those
+    /// the replayed regime is fitted with, where every matrix is in L2 (the launch geometry,
+    /// the fill and the depth are what tell the candidates apart there).
+    pub fn without_l2() -> Vec<FeatureSet> {
+        Self::defaults()
+            .into_iter()
+            .filter(|f| f.l2_fraction.is_none() && f.l2_knots.is_empty())
+            .collect()
+    }
+
     /// The sets of [`FeatureSet::defaults`] that treat the L2 regime (a split or bins), simplest
     /// first. Where the fit matrices are few and their working sets straddle the L2 size, the
     /// cross-validation cannot tell the L2 treatment from noise and the one-standard-error rule

@@ -52,6 +52,19 @@
 //!   working set, so any transition shape between the knots is followed (the real one
 //!   depends on the cache's partitioning and replacement policy, which no formula here knows).
 //!
+//! # The replayed regime
+//!
+//! The solver replays its iterations as CUDA graphs. Where a matrix and an iteration's
+//! vectors fit in half of L2 ([`autopcg_catalog::replays_spmv_at`]), its products take a few
+//! microseconds, and launched alone each measures the host's launch pacing instead (on an
+//! H200 every format of 2D Poisson 100^2 times 6.6-8.2 us alone, DIA 1.9 us replayed). The
+//! profiler times such matrices both ways; [`SpmvModel::replayed`] is a second set of
+//! candidate models fitted on the replayed records only (the feature sets without an L2
+//! treatment: every such matrix is in L2), and [`SpmvModel::predict`] reads it for those
+//! matrices. Fitting the replayed records into the one regime instead moved the other
+//! matrices' fit: on the H200's held-out set the choice came within 5% of the best on 47% of
+//! the matrices against 74%.
+//!
 //! # The under-filled GPU
 //!
 //! Little's law (Little, "A Proof for the Queuing Formula: L = lambda W"): the bandwidth a
@@ -108,7 +121,9 @@ pub use terms::{
     active_threads, atomic_contention, depth, design_row, format_applies, l2_share, term_value,
     working_set_bytes,
 };
-pub use times::{geomean, measured_times, quantile, record_time, MatrixTimes};
+pub use times::{
+    geomean, measured_times, measured_times_replayed, quantile, record_time, MatrixTimes,
+};
 
 use crate::profile::{MatrixRecord, MatrixSet, Profile};
 use crate::work::SpmvWork;
@@ -169,6 +184,19 @@ pub struct SpmvFitOptions {
     pub se_multiple: f64,
     /// Padding limits deciding where ELL, DIA and HYB apply.
     pub padding: PaddingLimits,
+    /// Feature sets of the replayed regime (the records timed from graph replays), simplest
+    /// first (default: [`FeatureSet::without_l2`] with the depth term).
+    #[serde(default = "replayed_feature_sets")]
+    pub replayed_feature_sets: Vec<FeatureSet>,
+}
+
+/// The default [`SpmvFitOptions::replayed_feature_sets`]: the sets without an L2 treatment
+/// (every such matrix is in L2) that have the depth term (a launch of a few blocks is
+/// latency-bound).
+pub fn replayed_feature_sets() -> Vec<FeatureSet> {
+    let mut v = FeatureSet::without_l2();
+    v.retain(|f| f.depth);
+    v
 }
 
 impl SpmvFitOptions {
@@ -199,6 +227,7 @@ impl Default for SpmvFitOptions {
             feature_sets: FeatureSet::defaults(),
             se_multiple: 1.0,
             padding: PaddingLimits::default(),
+            replayed_feature_sets: replayed_feature_sets(),
         }
     }
 }
@@ -218,8 +247,14 @@ pub struct SpmvModel {
     pub device: DeviceProps,
     /// Padding limits: ELL, DIA and HYB apply only within them.
     pub padding: PaddingLimits,
-    /// One model per candidate, in [`model_order`].
+    /// One model per candidate, in [`model_order`], fitted on the products launched alone.
     pub candidates: Vec<CandidateModel>,
+    /// One model per candidate of the replayed regime, in [`model_order`]: fitted on the
+    /// products timed from graph replays on the matrices whose iteration fits in half of L2
+    /// (where launched alone every candidate times the host's launch pacing), and used to
+    /// predict such matrices ([`SpmvModel::replays`]). Empty for profiles without such
+    /// records: every matrix is then predicted by `candidates`.
+    pub replayed: Vec<CandidateModel>,
     /// One conversion model per format measured.
     pub conversions: Vec<ConversionModel>,
     /// Candidates without a model and why.
@@ -263,21 +298,7 @@ impl SpmvModel {
             )));
         }
         let times = measured_times(profile);
-        // candidate -> (nnz, id, work, time)
-        let mut per: HashMap<SpmvCandidate, Vec<(u64, &str, &SpmvWork, f64)>> = HashMap::new();
-        for (id, mt) in &times {
-            let Some(m) = matrices.get(id.as_str()) else {
-                continue;
-            };
-            // cuSPARSE's algorithms are candidates like the pool's: a plan runs whichever is
-            // predicted fastest.
-            for (c, t) in mt.runnable() {
-                per.entry(c)
-                    .or_default()
-                    .push((m.work.nnz, m.id.as_str(), &m.work, t));
-            }
-        }
-        if per.is_empty() {
+        if times.keys().all(|id| !matrices.contains_key(id.as_str())) {
             return Err(fit_err(format!(
                 "no usable SpMV record on the {} {:?}-set matrices",
                 matrices.len(),
@@ -285,54 +306,14 @@ impl SpmvModel {
             )));
         }
         let mut notes = Vec::new();
-        let without: Vec<&str> = matrices
+        let without = matrices
             .keys()
             .filter(|id| !times.contains_key(**id))
-            .copied()
-            .collect();
-        if !without.is_empty() {
-            notes.push(format!(
-                "{} matrices without any usable SpMV record",
-                without.len()
-            ));
+            .count();
+        if without > 0 {
+            notes.push(format!("{without} matrices without any usable SpMV record"));
         }
-        // Candidates are independent: fit them in parallel, keep the model order.
-        let mut per: Vec<_> = per.into_iter().collect();
-        per.sort_by(|a, b| model_order(&a.0, &b.0));
-        let results: Vec<Result<CandidateModel, DroppedCandidate>> = per
-            .into_par_iter()
-            .map(|(cand, mut pts)| {
-                pts.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.cmp(b.1)));
-                let count = pts.len();
-                if count < opts.min_matrices.max(1) {
-                    return Err(DroppedCandidate {
-                        name: cand.name(),
-                        matrices: count,
-                        reason: format!(
-                            "measured on {count} matrices, fewer than {}",
-                            opts.min_matrices
-                        ),
-                    });
-                }
-                let points = Points {
-                    works: pts.iter().map(|p| p.2).collect(),
-                    times: pts.iter().map(|p| p.3).collect(),
-                };
-                fit_candidate(&cand, &points, device, opts).map_err(|reason| DroppedCandidate {
-                    name: cand.name(),
-                    matrices: count,
-                    reason,
-                })
-            })
-            .collect();
-        let mut candidates = Vec::new();
-        let mut dropped = Vec::new();
-        for r in results {
-            match r {
-                Ok(m) => candidates.push(m),
-                Err(d) => dropped.push(d),
-            }
-        }
+        let (candidates, dropped) = fit_regime(&times, &matrices, device, opts, &opts.feature_sets);
         if candidates.is_empty() {
             return Err(fit_err(format!(
                 "no candidate could be fitted ({} dropped: {})",
@@ -345,11 +326,32 @@ impl SpmvModel {
                     .join("; ")
             )));
         }
+        let replayed_times = measured_times_replayed(profile);
+        let (replayed, replayed_dropped) = fit_regime(
+            &replayed_times,
+            &matrices,
+            device,
+            opts,
+            &opts.replayed_feature_sets,
+        );
+        let replayed_matrices = replayed_times
+            .keys()
+            .filter(|id| matrices.contains_key(id.as_str()))
+            .count();
+        if replayed_matrices > 0 {
+            notes.push(format!(
+                "replayed regime: {} candidates fitted on {replayed_matrices} matrices timed \
+                 from graph replays, {} dropped",
+                replayed.len(),
+                replayed_dropped.len()
+            ));
+        }
         let conversions = fit_conversions(profile, &matrices, opts, &mut notes);
         Ok(SpmvModel {
             device: device.clone(),
             padding: opts.padding,
             candidates,
+            replayed,
             conversions,
             dropped,
             notes,
@@ -364,7 +366,7 @@ impl SpmvModel {
             path: "<memory>".into(),
             reason,
         };
-        for c in &self.candidates {
+        for c in self.candidates.iter().chain(&self.replayed) {
             if c.columns.len() != c.coef.len() {
                 return Err(bad(format!(
                     "{}: {} columns, {} coefficients",
@@ -396,12 +398,34 @@ impl SpmvModel {
         format_applies(format, w, &self.padding)
     }
 
+    /// Whether the matrix of `w` is predicted by the replayed regime: the model has one and
+    /// the matrix with an iteration's vectors fits in half of L2
+    /// ([`autopcg_catalog::replays_spmv_at`]), so that the solver's graph-replayed
+    /// iterations run its product as the replayed records timed it.
+    pub fn replays(&self, w: &SpmvWork) -> bool {
+        !self.replayed.is_empty()
+            && autopcg_catalog::replays_spmv_at(
+                self.device.l2_bytes,
+                w.n,
+                autopcg_catalog::square_csr_bytes(w.n, w.nnz),
+            )
+    }
+
+    /// The candidate models that predict the matrix of `w`: the replayed regime's where
+    /// [`SpmvModel::replays`], else those of the products launched alone.
+    pub fn regime(&self, w: &SpmvWork) -> &[CandidateModel] {
+        match self.replays(w) {
+            true => &self.replayed,
+            false => &self.candidates,
+        }
+    }
+
     /// Predicted time of every candidate that applies to the matrix of `w`, fastest first
     /// (ties in [`model_order`]). Candidates whose prediction is not a positive finite time are left
     /// out.
     pub fn predict(&self, w: &SpmvWork) -> Vec<SpmvPrediction> {
         let mut out: Vec<SpmvPrediction> = self
-            .candidates
+            .regime(w)
             .iter()
             .filter(|c| self.applies(c.candidate.format, w))
             .filter_map(|c| {
@@ -451,6 +475,20 @@ impl SpmvModel {
                 s,
                 "{:<44} {:<11} {:>4} {:>7} {:>7} {:>7} {:>7}",
                 c.candidate.name(),
+                c.features.name,
+                st.matrices,
+                pct(st.median_rel_err),
+                pct(st.p90_rel_err),
+                opt(st.cv_median_rel_err),
+                opt(st.cv_p90_rel_err)
+            );
+        }
+        for c in &self.replayed {
+            let st = &c.stats;
+            let _ = writeln!(
+                s,
+                "{:<44} {:<11} {:>4} {:>7} {:>7} {:>7} {:>7}",
+                format!("{} (replayed)", c.candidate.name()),
                 c.features.name,
                 st.matrices,
                 pct(st.median_rel_err),
@@ -517,6 +555,74 @@ impl SpmvModel {
     }
 }
 
+/// Fits the candidates measured on enough matrices of `matrices` in `times`, each with the
+/// feature set chosen among `sets` (one regime of [`SpmvModel`]); those that cannot be fitted
+/// are returned as dropped.
+fn fit_regime(
+    times: &std::collections::BTreeMap<String, MatrixTimes>,
+    matrices: &HashMap<&str, &MatrixRecord>,
+    device: &DeviceProps,
+    opts: &SpmvFitOptions,
+    sets: &[FeatureSet],
+) -> (Vec<CandidateModel>, Vec<DroppedCandidate>) {
+    let opts = SpmvFitOptions {
+        feature_sets: sets.to_vec(),
+        ..opts.clone()
+    };
+    // candidate -> (nnz, id, work, time)
+    let mut per: HashMap<SpmvCandidate, Vec<(u64, &str, &SpmvWork, f64)>> = HashMap::new();
+    for (id, mt) in times {
+        let Some(m) = matrices.get(id.as_str()) else {
+            continue;
+        };
+        // cuSPARSE's algorithms are candidates like the pool's: a plan runs whichever is
+        // predicted fastest.
+        for (c, t) in mt.runnable() {
+            per.entry(c)
+                .or_default()
+                .push((m.work.nnz, m.id.as_str(), &m.work, t));
+        }
+    }
+    // Candidates are independent: fit them in parallel, keep the model order.
+    let mut per: Vec<_> = per.into_iter().collect();
+    per.sort_by(|a, b| model_order(&a.0, &b.0));
+    let results: Vec<Result<CandidateModel, DroppedCandidate>> = per
+        .into_par_iter()
+        .map(|(cand, mut pts)| {
+            pts.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.cmp(b.1)));
+            let count = pts.len();
+            if count < opts.min_matrices.max(1) {
+                return Err(DroppedCandidate {
+                    name: cand.name(),
+                    matrices: count,
+                    reason: format!(
+                        "measured on {count} matrices, fewer than {}",
+                        opts.min_matrices
+                    ),
+                });
+            }
+            let points = Points {
+                works: pts.iter().map(|p| p.2).collect(),
+                times: pts.iter().map(|p| p.3).collect(),
+            };
+            fit_candidate(&cand, &points, device, &opts).map_err(|reason| DroppedCandidate {
+                name: cand.name(),
+                matrices: count,
+                reason,
+            })
+        })
+        .collect();
+    let mut candidates = Vec::new();
+    let mut dropped = Vec::new();
+    for r in results {
+        match r {
+            Ok(m) => candidates.push(m),
+            Err(d) => dropped.push(d),
+        }
+    }
+    (candidates, dropped)
+}
+
 /// The device limits an [`SpmvModel`] stores: the launch geometry of the grid policies
 /// ([`autopcg_catalog::GridPolicy::blocks`]) and the L2 size, the only properties its terms
 /// read. Model files have stored them under `limits` since the first schema.
@@ -576,6 +682,8 @@ struct StoredSpmvModel {
     limits: StoredLimits,
     padding: PaddingLimits,
     candidates: Vec<CandidateModel>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    replayed: Vec<CandidateModel>,
     conversions: Vec<ConversionModel>,
     dropped: Vec<DroppedCandidate>,
     notes: Vec<String>,
@@ -587,6 +695,7 @@ impl From<StoredSpmvModel> for SpmvModel {
             device: s.limits.device(s.device),
             padding: s.padding,
             candidates: s.candidates,
+            replayed: s.replayed,
             conversions: s.conversions,
             dropped: s.dropped,
             notes: s.notes,
@@ -601,6 +710,7 @@ impl From<SpmvModel> for StoredSpmvModel {
             device: m.device.name,
             padding: m.padding,
             candidates: m.candidates,
+            replayed: m.replayed,
             conversions: m.conversions,
             dropped: m.dropped,
             notes: m.notes,

@@ -2,7 +2,7 @@
 use autopcg_catalog::{Format, GridPolicy, SpmvImpl, SpmvKernel};
 
 use super::*;
-use crate::profile::{Status, Timing};
+use crate::profile::{SpmvRecord, Status, Timing};
 use crate::spmv_synth::{self, linear_time, truths};
 
 fn truth_time(c: &SpmvCandidate, w: &SpmvWork) -> f64 {
@@ -201,6 +201,51 @@ fn a_missing_wave_record_takes_its_cover_twin() {
         .any(|r| r.matrix == big.id && r.launch.grid == Some(GridPolicy::Wave)));
     assert_eq!(times[&big.id].cusparse.len(), 2);
     assert!(times[&big.id].best_own().is_some());
+}
+
+/// The replayed records of a matrix holding one grid policy take the twin the whole profile
+/// measures (the launched-alone records' policies), so the fallback rule's and the
+/// classifier's picks are judged in the replayed regime too.
+#[test]
+fn a_replayed_record_stands_in_for_a_policy_only_launched_alone_records_hold() {
+    let mut p = spmv_synth::profile(6);
+    let small = p
+        .matrices
+        .iter()
+        .find(|m| m.work.n < 1000)
+        .unwrap()
+        .id
+        .clone();
+    let mut wave = p
+        .spmv
+        .iter()
+        .find(|r| {
+            r.matrix != small
+                && r.launch.kernel == SpmvImpl::Kernel(SpmvKernel::CsrScalar)
+                && r.launch.threads == Some(256)
+                && r.launch.grid == Some(GridPolicy::Wave)
+        })
+        .expect("a wave record of CSR scalar at 256 threads")
+        .clone();
+    wave.matrix = small.clone();
+    wave.replayed = true;
+    wave.timing = Some(Timing {
+        median_ms: 0.002,
+        min_ms: 0.002,
+        max_ms: 0.002,
+        reps: 5,
+    });
+    p.spmv_replayed = vec![wave];
+    let t = &measured_times_replayed(&p)[&small];
+    assert_eq!(t.time_of("csr/spmv_csr_scalar/t256/wave"), Some(0.002));
+    assert_eq!(t.time_of("csr/spmv_csr_scalar/t256/cover"), Some(0.002));
+    // Not a policy measured anywhere at these threads: not filled in.
+    assert_eq!(t.time_of("csr/spmv_csr_scalar/t128/wave"), None);
+    // The launched-alone times are not the replayed ones.
+    assert_ne!(
+        measured_times(&p)[&small].time_of("csr/spmv_csr_scalar/t256/cover"),
+        Some(0.002)
+    );
 }
 
 #[test]
@@ -471,4 +516,113 @@ fn a_model_with_given_coefficients_predicts_its_formula_and_validates() {
     model.validate().unwrap();
     let p = model.predict(&w);
     assert_eq!(p.len(), 2);
+}
+
+/// The synthetic profile with replayed twins of the records of every fit matrix whose iteration
+/// fits in half of L2: half the time launched alone (the launch pacing a replay removes), ELL
+/// a further 0.4 (so that the regimes rank the formats apart). Returns the ids that fit.
+fn with_replayed_twins(p: &mut Profile) -> std::collections::HashSet<String> {
+    let l2 = p.device().unwrap().l2_bytes;
+    let fits: std::collections::HashSet<String> = p
+        .matrices
+        .iter()
+        .filter(|m| m.set == MatrixSet::Fit)
+        .filter(|m| {
+            let w = &m.work;
+            autopcg_catalog::replays_spmv_at(l2, w.n, autopcg_catalog::square_csr_bytes(w.n, w.nnz))
+        })
+        .map(|m| m.id.clone())
+        .collect();
+    let twins: Vec<SpmvRecord> = p
+        .spmv
+        .iter()
+        .filter(|r| fits.contains(&r.matrix))
+        .map(|r| {
+            let f = if r.launch.format == Format::Ell {
+                0.2
+            } else {
+                0.5
+            };
+            SpmvRecord {
+                timing: r.timing.as_ref().map(|t| Timing {
+                    median_ms: f * t.median_ms,
+                    min_ms: f * t.min_ms,
+                    max_ms: f * t.max_ms,
+                    reps: t.reps,
+                }),
+                replayed: true,
+                ..r.clone()
+            }
+        })
+        .collect();
+    // Through the profile's reader, as a tune's file gives them.
+    let mut text = String::new();
+    for r in &twins {
+        let line = serde_json::to_string(&crate::profile::Record::Spmv(r.clone())).unwrap();
+        assert!(line.contains("\"replayed\":true"), "{line}");
+        text.push_str(&line);
+        text.push('\n');
+    }
+    for r in text.lines() {
+        let rec: crate::profile::Record = serde_json::from_str(r).unwrap();
+        p.push(rec).unwrap();
+    }
+    assert_eq!(p.spmv_replayed.len(), twins.len());
+    fits
+}
+
+/// A matrix whose iteration fits in half of L2 is predicted by the models of the replayed
+/// records, and the choice follows them (ELL, the format the replays rank first wherever it
+/// applies); every other matrix keeps the choice of a model fitted without replayed records.
+#[test]
+fn matrices_within_half_of_l2_are_chosen_by_the_replayed_regime() {
+    let mut p = spmv_synth::profile(3);
+    let alone = SpmvModel::fit(&p, &SpmvFitOptions::default()).unwrap();
+    assert!(alone.replayed.is_empty());
+    let fits = with_replayed_twins(&mut p);
+    let fit_count = p
+        .matrices
+        .iter()
+        .filter(|m| m.set == MatrixSet::Fit)
+        .count();
+    assert!(
+        fits.len() >= 6 && fits.len() < fit_count,
+        "{} of {fit_count}",
+        fits.len()
+    );
+    let m = SpmvModel::fit(&p, &SpmvFitOptions::default()).unwrap();
+    m.validate().unwrap();
+    assert!(!m.replayed.is_empty(), "{:?}", m.notes);
+    assert_eq!(
+        m.candidates, alone.candidates,
+        "the launched-alone regime is unchanged"
+    );
+    let (mut ell_chosen, mut small) = (0, 0);
+    for mr in &p.matrices {
+        let w = &mr.work;
+        let chosen = m.select(w, None).unwrap();
+        if m.replays(w) {
+            small += 1;
+            let rc = m
+                .replayed
+                .iter()
+                .find(|c| c.candidate == chosen.candidate)
+                .unwrap();
+            assert_eq!(chosen.predicted_ms, rc.predict(w, &m.device), "{}", mr.id);
+            if m.applies(Format::Ell, w) {
+                assert_eq!(chosen.candidate.format, Format::Ell, "{}", mr.id);
+                ell_chosen += 1;
+            }
+        } else {
+            assert!(!fits.contains(&mr.id));
+            assert_eq!(chosen, alone.select(w, None).unwrap(), "{}", mr.id);
+        }
+    }
+    assert!(
+        small >= fits.len() && ell_chosen >= 3,
+        "{small} small, {ell_chosen} ELL"
+    );
+    // The file keeps the regime.
+    let back: SpmvModel = serde_json::from_str(&serde_json::to_string(&m).unwrap()).unwrap();
+    assert_eq!(back.replayed, m.replayed);
 }

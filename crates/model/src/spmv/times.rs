@@ -89,12 +89,24 @@ pub fn record_time(r: &SpmvRecord) -> Option<f64> {
 /// profile measures elsewhere has no record at all on it (not even skipped or failed), that
 /// policy takes the measured policy's time.
 pub fn measured_times(profile: &Profile) -> BTreeMap<String, MatrixTimes> {
+    times_of(&profile.spmv, &profile.spmv_replayed)
+}
+
+/// [`measured_times`] of the records timed from graph replays ([`Profile::spmv_replayed`]):
+/// the matrices whose iteration fits in half of L2, timed as the solver runs them. The grid
+/// policies a measured policy stands in for are those the whole profile measures (the replayed
+/// matrices are few and small, and may hold one policy only).
+pub fn measured_times_replayed(profile: &Profile) -> BTreeMap<String, MatrixTimes> {
+    times_of(&profile.spmv_replayed, &profile.spmv)
+}
+
+/// The times of `records`, a policy without a record on a matrix standing in as
+/// [`measured_times`] says, with the policies measured in `records` or `others`.
+fn times_of(records: &[SpmvRecord], others: &[SpmvRecord]) -> BTreeMap<String, MatrixTimes> {
     let mut out: BTreeMap<String, MatrixTimes> = BTreeMap::new();
     // (format, kernel, threads) -> every grid policy seen anywhere.
     let mut policies: HashMap<(Format, SpmvImpl, u32), Vec<GridPolicy>> = HashMap::new();
-    // (matrix, format, kernel, threads) -> grid policies with any record.
-    let mut present: HashMap<(&str, Format, SpmvImpl, u32), Vec<GridPolicy>> = HashMap::new();
-    for r in &profile.spmv {
+    for r in records.iter().chain(others) {
         if let (Some(t), Some(g)) = (r.launch.threads, r.launch.grid) {
             let p = policies
                 .entry((r.launch.format, r.launch.kernel, t))
@@ -102,6 +114,12 @@ pub fn measured_times(profile: &Profile) -> BTreeMap<String, MatrixTimes> {
             if !p.contains(&g) {
                 p.push(g);
             }
+        }
+    }
+    // (matrix, format, kernel, threads) -> grid policies with any record.
+    let mut present: HashMap<(&str, Format, SpmvImpl, u32), Vec<GridPolicy>> = HashMap::new();
+    for r in records {
+        if let (Some(t), Some(g)) = (r.launch.threads, r.launch.grid) {
             present
                 .entry((r.matrix.as_str(), r.launch.format, r.launch.kernel, t))
                 .or_default()
