@@ -21,7 +21,7 @@ use autopcg_catalog::kernels::{
 };
 use autopcg_catalog::{CusparseAlg, Dot3Kernel};
 use autopcg_catalog::{
-    LaunchConfig, PrecondKernel, SpmvKernel, SpmvMethod, VectorOp, DEFAULT_THREADS,
+    LaunchConfig, PrecondKernel, SpmvKernel, SpmvMethod, VectorOp, VectorVariant, DEFAULT_THREADS,
 };
 use autopcg_solver::gpu::{Dot3Choice, GpuPlanChoice, PrecondChoice};
 
@@ -326,6 +326,23 @@ fn launch(cfg: LaunchConfig, smem: u32) -> String {
     format!("<<<{}u, {}u, {smem}u, st>>>", cfg.blocks, cfg.threads)
 }
 
+/// The launch of a vector update of `variant` over the `n` (a C expression) elements the
+/// solver holds: the plan's blocks for a grid-stride variant; for a variant of one work item
+/// per thread, the blocks that cover `n` at the plan's threads, counted at run time (the plan's
+/// count covers the plan's matrix; a matrix run with the fingerprint check forced may be
+/// longer).
+fn update_launch(variant: VectorVariant, cfg: LaunchConfig, n: &str) -> String {
+    if variant.is_grid_stride() {
+        return launch(cfg, 0);
+    }
+    let per = u64::from(cfg.threads) * variant.elements_per_load();
+    format!(
+        "<<<(uint32_t)(((uint64_t)({n}) + {}u) / {per}u), {}u, 0u, st>>>",
+        per - 1,
+        cfg.threads
+    )
+}
+
 /// The body of `y = B x` for the operand `m` (an `ApgOperand`) with `method`. For cuSPARSE it
 /// is a call of the driver's `apg_cusparse_spmv` (templates/solver.cu): `cusparseSpMV` with the
 /// plan's algorithm on the stream `st` (alpha 1, beta 0, f64, not transposed), over the
@@ -547,7 +564,7 @@ pub fn plan_kernels(
         s,
         "static void apg_update(ApgSolver &S, cudaStream_t st) {{\n    {update_kernel}{}(S.n, \
          S.scalars, {update_args});\n}}\n\n",
-        launch(u.config, 0)
+        update_launch(u.variant, u.config, "S.n")
     );
     s.push_str(&step_comment(
         "three dots and the recurrence",
@@ -692,7 +709,7 @@ fn plan_kernels_blocks(
             s,
             "static void apg_update(ApgBlock &S, cudaStream_t st) {{\n    {update}{}(S.n, \
              S.scalars, S.u, S.w, S.p, S.s, S.x, S.r);\n}}\n\n",
-            launch(c.update.config, 0)
+            update_launch(c.update.variant, c.update.config, "S.n")
         );
         let halo = b.halo.ok_or_else(|| {
             EmitError::Plan(crate::saved::SavedPlanError::Invalid(format!(
