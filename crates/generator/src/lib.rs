@@ -57,7 +57,7 @@ pub use explain::{StepExplain, StepOption, RUNNERS_UP};
 #[cfg(feature = "model")]
 pub use select::{
     select_dot3, select_fused_dots, select_spmv, select_spmv_counted, select_spmv_knowing,
-    select_update, SpmvCounts,
+    select_spmv_with_dots, select_update, DotsBeside, SpmvCounts,
 };
 #[cfg(feature = "model")]
 pub use ssor::{choose_ssor_form, choose_ssor_form_counted, explicit_counts, SsorFormChoice};
@@ -890,11 +890,6 @@ fn select_plan(
     let n = a.nrows() as u64;
     let mut explain = Vec::new();
     let iters = expected_iterations;
-    let (ca, ea) = match a_counts {
-        Some(c) => select_spmv_counted(model, "spmv A", c, props, iters)?,
-        None => select_spmv_knowing(model, "spmv A", a, a_symmetry, props, iters)?,
-    };
-    explain.push(ea);
     // K and K^T are triangular, M symmetric, by construction.
     let tri = KnownSymmetry::Triangular;
     let precond = match (&*pre, form) {
@@ -954,13 +949,37 @@ fn select_plan(
             })
         }
     };
+    // A's product is chosen with the dots beside it (in its epilogue or apart), once the
+    // preconditioner says whether u is r; it is the first step explained.
+    let (cd, ed) = select_dot3(model, n)?;
+    let nnz = a.nnz() as u64;
+    let aliased = matches!(precond, PrecondChoice::None);
+    let owned;
+    let a_counts = match a_counts {
+        Some(c) => c,
+        None => {
+            owned = SpmvCounts::of_knowing(a, a_symmetry);
+            &owned
+        }
+    };
+    let (ca, ea) = match cd.predicted_ms {
+        Some(reduction_ms) => {
+            let dots = DotsBeside {
+                n,
+                nnz,
+                aliased,
+                reduction_ms,
+            };
+            select_spmv_with_dots(model, a_counts, props, iters, dots)?
+        }
+        None => select_spmv_counted(model, "spmv A", a_counts, props, iters)?,
+    };
+    explain.insert(0, ea);
     let mut choice = fallback::gpu_choice_of(a.nrows(), ca, precond, props);
     let (cu, eu) = select_update(model, n, props)?;
     choice.update = cu;
     explain.push(eu);
-    let (cd, ed) = select_dot3(model, n)?;
     choice.dot3 = cd;
-    let nnz = a.nnz() as u64;
     explain.push(select_fused_dots(model, &mut choice, n, nnz, props, ed));
     let predicted = explain
         .iter()

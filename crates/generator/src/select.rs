@@ -3,7 +3,9 @@
 //! - SpMV operands (A; K and K^T of factored SSOR-AI; M of explicit SSOR-AI): the SpMV
 //!   performance model predicts every (format, kernel, threads, grid) candidate from the
 //!   operand's work counts; the pick minimises [`amortised_ms`], the predicted time plus the
-//!   predicted conversion cost spread over the expected iterations.
+//!   predicted conversion cost spread over the expected iterations. A's pick adds the
+//!   iteration's three dots beside each candidate ([`select_spmv_with_dots`]: in its epilogue or
+//!   apart, the cheaper), so the product and where the dots go are chosen together.
 //! - The fused update: the `cg_update` decision tree (Alg. 3-1) at the vector length.
 //! - The three-dot reduction: the `dot3` decision tree at the vector length.
 //! - The dots in the epilogue of A's SpMV or apart ([`select_fused_dots`]): the epilogue
@@ -163,8 +165,80 @@ pub fn select_spmv_counted(
     props: &DeviceProps,
     expected_iterations: f64,
 ) -> Result<(SpmvChoice, StepExplain), SelectError> {
+    select_spmv_scored(model, step, counts, props, expected_iterations, None)
+}
+
+/// The three dots beside A's product: what [`select_spmv_with_dots`] adds to each candidate.
+#[derive(Debug, Clone, Copy)]
+pub struct DotsBeside {
+    /// Rows of A.
+    pub n: u64,
+    /// Entries of A.
+    pub nnz: u64,
+    /// u = r (no preconditioner): the fused variant reads one vector fewer.
+    pub aliased: bool,
+    /// The separate reduction's predicted time, ms.
+    pub reduction_ms: f64,
+}
+
+/// Chooses A's SpMV together with where the iteration's three dots go: each candidate is
+/// scored by its SpMV score ([`select_spmv_counted`]) plus the dots' predicted cost beside it,
+/// the least of the excess of its dot3 variant over its plain product ([`fused_dots_excess`])
+/// and the separate reduction. A product a little slower alone whose epilogue takes the dots
+/// cheaply then beats one whose dots must run apart. Without the epilogue lines every candidate
+/// adds the reduction, and the order is [`select_spmv_counted`]'s.
+pub fn select_spmv_with_dots(
+    model: &ModelFile,
+    counts: &SpmvCounts,
+    props: &DeviceProps,
+    expected_iterations: f64,
+    dots: DotsBeside,
+) -> Result<(SpmvChoice, StepExplain), SelectError> {
+    select_spmv_scored(
+        model,
+        "spmv A",
+        counts,
+        props,
+        expected_iterations,
+        Some(dots),
+    )
+}
+
+/// The predicted milliseconds the dot3 variant of `method` adds to its plain product of `n`
+/// rows and `nnz` entries, at the fused launch the plan would run (capped at one wave of the
+/// blocks the compiled variant keeps resident): `None` without a variant, without the model's
+/// epilogue lines for it, or where no block of it stays resident.
+pub fn fused_dots_excess(
+    model: &ModelFile,
+    method: &SpmvMethod,
+    n: u64,
+    nnz: u64,
+    aliased: bool,
+    props: &DeviceProps,
+) -> Option<f64> {
+    let (kernel, a_cfg) = method.dot3_variant()?;
+    let e = model.epilogue.as_ref()?;
+    let resident = e.resident_blocks(kernel, a_cfg.threads)?;
+    let cfg = kernel.dot3_launch(a_cfg, n, props, Some(resident))?;
+    e.excess_ms(kernel, cfg.threads, aliased, n, nnz)
+}
+
+fn select_spmv_scored(
+    model: &ModelFile,
+    step: &str,
+    counts: &SpmvCounts,
+    props: &DeviceProps,
+    expected_iterations: f64,
+    dots: Option<DotsBeside>,
+) -> Result<(SpmvChoice, StepExplain), SelectError> {
     let w = &counts.work;
     let iters = expected_iterations.max(1.0);
+    let beside = |m: &SpmvMethod| -> f64 {
+        dots.map_or(0.0, |d| {
+            fused_dots_excess(model, m, d.n, d.nnz, d.aliased, props)
+                .map_or(d.reduction_ms, |x| x.min(d.reduction_ms))
+        })
+    };
     let mut scored: Vec<(f64, SpmvPrediction, SpmvMethod)> = model
         .spmv
         .predict(w)
@@ -173,8 +247,8 @@ pub fn select_spmv_counted(
             let m = method_of(&p, w, props)?;
             m.check(step, props).ok()?;
             let csr = m.format() == autopcg_catalog::Format::Csr;
-            let score = amortised_ms(p.predicted_ms, p.conversion_ms, csr, iters)?;
-            Some((score, p, m))
+            let score = amortised_ms(p.predicted_ms, p.conversion_ms, csr, iters)? + beside(&m);
+            score.is_finite().then_some((score, p, m))
         })
         .collect();
     scored.sort_by(|a, b| a.0.total_cmp(&b.0));
@@ -195,7 +269,13 @@ pub fn select_spmv_counted(
         })
         .collect();
     let why = format!(
-        "least predicted SpMV time plus conversion / {iters:.0} iterations, over {} candidates that apply",
+        "least predicted SpMV time plus conversion / {iters:.0} iterations{}, over {} candidates \
+         that apply",
+        if dots.is_some() {
+            " plus the three dots (in its epilogue or apart, the cheaper)"
+        } else {
+            ""
+        },
         scored.len()
     );
     let classifier = model

@@ -1673,3 +1673,65 @@ fn the_fused_launch_is_capped_at_the_blocks_the_variant_keeps_resident() {
     let p = plan(&with_model(&a, PrecondKind::None, &m)).unwrap();
     assert_eq!(p.gpu.as_ref().unwrap().fused_dots, None);
 }
+
+/// A's product is chosen with its dots: a product a little slower alone whose epilogue takes
+/// the dots cheaply beats a faster one whose dots must run apart; where both epilogues are
+/// dear, the faster product wins and the dots run apart.
+#[test]
+fn the_product_is_chosen_with_the_dots_beside_it() {
+    use autopcg_catalog::{GridPolicy, SpmvCandidate, SpmvImpl, SpmvKernel};
+    use autopcg_model::profile::EpilogueVariant;
+    use autopcg_model::spmv::{CandidateModel, Term};
+    let a = families::poisson2d_5pt(100, 100).unwrap();
+    let mut m = model();
+    let reduction = reduction_ms_without_epilogue(&a, &mut m);
+    let candidate = |kernel, launch_ms: f64| {
+        CandidateModel::with_coefficients(
+            SpmvCandidate::own(SpmvImpl::Kernel(kernel), 256, GridPolicy::Cover),
+            |t| match t {
+                Term::Launch => launch_ms,
+                _ => 0.0,
+            },
+        )
+    };
+    // Vector 8 alone is faster by a tenth of the reduction.
+    m.spmv.candidates = vec![
+        candidate(SpmvKernel::CsrVector(8), 0.010),
+        candidate(SpmvKernel::CsrScalar, 0.010 + 0.1 * reduction),
+    ];
+    m.spmv.replayed.clear();
+    // Vector 8's epilogue costs twice the reduction, the scalar kernel's a fifth of it.
+    let epilogue = |scalar_excess: f64| {
+        let mut e = flat_epilogue(scalar_excess);
+        for l in &mut e.lines {
+            if l.kernel == SpmvKernel::CsrVector(8) && l.variant != EpilogueVariant::Plain {
+                l.domains[0].line.b = 0.01 + 2.0 * reduction;
+            }
+        }
+        e
+    };
+    for kind in [PrecondKind::None, PrecondKind::Jacobi] {
+        m.epilogue = Some(epilogue(0.2 * reduction));
+        let p = plan(&with_model(&a, kind, &m)).unwrap();
+        check_modelled(&p);
+        let c = p.gpu.as_ref().unwrap();
+        assert_eq!(c.a.method.kernel_name(), "spmv_csr_scalar", "{kind}");
+        assert!(c.fused_dots.is_some(), "{kind}");
+        let spmv = p.explain.iter().find(|e| e.step == "spmv A").unwrap();
+        assert_eq!(spmv.options[0].name, "csr/spmv_csr_scalar/t256/cover");
+        // The option predicts the product alone; its score adds the dots in its epilogue.
+        assert!((spmv.options[0].predicted_ms - (0.010 + 0.1 * reduction)).abs() < 1e-12);
+        assert!(
+            (spmv.options[0].score_ms - (0.010 + 0.3 * reduction)).abs() < 1e-9,
+            "{spmv:?}"
+        );
+        assert!((spmv.options[1].score_ms - (0.010 + reduction)).abs() < 1e-9);
+        assert!(spmv.why.contains("three dots"), "{}", spmv.why);
+        // Both epilogues dear: the faster product, the dots apart.
+        m.epilogue = Some(epilogue(2.0 * reduction));
+        let p = plan(&with_model(&a, kind, &m)).unwrap();
+        let c = p.gpu.as_ref().unwrap();
+        assert_eq!(c.a.method.kernel_name(), "spmv_csr_vector_8", "{kind}");
+        assert_eq!(c.fused_dots, None, "{kind}");
+    }
+}
