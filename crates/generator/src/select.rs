@@ -206,8 +206,10 @@ pub fn select_spmv_with_dots(
 
 /// The predicted milliseconds the dot3 variant of `method` adds to its plain product of `n`
 /// rows and `nnz` entries, at the fused launch the plan would run (capped at one wave of the
-/// blocks the compiled variant keeps resident): `None` without a variant, without the model's
-/// epilogue lines for it, or where no block of it stays resident.
+/// blocks the compiled variant keeps resident), at least zero (lines extrapolated past what
+/// the stage measured can predict a fused kernel faster than its plain product, and a
+/// negative excess would buy the product a discount it does not have): `None` without a
+/// variant, without the model's epilogue lines for it, or where no block of it stays resident.
 pub fn fused_dots_excess(
     model: &ModelFile,
     method: &SpmvMethod,
@@ -221,6 +223,7 @@ pub fn fused_dots_excess(
     let resident = e.resident_blocks(kernel, a_cfg.threads)?;
     let cfg = kernel.dot3_launch(a_cfg, n, props, Some(resident))?;
     e.excess_ms(kernel, cfg.threads, aliased, n, nnz)
+        .map(|x| x.max(0.0))
 }
 
 fn select_spmv_scored(
@@ -441,7 +444,8 @@ pub fn select_fused_dots(
     let excess = model
         .epilogue
         .as_ref()
-        .and_then(|e| e.excess_ms(kernel, cfg.threads, aliased, n, nnz));
+        .and_then(|e| e.excess_ms(kernel, cfg.threads, aliased, n, nnz))
+        .map(|x| x.max(0.0));
     let (Some(excess), Some(reduction)) = (excess, choice.dot3.predicted_ms) else {
         dots_tree.why = format!(
             "{}; the dots go into the epilogue of A's SpMV by the fallback rule ({})",
