@@ -1735,3 +1735,22 @@ fn the_product_is_chosen_with_the_dots_beside_it() {
         assert_eq!(c.fused_dots, None, "{kind}");
     }
 }
+
+/// An epilogue line predicting the fused kernel faster than its plain product (extrapolated
+/// past what the stage measured) prices the dots at zero: no discount on the product, and no
+/// negative step in the plan's prediction.
+#[test]
+fn a_negative_epilogue_excess_counts_as_zero() {
+    let a = families::poisson3d_7pt(40, 40, 40).unwrap();
+    let mut m = model();
+    let reduction = reduction_ms_without_epilogue(&a, &mut m);
+    m.epilogue = Some(flat_epilogue(0.0));
+    let zero = plan(&with_model(&a, PrecondKind::None, &m)).unwrap();
+    m.epilogue = Some(flat_epilogue(-5.0 * reduction));
+    let p = plan(&with_model(&a, PrecondKind::None, &m)).unwrap();
+    check_modelled(&p);
+    assert!(p.gpu.as_ref().unwrap().fused_dots.is_some());
+    let dots = p.explain.iter().find(|e| e.step == "dots").unwrap();
+    assert_eq!(dots.options[0].predicted_ms, 0.0, "{dots:?}");
+    assert_eq!(summary(&p), summary(&zero));
+}
