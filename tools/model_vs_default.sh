@@ -23,23 +23,7 @@ REPEAT=${REPEAT:-3}
 MAX_ITER=${MAX_ITER:-3000}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-gen() { # name -> path of the matrix (generated on first use)
-  case $1 in
-    1138_bus|bcsstk13|s3rmt3m3) echo "matrices/$1.mtx"; return ;;
-    p2d100) set -- "$1" poisson2d --n 100 ;;
-    p3d40) set -- "$1" poisson3d --n 40 ;;
-    p3d64) set -- "$1" poisson3d --n 64 ;;
-    p3d192) set -- "$1" poisson3d --n 192 ;;
-    fem1e5) set -- "$1" fem2d --n 100000 --seed 7 ;;
-    fem4e5) set -- "$1" fem2d --n 400000 --seed 5 ;;
-    fem2m) set -- "$1" fem2d --n 2000000 --seed 3 ;;
-    pl1m) set -- "$1" powerlaw --n 1000000 --seed 9 ;;
-    *) echo "unknown matrix $1" >&2; return 1 ;;
-  esac
-  local name=$1; shift
-  [ -f "$tmp/$name.mtx" ] || $B matgen "$@" --out "$tmp/$name.mtx" > /dev/null 2>&1
-  echo "$tmp/$name.mtx"
-}
+. "$(dirname "$0")/bench_matrices.sh"
 for r in $(seq 1 "$REPEAT"); do
   for name in $MATS; do
     m=$(gen "$name") || continue

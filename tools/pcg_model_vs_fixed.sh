@@ -22,20 +22,7 @@ PRECONDS=${PRECONDS:-"jacobi none ssor-ai"}
 REPEAT=${REPEAT:-3}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-gen() { # name -> path of the matrix (generated on first use)
-  case $1 in
-    1138_bus|bcsstk13|s3rmt3m3) echo "matrices/$1.mtx"; return ;;
-    p2d100) set -- "$1" poisson2d --n 100 ;;
-    p3d40) set -- "$1" poisson3d --n 40 ;;
-    p3d64) set -- "$1" poisson3d --n 64 ;;
-    fem1e5) set -- "$1" fem2d --n 100000 --seed 7 ;;
-    fem4e5) set -- "$1" fem2d --n 400000 --seed 5 ;;
-    *) echo "unknown matrix $1" >&2; return 1 ;;
-  esac
-  local name=$1; shift
-  [ -f "$tmp/$name.mtx" ] || $B matgen "$@" --out "$tmp/$name.mtx" > /dev/null 2>&1
-  echo "$tmp/$name.mtx"
-}
+. "$(dirname "$0")/bench_matrices.sh"
 for r in $(seq 1 "$REPEAT"); do
   for name in $MATS; do
     m=$(gen "$name") || continue
