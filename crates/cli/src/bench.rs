@@ -85,6 +85,11 @@ pub(crate) struct SpmvArgs {
     /// Leave cuSPARSE out.
     #[arg(long)]
     no_cusparse: bool,
+    /// Time every call with L2 cold, as `tune` does: a read pass over twice the L2 is queued
+    /// ahead of every sample (so the launch latency is hidden too). Without it each sample is
+    /// one call of a repeated sequence, and a matrix that fits in L2 is read from there.
+    #[arg(long)]
+    flush_l2: bool,
     /// Which GPU (CUDA ordinal).
     #[arg(long, default_value_t = 0)]
     gpu: usize,
@@ -231,13 +236,15 @@ pub(crate) fn bench_spmv(a: SpmvArgs) -> Result<()> {
         SpmvBenchOptions::default()
     };
     o.cusparse = !a.no_cusparse;
+    o.flush_l2 = a.flush_l2;
     eprintln!(
-        "timing SpMV with {} of {} (n = {}, nnz = {}) on {} ...",
+        "timing SpMV with {} of {} (n = {}, nnz = {}) on {}{} ...",
         a.operand.name(),
         a.matrix.display(),
         m.nrows(),
         m.nnz(),
-        dev.props().name
+        dev.props().name,
+        if a.flush_l2 { ", L2 cold" } else { "" }
     );
     let r = bench_spmv(&dev, &m, &o)?;
     if a.json {

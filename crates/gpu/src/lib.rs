@@ -57,6 +57,6 @@ pub use probe::{gpu_available, nvrtc_available, nvrtc_version};
 pub use scalars::CgScalars;
 pub use sources::{KernelSource, ModuleSpec, DOT_BLOCK_SIZES};
 pub use timer::{
-    replays_like_the_solver, time_call, time_kernel, time_kernel_batched, time_kernel_replayed,
-    CallTiming, GpuTimer, ShortCalls, TimingStats, ITERATION_BYTES_PER_ROW,
+    replays_like_the_solver, time_call, time_kernel, time_kernel_batched, time_kernel_flushed,
+    time_kernel_replayed, CallTiming, GpuTimer, ShortCalls, TimingStats, ITERATION_BYTES_PER_ROW,
 };

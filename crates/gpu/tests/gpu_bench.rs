@@ -186,6 +186,56 @@ fn bench_skips_refused_formats(dev: GpuDevice) {
         .any(|r| r.launch.format == Format::Csr && r.status.is_ok()));
 }
 
+/// With `flush_l2` every timed candidate is marked L2-cold and still checked against the CPU's
+/// product; without, none is. The timer behind it flushes before every sample and takes at
+/// least `min_reps` and at most `MAX_FLUSHED_REPS` of them.
+fn bench_times_calls_with_l2_cold_when_asked(dev: GpuDevice) {
+    use autopcg_gpu::timer::MAX_FLUSHED_REPS;
+    use std::cell::Cell;
+    let a = poisson2d(120);
+    for flush_l2 in [true, false] {
+        let opts = SpmvBenchOptions {
+            threads: vec![256],
+            cusparse: cusparse_available().is_ok(),
+            flush_l2,
+            ..SpmvBenchOptions::quick()
+        };
+        let b = bench_spmv(&dev, &a, &opts).unwrap();
+        let timed: Vec<_> = b.records.iter().filter(|r| r.median_ms.is_some()).collect();
+        assert!(timed.len() >= 3, "{} timed records", timed.len());
+        for r in timed {
+            assert!(r.status.is_ok(), "{r:?}");
+            assert_eq!(r.l2_flushed, flush_l2, "{r:?}");
+            assert!(r.reps.unwrap() >= opts.min_reps, "{r:?}");
+        }
+    }
+    let x = dev.upload(&vec![1.0; 1000]).unwrap();
+    let mut y = dev.alloc_zeros::<f64>(1000).unwrap();
+    let (flushes, calls) = (Cell::new(0usize), Cell::new(0usize));
+    let cfg = autopcg_gpu::LaunchConfig::new(256, 4);
+    let variant = autopcg_catalog::VectorVariant::Elem;
+    for (min_reps, min_ms, most) in [(4, 0.0, 4), (2, 1e9, MAX_FLUSHED_REPS), (300, 0.0, 300)] {
+        flushes.set(0);
+        calls.set(0);
+        let s = autopcg_gpu::time_kernel_flushed(
+            &dev,
+            || {
+                flushes.set(flushes.get() + 1);
+                Ok(())
+            },
+            || {
+                calls.set(calls.get() + 1);
+                autopcg_gpu::kernels::vector::axpy(&dev, variant, cfg, 0.5, &x, &mut y)
+            },
+            min_reps,
+            min_ms,
+        )
+        .unwrap();
+        assert_eq!((s.reps, flushes.get(), calls.get()), (most, most, most + 1));
+        assert!(s.median_ms > 0.0 && s.min_ms <= s.max_ms, "{s:?}");
+    }
+}
+
 fn triad_bandwidth_is_plausible(dev: GpuDevice) {
     let t = measure_triad(&dev, 1 << 24).unwrap();
     assert_eq!(t.bytes, 24 << 24);
@@ -249,6 +299,7 @@ autopcg_gpu::test_main! {
     gpu: [
         bench_measures_every_format_and_marks_the_fastest,
         bench_skips_refused_formats,
+        bench_times_calls_with_l2_cold_when_asked,
         triad_bandwidth_is_plausible,
     ],
     gpu_cusparse: [

@@ -648,6 +648,7 @@ mod tests {
                 reps: 5,
             }),
             replayed: false,
+            l2_flushed: false,
         }
     }
 

@@ -248,6 +248,25 @@ pub fn evaluate_against(
     set: Option<MatrixSet>,
     fallback: Option<FallbackRule<'_>>,
 ) -> Result<SpmvEvalReport, ModelError> {
+    // Products launched alone timed with L2 cold and as repeated calls differ by the launch
+    // latency and, where the matrix fits in L2, by where it is read from: a model is judged on
+    // records of its own protocol only.
+    if !profile.spmv.is_empty() && profile.spmv_l2_flushed() != model.alone_l2_cold {
+        let how = |cold: bool| match cold {
+            true => "with L2 cold",
+            false => "as repeated calls",
+        };
+        return Err(ModelError::Fit {
+            what: "SpMV evaluation".into(),
+            reason: format!(
+                "the model's products launched alone were timed {} and the evaluation \
+                 profile's {}: measure the held-out matrices again with the tune that fitted \
+                 the model",
+                how(model.alone_l2_cold),
+                how(profile.spmv_l2_flushed())
+            ),
+        });
+    }
     let mut fallback_sel = Vec::new();
     let measured = measured_times(profile);
     let measured_replayed = measured_times_replayed(profile);
@@ -660,6 +679,37 @@ mod tests {
         ));
         // Every matrix: fit and eval together.
         assert!(evaluate(&model, None, &p, None).unwrap().matrices > 0);
+    }
+
+    /// A model fitted on products timed with L2 cold is judged on L2-cold records only, and
+    /// one fitted on repeated calls on repeated calls only: the protocols differ by the launch
+    /// latency and by where a matrix that fits in L2 is read from.
+    #[test]
+    fn a_model_is_judged_on_records_of_its_own_protocol() {
+        let warm = spmv_synth::profile(24);
+        let mut cold = warm.clone();
+        cold.spmv.iter_mut().for_each(|r| r.l2_flushed = true);
+        let opts = SpmvFitOptions::default();
+        let (mw, mc) = (
+            SpmvModel::fit(&warm, &opts).unwrap(),
+            SpmvModel::fit(&cold, &opts).unwrap(),
+        );
+        assert!(!mw.alone_l2_cold && mc.alone_l2_cold);
+        assert!(mc.notes.iter().any(|n| n.contains("L2 cold")));
+        let set = Some(MatrixSet::Eval);
+        assert!(evaluate(&mw, None, &warm, set).is_ok());
+        assert!(evaluate(&mc, None, &cold, set).is_ok());
+        for (m, p) in [(&mw, &cold), (&mc, &warm)] {
+            match evaluate(m, None, p, set) {
+                Err(ModelError::Fit { reason, .. }) => {
+                    assert!(
+                        reason.contains("measure the held-out matrices again"),
+                        "{reason}"
+                    )
+                }
+                other => panic!("judged across protocols: {other:?}"),
+            }
+        }
     }
 }
 

@@ -315,6 +315,7 @@ pub(crate) fn profile_with(
                     status: Status::Ok,
                     timing: None,
                     replayed: false,
+                    l2_flushed: false,
                 };
                 if applicable {
                     let ms = time(c, w) * (1.0 + noise * rng.normal());
@@ -344,6 +345,7 @@ pub(crate) fn profile_with(
                     status: Status::Ok,
                     timing: Some(timing(scalar * f)),
                     replayed: false,
+                    l2_flushed: false,
                 });
             }
             for (format, slots, ok) in [

@@ -37,6 +37,16 @@
 //! one regime instead made the held-out choices on the larger matrices worse (within 5% of
 //! the best on 47% of them against 74%).
 //!
+//! The products launched alone are timed with L2 cold ([`autopcg_gpu::time_kernel_flushed`]:
+//! a read pass over twice the L2 queued ahead of every sample, so the call also starts
+//! without the host's launch latency), as a product whose iteration does not fit in L2 runs
+//! in the solver's graphs. Repeated instead, a matrix that fits in L2 alone (but not with the
+//! rest of its iteration) was read from there every time, and each sample carried the launch
+//! latency: the H200's model priced SSOR-AI's 13-diagonal explicit product of 3D Poisson 64^3
+//! at 9.2 us against 7.9 us for each of the factored form's two 4-diagonal passes, it and the
+//! H100's model chose the explicit form, and their plans ran 8% and 6.5% slower per iteration
+//! than the fixed rule's factored form (2026-12-03 and 2026-12-07).
+//!
 //! Every vector and reduction configuration is launched as the plan launches it: a grid of a
 //! fixed block count is capped at the blocks that cover the work at the length
 //! ([`autopcg_catalog::VectorVariant::launch_at`], [`autopcg_catalog::Reduction::launch_at`]);
@@ -568,6 +578,7 @@ impl Measurer for GpuMeasurer<'_> {
                     },
                     status: status(r.status),
                     replayed: false,
+                    l2_flushed: r.l2_flushed,
                 };
                 let replayed = r.replayed.map(|t| SpmvRecord {
                     timing: Some(Timing {
@@ -577,6 +588,7 @@ impl Measurer for GpuMeasurer<'_> {
                         reps: t.reps,
                     }),
                     replayed: true,
+                    l2_flushed: false,
                     ..alone.clone()
                 });
                 std::iter::once(alone).chain(replayed)

@@ -503,6 +503,8 @@ mod cost {
     pub const LAUNCH_S: f64 = 4e-6;
     /// Fixed seconds per measurement: events, synchronisations, writing the record.
     pub const MEASURE_OVERHEAD_S: f64 = 2e-4;
+    /// Seconds the host waits for one event-timed sample beyond its work.
+    pub const SYNC_S: f64 = 1e-5;
     /// Host-device copy rate of pageable memory, bytes per second.
     pub const COPY_BPS: f64 = 10e9;
     /// Host seconds per stored entry of a benchmark matrix inside the SpMV benchmark:
@@ -861,7 +863,9 @@ impl Sweep {
     /// The SpMV benchmark options of a sweep: every thread count of the sweep, both grid
     /// policies, cuSPARSE, no triad; 5 samples and 2 ms (3 and 0.5 ms when quick); matrices
     /// whose iteration fits in half of L2 also timed from graph replays, as the solver runs
-    /// them (`replays_spmv_at`, the rule the reductions and updates follow). The check
+    /// them (`replays_spmv_at`, the rule the reductions and updates follow); the calls launched
+    /// alone timed with L2 cold (`flush_l2`), as a product whose iteration does not fit in L2
+    /// runs in the solver. The check
     /// tolerance is looser than the benchmark's default so that the long rows of the power-law
     /// matrices (whose rounding grows with the row length) are not reported as wrong.
     pub fn spmv_options(quick: bool) -> SpmvBenchOptions {
@@ -882,6 +886,7 @@ impl Sweep {
             cusparse: true,
             triad: false,
             replay_within_l2: true,
+            flush_l2: true,
         }
     }
 
@@ -951,7 +956,19 @@ impl Sweep {
             ..TimingPolicy::full()
         };
         let check = 3.0 * 8.0 * n / cost::COPY_BPS + 2.0 * n * cost::CHECK_S_PER_ROW + t;
-        let per_candidate = measurement_s(t, &pol) + check;
+        // Timed with L2 cold, every sample also reads twice the L2 and waits for the call.
+        let flushes = match self.spmv.flush_l2 {
+            true => {
+                let reps = ((pol.min_ms * 1e-3 / t).ceil() as usize).clamp(
+                    pol.min_reps,
+                    autopcg_gpu::timer::MAX_FLUSHED_REPS.max(pol.min_reps),
+                );
+                let flush = 2.0 * f64::from(self.device.l2_bytes) / bandwidth + cost::SYNC_S;
+                reps as f64 * flush
+            }
+            false => 0.0,
+        };
+        let per_candidate = measurement_s(t, &pol) + check + flushes;
         let host = z * cost::HOST_S_PER_NNZ + 5.0 * 12.0 * z / cost::COPY_BPS;
         candidates * per_candidate + host
     }

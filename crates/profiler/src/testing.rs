@@ -271,6 +271,7 @@ impl Measurer for FakeMeasurer {
                 status: Status::Ok,
                 timing: Some(FakeMeasurer::formula(bytes, t.unwrap_or(256), k)),
                 replayed: false,
+                l2_flushed: opts.flush_l2,
             }
         };
         let csr = [SpmvKernel::CsrScalar, SpmvKernel::CsrVector(4)];
@@ -321,6 +322,7 @@ impl Measurer for FakeMeasurer {
                     SpmvRecord {
                         timing: Some(t),
                         replayed: true,
+                        l2_flushed: false,
                         ..r.clone()
                     }
                 })

@@ -613,3 +613,41 @@ fn small_matrices_are_also_timed_replayed() {
     }
     assert_unique(&keys(&path));
 }
+
+/// A profile whose products were timed as repeated calls (before the SpMV stage timed them
+/// with L2 cold) gets its matrices measured again on resume, once each; its reader then keeps
+/// the L2-cold records and sets the old ones aside, and a second resume measures nothing.
+#[test]
+fn a_profile_of_repeated_calls_gets_its_matrices_timed_with_l2_cold_on_resume() {
+    let spec = hopper_like_props();
+    let mut sweep = small_sweep(&spec, true);
+    assert!(
+        sweep.spmv.flush_l2,
+        "the sweep's products are timed with L2 cold"
+    );
+    sweep.vector.clear();
+    sweep.dot.clear();
+    sweep.epilogue.clear();
+    sweep.occupancy.clear();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p.jsonl");
+    let mut old = sweep.clone();
+    old.spmv.flush_l2 = false;
+    run(&old, &path, &mut FakeMeasurer::new(spec.clone())).unwrap();
+    let before = Profile::read(&path).unwrap();
+    assert!(!before.spmv_l2_flushed() && !before.spmv.is_empty());
+    let mut fake = FakeMeasurer::new(spec.clone());
+    run(&sweep, &path, &mut fake).unwrap();
+    assert_eq!(fake.measured, sweep.matrices.len());
+    let p = Profile::read(&path).unwrap();
+    assert!(p.spmv_l2_flushed());
+    assert_eq!(p.spmv.len(), before.spmv.len());
+    assert_eq!(p.superseded_spmv, before.spmv.len());
+    // The replayed records and the matrix records keep their keys: written once.
+    assert_eq!(p.spmv_replayed.len(), before.spmv_replayed.len());
+    assert_eq!(p.matrices.len(), sweep.matrices.len());
+    assert_unique(&keys(&path));
+    let mut again = FakeMeasurer::new(spec.clone());
+    run(&sweep, &path, &mut again).unwrap();
+    assert_eq!(again.measured, 0);
+}

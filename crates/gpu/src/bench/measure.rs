@@ -1,6 +1,7 @@
 //! Measuring one candidate on the GPU: `y` poisoned with NaN, one run checked against the CPU's
 //! product row by row ([`compare_rows`]), then [`time_kernel`] (a warm-up call, then event-timed
-//! repetitions until a minimum count and time) and, where the options ask for it and the
+//! repetitions until a minimum count and time; [`time_kernel_flushed`], L2 cold, where the
+//! options ask for it) and, where the options ask for it and the
 //! matrix's iteration fits in half of L2 ([`replays_spmv_at`]), [`time_call`] from graph
 //! replays as well (the record's `replayed`); then `y` checked again. A wrong result is
 //! recorded as failed and not timed. [`GpuSide`] is the GPU's part of the sweep.
@@ -15,8 +16,12 @@ use super::matrix::{DeviceMatrix, HostMatrix};
 use super::records::{RecordStatus, SpmvBenchOptions, SpmvRecord};
 use super::sweep::{DeviceSide, Run};
 use crate::cusparse::CusparseSpmv;
+use crate::kernels::dot::{dot, DotKernel, DotWorkspace};
 use crate::sources::ModuleSpec;
-use crate::{time_call, time_kernel, DeviceVec, GpuDevice, GpuError, ShortCalls, TimingStats};
+use crate::{
+    time_call, time_kernel, time_kernel_flushed, DeviceVec, GpuDevice, GpuError, LaunchConfig,
+    ShortCalls, TimingStats,
+};
 
 pub use autopcg_catalog::{replays_spmv_at, ITERATION_VECTOR_BYTES_PER_ROW};
 
@@ -82,6 +87,45 @@ pub(crate) struct GpuSide<'a> {
     csr_bytes: u64,
     /// Whether candidates are also timed from graph replays ([`replays_spmv_at`]).
     replay: bool,
+    /// What evicts the matrix from L2 before each sample, where the options ask for it.
+    flush: Option<L2Flush>,
+}
+
+/// A read pass over twice the device's L2 (a dot product of a buffer with itself): queued
+/// ahead of a sample, it leaves L2 holding none of the call's data, and only clean lines (a
+/// written buffer would leave dirty lines whose write-back the call would pay).
+pub(crate) struct L2Flush {
+    buf: DeviceVec<f64>,
+    ws: DotWorkspace,
+    cfg: LaunchConfig,
+}
+
+impl L2Flush {
+    /// Threads per block of the pass.
+    const THREADS: u32 = 256;
+
+    pub(crate) fn new(dev: &GpuDevice) -> Result<L2Flush, GpuError> {
+        let props = dev.props();
+        let len = (2 * u64::from(props.l2_bytes)).div_ceil(8).max(1) as usize;
+        let blocks = (4 * props.sm_count).max(1);
+        Ok(L2Flush {
+            buf: dev.alloc_zeros(len)?,
+            ws: DotWorkspace::new(dev, blocks)?,
+            cfg: LaunchConfig::new(Self::THREADS, blocks),
+        })
+    }
+
+    /// Queues the pass.
+    pub(crate) fn run(&mut self, dev: &GpuDevice) -> Result<(), GpuError> {
+        dot(
+            dev,
+            DotKernel::LastBlock,
+            self.cfg,
+            &self.buf,
+            &self.buf,
+            &mut self.ws,
+        )
+    }
 }
 
 impl<'a> GpuSide<'a> {
@@ -109,6 +153,10 @@ impl<'a> GpuSide<'a> {
             scale,
             csr_bytes,
             replay,
+            flush: match opts.flush_l2 {
+                true => Some(L2Flush::new(dev)?),
+                false => None,
+            },
         })
     }
 
@@ -123,6 +171,7 @@ impl<'a> GpuSide<'a> {
             Ok((stats, replayed, err)) => {
                 let s = stats.median_ms * 1e-3;
                 rec.replayed = replayed;
+                rec.l2_flushed = self.flush.is_some();
                 rec.median_ms = Some(stats.median_ms);
                 rec.min_ms = Some(stats.min_ms);
                 rec.max_ms = Some(stats.max_ms);
@@ -156,7 +205,12 @@ impl<'a> GpuSide<'a> {
         let first = self.check("first run")?;
         let (x, y) = (&self.x, &mut self.y);
         let (min_reps, min_ms) = (self.opts.min_reps, self.opts.min_ms);
-        let stats = time_kernel(dev, || run(x, &mut *y), min_reps, min_ms)?;
+        let stats = match self.flush.as_mut() {
+            Some(f) => {
+                time_kernel_flushed(dev, || f.run(dev), || run(x, &mut *y), min_reps, min_ms)?
+            }
+            None => time_kernel(dev, || run(x, &mut *y), min_reps, min_ms)?,
+        };
         let replayed = match self.replay {
             true => Some(
                 time_call(

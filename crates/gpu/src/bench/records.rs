@@ -41,6 +41,12 @@ pub struct SpmvBenchOptions {
     /// the benchmark's default: every sample one call launched alone only).
     #[serde(default)]
     pub replay_within_l2: bool,
+    /// Time the calls launched alone with L2 cold ([`time_kernel_flushed`](crate::time_kernel_flushed):
+    /// a read pass over twice the L2 queued ahead of every sample, which also hides the launch
+    /// latency), into records marked [`SpmvRecord::l2_flushed`]; false (the benchmark's
+    /// default): repeated calls, the matrix in L2 wherever it fits there.
+    #[serde(default)]
+    pub flush_l2: bool,
 }
 
 impl Default for SpmvBenchOptions {
@@ -56,6 +62,7 @@ impl Default for SpmvBenchOptions {
             cusparse: true,
             triad: true,
             replay_within_l2: false,
+            flush_l2: false,
         }
     }
 }
@@ -159,6 +166,10 @@ pub struct SpmvRecord {
     /// L2; absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replayed: Option<crate::TimingStats>,
+    /// The timing above was taken with L2 cold ([`SpmvBenchOptions::flush_l2`]); absent
+    /// (false) for repeated calls.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub l2_flushed: bool,
 }
 
 impl SpmvRecord {
@@ -177,6 +188,7 @@ impl SpmvRecord {
             gbps_format: None,
             max_rel_err: None,
             replayed: None,
+            l2_flushed: false,
         }
     }
 

@@ -84,6 +84,12 @@ impl SpmvBench {
             f.row_len_max
         );
         let _ = writeln!(s, "{}", self.bytes_formula);
+        if self.records.iter().any(|r| r.l2_flushed) {
+            let _ = writeln!(
+                s,
+                "timed with L2 cold: a read pass over twice the L2 ahead of every sample"
+            );
+        }
         let _ = writeln!(
             s,
             "bytes per SpMV for GB/s: {} ({:.1} MB)",

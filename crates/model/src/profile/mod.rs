@@ -61,6 +61,10 @@ pub struct Profile {
     pub stages: Vec<StageRecord>,
     /// Writing sessions stamped (0 in profiles from before sessions were recorded).
     pub sessions: usize,
+    /// SpMV records launched alone that [`Profile::read`] set aside because the profile also
+    /// holds records timed with L2 cold ([`SpmvRecord::l2_flushed`]): a profile resumed after
+    /// the protocol changed keeps its old lines, and the models read one protocol.
+    pub superseded_spmv: usize,
 }
 
 impl Profile {
@@ -143,7 +147,24 @@ impl Profile {
                 reason,
             })?;
         }
+        p.keep_one_spmv_protocol();
         Ok(p)
+    }
+
+    /// Where any SpMV record launched alone was timed with L2 cold, sets aside those that were
+    /// not (counted in [`Profile::superseded_spmv`]).
+    pub fn keep_one_spmv_protocol(&mut self) {
+        if self.spmv.iter().any(|r| r.l2_flushed) {
+            let before = self.spmv.len();
+            self.spmv.retain(|r| r.l2_flushed);
+            self.superseded_spmv += before - self.spmv.len();
+        }
+    }
+
+    /// Whether the SpMV records launched alone were timed with L2 cold (every one, after
+    /// [`Profile::read`]); false for an older profile, or one without SpMV records.
+    pub fn spmv_l2_flushed(&self) -> bool {
+        !self.spmv.is_empty() && self.spmv.iter().all(|r| r.l2_flushed)
     }
 
     /// The device of the header.

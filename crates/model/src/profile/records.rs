@@ -298,6 +298,13 @@ pub struct SpmvRecord {
     /// Absent (false) from records launched alone and from profiles written before.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub replayed: bool,
+    /// Launched alone with L2 cold: a read pass over twice the L2 queued ahead of every sample,
+    /// which also hides the launch latency (the profiler's protocol since 2026-12-07). Absent
+    /// (false) from records of calls repeated with the matrix left in L2, and from replayed
+    /// ones. A profile holding records of both protocols is read by the flushed ones only
+    /// ([`crate::profile::Profile::superseded_spmv`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub l2_flushed: bool,
 }
 
 impl SpmvRecord {
@@ -394,12 +401,13 @@ impl Record {
             )),
             Record::Matrix(m) => Some(format!("matrix/{}", m.id)),
             Record::Spmv(s) => Some(format!(
-                "spmv/{}/{}/{}/{}{}",
+                "spmv/{}/{}/{}/{}{}{}",
                 s.matrix,
                 s.candidate().name(),
                 opt(s.launch.blocks),
                 opt(s.launch.coo_blocks),
-                if s.replayed { "/replayed" } else { "" }
+                if s.replayed { "/replayed" } else { "" },
+                if s.l2_flushed { "/flushed" } else { "" }
             )),
             Record::Conversion(c) => Some(format!("conversion/{}/{}", c.matrix, c.format)),
             Record::Epilogue(e) => Some(format!(

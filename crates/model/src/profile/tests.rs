@@ -204,3 +204,60 @@ fn gz_profiles_read_back() {
     enc.finish().unwrap();
     assert_eq!(Profile::read(&gz).unwrap(), Profile::read(&path).unwrap());
 }
+
+fn spmv_rec(matrix: &str, ms: f64, replayed: bool, l2_flushed: bool) -> Record {
+    use autopcg_catalog::{Format, GridPolicy, SpmvImpl, SpmvKernel, SpmvLaunch};
+    Record::Spmv(SpmvRecord {
+        matrix: matrix.into(),
+        launch: SpmvLaunch {
+            format: Format::Csr,
+            kernel: SpmvImpl::Kernel(SpmvKernel::CsrScalar),
+            threads: Some(256),
+            blocks: Some(40),
+            coo_blocks: None,
+            grid: Some(GridPolicy::Cover),
+        },
+        status: Status::Ok,
+        timing: Some(Timing {
+            median_ms: ms,
+            min_ms: ms,
+            max_ms: ms,
+            reps: 5,
+        }),
+        replayed,
+        l2_flushed,
+    })
+}
+
+/// A profile resumed after the SpMV protocol changed holds calls timed both ways: its reader
+/// keeps the L2-cold ones and counts the others aside, and a resume measures the cold ones
+/// anew (their keys differ). The replayed records are never set aside.
+#[test]
+fn records_timed_with_l2_cold_supersede_repeated_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p.jsonl");
+    let mut w = ProfileWriter::open(&path, &header("GPU A")).unwrap();
+    for r in [
+        spmv_rec("a", 0.008, false, false),
+        spmv_rec("b", 0.009, false, false),
+        spmv_rec("a", 0.002, true, false),
+    ] {
+        w.write(&r).unwrap();
+    }
+    drop(w);
+    let old = Profile::read(&path).unwrap();
+    assert_eq!((old.spmv.len(), old.superseded_spmv), (2, 0));
+    assert!(!old.spmv_l2_flushed());
+    let w = ProfileWriter::open(&path, &header("GPU A")).unwrap();
+    let cold = spmv_rec("a", 0.004, false, true);
+    assert!(w.has(&spmv_rec("a", 0.1, false, false).key().unwrap()));
+    assert!(!w.has(&cold.key().unwrap()));
+    let mut w = w;
+    w.write(&cold).unwrap();
+    drop(w);
+    let p = Profile::read(&path).unwrap();
+    assert_eq!((p.spmv.len(), p.superseded_spmv), (1, 2));
+    assert_eq!(p.spmv[0].timing.unwrap().median_ms, 0.004);
+    assert!(p.spmv_l2_flushed());
+    assert_eq!(p.spmv_replayed.len(), 1);
+}

@@ -130,6 +130,11 @@ impl ProfileWriter {
         self.keys.contains(key)
     }
 
+    /// True when a key in the file satisfies `pred`.
+    pub fn has_any(&self, pred: impl Fn(&str) -> bool) -> bool {
+        self.keys.iter().any(|k| pred(k))
+    }
+
     /// Measurement records found in the file when it was opened.
     pub fn resumed(&self) -> usize {
         self.resumed

@@ -249,6 +249,11 @@ pub struct SpmvModel {
     pub padding: PaddingLimits,
     /// One model per candidate, in [`model_order`], fitted on the products launched alone.
     pub candidates: Vec<CandidateModel>,
+    /// Whether the products launched alone were timed with L2 cold (the profile's records are
+    /// [`crate::profile::SpmvRecord::l2_flushed`]); false for models fitted on repeated calls,
+    /// which time a matrix that fits in L2 from there and carry the launch latency. A model is
+    /// judged on held-out records of its own protocol.
+    pub alone_l2_cold: bool,
     /// One model per candidate of the replayed regime, in [`model_order`]: fitted on the
     /// products timed from graph replays on the matrices whose iteration fits in half of L2
     /// (where launched alone every candidate times the host's launch pacing), and used to
@@ -347,10 +352,25 @@ impl SpmvModel {
             ));
         }
         let conversions = fit_conversions(profile, &matrices, opts, &mut notes);
+        let alone_l2_cold = profile.spmv_l2_flushed();
+        if alone_l2_cold {
+            notes.push(
+                "products launched alone timed with L2 cold (a read pass over twice the L2 \
+                 ahead of every sample)"
+                    .to_string(),
+            );
+        }
+        if profile.superseded_spmv > 0 {
+            notes.push(format!(
+                "{} records of repeated calls set aside: the profile holds L2-cold ones",
+                profile.superseded_spmv
+            ));
+        }
         Ok(SpmvModel {
             device: device.clone(),
             padding: opts.padding,
             candidates,
+            alone_l2_cold,
             replayed,
             conversions,
             dropped,
@@ -682,6 +702,8 @@ struct StoredSpmvModel {
     limits: StoredLimits,
     padding: PaddingLimits,
     candidates: Vec<CandidateModel>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    alone_l2_cold: bool,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     replayed: Vec<CandidateModel>,
     conversions: Vec<ConversionModel>,
@@ -695,6 +717,7 @@ impl From<StoredSpmvModel> for SpmvModel {
             device: s.limits.device(s.device),
             padding: s.padding,
             candidates: s.candidates,
+            alone_l2_cold: s.alone_l2_cold,
             replayed: s.replayed,
             conversions: s.conversions,
             dropped: s.dropped,
@@ -710,6 +733,7 @@ impl From<SpmvModel> for StoredSpmvModel {
             device: m.device.name,
             padding: m.padding,
             candidates: m.candidates,
+            alone_l2_cold: m.alone_l2_cold,
             replayed: m.replayed,
             conversions: m.conversions,
             dropped: m.dropped,

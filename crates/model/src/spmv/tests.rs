@@ -551,6 +551,7 @@ fn with_replayed_twins(p: &mut Profile) -> std::collections::HashSet<String> {
                     reps: t.reps,
                 }),
                 replayed: true,
+                l2_flushed: false,
                 ..r.clone()
             }
         })

@@ -239,16 +239,30 @@ pub(super) struct Todo {
     matrix_cost: f64,
 }
 
+/// Whether the profile holds a product of matrix `id` timed with L2 cold (its key ends in
+/// `/flushed`, [`autopcg_model::profile::Record::key`]).
+fn has_flushed_spmv(writer: &ProfileWriter, id: &str) -> bool {
+    let prefix = format!("spmv/{id}/");
+    writer.has_any(|k| k.starts_with(&prefix) && k.ends_with("/flushed"))
+}
+
 impl Todo {
     /// What `sweep` has left to measure into `writer`'s profile.
     pub(super) fn of(sweep: &Sweep, writer: &ProfileWriter) -> Todo {
         let vector = pending(&sweep.vector, writer);
         let dot = pending(&sweep.dot, writer);
         let epilogue = pending(&sweep.epilogue, writer);
+        // A matrix is measured again when the profile holds it timed by another protocol
+        // than the sweep's: without a product timed with L2 cold where the sweep flushes
+        // (a profile written before the protocol changed; its reader then keeps the new
+        // records only).
         let matrices: Vec<bool> = sweep
             .matrices
             .iter()
-            .map(|mm| !writer.has(&matrix_key(&mm.id)))
+            .map(|mm| {
+                !writer.has(&matrix_key(&mm.id))
+                    || (sweep.spmv.flush_l2 && !has_flushed_spmv(writer, &mm.id))
+            })
             .collect();
         Todo {
             vector_cost: pending_cost(sweep, &sweep.vector, &vector),
@@ -513,7 +527,8 @@ impl Run<'_> {
         for c in bench.conversions {
             self.write_new(st, &Record::Conversion(c))?;
         }
-        // Last: the record that marks the matrix done.
+        // Last: the record that marks the matrix done (already there when a matrix timed by
+        // another protocol was measured again).
         let rec = Record::Matrix(Box::new(MatrixRecord {
             id: spec.id.clone(),
             set: spec.set,
@@ -521,7 +536,7 @@ impl Run<'_> {
             features: bench.features,
             work,
         }));
-        self.write(st, &rec)?;
+        self.write_new(st, &rec)?;
         st.measured(&mut self.clock, cost, t0.elapsed());
         st.show(&self.clock, self.obs, &spec.id);
         Ok(())
