@@ -128,9 +128,11 @@ pub(crate) fn eval_model(a: EvalArgs) -> Result<()> {
                 Some(p) => p.clone(),
                 None => model_path.with_file_name(format!("{}.eval.jsonl", spec.slug())),
             };
-            // Fail before measuring if the model is unusable.
-            ModelFile::load_for_device(&model_path, &spec.name)?;
-            let opts = SweepOptions::new(false, base_dir());
+            // Fail before measuring if the model is unusable. The held-out matrices are
+            // timed by the protocol the model's products were timed with.
+            let model = ModelFile::load_for_device(&model_path, &spec.name)?;
+            let mut opts = SweepOptions::new(false, base_dir());
+            opts.spmv_l2_cold = model.spmv.alone_l2_cold;
             let mut writer = open_profile(&eval_path, &spec, false)?;
             eprintln!(
                 "measuring the evaluation matrices on {} into {}{}",

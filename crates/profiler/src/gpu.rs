@@ -37,15 +37,19 @@
 //! one regime instead made the held-out choices on the larger matrices worse (within 5% of
 //! the best on 47% of them against 74%).
 //!
-//! The products launched alone are timed with L2 cold ([`autopcg_gpu::time_kernel_flushed`]:
-//! a read pass over twice the L2 queued ahead of every sample, so the call also starts
-//! without the host's launch latency), as a product whose iteration does not fit in L2 runs
-//! in the solver's graphs. Repeated instead, a matrix that fits in L2 alone (but not with the
-//! rest of its iteration) was read from there every time, and each sample carried the launch
-//! latency: the H200's model priced SSOR-AI's 13-diagonal explicit product of 3D Poisson 64^3
-//! at 9.2 us against 7.9 us for each of the factored form's two 4-diagonal passes, it and the
-//! H100's model chose the explicit form, and their plans ran 8% and 6.5% slower per iteration
-//! than the fixed rule's factored form (2026-12-03 and 2026-12-07).
+//! Where the sweep asks for it ([`crate::SweepOptions::spmv_l2_cold`]), the products launched
+//! alone are timed with L2 cold instead ([`autopcg_gpu::time_kernel_flushed`]: a read pass over
+//! twice the L2 queued ahead of every sample, so the call also starts without the host's
+//! launch latency). Repeated, a matrix that fits in L2 alone but not with the rest of its
+//! iteration is read from there every time, and each sample carries the launch latency: the
+//! H200's model priced SSOR-AI's 13-diagonal explicit product of 3D Poisson 64^3 at 9.2 us
+//! against 7.9 us for each of the factored form's two 4-diagonal passes, and its plan ran 8%
+//! slower per iteration than the fixed rule's factored form (6.5% on the H100). Timed cold,
+//! the H100's model still chose the explicit form (13.1 us against 14.7 us for the two
+//! passes) and the plan ran as slowly (2026-12-07): what separates the forms there is whether
+//! the whole iteration stays in L2 (with A, the factored form moves about 48 MB a solve
+//! iteration, the explicit one about 59 MB, against the H100's 52 MB of L2), which timing one
+//! call at a time, either way, does not see.
 //!
 //! Every vector and reduction configuration is launched as the plan launches it: a grid of a
 //! fixed block count is capped at the blocks that cover the work at the length

@@ -20,8 +20,14 @@ fn base() -> PathBuf {
 
 /// A small plan: lengths up to 2e5, two small matrices.
 fn small_sweep(spec: &DeviceProps, quick: bool) -> Sweep {
+    small_sweep_with(spec, quick, false)
+}
+
+/// [`small_sweep`], its products launched alone timed with L2 cold where `l2_cold`.
+fn small_sweep_with(spec: &DeviceProps, quick: bool, l2_cold: bool) -> Sweep {
     let mut opts = SweepOptions::new(quick, base());
     opts.max_vector_len = 200_000;
+    opts.spmv_l2_cold = l2_cold;
     let mut m = FakeMeasurer::new(spec.clone());
     let table = kernel_table(&mut m, &opts).unwrap();
     let mut s = Sweep::plan(spec, &opts, &table).unwrap();
@@ -620,11 +626,12 @@ fn small_matrices_are_also_timed_replayed() {
 #[test]
 fn a_profile_of_repeated_calls_gets_its_matrices_timed_with_l2_cold_on_resume() {
     let spec = hopper_like_props();
-    let mut sweep = small_sweep(&spec, true);
     assert!(
-        sweep.spmv.flush_l2,
-        "the sweep's products are timed with L2 cold"
+        !small_sweep(&spec, true).spmv.flush_l2,
+        "repeated calls are the default"
     );
+    let mut sweep = small_sweep_with(&spec, true, true);
+    assert!(sweep.spmv.flush_l2, "spmv_l2_cold reaches the SpMV stage");
     sweep.vector.clear();
     sweep.dot.clear();
     sweep.epilogue.clear();
