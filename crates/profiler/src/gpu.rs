@@ -46,10 +46,10 @@
 //! against 7.9 us for each of the factored form's two 4-diagonal passes, and its plan ran 8%
 //! slower per iteration than the fixed rule's factored form (6.5% on the H100). Timed cold,
 //! the H100's model still chose the explicit form (13.1 us against 14.7 us for the two
-//! passes) and the plan ran as slowly (2026-12-07): what separates the forms there is whether
-//! the whole iteration stays in L2 (with A, the factored form moves about 48 MB a solve
-//! iteration, the explicit one about 59 MB, against the H100's 52 MB of L2), which timing one
-//! call at a time, either way, does not see.
+//! passes) and the plan ran as slowly (2026-12-07): in the solver's iteration the factored
+//! form adds about what its two passes take alone (15.7 us), the explicit one 3-7 us more than
+//! its product alone by either timing (18.7 us against 11.6 repeated and 13.9 cold), an
+//! excess that no timing of one call at a time sees.
 //!
 //! Every vector and reduction configuration is launched as the plan launches it: a grid of a
 //! fixed block count is capped at the blocks that cover the work at the length
