@@ -24,19 +24,11 @@ MAX_ITER=${MAX_ITER:-3000}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 . "$(dirname "$0")/bench_matrices.sh"
-for r in $(seq 1 "$REPEAT"); do
-  for name in $MATS; do
-    m=$(gen "$name") || continue
-    for p in $PRECONDS; do
-      for mm in $MODELS; do
-        label=${mm%%:*}; file=${mm#*:}
-        timeout 300 $B solve "$m" --device gpu --precond "$p" --model "$file" \
-          --max-iter "$MAX_ITER" --json --explain \
-          > "$out/json/$name.$p.$label.$r.json" 2> "$out/json/$name.$p.$label.$r.err"
-      done
-    done
-  done
-done
+one() {
+  timeout 300 $B solve "$1" --device gpu --precond "$2" --model "$3" \
+    --max-iter "$MAX_ITER" --json --explain
+}
+rounds one
 python3 - "$out/json" "$MODELS" "$MATS" <<'PY'
 import json, glob, os, sys, statistics as st
 d, models, mats = sys.argv[1], sys.argv[2].split(), sys.argv[3].split()

@@ -23,18 +23,8 @@ REPEAT=${REPEAT:-3}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 . "$(dirname "$0")/bench_matrices.sh"
-for r in $(seq 1 "$REPEAT"); do
-  for name in $MATS; do
-    m=$(gen "$name") || continue
-    for p in $PRECONDS; do
-      for mm in $MODELS; do
-        label=${mm%%:*}; file=${mm#*:}
-        timeout 120 $B bench pcg "$m" --precond "$p" --model "$file" --json \
-          > "$out/json/$name.$p.$label.$r.json" 2> "$out/json/$name.$p.$label.$r.err"
-      done
-    done
-  done
-done
+one() { timeout 120 $B bench pcg "$1" --precond "$2" --model "$3" --json; }
+rounds one
 python3 - "$out/json" "$MODELS" "$MATS" "$PRECONDS" <<'PY'
 import json, glob, os, sys, statistics as st
 d, models, mats, preconds = sys.argv[1], sys.argv[2].split(), sys.argv[3].split(), sys.argv[4].split()
