@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# One call on a GPU host: the GPU test suite, then the figures of the README's performance
-# section: SpMV tables (every kernel and cuSPARSE), PCG solves and per-step times, and the
-# peers (cuSPARSE SpMV and cg through CuPy) on the same matrices.
+# One call on a GPU host: the GPU test suite, then the figures of the first GPU baseline
+# (docs/performance.md): SpMV tables (every kernel and cuSPARSE), PCG solves and per-step
+# times, and the peers (cuSPARSE SpMV and cg through CuPy) on the same matrices.
 # Usage, from the repository root after ../shared/tools/gpu-bundle:
 #     tools/gpu_check.sh [OUTDIR]        (logs and JSON into OUTDIR, default ./gpu-check-out)
 # Environment: SKIP_TESTS=1 skips the test suite; N3D (default 192) sets the 3D Poisson size.

@@ -1156,7 +1156,7 @@ fn reserved_gpu_backend(
 /// earlier setup, or `crate::open_gpu_ahead_for`, which also grows the memory pool) every
 /// count is made on the device from the arrays uploaded ahead: a warm setup of 1e4 rows with
 /// SSOR-AI took 1.64-1.73 ms counted there against 2.12 ms on the host, of 1.1e5 rows
-/// 2.77-3.12 against 6.61-6.97 ms (README, "SSOR-AI's checks of A on the device").
+/// 2.77-3.12 against 6.61-6.97 ms (docs/performance.md, "SSOR-AI's checks of A on the device").
 #[cfg(feature = "gpu")]
 pub const DEVICE_GRAM_COUNT_MIN_NNZ: usize = 1_000_000;
 
