@@ -118,18 +118,34 @@ pub fn time_kernel_batched(
     launch()?;
     dev.synchronize()?;
     let timer = GpuTimer::new(dev)?;
-    let mut samples = Vec::new();
-    let mut total = 0.0;
-    while samples.len() < MAX_REPS && (samples.len() < min_reps.max(1) || total < min_ms) {
+    sample_until(dev, MAX_REPS, min_reps, min_ms, batch, || {
         timer.start()?;
         for _ in 0..batch {
             launch()?;
         }
-        let ms = timer.stop()?;
+        timer.stop()
+    })
+}
+
+/// The sampling loop of the timers: `take` times one sample (milliseconds, covering `per`
+/// calls), repeated until at least `min_reps` samples (one at least) and `min_ms` milliseconds
+/// were taken, or `most` samples; then a synchronisation, so that errors of the timed launches
+/// surface here rather than in the next, unrelated call. Each sample is divided by `per`.
+fn sample_until(
+    dev: &GpuDevice,
+    most: usize,
+    min_reps: usize,
+    min_ms: f64,
+    per: usize,
+    mut take: impl FnMut() -> Result<f64, GpuError>,
+) -> Result<TimingStats, GpuError> {
+    let mut samples = Vec::new();
+    let mut total = 0.0;
+    while samples.len() < most && (samples.len() < min_reps.max(1) || total < min_ms) {
+        let ms = take()?;
         total += ms;
-        samples.push(ms / batch as f64);
+        samples.push(ms / per.max(1) as f64);
     }
-    // Errors of the timed launches surface here rather than in the next, unrelated call.
     dev.synchronize()?;
     TimingStats::from_samples(&samples).ok_or_else(|| GpuError::InvalidInput {
         what: "timing".into(),
@@ -167,20 +183,11 @@ pub fn time_kernel_flushed(
     dev.synchronize()?;
     let timer = GpuTimer::new(dev)?;
     let most = MAX_FLUSHED_REPS.max(min_reps);
-    let mut samples = Vec::new();
-    let mut total = 0.0;
-    while samples.len() < most && (samples.len() < min_reps.max(1) || total < min_ms) {
+    sample_until(dev, most, min_reps, min_ms, 1, || {
         flush()?;
         timer.start()?;
         launch()?;
-        let ms = timer.stop()?;
-        total += ms;
-        samples.push(ms);
-    }
-    dev.synchronize()?;
-    TimingStats::from_samples(&samples).ok_or_else(|| GpuError::InvalidInput {
-        what: "timing".into(),
-        reason: "no sample was taken".into(),
+        timer.stop()
     })
 }
 
@@ -238,21 +245,11 @@ pub fn time_kernel_replayed(
     graph.launch()?;
     dev.synchronize()?;
     let timer = GpuTimer::new(dev)?;
-    let per_sample = 2 * batch;
-    let mut samples = Vec::new();
-    let mut total = 0.0;
-    while samples.len() < MAX_REPS && (samples.len() < min_reps.max(1) || total < min_ms) {
+    let s = sample_until(dev, MAX_REPS, min_reps, min_ms, 2 * batch, || {
         timer.start()?;
         graph.launch()?;
         graph.launch()?;
-        let ms = timer.stop()?;
-        total += ms;
-        samples.push(ms / per_sample as f64);
-    }
-    dev.synchronize()?;
-    let s = TimingStats::from_samples(&samples).ok_or_else(|| GpuError::InvalidInput {
-        what: "timing".into(),
-        reason: "no sample was taken".into(),
+        timer.stop()
     })?;
     Ok((s, CallTiming::Replayed(batch)))
 }

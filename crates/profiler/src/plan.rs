@@ -115,6 +115,16 @@ impl SweepOptions {
         }
     }
 
+    /// The SpMV benchmark options of a sweep made with these options: [`Sweep::spmv_options`]
+    /// of [`SweepOptions::quick`], timed with L2 cold where [`SweepOptions::spmv_l2_cold`]
+    /// asks for it.
+    pub fn spmv_bench(&self) -> SpmvBenchOptions {
+        SpmvBenchOptions {
+            flush_l2: self.spmv_l2_cold,
+            ..Sweep::spmv_options(self.quick)
+        }
+    }
+
     /// Checks the options, naming the value at fault.
     pub fn validate(&self) -> Result<(), ProfilerError> {
         if !(self.memory_fraction > 0.0 && self.memory_fraction <= 1.0) {
@@ -840,10 +850,7 @@ impl Sweep {
             } else {
                 TimingPolicy::full()
             },
-            spmv: SpmvBenchOptions {
-                flush_l2: opts.spmv_l2_cold,
-                ..Sweep::spmv_options(quick)
-            },
+            spmv: opts.spmv_bench(),
         })
     }
 
@@ -866,10 +873,7 @@ impl Sweep {
             matrices: eval_matrices(),
             vector_timing: TimingPolicy::full(),
             dot_timing: TimingPolicy::full(),
-            spmv: SpmvBenchOptions {
-                flush_l2: opts.spmv_l2_cold,
-                ..Sweep::spmv_options(opts.quick)
-            },
+            spmv: opts.spmv_bench(),
         })
     }
 
@@ -877,7 +881,7 @@ impl Sweep {
     /// policies, cuSPARSE, no triad; 5 samples and 2 ms (3 and 0.5 ms when quick); matrices
     /// whose iteration fits in half of L2 also timed from graph replays, as the solver runs
     /// them (`replays_spmv_at`, the rule the reductions and updates follow); the calls launched
-    /// alone as repeated calls (the sweep sets `flush_l2` where
+    /// alone as repeated calls ([`SweepOptions::spmv_bench`] sets `flush_l2` where
     /// [`SweepOptions::spmv_l2_cold`] asks for L2-cold timing). The check
     /// tolerance is looser than the benchmark's default so that the long rows of the power-law
     /// matrices (whose rounding grows with the row length) are not reported as wrong.

@@ -632,6 +632,12 @@ fn a_profile_of_repeated_calls_gets_its_matrices_timed_with_l2_cold_on_resume() 
     );
     let mut sweep = small_sweep_with(&spec, true, true);
     assert!(sweep.spmv.flush_l2, "spmv_l2_cold reaches the SpMV stage");
+    let mut opts = SweepOptions::new(true, base());
+    assert!(!Sweep::eval_plan(&spec, &opts).unwrap().spmv.flush_l2);
+    opts.spmv_l2_cold = true;
+    let eval = Sweep::eval_plan(&spec, &opts).unwrap();
+    assert!(eval.spmv.flush_l2, "and the evaluation set's");
+    assert_eq!(eval.spmv.threads, Sweep::spmv_options(true).threads);
     sweep.vector.clear();
     sweep.dot.clear();
     sweep.epilogue.clear();
