@@ -5,7 +5,8 @@ use serde::{Deserialize, Serialize};
 use autopcg_catalog::DeviceProps;
 
 use super::{
-    design_row, quantile, FeatureSet, KernelKind, SpmvCandidate, SpmvFitOptions, Term, TermSpec,
+    design_row, design_row_at, quantile, FeatureSet, KernelKind, SpmvCandidate, SpmvFitOptions,
+    Term, TermSpec,
 };
 use crate::nnls::{nnls, DenseMatrix};
 use crate::work::SpmvWork;
@@ -92,6 +93,20 @@ impl CandidateModel {
     /// Predicted milliseconds on `w`.
     pub fn predict(&self, w: &SpmvWork, dev: &DeviceProps) -> f64 {
         let row = design_row(&self.columns, &self.features, &self.candidate, w, dev);
+        row.iter().zip(&self.coef).map(|(a, c)| a * c).sum()
+    }
+
+    /// [`CandidateModel::predict`] with the L2 terms evaluated at a working set of `bytes`
+    /// ([`design_row_at`]).
+    pub fn predict_at(&self, w: &SpmvWork, dev: &DeviceProps, bytes: f64) -> f64 {
+        let row = design_row_at(
+            &self.columns,
+            &self.features,
+            &self.candidate,
+            w,
+            dev,
+            bytes,
+        );
         row.iter().zip(&self.coef).map(|(a, c)| a * c).sum()
     }
 }

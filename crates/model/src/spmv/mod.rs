@@ -118,8 +118,8 @@ pub use features::FeatureSet;
 pub use fit::{CandidateModel, DroppedCandidate, FitStats};
 pub use kind::{KernelKind, Residency, Term, TermSpec};
 pub use terms::{
-    active_threads, atomic_contention, depth, design_row, format_applies, l2_share, term_value,
-    working_set_bytes,
+    active_threads, atomic_contention, depth, design_row, design_row_at, format_applies, l2_share,
+    term_value, working_set_bytes,
 };
 pub use times::{
     geomean, measured_times, measured_times_replayed, quantile, record_time, MatrixTimes,

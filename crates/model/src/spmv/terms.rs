@@ -185,8 +185,22 @@ pub fn design_row(
     w: &SpmvWork,
     dev: &DeviceProps,
 ) -> Vec<f64> {
+    design_row_at(cols, fs, cand, w, dev, working_set_bytes(cand.format, w))
+}
+
+/// [`design_row`] with the L2 split and bins evaluated at a working set of `bytes` instead of
+/// the product's own ([`working_set_bytes`]): what the fitted costs per unit of traffic say
+/// of the product when other data shares L2 with it (a solver iteration's other operands and
+/// vectors).
+pub fn design_row_at(
+    cols: &[TermSpec],
+    fs: &FeatureSet,
+    cand: &SpmvCandidate,
+    w: &SpmvWork,
+    dev: &DeviceProps,
+    bytes: f64,
+) -> Vec<f64> {
     let l2_bytes = u64::from(dev.l2_bytes);
-    let bytes = working_set_bytes(cand.format, w);
     let s = fs.l2_fraction.map_or(0.0, |f| l2_share(bytes, l2_bytes, f));
     let bins = fs.bin_weights(bytes, l2_bytes);
     let fill = fs.fill_fraction.map_or(1.0, |f| {

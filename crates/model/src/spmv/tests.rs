@@ -387,6 +387,56 @@ fn the_l2_split_is_chosen_when_cached_matrices_run_faster() {
     assert!(bp90 > p90, "base set: median {bmed}, p90 {bp90}");
 }
 
+/// `predict_at` evaluates the L2 split at the working set it is given: at the product's own
+/// it is `predict`; past L2 every traffic term is priced at its memory coefficient.
+#[test]
+fn a_prediction_at_another_working_set_moves_the_traffic_to_memory() {
+    use autopcg_sparse::families::poisson2d_5pt;
+    let a = poisson2d_5pt(40, 40).unwrap();
+    let w = crate::work::spmv_work(&a);
+    let dev = spmv_synth::device();
+    let cand = SpmvCandidate::own(
+        SpmvImpl::Kernel(SpmvKernel::CsrScalar),
+        128,
+        GridPolicy::Cover,
+    );
+    let fs = FeatureSet {
+        l2_fraction: Some(1.0),
+        ..FeatureSet::defaults()[0].clone()
+    };
+    let columns = fs.columns(KernelKind::of(&cand));
+    // In L2 a row costs 1e-7 ms, from memory 4e-7; launch 2e-3.
+    let coef: Vec<f64> = columns
+        .iter()
+        .map(|c| match (c.term, c.part) {
+            (Term::Launch, _) => 2e-3,
+            (Term::Rows, Residency::InL2) => 1e-7,
+            (Term::Rows, Residency::OutL2) => 4e-7,
+            _ => 0.0,
+        })
+        .collect();
+    let m = CandidateModel {
+        features: fs,
+        columns,
+        coef,
+        ..CandidateModel::with_coefficients(cand, |_| 0.0)
+    };
+    let own = working_set_bytes(cand.format, &w);
+    let n = w.n as f64;
+    assert_eq!(m.predict_at(&w, &dev, own), m.predict(&w, &dev));
+    // Alone, the share of its traffic the split puts in L2; beside 100 times L2 of other
+    // data, all of it from memory.
+    let s = l2_share(own, u64::from(dev.l2_bytes), 1.0);
+    assert!(s > 0.1, "{s}");
+    let alone = 2e-3 + n * (1e-7 * s + 4e-7 * (1.0 - s));
+    assert!((m.predict(&w, &dev) - alone).abs() < 1e-9 * alone);
+    let far = 100.0 * f64::from(dev.l2_bytes);
+    let got = m.predict_at(&w, &dev, far);
+    let want = 2e-3 + 4e-7 * n;
+    assert!((got - want).abs() < 1e-6 * want, "{got} vs {want}");
+    assert!(got > m.predict(&w, &dev));
+}
+
 #[test]
 fn the_l2_sets_all_treat_the_l2_regime() {
     let sets = FeatureSet::with_l2();
