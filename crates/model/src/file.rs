@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::classifier::{ClassifierOptions, SpmvClassifier};
 use crate::epilogue::EpilogueModel;
+use crate::form::FormModel;
 use crate::link::MeasuredLink;
 use crate::profile::{Profile, EPILOGUE_WIDE_ENTRIES};
 use crate::spmv::{SpmvFitOptions, SpmvModel, StoredLimits};
@@ -84,6 +85,11 @@ pub struct ModelFile {
     /// fallback rule).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub epilogue: Option<EpilogueModel>,
+    /// SSOR-AI's application form from the iterations of both forms that tune's form stage
+    /// timed ([`FormModel`]); absent from files fitted on profiles without that stage (the plan
+    /// then compares the forms by the SpMV model's predicted times).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ssor_form: Option<FormModel>,
 }
 
 #[derive(Deserialize)]
@@ -164,6 +170,17 @@ impl ModelFile {
         if !profile.epilogue.is_empty() {
             records.push(("epilogue".to_string(), profile.epilogue.len()));
         }
+        if !profile.forms.is_empty() {
+            records.push(("forms".to_string(), profile.forms.len()));
+        }
+        let ssor_form = FormModel::fit(profile, u64::from(header.device.l2_bytes));
+        if ssor_form.is_none() && !profile.forms.is_empty() {
+            notes.push(format!(
+                "no SSOR-AI form model: fewer than {} fit matrices have both forms timed (plans \
+                 compare the forms by predicted SpMV times)",
+                crate::form::MIN_MATRICES
+            ));
+        }
         Ok(ModelFile {
             schema: MODEL_SCHEMA,
             fitted_by: format!("autopcg {}", env!("CARGO_PKG_VERSION")),
@@ -182,6 +199,7 @@ impl ModelFile {
             notes,
             link: None,
             epilogue,
+            ssor_form,
         })
     }
 

@@ -30,6 +30,7 @@ pub mod domains;
 pub mod epilogue;
 pub mod error;
 pub mod file;
+pub mod form;
 pub mod linear;
 pub mod link;
 pub mod nnls;

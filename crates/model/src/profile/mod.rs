@@ -23,7 +23,7 @@ use std::path::Path;
 use autopcg_catalog::DeviceProps;
 
 pub use records::{
-    ConversionRecord, DotRecord, EpilogueRecord, EpilogueVariant, Header, LaunchSample,
+    ConversionRecord, DotRecord, EpilogueRecord, EpilogueVariant, FormRecord, Header, LaunchSample,
     MatrixRecord, MatrixSet, OccupancyRecord, Record, SessionRecord, SpmvRecord, StageRecord,
     Status, Timing, VectorRecord, EPILOGUE_NARROW_ENTRIES, EPILOGUE_WIDE_ENTRIES,
 };
@@ -57,6 +57,8 @@ pub struct Profile {
     pub conversions: Vec<ConversionRecord>,
     /// Epilogue-stage records.
     pub epilogue: Vec<EpilogueRecord>,
+    /// Form-stage records (SSOR-AI's two forms per matrix).
+    pub forms: Vec<FormRecord>,
     /// Stage marks.
     pub stages: Vec<StageRecord>,
     /// Writing sessions stamped (0 in profiles from before sessions were recorded).
@@ -95,6 +97,7 @@ impl Profile {
             Record::Conversion(c) => self.conversions.push(c),
             Record::Stage(s) => self.stages.push(s),
             Record::Epilogue(e) => self.epilogue.push(e),
+            Record::Form(f) => self.forms.push(f),
             Record::Session(s) => {
                 let header = self.header.as_ref().map(|h| h.device.name.as_str());
                 if header != Some(s.device.as_str()) {

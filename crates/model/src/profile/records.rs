@@ -357,6 +357,32 @@ pub struct SessionRecord {
     pub started_unix_s: u64,
 }
 
+/// SSOR-AI's two application forms timed on one benchmark matrix (tune's form stage): the PCG
+/// iteration replayed from graphs, as `autopcg bench pcg --ssor-form factored|explicit` times
+/// it, each operand's kernel chosen by the model fitted before the stage, with the structure
+/// the form model reads ([`crate::form::FormFeatures`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FormRecord {
+    /// The matrix: a [`MatrixRecord::id`] of the profile, or one of the stage's own matrices.
+    pub matrix: String,
+    /// Fit or held out (the evaluation set's matrices, timed to judge the form model).
+    pub set: MatrixSet,
+    /// Rows of A.
+    pub rows: u64,
+    /// Entries of A.
+    pub nnz_a: u64,
+    /// Entries of K and K^T together.
+    pub nnz_factors: u64,
+    /// Entries of the explicit product M = K^T D^-1 K.
+    pub nnz_explicit: u64,
+    /// Outcome (skipped: the explicit product past its bound, or SSOR-AI not applicable).
+    pub status: Status,
+    /// Milliseconds per iteration, factored form.
+    pub factored: Option<Timing>,
+    /// Milliseconds per iteration, explicit form.
+    pub explicit: Option<Timing>,
+}
+
 /// One line of a profile.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "record", rename_all = "snake_case")]
@@ -381,6 +407,8 @@ pub enum Record {
     Session(SessionRecord),
     /// A launch of the epilogue stage (profiles written before the stage existed have none).
     Epilogue(EpilogueRecord),
+    /// SSOR-AI's two forms on one matrix (profiles written before the form stage have none).
+    Form(FormRecord),
 }
 
 impl Record {
@@ -410,6 +438,7 @@ impl Record {
                 if s.l2_flushed { "/flushed" } else { "" }
             )),
             Record::Conversion(c) => Some(format!("conversion/{}/{}", c.matrix, c.format)),
+            Record::Form(f) => Some(format!("form/{}", f.matrix)),
             Record::Epilogue(e) => Some(format!(
                 "epilogue/{}/{}/{}/{}/{}{}",
                 e.kernel,
