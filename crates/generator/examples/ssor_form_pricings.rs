@@ -8,9 +8,10 @@
 //! only the operands' structure) it prints the factored form's predicted time
 //! (SpMV K + SpMV K^T) and the explicit form's (SpMV M), us, and the form each pricing picks:
 //!
-//! - `plan`: the plan's comparison ([`choose_ssor_form_counted`]): each operand predicted in
-//!   the regime its own CSR arrays and an iteration's vectors fall in (replayed within half of
-//!   L2, launched alone past it);
+//! - `plan`: the plan's choice ([`choose_ssor_form_counted`]; the model's form tree where the
+//!   model has one, the times shown then still the predicted ones); without a tree, each
+//!   operand predicted in the regime its own CSR arrays and an iteration's vectors fall in
+//!   (replayed within half of L2, launched alone past it);
 //! - `iter-regime`: every operand of a form in the regime of that form's whole iteration (A,
 //!   the form's operands and the vectors, against half of L2);
 //! - `no-pacing`: as `plan`, with each launched-alone prediction less the host's launch pacing

@@ -1,11 +1,15 @@
 //! SSOR-AI's application form (method.md 2 and 3.4): factored (SpMV with K, then SpMV with
 //! K^T with the diagonal scaling folded into its columns) or explicit (one SpMV with
-//! M = K^T D^-1 K), chosen by predicted time per application once the explicit product is
-//! known not to be far larger than A.
+//! M = K^T D^-1 K), chosen once the explicit product is known not to be far larger than A: by
+//! the model's form tree where the model has one (fitted on tune's timings of both forms'
+//! iterations, [`autopcg_model::form`]), else by the SpMV model's predicted time per
+//! application.
 #[cfg(feature = "model")]
 use autopcg_catalog::DeviceProps;
 #[cfg(feature = "model")]
 use autopcg_model::file::ModelFile;
+#[cfg(feature = "model")]
+use autopcg_model::form::{FormFeature, FormFeatures, FormPick};
 #[cfg(feature = "model")]
 use autopcg_solver::gpu::SpmvChoice;
 use autopcg_solver::SsorForm;
@@ -54,7 +58,8 @@ pub fn explicit_within_bound(bound: f64, nnz_a: usize) -> bool {
 #[cfg(feature = "model")]
 #[derive(Debug, Clone)]
 pub struct SsorFormChoice {
-    /// The form with the least predicted time per application.
+    /// The form chosen: the form model's pick, or without one the form with the least
+    /// predicted time per application.
     pub form: SsorForm,
     /// The comparison.
     pub explain: StepExplain,
@@ -105,10 +110,13 @@ pub fn explicit_counts(pre: &Preconditioner) -> Option<SpmvCounts> {
     })
 }
 
-/// Picks SSOR-AI's application form by predicted time per application: SpMV(K) + SpMV(K^T)
-/// for the factored form (its diagonal scaling is folded into the stored K^T, so the two
-/// products are all it runs) against SpMV(M) for the explicit one, M known by its counts
-/// ([`explicit_counts`], or [`SpmvCounts::of`] the formed product).
+/// Picks SSOR-AI's application form: by the model's form tree ([`ModelFile::ssor_form`]) on
+/// the factored iteration's bytes over L2 and the explicit product's fill, where the model has
+/// one; else by predicted time per application, SpMV(K) + SpMV(K^T) for the factored form (its
+/// diagonal scaling is folded into the stored K^T, so the two products are all it runs)
+/// against SpMV(M) for the explicit one. M is known by its counts ([`explicit_counts`], or
+/// [`SpmvCounts::of`] the formed product). Either way the three products' SpMV choices are
+/// made, and the predicted times of both forms shown.
 #[cfg(feature = "model")]
 pub fn choose_ssor_form(
     model: &ModelFile,
@@ -136,24 +144,62 @@ pub fn choose_ssor_form_counted(
     props: &DeviceProps,
     expected_iterations: f64,
 ) -> Result<SsorFormChoice, SelectError> {
+    let nnz_factors = k.work.nnz + kt.work.nnz;
+    let features = FormFeatures::of(
+        k.work.n,
+        // K and K^T share A's diagonal.
+        nnz_factors.saturating_sub(k.work.n),
+        nnz_factors,
+        m.work.nnz,
+        u64::from(props.l2_bytes),
+    );
     let k = select_spmv_counted(model, "spmv K", k, props, expected_iterations)?;
     let kt = select_spmv_counted(model, "spmv K^T", kt, props, expected_iterations)?;
     let m = select_spmv_counted(model, "spmv M", m, props, expected_iterations)?;
     let fact =
         k.0.predicted_ms.unwrap_or(f64::INFINITY) + kt.0.predicted_ms.unwrap_or(f64::INFINITY);
     let expl = m.0.predicted_ms.unwrap_or(f64::INFINITY);
-    let form = faster_form(fact, expl);
+    let (form, why) = match &model.ssor_form {
+        Some(fm) => (
+            match fm.pick(&features) {
+                FormPick::Factored => SsorForm::Factored,
+                FormPick::Explicit => SsorForm::Explicit,
+            },
+            format!(
+                "the form model (both forms' iterations timed by tune on {} matrices, the \
+                 faster picked on {} of them): {} {:.3}, {} {:.3} under {}; the predicted SpMV \
+                 times, beside, are not what it reads",
+                fm.fit.matrices,
+                fm.fit.right,
+                FormFeature::IterationL2.name(),
+                features.iteration_l2,
+                FormFeature::Fill.name(),
+                features.fill,
+                fm.tree.describe()
+            ),
+        ),
+        None => (
+            faster_form(fact, expl),
+            "least predicted SpMV time per application".into(),
+        ),
+    };
     let mut options = vec![
         StepOption::timed("factored: SpMV K + SpMV K^T", fact),
         StepOption::timed("explicit: SpMV M", expl),
     ];
+    // The chosen form first.
     options.sort_by(|a, b| a.score_ms.total_cmp(&b.score_ms));
+    let chosen = match form {
+        SsorForm::Factored => "factored",
+        SsorForm::Explicit => "explicit",
+    };
+    options.sort_by_key(|o| !o.name.starts_with(chosen));
     Ok(SsorFormChoice {
         form,
         explain: StepExplain {
             step: "ssor-ai form".into(),
             options,
-            why: "least predicted SpMV time per application".into(),
+            why,
             classifier: None,
         },
         k,
