@@ -11,6 +11,7 @@ mod bench;
 mod common;
 mod evalmodel;
 mod features;
+mod forms;
 mod generate;
 mod matgen;
 mod report;
@@ -63,8 +64,8 @@ CMakeLists.txt and a README."
     /// Benchmarks.
     #[command(subcommand)]
     Bench(BenchCmd),
-    /// Measure this GPU once (vector updates, reductions, the dots in the SpMV's epilogue, SpMV)
-    /// and fit its performance model.
+    /// Measure this GPU once (vector updates, reductions, the dots in the SpMV's epilogue, SpMV,
+    /// SSOR-AI's two forms) and fit its performance model.
     #[command(
         long_about = "Measure this GPU once and fit its performance model.\n\n\
 The sweep times every vector-update and reduction kernel at every launch configuration over \
@@ -73,7 +74,9 @@ with the three dots of the iteration in their epilogue on a tridiagonal matrix o
 rows and a band of 27 entries a row of up to 2^22 rows (the model weighs the two against the \
 separate reduction, by the rows and the entries of A), and every SpMV format, kernel \
 and configuration (and cuSPARSE) on 34 generated benchmark matrices of 1e4 to 1e7 rows. \
-Measurements are streamed to a profile file as they are taken: an interrupted tune loses \
+Then the form stage times the PCG iteration with SSOR-AI applied factored and explicit on each \
+of those matrices (the kernels of the model fitted so far), which the model's form tree is \
+fitted on. Measurements are streamed to a profile file as they are taken: an interrupted tune loses \
 nothing, and running it again with the same profile resumes where it stopped. A full tune \
 takes a few minutes. Without a GPU it exits with status 2."
     )]

@@ -4,7 +4,7 @@ use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
@@ -50,6 +50,47 @@ pub(crate) struct TuneArgs {
     /// into the model being replaced, if it is a model of the same GPU, is kept.
     #[arg(long, value_name = "PROFILE", conflicts_with_all = ["quick", "profile"])]
     refit: Option<PathBuf>,
+    /// Measure only the form stage (SSOR-AI's two forms timed on every benchmark matrix, for
+    /// the model's form tree) into the existing --profile of this GPU, then fit the model
+    /// from it: for a profile made before the stage existed, or whose stage was interrupted.
+    /// Matrices the profile already holds a form record of are not measured again.
+    #[arg(long, requires = "profile", conflicts_with_all = ["quick", "refit", "spmv_l2_cold"])]
+    forms_only: bool,
+}
+
+/// The form stage on the profile at `profile_path` (see [`crate::forms`]), with the model
+/// fitted from its records so far; prints its summary line.
+fn run_form_stage(dev: &GpuDevice, profile_path: &Path, quick: bool) -> Result<()> {
+    let profile = Profile::read(profile_path)?;
+    let name = profile_path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let model = autopcg_model::ModelFile::fit(&profile, &name)
+        .with_context(|| format!("fitting the models from {}", profile_path.display()))?;
+    eprintln!(
+        "form stage: SSOR-AI factored and explicit on {} matrices, the kernels of the model \
+         fitted from the profile so far",
+        profile.matrices.len()
+    );
+    let st = crate::forms::form_stage(dev, profile_path, quick, &model, &base_dir()).with_context(
+        || {
+            format!(
+                "the form stage stopped; what it measured is kept in {} and `tune --forms-only \
+                 --profile` resumes it",
+                profile_path.display()
+            )
+        },
+    )?;
+    println!(
+        "  {:<9} {:>6} measured {:>6} resumed {:>4} skipped  {:>10}",
+        "form",
+        st.measured,
+        st.resumed,
+        st.skipped,
+        fmt_dur(Duration::from_secs_f64(st.elapsed_s))
+    );
+    Ok(())
 }
 
 /// Fits the performance models from the profile at `profile_path` and writes the model file,
@@ -343,6 +384,42 @@ pub(crate) fn tune(a: TuneArgs) -> Result<()> {
     }
     let t0 = Instant::now();
     let dev = crate::common::open_gpu(a.device_ordinal)?;
+    if a.forms_only {
+        let profile_path = a.profile.clone().unwrap_or_default();
+        if profile_path.extension().is_some_and(|e| e == "gz") {
+            bail!(
+                "{}: the form stage appends to the profile, which must be a plain JSON-lines \
+                 file (decompress it first: gunzip -k)",
+                profile_path.display()
+            );
+        }
+        let p = Profile::read(&profile_path)?;
+        let header = p
+            .header
+            .as_ref()
+            .ok_or_else(|| anyhow!("{}: the profile has no header", profile_path.display()))?;
+        if header.device.name != dev.props().name {
+            bail!(
+                "{} is a profile of {}, and GPU {} is {}",
+                profile_path.display(),
+                header.device.name,
+                a.device_ordinal,
+                dev.props().name
+            );
+        }
+        let model_path = match &a.out {
+            Some(o) => o.clone(),
+            None => default_model_dir()?.join(format!("{}.json", header.device.slug())),
+        };
+        autopcg::sparse::io::check_output(&model_path, [&profile_path])?;
+        create_parent(&model_path)?;
+        run_form_stage(&dev, &profile_path, header.quick)?;
+        let link = kept_link(&model_path, &header.device);
+        let summary = fit_and_write_model(&profile_path, &model_path, link)?;
+        println!("{summary}");
+        println!("model written to {}", model_path.display());
+        return Ok(());
+    }
     let mut m = GpuMeasurer::new(&dev);
     let spec = m.device().clone();
     let slug = if a.quick {
@@ -445,6 +522,9 @@ pub(crate) fn tune(a: TuneArgs) -> Result<()> {
         sweep.options.memory_fraction,
         gib(spec.total_mem)
     );
+    // The sweep's buffers go before the form stage's solvers are set up.
+    drop(m);
+    run_form_stage(&dev, &profile_path, a.quick)?;
     println!("profile written to {}", profile_path.display());
     let link = measure_host_link(&dev);
     let summary = fit_and_write_model(&profile_path, &model_path, link)?;

@@ -29,7 +29,7 @@ pub mod testing;
 pub use error::ProfilerError;
 pub use gpu::GpuMeasurer;
 pub use link::{fit_link, link_summary, measure_link, peer_ordinal, LinkFit, LinkOptions};
-pub use matrices::{eval_matrices, fit_matrices, quick_matrices, MatrixSpec};
+pub use matrices::{eval_matrices, fit_matrices, form_matrices, quick_matrices, MatrixSpec};
 pub use measure::{MatrixBench, Measurer};
 pub use occupancy::KernelResources;
 pub use plan::{
