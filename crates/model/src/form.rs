@@ -26,6 +26,11 @@ use crate::profile::{FormRecord, MatrixSet, Profile, Status};
 /// Fewest matrices a leaf of the tree holds.
 pub const MIN_LEAF: usize = 2;
 
+/// Least gap, `ln(hi / lo)`, between the two neighbouring values a threshold may part: closer
+/// values differ by accident of the generator (the FEM meshes' fills, 1.1855 and 1.1860, were
+/// parted on the H100 by ties of 0.3-2.8% and cost a mesh it misjudged 8.7%).
+pub const MIN_GAP: f64 = 0.02;
+
 /// Fewest fit matrices with both forms timed for a form model to be fitted.
 pub const MIN_MATRICES: usize = 6;
 
@@ -297,8 +302,8 @@ fn best_leaf(pts: &[&FormPoint]) -> (f64, FormTree) {
 }
 
 /// The tree of depth at most `depth` of least cost on `pts`: a split only where it lowers the
-/// cost, thresholds midway between neighbouring distinct values, at least [`MIN_LEAF`] points
-/// a side. Among trees of equal cost the one whose narrowest split has the widest gap between
+/// cost, thresholds midway between neighbouring values at least [`MIN_GAP`] apart, at least
+/// [`MIN_LEAF`] points a side. Among trees of equal cost the one whose narrowest split has the widest gap between
 /// the values it parts wins (in the log of the features, which are positive): a threshold
 /// squeezed between two nearly equal values (3D Poisson's fill, 1.604 at 50^3 and 1.607 at
 /// 56^3) separates the fit matrices by accident.
@@ -329,6 +334,9 @@ fn best_tree_scored(pts: &[&FormPoint], depth: usize) -> Scored {
         vals.sort_by(f64::total_cmp);
         vals.dedup();
         for w in vals.windows(2) {
+            if w[0] > 0.0 && (w[1] / w[0]).ln() < MIN_GAP {
+                continue;
+            }
             let threshold = 0.5 * (w[0] + w[1]);
             let (below, above): (Vec<&FormPoint>, Vec<&FormPoint>) = pts
                 .iter()
@@ -465,6 +473,15 @@ mod tests {
         let tie = [pt("e", Fit, 1.0, 1.0, 1.0)];
         let r: Vec<&FormPoint> = tie.iter().collect();
         assert_eq!(best_leaf(&r).1, FormTree::Leaf(FormPick::Factored));
+        // Values closer than MIN_GAP are not parted: two FEM meshes' fills.
+        let close = [
+            pt("g", Fit, 1.0, 1.1855, 1.05),
+            pt("h", Fit, 1.0, 1.1855, 1.03),
+            pt("i", Fit, 1.0, 1.1860, 0.90),
+            pt("j", Fit, 1.0, 1.1860, 0.92),
+        ];
+        let refs: Vec<&FormPoint> = close.iter().collect();
+        assert!(matches!(best_tree(&refs, 2), FormTree::Leaf(_)));
         // A leaf holds at least MIN_LEAF matrices: one explicit matrix (f) at the end of
         // every feature is not split off alone; its neighbour (c) goes with it.
         let one = [

@@ -233,16 +233,18 @@ pub fn eval_matrices() -> Vec<MatrixSpec> {
 /// The form stage's own fit matrices, beside the fit set: SSOR-AI's two forms change order as
 /// the iteration's data outgrows L2, and the fit set jumps there (3D Poisson 50^3 to 100^3, the
 /// FEM meshes 2e5 to 1e6), so a ladder of 7-point and 27-point 3D Poisson grids, 2D Poisson
-/// grids and FEM meshes spans iterations of about 0.2 to 8 times a 50-60 MB L2, at sizes and
+/// grids and FEM meshes spans iterations of about 0.02 to 8 times a 50-60 MB L2, at sizes and
 /// seeds neither the fit set nor the evaluation set has.
 pub fn form_matrices() -> Vec<MatrixSpec> {
     use Family::*;
     let s = MatrixSet::Fit;
     let mut v = Vec::new();
-    for n in [36, 44, 48, 54, 60, 72, 90, 120] {
+    // 57: between 54 and 60, where the H100's first ladder saw the forms change order.
+    for n in [36, 44, 48, 54, 57, 60, 72, 90, 120] {
         v.push(stencil(s, Poisson3d7, n));
     }
-    for n in [24, 36, 44] {
+    // 16 and 20: small matrices of high fill (the first ladder had none below 24).
+    for n in [16, 20, 24, 36, 44] {
         v.push(stencil(s, Poisson3d27, n));
     }
     for n in [250, 400, 700, 1400] {
