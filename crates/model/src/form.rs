@@ -13,15 +13,20 @@
 //! The tree reads two features of the structure, known before anything is formed
 //! ([`FormFeatures`]): the factored iteration's bytes over the L2 size (whether the
 //! iteration's data stays in L2) and the fill `nnz(M) / (nnz(K) + nnz(K^T))` (how many more
-//! entries the explicit product reads). It is fitted by exhaustive search over trees of depth
-//! at most 2 (thresholds midway between neighbouring values, at least [`MIN_LEAF`] matrices a
+//! entries the explicit product reads). It is fitted by exhaustive search over trees of a
+//! depth limit (thresholds midway between neighbouring values, at least [`MIN_LEAF`] matrices a
 //! leaf), minimising the cost of a wrong pick: the sum over the fit matrices it misjudges of
 //! `|ln(t_explicit / t_factored)|`, the time lost. A split is kept only where it lowers that
-//! cost; a tie keeps the factored form (nothing to form).
+//! cost; a tie keeps the factored form (nothing to form). The depth limit, 1 to [`MAX_DEPTH`],
+//! is the one of least leave-one-out cost on the fit matrices (on the H100's form stage: 2.87,
+//! 1.04 and 1.29 for depths 1, 2 and 3, so depth 2).
 use autopcg_catalog::{square_csr_bytes, ITERATION_VECTOR_BYTES_PER_ROW};
 use serde::{Deserialize, Serialize};
 
 use crate::profile::{FormRecord, MatrixSet, Profile, Status};
+
+/// Deepest tree the fit considers (the depth itself is chosen by leave-one-out cost).
+pub const MAX_DEPTH: usize = 3;
 
 /// Fewest matrices a leaf of the tree holds.
 pub const MIN_LEAF: usize = 2;
@@ -239,6 +244,14 @@ pub struct FormModel {
     pub tree: FormTree,
     /// Every matrix of the form stage with both forms timed.
     pub points: Vec<FormPoint>,
+    /// The tree's depth limit, the one of least leave-one-out cost on the fit matrices.
+    #[serde(default)]
+    pub depth: usize,
+    /// Per depth limit 1..=[`MAX_DEPTH`], the fit matrices' leave-one-out cost: each matrix
+    /// judged by the tree fitted on the others, the time lost summed (`|ln ratio|` per
+    /// misjudged matrix).
+    #[serde(default)]
+    pub cross_validated: Vec<f64>,
     /// On the fit matrices.
     pub fit: FormQuality,
     /// On the held-out matrices (none fitted on).
@@ -258,8 +271,11 @@ impl FormModel {
         if fit.len() < MIN_MATRICES {
             return None;
         }
-        let tree = best_tree(&fit, 2);
+        let (depth, cross_validated) = chosen_depth(&fit);
+        let tree = best_tree(&fit, depth);
         Some(FormModel {
+            depth,
+            cross_validated,
             fit: FormQuality::of(&tree, fit.iter().copied()),
             held_out: FormQuality::of(&tree, points.iter().filter(|p| p.set == MatrixSet::Eval)),
             tree,
@@ -299,6 +315,34 @@ fn best_leaf(pts: &[&FormPoint]) -> (f64, FormTree) {
     } else {
         (cf, FormTree::Leaf(FormPick::Factored))
     }
+}
+
+/// The depth limit of least leave-one-out cost on `fit`, of 1..=[`MAX_DEPTH`] (a tie: the
+/// shallower), and that cost per depth: a deeper tree is fitted only where it also judges
+/// better the matrices it was not fitted on.
+fn chosen_depth(fit: &[&FormPoint]) -> (usize, Vec<f64>) {
+    let costs: Vec<f64> = (1..=MAX_DEPTH)
+        .map(|d| {
+            (0..fit.len())
+                .map(|i| {
+                    let rest: Vec<&FormPoint> = fit
+                        .iter()
+                        .enumerate()
+                        .filter(|&(j, _)| j != i)
+                        .map(|(_, p)| *p)
+                        .collect();
+                    fit[i].cost(best_tree(&rest, d).pick(&fit[i].features))
+                })
+                .sum()
+        })
+        .collect();
+    let mut depth = 1;
+    for (i, &c) in costs.iter().enumerate() {
+        if c < costs[depth - 1] - 1e-12 {
+            depth = i + 1;
+        }
+    }
+    (depth, costs)
 }
 
 /// The tree of depth at most `depth` of least cost on `pts`: a split only where it lowers the
@@ -455,6 +499,47 @@ mod tests {
         assert_eq!(f(1.509, 1.609), FormPick::Factored);
         assert_eq!(f(0.718, 1.604), FormPick::Explicit);
         assert_eq!(f(11.591, 1.186), FormPick::Explicit);
+    }
+
+    /// The depth limit is the one of least leave-one-out cost: one split on the size separates
+    /// these matrices, and a deeper tree, free to split off pairs, judges the left-out matrix
+    /// no better; points a deeper tree separates where one split cannot get a deeper limit.
+    #[test]
+    fn the_depth_is_chosen_by_leave_one_out_cost() {
+        use MatrixSet::Fit;
+        let one_split: Vec<FormPoint> = (0..10)
+            .map(|i| {
+                let l2 = 0.2 * (i + 1) as f64;
+                let fill = 1.1 + 0.07 * ((i * 7) % 10) as f64;
+                pt(
+                    &format!("m{i}"),
+                    Fit,
+                    l2,
+                    fill,
+                    if l2 < 1.0 { 0.9 } else { 1.1 },
+                )
+            })
+            .collect();
+        let refs: Vec<&FormPoint> = one_split.iter().collect();
+        let (depth, costs) = chosen_depth(&refs);
+        assert_eq!(costs.len(), MAX_DEPTH);
+        assert_eq!(depth, 1, "{costs:?}");
+        // Explicit only in L2 at low fill: the size and the fill both, two levels.
+        let mut two = Vec::new();
+        for (i, l2) in [0.2, 0.4, 0.6, 0.8, 1.5, 2.0, 3.0, 4.0]
+            .into_iter()
+            .enumerate()
+        {
+            for (j, fill) in [1.2, 1.3, 2.2, 2.4].into_iter().enumerate() {
+                let explicit = l2 < 1.0 && fill < 2.0;
+                let name = format!("m{i}{j}");
+                two.push(pt(&name, Fit, l2, fill, if explicit { 0.9 } else { 1.1 }));
+            }
+        }
+        let refs: Vec<&FormPoint> = two.iter().collect();
+        let (depth, costs) = chosen_depth(&refs);
+        assert_eq!(depth, 2, "{costs:?}");
+        assert!(costs[1] < costs[0]);
     }
 
     #[test]
