@@ -187,7 +187,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let it_f = a_bytes + csr(&ck) + csr(&ckt) + vectors;
         let it_e = a_bytes + csr(&cm) + vectors;
         let mut picks = Vec::new();
-        let plan = choose_ssor_form_counted(&model, &ck, &ckt, &cm, &props, EXPECTED_ITERATIONS)?;
+        let plan =
+            choose_ssor_form_counted(&model, &ck, &ckt, &cm, &props, EXPECTED_ITERATIONS, 1)?;
         let ms = |o: &str| {
             plan.explain
                 .options

@@ -706,8 +706,15 @@ fn modelled(
             out.spent_building = tb.elapsed().as_secs_f64() * 1e3;
             let (ck, ckt) = &f.counts;
             let kt_longest = f.kt.row_len_max;
-            match choose_ssor_form_counted(m.file, ck, ckt, &counts, props, req.expected_iterations)
-            {
+            match choose_ssor_form_counted(
+                m.file,
+                ck,
+                ckt,
+                &counts,
+                props,
+                req.expected_iterations,
+                1,
+            ) {
                 Ok(f) => {
                     out.explain.push(f.explain.clone());
                     if f.form == SsorForm::Explicit {
@@ -760,7 +767,19 @@ fn modelled(
             };
             out.spent_building = tb.elapsed().as_secs_f64() * 1e3;
             if let Some(counts) = counts {
-                match choose_ssor_form(m.file, k, kt, &counts, props, req.expected_iterations) {
+                let order = match *kind {
+                    PrecondKind::SsorAi { order, .. } => order,
+                    _ => 1,
+                };
+                match choose_ssor_form(
+                    m.file,
+                    k,
+                    kt,
+                    &counts,
+                    props,
+                    req.expected_iterations,
+                    order,
+                ) {
                     Ok(f) => {
                         out.explain.push(f.explain.clone());
                         let explicit = f.form == SsorForm::Explicit;

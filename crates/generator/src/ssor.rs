@@ -110,9 +110,14 @@ pub fn explicit_counts(pre: &Preconditioner) -> Option<SpmvCounts> {
     })
 }
 
+/// The SSOR-AI order whose iterations tune's form stage times, the only one the form tree
+/// decides for.
+pub const FORM_MODEL_ORDER: u8 = 1;
+
 /// Picks SSOR-AI's application form: by the model's form tree ([`ModelFile::ssor_form`]) on
 /// the factored iteration's bytes over L2 and the explicit product's fill, where the model has
-/// one; else by predicted time per application, SpMV(K) + SpMV(K^T) for the factored form (its
+/// one and SSOR-AI is of the `order` the tree was fitted on (first: tune's form stage times
+/// first-order SSOR-AI only); else by predicted time per application, SpMV(K) + SpMV(K^T) for the factored form (its
 /// diagonal scaling is folded into the stored K^T, so the two products are all it runs)
 /// against SpMV(M) for the explicit one. M is known by its counts ([`explicit_counts`], or
 /// [`SpmvCounts::of`] the formed product). Either way the three products' SpMV choices are
@@ -125,12 +130,13 @@ pub fn choose_ssor_form(
     m: &SpmvCounts,
     props: &DeviceProps,
     expected_iterations: f64,
+    order: u8,
 ) -> Result<SsorFormChoice, SelectError> {
     // K and K^T are triangular by construction.
     let tri = KnownSymmetry::Triangular;
     let k = SpmvCounts::of_knowing(k, tri);
     let kt = SpmvCounts::of_knowing(kt, tri);
-    choose_ssor_form_counted(model, &k, &kt, m, props, expected_iterations)
+    choose_ssor_form_counted(model, &k, &kt, m, props, expected_iterations, order)
 }
 
 /// [`choose_ssor_form`] of factors known by their counts only (those
@@ -143,6 +149,7 @@ pub fn choose_ssor_form_counted(
     m: &SpmvCounts,
     props: &DeviceProps,
     expected_iterations: f64,
+    order: u8,
 ) -> Result<SsorFormChoice, SelectError> {
     let nnz_factors = k.work.nnz + kt.work.nnz;
     let features = FormFeatures::of(
@@ -159,7 +166,11 @@ pub fn choose_ssor_form_counted(
     let fact =
         k.0.predicted_ms.unwrap_or(f64::INFINITY) + kt.0.predicted_ms.unwrap_or(f64::INFINITY);
     let expl = m.0.predicted_ms.unwrap_or(f64::INFINITY);
-    let (form, why) = match &model.ssor_form {
+    let (form, why) = match model
+        .ssor_form
+        .as_ref()
+        .filter(|_| order == FORM_MODEL_ORDER)
+    {
         Some(fm) => (
             match fm.pick(&features) {
                 FormPick::Factored => SsorForm::Factored,
@@ -176,6 +187,13 @@ pub fn choose_ssor_form_counted(
                 FormFeature::Fill.name(),
                 features.fill,
                 fm.tree.describe()
+            ),
+        ),
+        None if model.ssor_form.is_some() => (
+            faster_form(fact, expl),
+            format!(
+                "least predicted SpMV time per application (the form model was fitted on \
+                 order-{FORM_MODEL_ORDER} SSOR-AI's iterations, not order {order}'s)"
             ),
         ),
         None => (

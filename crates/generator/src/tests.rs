@@ -123,6 +123,8 @@ fn a_form_tree_in_the_model_picks_the_form() {
         let mut m = model();
         m.ssor_form = Some(FormModel {
             tree,
+            depth: 1,
+            cross_validated: Vec::new(),
             points: Vec::new(),
             fit: q.clone(),
             held_out: q.clone(),
@@ -169,6 +171,29 @@ fn a_form_tree_in_the_model_picks_the_form() {
     for a in [&small, &big] {
         assert_eq!(applied(a, &leaf).0, "ssor-ai-factored");
     }
+    // Second order: the tree, fitted on first order's iterations, is not read; the predicted
+    // times decide, as without a tree.
+    // (3D Poisson 16^3: s3rmt3m3's second-order product is past its bound.)
+    let p16 = families::poisson3d_7pt(16, 16, 16).unwrap();
+    let second = |m: &ModelFile| {
+        let kind = PrecondKind::ssor_ai2().with_omega(auto_omega(&p16));
+        let mut r = with_model(&p16, kind, m);
+        r.ssor_form_auto = true;
+        let p = plan(&r).unwrap();
+        let form = p
+            .explain
+            .iter()
+            .find(|e| e.step == "ssor-ai form")
+            .unwrap_or_else(|| panic!("no form comparison: {:?}", p.notes))
+            .clone();
+        (p.precond_applied().to_string(), form)
+    };
+    let (with_leaf, why) = second(&leaf);
+    assert_eq!(with_leaf, second(&plain).0);
+    // (The tree, a factored leaf, would have made it factored.)
+    assert_eq!(with_leaf, "ssor-ai-explicit");
+    assert!(why.why.starts_with("least predicted"), "{}", why.why);
+    assert!(why.why.contains("not order 2"), "{}", why.why);
 }
 
 #[test]
@@ -867,9 +892,9 @@ fn the_form_compared_on_the_counts_is_the_one_compared_on_the_product() {
                 panic!("explicit");
             };
             let counted = explicit_counts(&pre).unwrap();
-            let on_counts = choose_ssor_form(&m, k, kt, &counted, &props, 500.0).unwrap();
+            let on_counts = choose_ssor_form(&m, k, kt, &counted, &props, 500.0, 1).unwrap();
             let formed = SpmvCounts::of(&product);
-            let on_product = choose_ssor_form(&m, k, kt, &formed, &props, 500.0).unwrap();
+            let on_product = choose_ssor_form(&m, k, kt, &formed, &props, 500.0, 1).unwrap();
             assert_eq!(on_counts.form, on_product.form);
             assert_eq!(on_counts.m.0.method, on_product.m.0.method);
             for (x, y) in [
