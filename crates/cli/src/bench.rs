@@ -255,10 +255,46 @@ pub(crate) fn bench_spmv(a: SpmvArgs) -> Result<()> {
     Ok(())
 }
 
-pub(crate) fn bench_pcg(a: PcgBenchArgs) -> Result<()> {
-    use autopcg::generator::{plan, ModelRef, PlanRequest, Target};
+/// A plan and its steps' times on the GPU ([`time_plan_steps`]).
+pub(crate) struct TimedPlan {
+    /// The plan as the generator made it (notes, the form applied, the predicted times).
+    pub planned: autopcg::generator::SolvePlan,
+    /// The plan as the backend runs it.
+    pub plan: autopcg::solver::Plan,
+    /// The steps' and the iteration's times.
+    pub times: autopcg::solver::gpu::StepTimes,
+}
+
+/// Makes the plan of `req` (a GPU target) and times its steps on `dev` the way the solver runs
+/// them: the solver's own backend on b = A 1, started, then `iters`-iteration graphs replayed
+/// ([`autopcg::solver::gpu::GpuBackend::profile_steps`]). What `bench pcg` reports and tune's
+/// form stage records.
+pub(crate) fn time_plan_steps(
+    dev: &autopcg::gpu::GpuDevice,
+    req: &autopcg::generator::PlanRequest,
+    iters: usize,
+) -> Result<TimedPlan> {
     use autopcg::solver::gpu::GpuBackend;
     use autopcg::solver::PcgBackend;
+    let planned = autopcg::generator::plan(req)?;
+    let Some(gpu_plan) = planned.gpu.as_ref() else {
+        bail!("the plan has no GPU steps");
+    };
+    let a = req.matrix;
+    let b = a.mul_vec(&vec![1.0; a.nrows()]);
+    let mut backend = GpuBackend::new(dev, a, &planned.preconditioner, &b, None, gpu_plan)?;
+    backend.start()?;
+    let times = backend.profile_steps(iters)?;
+    let plan = backend.plan();
+    Ok(TimedPlan {
+        planned,
+        plan,
+        times,
+    })
+}
+
+pub(crate) fn bench_pcg(a: PcgBenchArgs) -> Result<()> {
+    use autopcg::generator::{ModelRef, PlanRequest, Target};
     if a.iters == 0 {
         bail!("--iters must be at least 1");
     }
@@ -284,18 +320,14 @@ pub(crate) fn bench_pcg(a: PcgBenchArgs) -> Result<()> {
         }),
         _ => None,
     };
-    let planned = plan(&req).with_context(|| a.matrix.display().to_string())?;
+    let TimedPlan {
+        planned,
+        plan,
+        times: t,
+    } = time_plan_steps(&dev, &req, a.iters).with_context(|| a.matrix.display().to_string())?;
     for n in &planned.notes {
         eprintln!("note: {n}");
     }
-    let Some(gpu_plan) = planned.gpu.as_ref() else {
-        bail!("the plan has no GPU steps");
-    };
-    let b = m.mul_vec(&vec![1.0; m.nrows()]);
-    let mut backend = GpuBackend::new(&dev, &m, &planned.preconditioner, &b, None, gpu_plan)?;
-    backend.start()?;
-    let t = backend.profile_steps(a.iters)?;
-    let plan = backend.plan();
     if a.json {
         println!(
             "{}",

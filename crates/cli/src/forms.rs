@@ -8,10 +8,8 @@ use std::time::Instant;
 
 use anyhow::{anyhow, Result};
 
-use autopcg::generator::{plan, ModelRef, PlanRequest, Target};
+use autopcg::generator::{ModelRef, PlanRequest, Target};
 use autopcg::gpu::GpuDevice;
-use autopcg::solver::gpu::GpuBackend;
-use autopcg::solver::PcgBackend;
 use autopcg::sparse::families::Recipe;
 use autopcg::{CsrMatrix, PrecondKind, SsorForm};
 use autopcg_model::file::ModelFile;
@@ -58,15 +56,7 @@ fn time_form(dev: &GpuDevice, a: &CsrMatrix, form: SsorForm, model: &ModelFile) 
         file: model,
         label: "the model fitted before the form stage",
     });
-    let planned = plan(&req)?;
-    let gpu_plan = planned
-        .gpu
-        .as_ref()
-        .ok_or_else(|| anyhow!("the plan has no GPU steps"))?;
-    let b = a.mul_vec(&vec![1.0; a.nrows()]);
-    let mut backend = GpuBackend::new(dev, a, &planned.preconditioner, &b, None, gpu_plan)?;
-    backend.start()?;
-    let t = backend.profile_steps(ITERS)?;
+    let t = crate::bench::time_plan_steps(dev, &req, ITERS)?.times;
     let s = t.iteration_graph_batch.unwrap_or(t.iteration_graph);
     Ok(Timing {
         median_ms: s.median_ms,
