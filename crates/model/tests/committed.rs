@@ -114,9 +114,44 @@ fn refitting_the_committed_profiles_reproduces_their_models() {
             "epilogue",
             "quality",
             "profile",
+            "ssor_form",
         ] {
             assert_reproduces(&fitted[part], &committed[part], &format!("{gpu} {part}"));
         }
         assert_eq!(fitted["device"]["name"], committed["device"]["name"]);
     }
+}
+
+/// The H100's form tree, fitted on its form stage, picks SSOR-AI's form as measured there: 3D
+/// Poisson explicit while its iteration stays in L2 (54^3) and factored past it (57^3 on), the
+/// 2D grids and FEM meshes explicit at every size, the high-fill matrices factored past L2.
+#[test]
+fn the_h100_form_tree_picks_the_measured_forms() {
+    use autopcg_model::form::FormPick::{Explicit, Factored};
+    let m = ModelFile::load(models_dir().join("nvidia-h100.json")).unwrap();
+    let f = m
+        .ssor_form
+        .as_ref()
+        .expect("the H100 model has a form tree");
+    let pick = |name: &str| {
+        let p = f.points.iter().find(|p| p.matrix == name).unwrap();
+        f.pick(&p.features)
+    };
+    for (name, form) in [
+        ("poisson3d-n54", Explicit),
+        ("poisson3d-n57", Factored),
+        ("poisson3d-n100", Factored),
+        ("poisson2d-n1000", Explicit),
+        ("poisson2d-n3162", Explicit),
+        ("fem2d-n600000-s21", Explicit),
+        ("poisson3d-27pt-n80", Factored),
+        ("1138_bus-kron-poisson2d30", Factored),
+    ] {
+        assert_eq!(pick(name), form, "{name} under {}", f.tree.describe());
+    }
+    assert!(
+        f.held_out.right * 10 >= f.held_out.matrices * 9,
+        "{:?}",
+        f.held_out
+    );
 }
