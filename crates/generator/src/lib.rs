@@ -713,6 +713,7 @@ fn modelled(
                 &counts,
                 props,
                 req.expected_iterations,
+                // These factors are first order's, read through A's pattern.
                 1,
             ) {
                 Ok(f) => {
