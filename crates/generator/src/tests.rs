@@ -125,6 +125,7 @@ fn a_form_tree_in_the_model_picks_the_form() {
             tree,
             depth: 1,
             cross_validated: Vec::new(),
+            cross_validated_error: Vec::new(),
             points: Vec::new(),
             fit: q.clone(),
             held_out: q.clone(),

@@ -155,3 +155,39 @@ fn the_h100_form_tree_picks_the_measured_forms() {
         f.held_out
     );
 }
+
+/// The form stage timed again on the same H100 (`tune --forms-only` on the committed profile
+/// with its form records taken out, 2026-12-07; the 75 form records it wrote are
+/// `tests/data/nvidia-h100.form-rerun.jsonl`): every matrix's ratio of the two forms moved by a
+/// few percent at most, and the least leave-one-out cost moved from depth 2 to depth 3. The
+/// one-standard-error rule takes depth 2 on both runs, and the same tree: fitted on the re-run,
+/// the form model is the committed one's.
+#[test]
+fn the_form_tree_is_the_same_fitted_on_a_rerun_of_the_form_stage() {
+    use autopcg_model::form::FormModel;
+    use autopcg_model::profile::FormRecord;
+    let m = ModelFile::load(models_dir().join("nvidia-h100.json")).unwrap();
+    let committed = m.ssor_form.as_ref().unwrap();
+    let mut p = Profile::read(models_dir().join("nvidia-h100.profile.jsonl.gz")).unwrap();
+    let rerun =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/nvidia-h100.form-rerun.jsonl");
+    let text = std::fs::read_to_string(&rerun).unwrap();
+    p.forms = text
+        .lines()
+        .map(|l| serde_json::from_str::<FormRecord>(l).unwrap())
+        .collect();
+    assert_eq!(p.forms.len(), 75);
+    let l2 = u64::from(p.header.as_ref().unwrap().device.l2_bytes);
+    let f = FormModel::fit(&p, l2).unwrap();
+    let least = (0..f.cross_validated.len())
+        .min_by(|&a, &b| f.cross_validated[a].total_cmp(&f.cross_validated[b]))
+        .unwrap();
+    assert_eq!(least + 1, 3, "{:?}", f.cross_validated);
+    assert_eq!(committed.depth, 2);
+    assert_eq!(
+        f.depth, 2,
+        "{:?} +- {:?}",
+        f.cross_validated, f.cross_validated_error
+    );
+    assert_eq!(f.tree, committed.tree, "{}", f.tree.describe());
+}
