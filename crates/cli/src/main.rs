@@ -75,8 +75,9 @@ rows and a band of 27 entries a row of up to 2^22 rows (the model weighs the two
 separate reduction, by the rows and the entries of A), and every SpMV format, kernel \
 and configuration (and cuSPARSE) on 34 generated benchmark matrices of 1e4 to 1e7 rows. \
 Then the form stage times the PCG iteration with SSOR-AI applied factored and explicit on each \
-of those matrices (the kernels of the model fitted so far), which the model's form tree is \
-fitted on. Measurements are streamed to a profile file as they are taken: an interrupted tune loses \
+of those matrices, a ladder of stencil and mesh sizes of its own, and the held-out evaluation \
+matrices (the kernels of the model fitted so far); the model's form tree is fitted on the first \
+two and judged on the third. Measurements are streamed to a profile file as they are taken: an interrupted tune loses \
 nothing, and running it again with the same profile resumes where it stopped. A full tune \
 takes a few minutes. Without a GPU it exits with status 2."
     )]

@@ -69,8 +69,9 @@ fn run_form_stage(dev: &GpuDevice, profile_path: &Path, quick: bool) -> Result<(
     let model = autopcg_model::ModelFile::fit(&profile, &name)
         .with_context(|| format!("fitting the models from {}", profile_path.display()))?;
     eprintln!(
-        "form stage: SSOR-AI factored and explicit on {} matrices, the kernels of the model \
-         fitted from the profile so far",
+        "form stage: SSOR-AI factored and explicit on the profile's {} benchmark matrices, the \
+         stage's ladder of sizes and the held-out matrices, the kernels of the model fitted \
+         from the profile so far",
         profile.matrices.len()
     );
     let st = crate::forms::form_stage(dev, profile_path, quick, &model, &base_dir()).with_context(
