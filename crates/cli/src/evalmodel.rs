@@ -3,7 +3,7 @@
 //! On a GPU it measures the evaluation set of matrices (other seeds and sizes of the benchmark
 //! families, and the real fixtures scaled up by Kronecker products; never used for fitting)
 //! into an evaluation profile, resumable like a tune; `--from` judges an existing evaluation
-//! profile without a GPU. It reports the SpMV model's prediction error and selection quality
+//! profile without a GPU (`--fit-set`: a tune profile's fit matrices, in-sample). It reports the SpMV model's prediction error and selection quality
 //! (against the measured best, the fixed rule "CSR scalar, 256 threads" and cuSPARSE), the
 //! classifier's agreement, and the decision trees' held-out figures from the fit.
 use std::path::{Path, PathBuf};
@@ -36,6 +36,11 @@ pub(crate) struct EvalArgs {
     /// Print the whole report as one JSON object.
     #[arg(long)]
     json: bool,
+    /// Judge the fit matrices of a tune profile given with --from (the matrices the model was
+    /// fitted on: in-sample figures, not a held-out test) instead of an evaluation profile's
+    /// held-out matrices.
+    #[arg(long, requires = "from")]
+    fit_set: bool,
     /// Instead: compare two profiles of the same GPU (two tunes) and report the share of
     /// measurements above 20 microseconds whose medians agree within 5%.
     #[arg(long, num_args = 2, value_names = ["FIRST", "SECOND"], conflicts_with_all = ["from", "profile", "model"])]
@@ -158,11 +163,17 @@ pub(crate) fn eval_model(a: EvalArgs) -> Result<()> {
     };
     let model = ModelFile::load(&model_path)?;
     let eval = Profile::read(&eval_path)?;
-    let rep = judge(&model, &model_path, &eval, &eval_path)?;
+    let set = if a.fit_set {
+        MatrixSet::Fit
+    } else {
+        MatrixSet::Eval
+    };
+    let rep = judge_set(&model, &model_path, &eval, &eval_path, set)?;
     if a.json {
         let j = serde_json::json!({
             "model": model_path.display().to_string(),
             "eval_profile": eval_path.display().to_string(),
+            "set": if a.fit_set { "fit" } else { "eval" },
             "device": model.device.name,
             "spmv": rep,
             "vector_held_out": model.quality.vector_held_out,
@@ -170,7 +181,7 @@ pub(crate) fn eval_model(a: EvalArgs) -> Result<()> {
         });
         println!("{j}");
     } else {
-        print_report(&model, &model_path, &eval_path, &rep);
+        print_report(&model, &model_path, &eval_path, &rep, a.fit_set);
     }
     Ok(())
 }
@@ -183,6 +194,18 @@ pub(crate) fn judge(
     model_path: &Path,
     eval: &Profile,
     eval_path: &Path,
+) -> Result<SpmvEvalReport> {
+    judge_set(model, model_path, eval, eval_path, MatrixSet::Eval)
+}
+
+/// [`judge`] on the matrices of `set` of the profile `eval` (`MatrixSet::Fit`: a tune
+/// profile's, the model's own fit matrices).
+fn judge_set(
+    model: &ModelFile,
+    model_path: &Path,
+    eval: &Profile,
+    eval_path: &Path,
+    set: MatrixSet,
 ) -> Result<SpmvEvalReport> {
     if let Some(d) = eval.device() {
         if d.name != model.device.name {
@@ -203,12 +226,17 @@ pub(crate) fn judge(
         &model.spmv,
         model.classifier.as_ref(),
         eval,
-        Some(MatrixSet::Eval),
+        Some(set),
         Some(&fallback),
     )
     .with_context(|| {
+        let hint = if set == MatrixSet::Eval && !eval.matrices.is_empty() {
+            " (a tune profile holds the fit matrices: --fit-set judges those, in-sample)"
+        } else {
+            ""
+        };
         format!(
-            "evaluating {} on {}",
+            "evaluating {} on {}{hint}",
             model_path.display(),
             eval_path.display()
         )
@@ -228,13 +256,19 @@ fn print_report(
     model_path: &std::path::Path,
     eval: &std::path::Path,
     r: &SpmvEvalReport,
+    fit_set: bool,
 ) {
     println!(
-        "model {} ({}) judged on {}: {} held-out matrices, {} predictions",
+        "model {} ({}) judged on {}: {} {}, {} predictions",
         model_path.display(),
         model.device.name,
         eval.display(),
         r.matrices,
+        if fit_set {
+            "fit matrices (in-sample: the model was fitted on them)"
+        } else {
+            "held-out matrices"
+        },
         r.predictions
     );
     println!("{}", r.table());

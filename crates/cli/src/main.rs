@@ -89,7 +89,9 @@ and sizes of the benchmark families, and the real fixtures in matrices/ scaled u
 products with Poisson matrices; never used for fitting) into an evaluation profile, then reports \
 the model's prediction error, how close its choice comes to the measured best, the fixed rule \
 `CSR scalar, 256 threads` and cuSPARSE, the classifier's agreement, and the decision trees' \
-held-out figures. With --from it judges an existing evaluation profile and needs no GPU.")]
+held-out figures. With --from it judges an existing evaluation profile and needs no GPU; with \
+--from TUNE_PROFILE --fit-set, the tune profile's fit matrices (in-sample figures: the model \
+was fitted on them).")]
     EvalModel(evalmodel::EvalArgs),
     /// Write one self-contained HTML file showing a model: its fits, choices and plans.
     Report(report::ReportArgs),

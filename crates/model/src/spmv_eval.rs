@@ -390,7 +390,14 @@ pub fn evaluate_against(
     if per_matrix.is_empty() {
         return Err(ModelError::Fit {
             what: "SpMV evaluation".into(),
-            reason: format!("no matrix of the set {set:?} has a measured own candidate"),
+            reason: format!(
+                "no matrix of the {} has a measured own candidate",
+                match set {
+                    Some(MatrixSet::Eval) => "held-out (eval) set",
+                    Some(MatrixSet::Fit) => "fit set",
+                    None => "profile",
+                }
+            ),
         });
     }
     let errs: Vec<f64> = per_prediction.iter().map(|p| p.rel_err).collect();
