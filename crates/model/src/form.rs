@@ -533,9 +533,6 @@ mod tests {
         assert_eq!(f(11.591, 1.186), FormPick::Explicit);
     }
 
-    /// The depth limit is the one of least leave-one-out cost: one split on the size separates
-    /// these matrices, and a deeper tree, free to split off pairs, judges the left-out matrix
-    /// no better; points a deeper tree separates where one split cannot get a deeper limit.
     /// The shallowest depth within one standard error of the least cost: the H100's two runs
     /// of the form stage both take depth 2, the second though depth 3's cost is lower there.
     #[test]
@@ -554,6 +551,9 @@ mod tests {
         assert!((e - (16.0f64 / 3.0).sqrt()).abs() < 1e-12, "{e}");
     }
 
+    /// The depth limit by leave-one-out cost: one split on the size separates these matrices,
+    /// and a deeper tree, free to split off pairs, judges the left-out matrix no better;
+    /// points a deeper tree separates where one split cannot get a deeper limit.
     #[test]
     fn the_depth_is_chosen_by_leave_one_out_cost() {
         use MatrixSet::Fit;
