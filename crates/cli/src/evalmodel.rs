@@ -3,9 +3,10 @@
 //! On a GPU it measures the evaluation set of matrices (other seeds and sizes of the benchmark
 //! families, and the real fixtures scaled up by Kronecker products; never used for fitting)
 //! into an evaluation profile, resumable like a tune; `--from` judges an existing evaluation
-//! profile without a GPU (`--fit-set`: a tune profile's fit matrices, in-sample). It reports the SpMV model's prediction error and selection quality
-//! (against the measured best, the fixed rule "CSR scalar, 256 threads" and cuSPARSE), the
-//! classifier's agreement, and the decision trees' held-out figures from the fit.
+//! profile without a GPU (`--fit-set`: a tune profile's fit matrices, in-sample). It reports
+//! the SpMV model's prediction error and selection quality (against the measured best, the
+//! fixed rule "CSR scalar, 256 threads" and cuSPARSE), the classifier's agreement, and the
+//! decision trees' held-out figures from the fit.
 use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, Context, Result};
@@ -173,7 +174,7 @@ pub(crate) fn eval_model(a: EvalArgs) -> Result<()> {
         let j = serde_json::json!({
             "model": model_path.display().to_string(),
             "eval_profile": eval_path.display().to_string(),
-            "set": if a.fit_set { "fit" } else { "eval" },
+            "set": set_name(set),
             "device": model.device.name,
             "spmv": rep,
             "vector_held_out": model.quality.vector_held_out,
@@ -181,7 +182,7 @@ pub(crate) fn eval_model(a: EvalArgs) -> Result<()> {
         });
         println!("{j}");
     } else {
-        print_report(&model, &model_path, &eval_path, &rep, a.fit_set);
+        print_report(&model, &model_path, &eval_path, &rep, set);
     }
     Ok(())
 }
@@ -243,6 +244,14 @@ fn judge_set(
     })
 }
 
+/// The `set` field of the JSON report.
+fn set_name(set: MatrixSet) -> &'static str {
+    match set {
+        MatrixSet::Fit => "fit",
+        MatrixSet::Eval => "eval",
+    }
+}
+
 fn verdict(ok: bool) -> &'static str {
     if ok {
         "met"
@@ -256,7 +265,7 @@ fn print_report(
     model_path: &std::path::Path,
     eval: &std::path::Path,
     r: &SpmvEvalReport,
-    fit_set: bool,
+    set: MatrixSet,
 ) {
     println!(
         "model {} ({}) judged on {}: {} {}, {} predictions",
@@ -264,10 +273,9 @@ fn print_report(
         model.device.name,
         eval.display(),
         r.matrices,
-        if fit_set {
-            "fit matrices (in-sample: the model was fitted on them)"
-        } else {
-            "held-out matrices"
+        match set {
+            MatrixSet::Fit => "fit matrices (in-sample: the model was fitted on them)",
+            MatrixSet::Eval => "held-out matrices",
         },
         r.predictions
     );

@@ -119,8 +119,8 @@ pub const FORM_MODEL_ORDER: u8 = 1;
 /// one and SSOR-AI is of the `order` the tree was fitted on ([`FORM_MODEL_ORDER`]: tune's form
 /// stage times first-order SSOR-AI only); else by predicted time per application, SpMV(K) +
 /// SpMV(K^T) for the factored form (its diagonal scaling is folded into the stored K^T, so the
-/// two products are all it runs) against SpMV(M) for the explicit one. M is known by its counts ([`explicit_counts`], or
-/// [`SpmvCounts::of`] the formed product). Either way the three products' SpMV choices are
+/// two products are all it runs) against SpMV(M) for the explicit one. M is known by its
+/// counts ([`explicit_counts`], or [`SpmvCounts::of`] the formed product). Either way the three products' SpMV choices are
 /// made, and the predicted times of both forms shown.
 #[cfg(feature = "model")]
 pub fn choose_ssor_form(
