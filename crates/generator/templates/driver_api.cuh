@@ -194,6 +194,15 @@ void solve_on_device(ApgSolver &S, const autopcg_gen_params &prm, autopcg_gen_in
     if (reserve > (1ull << 20)) reserve = 1ull << 20;
     reserve_history(S, reserve);
 
+    // Polls spaced while the residual is far from the tolerance, as the library's driver
+    // spaces them: after each poll the iterations still needed are projected from the fall of
+    // the log of the least residual of each poll since the one before, and up to
+    // APG_PACING_SAFETY of them are issued, in whole intervals of APG_CHECK_EVERY, at most
+    // APG_POLL_GROWTH intervals and at least one.
+    bool paced = false;        // last_it and last_ln hold the poll before
+    uint64_t last_it = 0;
+    double last_ln = 0.0;
+    uint64_t span = APG_CHECK_EVERY;
     uint64_t issued = 0;       // iterations queued since the solve began
     uint64_t base = 0;         // iteration of record 0 of the current run
     uint64_t queued = 0;       // records queued in the current run
@@ -215,10 +224,12 @@ void solve_on_device(ApgSolver &S, const autopcg_gen_params &prm, autopcg_gen_in
         const int halt = (int)sc[kHalt];
         const uint64_t halt_iter = (uint64_t)sc[kHaltIter];
         bool met = false, halted = false;
+        double least = INFINITY;
         for (uint64_t j = 0; j < count; ++j) {
             const uint64_t k = polled + j;
             const double rr = hist[3 * j + 2];
             const double res = std::sqrt(rr);
+            if (res < least) least = res;
             if (prm.record_history) S.residual_history.push_back(res);
             info.iterations = (int64_t)(base + k);
             info.recurrence_relative_residual = res / bnorm;
@@ -271,13 +282,37 @@ void solve_on_device(ApgSolver &S, const autopcg_gen_params &prm, autopcg_gen_in
             true_current = false;
             queued = 1;
             polled = 0;
+            paced = false;
+            span = APG_CHECK_EVERY;
             continue;
         }
         if (issued >= max_iter) {
             info.reason = AUTOPCG_GEN_MAX_ITER;
             break;
         }
-        uint64_t next = issued + APG_CHECK_EVERY;
+        {
+            const uint64_t it = queued - 1; // the last record's iteration in this run
+            const double ln_now = std::log(least);
+            uint64_t intervals = 1;
+            if (paced && it > last_it && std::isfinite(ln_now)) {
+                const double rate = (last_ln - ln_now) / (double)(it - last_it);
+                const double left = ln_now - std::log(threshold);
+                if (rate > 0.0 && std::isfinite(left) && left > 0.0) {
+                    const double projected =
+                        left / rate * APG_PACING_SAFETY / (double)APG_CHECK_EVERY;
+                    if (std::isfinite(projected) && projected >= 1.0) {
+                        intervals = projected >= (double)APG_POLL_GROWTH
+                                        ? (uint64_t)APG_POLL_GROWTH
+                                        : (uint64_t)projected;
+                    }
+                }
+            }
+            paced = std::isfinite(ln_now);
+            last_it = it;
+            last_ln = ln_now;
+            span = intervals * (uint64_t)APG_CHECK_EVERY;
+        }
+        uint64_t next = issued + span;
         if (next > max_iter) next = max_iter;
         const uint64_t batch = next - issued;
         reserve_history(S, queued + batch);

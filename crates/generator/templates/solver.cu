@@ -10,8 +10,9 @@
 //               scalar recurrence on the device and appends (gamma, delta, rr) to the history
 //
 // Iterations are replayed from captured CUDA graphs (of APG_GRAPH_ITERS iterations, the rest one
-// by one) and the host synchronises only every APG_CHECK_EVERY iterations, when it reads the
-// scalars and the history since the last poll. The solve loop, its stopping rule and the C API
+// by one) and the host synchronises only every APG_CHECK_EVERY iterations (up to
+// APG_POLL_GROWTH times as many while the residual is far from the tolerance), when it reads
+// the scalars and the history since the last poll. The solve loop, its stopping rule and the C API
 // functions that do not depend on the layout are in driver_api.cuh (shared with the driver of
 // plans split over several GPUs); errors, memory and the operands in driver.cuh.
 //

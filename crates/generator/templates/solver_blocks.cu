@@ -26,8 +26,9 @@
 //      block order with the scalar recurrence on its own scalar buffer. Every block sums the same
 //      numbers in the same order, so every scalar buffer holds the same scalars and the
 //      iteration keeps a single reduction.
-// The host polls block 0's scalars and history every APG_CHECK_EVERY iterations (its reduction
-// waited for every block's dots). Kernels are launched one by one (no CUDA graph), as autopcg's
+// The host polls block 0's scalars and history every APG_CHECK_EVERY iterations, up to
+// APG_POLL_GROWTH times as many far from the tolerance (its reduction waited for every block's
+// dots). Kernels are launched one by one (no CUDA graph), as autopcg's
 // multi-block solver does. ||b||, ||x|| and the true residual are summed per block on its
 // device and across the blocks on the host. The solve loop and its stopping rule are those of
 // driver_api.cuh.

@@ -185,6 +185,13 @@ pub trait PcgBackend {
     fn spmv_reduce_advance(&mut self) -> Result<(), PcgError>;
     /// Synchronises and returns the records queued since the last poll, in order.
     fn poll(&mut self) -> Result<Vec<IterRecord>, PcgError>;
+    /// The most polling intervals the driver may issue between two polls while the residual
+    /// is far from the tolerance ([`crate::pcg()`]'s pacing): 1, the default, polls at every
+    /// interval. A backend whose poll stops the device (a synchronisation, the records
+    /// gathered) returns more.
+    fn poll_growth(&self) -> usize {
+        1
+    }
     /// ||b - A x|| recomputed from the current x.
     fn true_residual_norm(&mut self) -> Result<f64, PcgError>;
     /// ||A||_inf (largest absolute row sum) of the matrix the backend iterates with, for the

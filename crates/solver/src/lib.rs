@@ -35,7 +35,7 @@ pub mod scaling;
 pub use backend::{Dots, GearScalars, Halt, IterRecord, PcgBackend};
 pub use cpu::CpuBackend;
 pub use params::{HistoryNorm, PcgError, PcgInfo, PcgParams, StopReason};
-pub use pcg::{pcg, solve_cpu, SolveFailure};
+pub use pcg::{pcg, solve_cpu, SolveFailure, PACING_SAFETY};
 pub use plan::{Plan, PlanStep};
 pub use precond::{
     auto_omega, auto_omega_at, coupling_at, omega_for_coupling, PlannedPrecond, PrecondKind,

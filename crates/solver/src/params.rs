@@ -17,6 +17,10 @@ pub struct PcgParams {
     /// Poll the backend (host synchronisation, convergence and breakdown checks) every this many
     /// iterations; `None` (the default) leaves it to whoever plans the solve (the generator
     /// polls every iteration on the CPU and every 16 on a GPU); [`crate::pcg()`] itself takes 1.
+    /// Where a poll costs the backend a synchronisation (a GPU's,
+    /// [`crate::PcgBackend::poll_growth`]) the driver lets up to that many intervals pass
+    /// between polls while the residual is far from the tolerance; the solve still stops at a
+    /// multiple of this interval, and the records are the same.
     pub check_every: Option<usize>,
     /// Keep the residual norm of every iteration in [`PcgInfo::residual_history`].
     pub record_history: bool,

@@ -14,7 +14,8 @@
 //!
 //! The driver issues the three steps of each iteration and reads the backend's records only
 //! every `check_every` iterations (and at the iteration limit), so that a GPU backend need not
-//! synchronise every iteration.
+//! synchronise every iteration; for such a backend it spaces the polls further while the
+//! residual is far from the tolerance (`PollPacer`).
 //!
 //! # Convergence means the true residual
 //!
@@ -71,6 +72,63 @@ pub const STAGNATION_CHECKS: usize = 3;
 /// measured before. One half: at the floor the true residual wanders by less than that, while
 /// a replacement that helps gains orders of magnitude.
 pub const STAGNATION_FACTOR: f64 = 0.5;
+
+/// The share of the iterations still needed, as projected from the last two polls, that the
+/// driver may issue before it polls again (see [`PollPacer`]). One half: the next poll comes
+/// early enough unless the residual falls more than twice as fast as it just did.
+pub const PACING_SAFETY: f64 = 0.5;
+
+/// Spaces the polls of a solve. A poll costs a backend a synchronisation; while the
+/// residual is far from the tolerance, polling less often loses nothing. After each poll the
+/// pacer projects the iterations still needed from the rate at which the log of the residual
+/// fell since the poll before (the least residual of each poll's records, so that CG's
+/// oscillations count less), and the driver issues up to [`PACING_SAFETY`] of them, in whole
+/// polling intervals, at most [`PcgBackend::poll_growth`] intervals and at least one. Without a
+/// rate yet (the first poll of a round), or where the residual did not fall, it is one
+/// interval. The records are the same whenever they are polled; what moves is how far x has
+/// gone when the driver sees that the tolerance is met.
+#[derive(Debug, Clone)]
+struct PollPacer {
+    interval: usize,
+    growth: usize,
+    /// Iteration (of the round) and log of the least residual of the last poll.
+    last: Option<(usize, f64)>,
+}
+
+impl PollPacer {
+    fn new(interval: usize, growth: usize) -> Self {
+        PollPacer {
+            interval: interval.max(1),
+            growth: growth.max(1),
+            last: None,
+        }
+    }
+
+    /// Forgets the rate (a new round starts from a new residual).
+    fn restart(&mut self) {
+        self.last = None;
+    }
+
+    /// Iterations to issue before the next poll, after a poll whose records ended at iteration
+    /// `iteration` of the round with least residual `least` (both in the backend's units), for
+    /// the tolerance `threshold`.
+    fn next_span(&mut self, iteration: usize, least: f64, threshold: f64) -> usize {
+        let now = (iteration, least.ln());
+        let mut intervals = 1;
+        if let Some((it0, ln0)) = self.last {
+            let rate = (ln0 - now.1) / iteration.saturating_sub(it0).max(1) as f64;
+            let left = now.1 - threshold.ln();
+            if iteration > it0 && rate > 0.0 && left.is_finite() && left > 0.0 {
+                let projected = left / rate * PACING_SAFETY / self.interval as f64;
+                if projected.is_finite() && projected >= 1.0 {
+                    intervals = (projected as usize).min(self.growth);
+                }
+            }
+        }
+        self.last = now.1.is_finite().then_some(now);
+        intervals * self.interval
+    }
+}
 
 /// What the examination of one poll's records found.
 enum Event {
@@ -175,6 +233,8 @@ pub fn pcg<B: PcgBackend + ?Sized>(
     // Smallest true residual so far, and checks in a row without progress below it.
     let mut best_true = f64::INFINITY;
     let mut stalls = 0usize;
+    let mut pacer = PollPacer::new(params.poll_interval(), backend.poll_growth());
+    let mut span = params.poll_interval();
     loop {
         let records = backend.poll()?;
         if fresh_start {
@@ -272,6 +332,8 @@ pub fn pcg<B: PcgBackend + ?Sized>(
                 info.replacements += 1;
                 backend.start()?;
                 fresh_start = true;
+                pacer.restart();
+                span = params.poll_interval();
                 continue;
             }
             Event::Stopped { held } => {
@@ -279,7 +341,15 @@ pub fn pcg<B: PcgBackend + ?Sized>(
                 info.reason = StopReason::Stopped;
                 break;
             }
-            Event::None => {}
+            Event::None => {
+                if let Some(last) = records.last() {
+                    let least = records
+                        .iter()
+                        .map(|r| r.dots.rr.sqrt())
+                        .fold(f64::INFINITY, f64::min);
+                    span = pacer.next_span(last.iteration, least, threshold);
+                }
+            }
         }
         if offset + issued >= params.max_iter {
             info.iterations_run = offset + issued;
@@ -293,11 +363,13 @@ pub fn pcg<B: PcgBackend + ?Sized>(
                 info.replacements += 1;
                 backend.start()?;
                 fresh_start = true;
+                pacer.restart();
+                span = params.poll_interval();
                 continue;
             }
         }
         // Run up to the next polling point.
-        let mut next = (issued + params.poll_interval()).min(params.max_iter - offset);
+        let mut next = (issued + span).min(params.max_iter - offset);
         if let Some(k) = params.replace_every {
             next = next.min(k.max(issued + 1));
         }
@@ -383,5 +455,62 @@ pub fn solve_cpu(
             })
         }
         Err(error) => Err(SolveFailure { error, x: None }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::PollPacer;
+
+    #[test]
+    fn the_first_poll_of_a_round_spans_one_interval() {
+        let mut p = PollPacer::new(16, 4);
+        assert_eq!(p.next_span(0, 1.0, 1e-8), 16);
+    }
+
+    #[test]
+    fn far_from_the_tolerance_the_span_grows_to_its_limit() {
+        let mut p = PollPacer::new(16, 4);
+        p.next_span(0, 1.0, 1e-8);
+        // e^-0.1 per iteration: ln(1e-8 / e^-1.6) / -0.1 = 168 iterations left, half of them
+        // is 84: five intervals, capped at four.
+        assert_eq!(p.next_span(16, (-1.6f64).exp(), 1e-8), 64);
+    }
+
+    #[test]
+    fn near_the_tolerance_the_span_is_what_half_the_projection_allows() {
+        // A fall of 0.1 in the log per iteration, then 60 iterations left: half of them is
+        // one interval (30 / 16); 100 left: three (50 / 16).
+        for (left, span) in [(6.0, 16), (10.0, 48)] {
+            let mut p = PollPacer::new(16, 4);
+            p.next_span(0, 1.0, 1e-8);
+            let threshold = (-1.6f64 - left).exp();
+            assert_eq!(p.next_span(16, (-1.6f64).exp(), threshold), span, "{left}");
+        }
+    }
+
+    #[test]
+    fn a_residual_that_did_not_fall_gives_one_interval() {
+        let mut p = PollPacer::new(16, 4);
+        p.next_span(0, 1e-3, 1e-8);
+        assert_eq!(p.next_span(16, 2e-3, 1e-8), 16);
+        let mut p = PollPacer::new(16, 4);
+        p.next_span(0, 1e-3, 1e-8);
+        assert_eq!(p.next_span(16, 0.0, 1e-8), 16);
+    }
+
+    #[test]
+    fn without_growth_every_span_is_one_interval() {
+        let mut p = PollPacer::new(16, 1);
+        p.next_span(0, 1.0, 1e-8);
+        assert_eq!(p.next_span(16, 1e-4, 1e-8), 16);
+    }
+
+    #[test]
+    fn a_restart_forgets_the_rate() {
+        let mut p = PollPacer::new(16, 4);
+        p.next_span(0, 1.0, 1e-8);
+        p.restart();
+        assert_eq!(p.next_span(16, 1e-3, 1e-8), 16);
     }
 }

@@ -421,6 +421,89 @@ fn polling_less_often_finds_the_same_convergence_iteration() {
     assert!(i7.true_relative_residual < 1e-8);
 }
 
+/// The CPU backend, claiming a poll that costs what a GPU's does: the driver may stretch the
+/// polls up to `growth` intervals. Counts the polls.
+struct Paced<'a> {
+    inner: CpuBackend<'a>,
+    growth: usize,
+    polls: usize,
+}
+
+impl PcgBackend for Paced<'_> {
+    fn n(&self) -> usize {
+        self.inner.n()
+    }
+    fn rhs_norm(&mut self) -> Result<f64, PcgError> {
+        self.inner.rhs_norm()
+    }
+    fn start(&mut self) -> Result<(), PcgError> {
+        self.inner.start()
+    }
+    fn update_vectors(&mut self) -> Result<(), PcgError> {
+        self.inner.update_vectors()
+    }
+    fn apply_preconditioner(&mut self) -> Result<(), PcgError> {
+        self.inner.apply_preconditioner()
+    }
+    fn spmv_reduce_advance(&mut self) -> Result<(), PcgError> {
+        self.inner.spmv_reduce_advance()
+    }
+    fn poll(&mut self) -> Result<Vec<IterRecord>, PcgError> {
+        self.polls += 1;
+        self.inner.poll()
+    }
+    fn poll_growth(&self) -> usize {
+        self.growth
+    }
+    fn true_residual_norm(&mut self) -> Result<f64, PcgError> {
+        self.inner.true_residual_norm()
+    }
+    fn matrix_norm(&mut self) -> Result<f64, PcgError> {
+        self.inner.matrix_norm()
+    }
+    fn solution_norm(&mut self) -> Result<f64, PcgError> {
+        self.inner.solution_norm()
+    }
+    fn solution(&mut self) -> Result<Vec<f64>, PcgError> {
+        self.inner.solution()
+    }
+    fn zero_solution(&mut self) -> Result<(), PcgError> {
+        self.inner.zero_solution()
+    }
+}
+
+#[test]
+fn stretched_polls_see_the_same_records_and_stop_near_the_same_iterate() {
+    // Plain CG on 3D Poisson 30^3 with a random right-hand side: a few hundred iterations
+    // at 1e-10, at a steady rate.
+    let a = poisson3d(30, 30, 30);
+    let b = random_rhs(a.nrows(), 5);
+    let m = Preconditioner::None;
+    let solve = |growth: usize| {
+        let mut be = Paced {
+            inner: CpuBackend::new(&a, &m, &b, None).unwrap(),
+            growth,
+            polls: 0,
+        };
+        let p = params(1e-10, 5000).with_check_every(8).unwrap();
+        let info = pcg(&mut be, &p, |_| ControlFlow::Continue(())).unwrap();
+        (info, be.polls)
+    };
+    let (i1, polls1) = solve(1);
+    let (i4, polls4) = solve(4);
+    assert!(i1.iterations > 100, "{}", i1.iterations);
+    // The records do not depend on when they are read.
+    assert_eq!(i1.iterations, i4.iterations);
+    assert_eq!(i1.residual_history, i4.residual_history);
+    assert_eq!(i1.replacements, i4.replacements);
+    // Half the polls (the pacing pinned: 135 iterations to the tolerance, a poll every 8 of
+    // them is 18 polls with record 0's), and the same iterate at the end: the spans shrink
+    // back to one interval before the tolerance is met.
+    assert_eq!((i1.iterations, polls1, polls4), (135, 18, 9));
+    assert_eq!(i4.iterations_run, i1.iterations_run);
+    assert!(i4.converged && i4.true_relative_residual <= 1e-10);
+}
+
 #[test]
 fn not_converged_keeps_the_iterate_and_the_info() {
     let a = poisson3d(10, 10, 10);

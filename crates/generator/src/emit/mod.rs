@@ -363,6 +363,10 @@ pub fn emit(plan: &SavedPlan) -> Result<Vec<EmittedFile>, EmitError> {
             ),
             ("CHECK_EVERY", plan.check_every.to_string()),
             (
+                "POLL_GROWTH",
+                autopcg_solver::gpu::GPU_POLL_GROWTH.to_string(),
+            ),
+            (
                 "GRAPHS",
                 if plan.is_split() {
                     format!(

@@ -23,7 +23,7 @@ use autopcg_catalog::{CusparseAlg, Dot3Kernel};
 use autopcg_catalog::{
     LaunchConfig, PrecondKernel, SpmvKernel, SpmvMethod, VectorOp, VectorVariant, DEFAULT_THREADS,
 };
-use autopcg_solver::gpu::{Dot3Choice, GpuPlanChoice, PrecondChoice};
+use autopcg_solver::gpu::{Dot3Choice, GpuPlanChoice, PrecondChoice, GPU_POLL_GROWTH};
 
 use super::kernels::{AUX_DOT, AUX_XPAY};
 use super::{c_string, json_string, EmitError};
@@ -259,6 +259,12 @@ pub fn plan_header(plan: &SavedPlan, banner: &str) -> Result<String, EmitError> 
         MERGE_SMEM_PER_WARP.to_string(),
     );
     def(&mut h, "APG_CHECK_EVERY", plan.check_every.to_string());
+    def(&mut h, "APG_POLL_GROWTH", GPU_POLL_GROWTH.to_string());
+    def(
+        &mut h,
+        "APG_PACING_SAFETY",
+        format!("{:?}", autopcg_solver::PACING_SAFETY),
+    );
     def(&mut h, "APG_NBLOCKS", plan.blocks.len().to_string());
     def(&mut h, "APG_USE_GRAPH", u8::from(c.use_graph).to_string());
     def(&mut h, "APG_GRAPH_ITERS", c.graph_iters.to_string());

@@ -997,6 +997,10 @@ impl PcgBackend for BlockGpuBackend {
         poll_records(&self.lanes[0].dev, &mut self.scalars[0], &mut self.poll)
     }
 
+    fn poll_growth(&self) -> usize {
+        crate::gpu::GPU_POLL_GROWTH
+    }
+
     fn true_residual_norm(&mut self) -> Result<f64, PcgError> {
         self.multiply(Carried::X)?;
         for blk in &mut self.blocks {

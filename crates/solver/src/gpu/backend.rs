@@ -1496,6 +1496,10 @@ impl PcgBackend for GpuBackend {
         super::poll::poll_records(&self.dev, &mut self.scalars, &mut self.poll)
     }
 
+    fn poll_growth(&self) -> usize {
+        crate::gpu::GPU_POLL_GROWTH
+    }
+
     fn true_residual_norm(&mut self) -> Result<f64, PcgError> {
         self.flush()?;
         let handle = self.dev.clone();
