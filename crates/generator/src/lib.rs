@@ -56,8 +56,8 @@ pub mod ssor;
 pub use explain::{StepExplain, StepOption, RUNNERS_UP};
 #[cfg(feature = "model")]
 pub use select::{
-    select_dot3, select_fused_dots, select_spmv, select_spmv_counted, select_spmv_knowing,
-    select_spmv_with_dots, select_update, DotsBeside, SpmvCounts,
+    apart_charge_ms, select_dot3, select_fused_dots, select_spmv, select_spmv_counted,
+    select_spmv_knowing, select_spmv_with_dots, select_update, DotsBeside, SpmvCounts,
 };
 #[cfg(feature = "model")]
 pub use ssor::{choose_ssor_form, choose_ssor_form_counted, explicit_counts, SsorFormChoice};

@@ -226,6 +226,23 @@ pub fn fused_dots_excess(
         .map(|x| x.max(0.0))
 }
 
+/// What the plan charges the reduction apart from A's product of `spmv_ms` where the product
+/// could take the dots in its epilogue instead: the reduction's predicted `reduction_ms` plus the
+/// epilogue stage's median held-out error of a fused time (`held_out.median_rel_err`) on the
+/// product and the reduction together. The fallback rule fuses wherever A's kernel has the
+/// variant; the plan keeps the dots apart only where that is predicted faster by more than the
+/// model resolves. (On the H100, bcsstk13 without a preconditioner: its CSR vector 32 at 128
+/// threads with the dots apart was predicted 0.02 us an iteration faster than at 512 threads
+/// with them fused, and ran 0.85 us slower; `tools/pcg_model_vs_fixed.sh`, 2026-12-07.) Without
+/// the epilogue lines, the reduction's time alone.
+pub fn apart_charge_ms(model: &ModelFile, spmv_ms: f64, reduction_ms: f64) -> f64 {
+    let err = model
+        .epilogue
+        .as_ref()
+        .map_or(0.0, |e| e.held_out.median_rel_err.max(0.0));
+    reduction_ms + err * (spmv_ms.max(0.0) + reduction_ms)
+}
+
 fn select_spmv_scored(
     model: &ModelFile,
     step: &str,
@@ -236,10 +253,11 @@ fn select_spmv_scored(
 ) -> Result<(SpmvChoice, StepExplain), SelectError> {
     let w = &counts.work;
     let iters = expected_iterations.max(1.0);
-    let beside = |m: &SpmvMethod| -> f64 {
+    let beside = |m: &SpmvMethod, spmv_ms: f64| -> f64 {
         dots.map_or(0.0, |d| {
-            fused_dots_excess(model, m, d.n, d.nnz, d.aliased, props)
-                .map_or(d.reduction_ms, |x| x.min(d.reduction_ms))
+            fused_dots_excess(model, m, d.n, d.nnz, d.aliased, props).map_or(d.reduction_ms, |x| {
+                x.min(apart_charge_ms(model, spmv_ms, d.reduction_ms))
+            })
         })
     };
     let mut scored: Vec<(f64, SpmvPrediction, SpmvMethod)> = model
@@ -250,7 +268,8 @@ fn select_spmv_scored(
             let m = method_of(&p, w, props)?;
             m.check(step, props).ok()?;
             let csr = m.format() == autopcg_catalog::Format::Csr;
-            let score = amortised_ms(p.predicted_ms, p.conversion_ms, csr, iters)? + beside(&m);
+            let score = amortised_ms(p.predicted_ms, p.conversion_ms, csr, iters)?
+                + beside(&m, p.predicted_ms);
             score.is_finite().then_some((score, p, m))
         })
         .collect();
@@ -399,7 +418,8 @@ pub fn select_dot3(model: &ModelFile, n: u64) -> Result<(Dot3Choice, StepExplain
 /// the blocks the compiled variant keeps resident at A's threads (as the stage measured it), and
 /// the dots are fused when the predicted excess of the fused kernel over A's plain product of
 /// `n` rows and `nnz` entries (with u = r when there is no preconditioner; the tridiagonal's
-/// lines at `n` plus the wide band's cost per entry) is below the reduction's predicted time.
+/// lines at `n` plus the wide band's cost per entry) is below what the reduction apart is
+/// charged ([`apart_charge_ms`]: its predicted time and the stage's median error).
 /// Without it (a
 /// model file fitted on a profile from before the stage), or when the stage did not measure A's
 /// kernel, the rule's choice stays and the explanation says so.
@@ -459,8 +479,13 @@ pub fn select_fused_dots(
         return dots_tree;
     };
     let fused = StepOption::timed(fused_name, excess);
-    let apart = dots_tree.options.first().cloned();
-    let fuse = excess < reduction;
+    let charge = apart_charge_ms(model, choice.a.predicted_ms.unwrap_or(0.0), reduction);
+    // The reduction's option is scored by what it is charged, the comparison made.
+    let apart = dots_tree.options.first().cloned().map(|mut o| {
+        o.score_ms = charge;
+        o
+    });
+    let fuse = excess < charge;
     choice.fused_dots = fuse.then_some(cfg);
     let mut options = Vec::new();
     if fuse {
@@ -475,7 +500,8 @@ pub fn select_fused_dots(
         options,
         why: format!(
             "epilogue lines at n = {n}, {nnz} entries{}{}: the dots in A's SpMV add {excess:.4} ms \
-             to the product, the reduction apart takes {reduction:.4} ms ({})",
+             to the product, the reduction apart takes {reduction:.4} ms, charged {charge:.4} ms \
+             with the stage's median held-out error on the product and the reduction ({})",
             if aliased { ", u = r" } else { "" },
             if model.epilogue.as_ref().is_some_and(|e| e.per_entry.is_empty()) {
                 " (no cost per entry in the model file: the tridiagonal's lines alone)"

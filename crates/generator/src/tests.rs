@@ -1724,6 +1724,40 @@ fn the_dots_go_into_the_spmv_where_the_epilogue_model_predicts_it_cheaper() {
     }
 }
 
+/// The reduction apart is charged the epilogue stage's median held-out error on the product
+/// and the reduction: an excess a little above the reduction's time still fuses (the rule's
+/// choice), one well above it does not.
+#[test]
+fn the_dots_go_apart_only_where_that_wins_by_more_than_the_models_error() {
+    let a = families::poisson3d_7pt(40, 40, 40).unwrap();
+    let mut m = model();
+    let reduction = reduction_ms_without_epilogue(&a, &mut m);
+    let fused_with = |excess: f64, err: f64| {
+        let mut m = m.clone();
+        let mut e = flat_epilogue(excess);
+        e.held_out.median_rel_err = err;
+        m.epilogue = Some(e);
+        let p = plan(&with_model(&a, PrecondKind::None, &m)).unwrap();
+        check_modelled(&p);
+        let dots = p.explain.iter().find(|e| e.step == "dots").unwrap();
+        assert!(dots.why.contains("charged"), "{}", dots.why);
+        p.gpu.unwrap().fused_dots.is_some()
+    };
+    assert!(!fused_with(1.005 * reduction, 0.0), "no error: the cheaper");
+    assert!(
+        fused_with(1.005 * reduction, 0.02),
+        "within the error: fused"
+    );
+    assert!(!fused_with(1.5 * reduction, 0.02), "beyond it: apart");
+    // The charge itself.
+    let mut e = flat_epilogue(reduction);
+    e.held_out.median_rel_err = 0.02;
+    m.epilogue = Some(e);
+    assert!((apart_charge_ms(&m, 3.0, 1.0) - 1.08).abs() < 1e-12);
+    m.epilogue = None;
+    assert_eq!(apart_charge_ms(&m, 3.0, 1.0), 1.0);
+}
+
 #[test]
 fn without_a_preconditioner_the_aliased_lines_decide() {
     use autopcg_model::profile::EpilogueVariant;
