@@ -14,7 +14,9 @@ use autopcg_gpu::kernels::dot::Dot3Kernel;
 use autopcg_gpu::kernels::spmv::SpmvKernel;
 use autopcg_gpu::kernels::vector::VectorVariant;
 use autopcg_gpu::{CusparseAlg, GpuDevice, LaunchConfig};
-use autopcg_solver::gpu::{GpuBackend, GpuPlanChoice, PrecondChoice, SpmvChoice, SpmvMethod};
+use autopcg_solver::gpu::{
+    GpuBackend, GpuPlanChoice, PrecondChoice, SpmvChoice, SpmvMethod, GPU_POLL_GROWTH,
+};
 use autopcg_solver::scaling;
 use autopcg_solver::{
     pcg, solve_cpu, IterRecord, PcgError, PcgInfo, PcgParams, PrecondKind, Preconditioner,
@@ -244,9 +246,11 @@ fn graph_replay_and_polling_interval_give_identical_records(dev: GpuDevice) {
             let info = res.unwrap_or_else(|e| panic!("{name} graph {graph} k {k}: {e}"));
             let what = format!("{name}: graph {graph}, {k} per graph, check every {every}");
             assert!(info.converged, "{what}");
+            // The driver spaces the polls far from the tolerance (up to GPU_POLL_GROWTH
+            // intervals), so the poll that sees it met may come that many intervals late.
             assert!(
                 info.iterations_run >= info.iterations
-                    && info.iterations_run < info.iterations + every,
+                    && info.iterations_run < info.iterations + every * GPU_POLL_GROWTH,
                 "{what}: detected at {}, ran {}",
                 info.iterations,
                 info.iterations_run
@@ -280,7 +284,7 @@ fn polling_every_1_7_50_detects_the_same_iteration(dev: GpuDevice) {
                     .unwrap_or_else(|f| panic!("{kind} every {every}: {f}"));
             assert!(info.converged);
             assert!(info.iterations_run >= info.iterations);
-            assert!(info.iterations_run < info.iterations + every);
+            assert!(info.iterations_run < info.iterations + every * GPU_POLL_GROWTH);
             assert!(rel_residual(&a, &x, &b) < 1.5e-9, "{kind} every {every}");
             its.push(info.iterations);
         }
