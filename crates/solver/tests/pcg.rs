@@ -282,15 +282,30 @@ fn nan_in_the_input_is_a_breakdown() {
     }
 }
 
-/// A backend that behaves like the CPU one but reports a non-finite reduction at one iteration
-/// (as a NaN produced mid-solve would), then freezes.
-struct Poisoned<'a> {
+/// The CPU backend, wrapped: it may report a non-finite reduction at iteration `poison_at` (as a
+/// NaN produced mid-solve would) and freeze there, and may claim a poll that costs what a GPU's
+/// does (the driver may then stretch the polls up to `growth` intervals). Counts the polls.
+struct Wrapped<'a> {
     inner: CpuBackend<'a>,
-    at: usize,
+    poison_at: Option<usize>,
     frozen: bool,
+    growth: usize,
+    polls: usize,
 }
 
-impl PcgBackend for Poisoned<'_> {
+impl<'a> Wrapped<'a> {
+    fn new(inner: CpuBackend<'a>) -> Self {
+        Wrapped {
+            inner,
+            poison_at: None,
+            frozen: false,
+            growth: 1,
+            polls: 0,
+        }
+    }
+}
+
+impl PcgBackend for Wrapped<'_> {
     fn n(&self) -> usize {
         self.inner.n()
     }
@@ -319,14 +334,21 @@ impl PcgBackend for Poisoned<'_> {
         self.inner.spmv_reduce_advance()
     }
     fn poll(&mut self) -> Result<Vec<IterRecord>, PcgError> {
+        self.polls += 1;
         let mut recs = self.inner.poll()?;
-        if let Some(k) = recs.iter().position(|r| r.iteration == self.at) {
+        if let Some(k) = recs
+            .iter()
+            .position(|r| Some(r.iteration) == self.poison_at)
+        {
             recs[k].dots.rr = f64::NAN;
             recs[k].outcome = Err(Halt::NotFinite);
             recs.truncate(k + 1);
             self.frozen = true;
         }
         Ok(recs)
+    }
+    fn poll_growth(&self) -> usize {
+        self.growth
     }
     fn true_residual_norm(&mut self) -> Result<f64, PcgError> {
         self.inner.true_residual_norm()
@@ -354,10 +376,9 @@ fn a_nan_mid_solve_is_a_breakdown_at_its_iteration() {
     let b = a.mul_vec(&vec![1.0; a.nrows()]);
     let m = Preconditioner::None;
     for check_every in [1, 4] {
-        let mut be = Poisoned {
-            inner: CpuBackend::new(&a, &m, &b, None).unwrap(),
-            at: 5,
-            frozen: false,
+        let mut be = Wrapped {
+            poison_at: Some(5),
+            ..Wrapped::new(CpuBackend::new(&a, &m, &b, None).unwrap())
         };
         let p = params(1e-10, 1000).with_check_every(check_every).unwrap();
         let mut seen = vec![];
@@ -421,57 +442,6 @@ fn polling_less_often_finds_the_same_convergence_iteration() {
     assert!(i7.true_relative_residual < 1e-8);
 }
 
-/// The CPU backend, claiming a poll that costs what a GPU's does: the driver may stretch the
-/// polls up to `growth` intervals. Counts the polls.
-struct Paced<'a> {
-    inner: CpuBackend<'a>,
-    growth: usize,
-    polls: usize,
-}
-
-impl PcgBackend for Paced<'_> {
-    fn n(&self) -> usize {
-        self.inner.n()
-    }
-    fn rhs_norm(&mut self) -> Result<f64, PcgError> {
-        self.inner.rhs_norm()
-    }
-    fn start(&mut self) -> Result<(), PcgError> {
-        self.inner.start()
-    }
-    fn update_vectors(&mut self) -> Result<(), PcgError> {
-        self.inner.update_vectors()
-    }
-    fn apply_preconditioner(&mut self) -> Result<(), PcgError> {
-        self.inner.apply_preconditioner()
-    }
-    fn spmv_reduce_advance(&mut self) -> Result<(), PcgError> {
-        self.inner.spmv_reduce_advance()
-    }
-    fn poll(&mut self) -> Result<Vec<IterRecord>, PcgError> {
-        self.polls += 1;
-        self.inner.poll()
-    }
-    fn poll_growth(&self) -> usize {
-        self.growth
-    }
-    fn true_residual_norm(&mut self) -> Result<f64, PcgError> {
-        self.inner.true_residual_norm()
-    }
-    fn matrix_norm(&mut self) -> Result<f64, PcgError> {
-        self.inner.matrix_norm()
-    }
-    fn solution_norm(&mut self) -> Result<f64, PcgError> {
-        self.inner.solution_norm()
-    }
-    fn solution(&mut self) -> Result<Vec<f64>, PcgError> {
-        self.inner.solution()
-    }
-    fn zero_solution(&mut self) -> Result<(), PcgError> {
-        self.inner.zero_solution()
-    }
-}
-
 #[test]
 fn stretched_polls_see_the_same_records_and_stop_near_the_same_iterate() {
     // Plain CG on 3D Poisson 30^3 with a random right-hand side: a few hundred iterations
@@ -480,10 +450,9 @@ fn stretched_polls_see_the_same_records_and_stop_near_the_same_iterate() {
     let b = random_rhs(a.nrows(), 5);
     let m = Preconditioner::None;
     let solve = |growth: usize| {
-        let mut be = Paced {
-            inner: CpuBackend::new(&a, &m, &b, None).unwrap(),
+        let mut be = Wrapped {
             growth,
-            polls: 0,
+            ..Wrapped::new(CpuBackend::new(&a, &m, &b, None).unwrap())
         };
         let p = params(1e-10, 5000).with_check_every(8).unwrap();
         let info = pcg(&mut be, &p, |_| ControlFlow::Continue(())).unwrap();
