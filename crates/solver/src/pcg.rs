@@ -104,9 +104,11 @@ impl PollPacer {
         }
     }
 
-    /// Forgets the rate (a new round starts from a new residual).
-    fn restart(&mut self) {
+    /// Forgets the rate (a new round starts from a new residual); returns the span of its first
+    /// poll, one interval.
+    fn restart(&mut self) -> usize {
         self.last = None;
+        self.interval
     }
 
     /// Iterations to issue before the next poll, after a poll whose records ended at iteration
@@ -234,6 +236,7 @@ pub fn pcg<B: PcgBackend + ?Sized>(
     let mut best_true = f64::INFINITY;
     let mut stalls = 0usize;
     let mut pacer = PollPacer::new(params.poll_interval(), backend.poll_growth());
+    // Iterations to issue before the next poll.
     let mut span = params.poll_interval();
     loop {
         let records = backend.poll()?;
@@ -332,8 +335,7 @@ pub fn pcg<B: PcgBackend + ?Sized>(
                 info.replacements += 1;
                 backend.start()?;
                 fresh_start = true;
-                pacer.restart();
-                span = params.poll_interval();
+                span = pacer.restart();
                 continue;
             }
             Event::Stopped { held } => {
@@ -363,8 +365,7 @@ pub fn pcg<B: PcgBackend + ?Sized>(
                 info.replacements += 1;
                 backend.start()?;
                 fresh_start = true;
-                pacer.restart();
-                span = params.poll_interval();
+                span = pacer.restart();
                 continue;
             }
         }
@@ -510,7 +511,7 @@ mod tests {
     fn a_restart_forgets_the_rate() {
         let mut p = PollPacer::new(16, 4);
         p.next_span(0, 1.0, 1e-8);
-        p.restart();
+        assert_eq!(p.restart(), 16);
         assert_eq!(p.next_span(16, 1e-3, 1e-8), 16);
     }
 }
