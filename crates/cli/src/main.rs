@@ -77,9 +77,13 @@ and configuration (and cuSPARSE) on 34 generated benchmark matrices of 1e4 to 1e
 Then the form stage times the PCG iteration with SSOR-AI applied factored and explicit on each \
 of those matrices, a ladder of stencil and mesh sizes of its own, and the held-out evaluation \
 matrices (the kernels of the model fitted so far); the model's form tree is fitted on the first \
-two and judged on the third. Measurements are streamed to a profile file as they are taken: an \
-interrupted tune loses nothing, and running it again with the same profile resumes where it \
-stopped. A full tune takes a few minutes. Without a GPU it exits with status 2."
+two and judged on the third. Every 12 timings of a length the length's cheapest configuration \
+is timed again as a sentinel: a stretch read while it ran 1.25x slower (another process on the \
+GPU, a clock change) is timed again, and the stage's summary line says how many were. \
+Measurements are streamed to a profile file as they are taken (a length's together): an \
+interrupted tune loses at most the length it was timing, and running it again with the same \
+profile resumes where it stopped. A full tune takes a few minutes. Without a GPU it exits with \
+status 2."
     )]
     Tune(tune::TuneArgs),
     /// Judge a fitted model on held-out matrices: prediction error and selection quality.

@@ -299,8 +299,13 @@ impl Observer for Display {
     fn stage_done(&mut self, r: &StageReport) {
         self.finish();
         self.stage.clear();
+        let disturbed = match (r.retimed, r.disturbed_kept) {
+            (0, 0) => String::new(),
+            (t, 0) => format!("; {t} timed again after a disturbance"),
+            (t, k) => format!("; {t} timed again after a disturbance, {k} kept disturbed"),
+        };
         eprintln!(
-            "{}: {} measured, {} resumed, {} skipped in {}",
+            "{}: {} measured, {} resumed, {} skipped in {}{disturbed}",
             r.stage,
             r.measured,
             r.resumed,

@@ -38,5 +38,6 @@ pub use plan::{
 };
 pub use run::{
     header, kernel_table, open_profile, run_eval_set, run_sweep, tune, Observer, Progress, Silent,
-    StageReport, SweepReport,
+    StageReport, SweepReport, MAX_RETIMES, MAX_WAITS, RETIME_PAUSE, SENTINEL_EVERY,
+    SENTINEL_FLOOR_MS, SENTINEL_TOLERANCE,
 };

@@ -1,7 +1,8 @@
 //! A deterministic measurement source for tests of the sweep logic on machines without a GPU:
 //! times come from a formula of the bytes moved and the launch configuration, kernel resources
 //! are fixed figures, device memory is a counter, and a failure can be injected after a given
-//! number of measurements (an interrupted tune).
+//! number of measurements (an interrupted tune), or a disturbance over a range of them (another
+//! process on the GPU while the sweep times: every time of the range multiplied).
 use autopcg_catalog::{
     replays_spmv_at, CusparseAlg, DeviceProps, Format, GridPolicy, Reduction, SpmvImpl, SpmvKernel,
     SpmvLaunch,
@@ -43,6 +44,9 @@ pub struct FakeMeasurer {
     pub fail_after: Option<usize>,
     /// Measurements that succeeded (vector, dot and whole matrices).
     pub measured: usize,
+    /// Times of the vector, dot and epilogue measurements numbered (from 0, in
+    /// [`FakeMeasurer::measured`]'s count) in `.0` multiplied by `.1`.
+    pub disturbed: Option<(std::ops::Range<usize>, f64)>,
     /// Block-size limit reported for every `axpy` kernel (the others report 1024).
     pub axpy_max_threads: u32,
     allocated: u64,
@@ -61,6 +65,7 @@ impl FakeMeasurer {
             spec,
             fail_after: None,
             measured: 0,
+            disturbed: None,
             axpy_max_threads: 1024,
             allocated: 0,
             peak_allocated: 0,
@@ -85,6 +90,19 @@ impl FakeMeasurer {
         }
         self.measured += 1;
         Ok(())
+    }
+
+    /// `t` as the measurement just counted by [`FakeMeasurer::tick`] reads it: multiplied
+    /// inside the disturbed range.
+    fn as_read(&self, mut t: Timing) -> Timing {
+        if let Some((range, factor)) = &self.disturbed {
+            if range.contains(&(self.measured - 1)) {
+                t.median_ms *= factor;
+                t.min_ms *= factor;
+                t.max_ms *= factor;
+            }
+        }
+        t
     }
 
     fn alloc(&mut self, bytes: u64) -> Result<(), ProfilerError> {
@@ -173,11 +191,11 @@ impl Measurer for FakeMeasurer {
     ) -> Result<Timing, ProfilerError> {
         self.tick()?;
         let bytes = vector_bytes_per_elem(point.kernel) * self.n;
-        Ok(FakeMeasurer::formula(
+        Ok(self.as_read(FakeMeasurer::formula(
             bytes,
             point.cfg.threads,
             point.nb_multiple.unwrap_or(0),
-        ))
+        )))
     }
 
     fn alloc_dots(
@@ -198,11 +216,11 @@ impl Measurer for FakeMeasurer {
     ) -> Result<Timing, ProfilerError> {
         self.tick()?;
         let bytes = 8 * reduction_vectors(point.op) * self.n;
-        Ok(FakeMeasurer::formula(
+        Ok(self.as_read(FakeMeasurer::formula(
             bytes,
             point.cfg.threads,
             point.nb_multiple.unwrap_or(0),
-        ))
+        )))
     }
 
     fn alloc_epilogue(
@@ -233,7 +251,7 @@ impl Measurer for FakeMeasurer {
             EpilogueVariant::Fused => (fused + 24 * self.n, 200),
             EpilogueVariant::FusedAliased => (fused + 16 * self.n, 200),
         };
-        Ok(FakeMeasurer::formula(bytes, point.cfg.threads, extra))
+        Ok(self.as_read(FakeMeasurer::formula(bytes, point.cfg.threads, extra)))
     }
 
     fn free(&mut self) -> Result<(), ProfilerError> {

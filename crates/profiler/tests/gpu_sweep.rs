@@ -30,6 +30,17 @@ fn a_tiny_sweep_runs_on_the_gpu_and_resumes(dev: GpuDevice) {
         report.measured(),
         c.vector + c.dot + c.epilogue + c.matrices
     );
+    // Every length was watched by its sentinel: one reading first and one after every chunk
+    // (more where a reading came out slow).
+    let lengths = sweep.vector.len() + sweep.dot.len() + sweep.epilogue.len();
+    assert!(report.sentinel_timings() >= 2 * lengths, "{report:?}");
+    println!(
+        "sentinel: {} readings, {} timings made again, {} kept disturbed, notes {:?}",
+        report.sentinel_timings(),
+        report.retimed(),
+        report.disturbed_kept(),
+        report.notes
+    );
     assert!(report.peak_device_bytes >= report.baseline_device_bytes);
     let budget_end = report.baseline_device_bytes + sweep.memory_budget;
     assert!(report.peak_device_bytes <= budget_end);

@@ -11,7 +11,7 @@ use autopcg_profiler::plan::{dot_stage_bytes, vector_stage_bytes, DEFAULT_MAX_VE
 use autopcg_profiler::testing::{hopper_like_props, hopper_like_props_with_memory, FakeMeasurer};
 use autopcg_profiler::{
     kernel_table, open_profile, run_sweep, tune, Measurer, Observer, ProfilerError, Progress,
-    Silent, StageReport, Sweep, SweepOptions,
+    Silent, StageReport, Sweep, SweepOptions, SweepReport, SENTINEL_EVERY,
 };
 
 fn base() -> PathBuf {
@@ -36,10 +36,35 @@ fn small_sweep_with(spec: &DeviceProps, quick: bool, l2_cold: bool) -> Sweep {
 }
 
 fn run(sweep: &Sweep, path: &Path, fake: &mut FakeMeasurer) -> Result<usize, ProfilerError> {
+    run_report(sweep, path, fake).map(|r| r.resumed())
+}
+
+fn run_report(
+    sweep: &Sweep,
+    path: &Path,
+    fake: &mut FakeMeasurer,
+) -> Result<SweepReport, ProfilerError> {
     let mut w = open_profile(path, fake.device(), sweep.options.quick)?;
     fake.prepare()?;
-    let r = run_sweep(fake, &mut w, sweep, &mut Silent)?;
-    Ok(r.resumed())
+    run_sweep(fake, &mut w, sweep, &mut Silent)
+}
+
+/// The sentinel timings of a sweep that saw no disturbance: per length with points to time,
+/// one first and one after every chunk of [`SENTINEL_EVERY`].
+fn undisturbed_sentinels(pending_per_length: impl IntoIterator<Item = usize>) -> usize {
+    pending_per_length
+        .into_iter()
+        .filter(|&p| p > 0)
+        .map(|p| 1 + p.div_ceil(SENTINEL_EVERY))
+        .sum()
+}
+
+/// Points per length of the vector, dot and epilogue stages of `sweep`.
+fn length_points(sweep: &Sweep) -> Vec<usize> {
+    let v = sweep.vector.iter().map(|s| s.points.len());
+    let d = sweep.dot.iter().map(|s| s.points.len());
+    let e = sweep.epilogue.iter().map(|s| s.points.len());
+    v.chain(d).chain(e).collect()
 }
 
 /// Every measurement key of a profile file, in order (with repeats).
@@ -65,9 +90,17 @@ fn a_sweep_writes_every_planned_record_once() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("p.jsonl");
     let mut fake = FakeMeasurer::new(spec.clone());
-    assert_eq!(run(&sweep, &path, &mut fake).unwrap(), 0);
+    let r = run_report(&sweep, &path, &mut fake).unwrap();
+    assert_eq!(r.resumed(), 0);
     assert!(c.epilogue > 0);
-    assert_eq!(fake.measured, c.vector + c.dot + c.epilogue + c.matrices);
+    // Every point timed once, with the lengths' sentinels beside them.
+    let sentinels = undisturbed_sentinels(length_points(&sweep));
+    assert_eq!(r.sentinel_timings(), sentinels);
+    assert_eq!((r.retimed(), r.disturbed_kept()), (0, 0));
+    assert_eq!(
+        fake.measured,
+        c.vector + c.dot + c.epilogue + c.matrices + sentinels
+    );
     let p = Profile::read(&path).unwrap();
     let h = p.header.as_ref().unwrap();
     assert!(!h.quick);
@@ -165,6 +198,11 @@ fn an_interrupted_sweep_resumes_without_loss_or_duplicates() {
         fake.fail_after = Some(k);
         let e = run(&sweep, &path, &mut fake).unwrap_err();
         assert!(e.to_string().contains("injected failure"), "{e}");
+        // What was kept: the lengths timed whole before the cut (a length's records are
+        // written together), and the matrices done.
+        let cut = Profile::read(&path).unwrap();
+        let kept = cut.vector.len() + cut.dot.len() + cut.epilogue.len() + cut.matrices.len();
+        assert!(kept <= k, "cut at {k}");
         // The process died in the middle of a line.
         let mut f = std::fs::OpenOptions::new()
             .append(true)
@@ -173,9 +211,13 @@ fn an_interrupted_sweep_resumes_without_loss_or_duplicates() {
         f.write_all(br#"{"record":"dot","kernel":"dot_v"#).unwrap();
         drop(f);
         let mut fresh = FakeMeasurer::new(spec.clone());
-        let resumed = run(&sweep, &path, &mut fresh).unwrap();
-        assert_eq!(resumed, k, "cut at {k}");
-        assert_eq!(fresh.measured, items - k, "cut at {k}");
+        let r = run_report(&sweep, &path, &mut fresh).unwrap();
+        assert_eq!(r.resumed(), kept, "cut at {k}");
+        assert_eq!(
+            fresh.measured,
+            items - kept + r.sentinel_timings(),
+            "cut at {k}"
+        );
         let got = keys(&path);
         assert_unique(&got);
         let got: HashSet<String> = got.into_iter().collect();
@@ -465,11 +507,14 @@ fn resume_from_older(
     assert!(old.len() < full.lines().count(), "nothing was dropped");
     std::fs::write(&path, old.concat()).unwrap();
     let mut fake = FakeMeasurer::new(spec.clone());
-    run(sweep, &path, &mut fake).unwrap();
+    let r = run_report(sweep, &path, &mut fake).unwrap();
     let got = keys(&path);
     assert_unique(&got);
     assert_eq!(got.into_iter().collect::<HashSet<_>>(), want);
-    (fake.measured, Profile::read(&path).unwrap())
+    (
+        fake.measured - r.sentinel_timings(),
+        Profile::read(&path).unwrap(),
+    )
 }
 
 #[test]
@@ -663,4 +708,89 @@ fn a_profile_of_repeated_calls_gets_its_matrices_timed_with_l2_cold_on_resume() 
     let mut again = FakeMeasurer::new(spec.clone());
     run(&sweep, &path, &mut again).unwrap();
     assert_eq!(again.measured, 0);
+}
+
+/// A clean sweep and the same sweep with the measurements in `window` slowed by `factor`: the
+/// two profiles and the disturbed run's report and notes.
+fn clean_and_disturbed(
+    window: std::ops::Range<usize>,
+    factor: f64,
+) -> (Profile, Profile, SweepReport) {
+    let spec = hopper_like_props();
+    let mut sweep = small_sweep(&spec, true);
+    sweep.matrices.clear();
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (
+        dir.path().join("clean.jsonl"),
+        dir.path().join("disturbed.jsonl"),
+    );
+    run(&sweep, &a, &mut FakeMeasurer::new(spec.clone())).unwrap();
+    let mut fake = FakeMeasurer::new(spec.clone());
+    fake.disturbed = Some((window, factor));
+    let r = run_report(&sweep, &b, &mut fake).unwrap();
+    (Profile::read(&a).unwrap(), Profile::read(&b).unwrap(), r)
+}
+
+/// Measurements of the vector stage of [`clean_and_disturbed`]'s sweep, sentinels included:
+/// the dot stage's first measurement (its first length's sentinel) has this number.
+fn dot_stage_start() -> usize {
+    let spec = hopper_like_props();
+    let sweep = small_sweep(&spec, true);
+    sweep.counts().vector + undisturbed_sentinels(sweep.vector.iter().map(|s| s.points.len()))
+}
+
+#[test]
+fn a_disturbed_stretch_of_timings_is_timed_again() {
+    // The dot stage's first length: its reference sentinel at `d`, then chunks of 12 points
+    // each closed by a sentinel (at d + 13, d + 26, d + 39). Nine measurements three times
+    // slower from d + 33: the last six points of the third chunk, its closing sentinel and
+    // the next two readings; the third reading after the pauses is clean, and the chunk is
+    // timed again.
+    let d = dot_stage_start();
+    let (clean, disturbed, r) = clean_and_disturbed(d + 33..d + 42, 3.0);
+    let dot = r.stages.iter().find(|s| s.stage == "dot").unwrap();
+    assert_eq!((dot.retimed, dot.disturbed_kept), (SENTINEL_EVERY, 0));
+    assert_eq!(r.retimed(), SENTINEL_EVERY);
+    assert!(r.notes.is_empty(), "{:?}", r.notes);
+    // The profile holds the timings the undisturbed run made, every one.
+    assert_eq!(disturbed.vector, clean.vector);
+    assert_eq!(disturbed.dot, clean.dot);
+    assert_eq!(disturbed.epilogue, clean.epilogue);
+}
+
+#[test]
+fn a_reference_read_while_disturbed_sends_its_length_back() {
+    // The dot stage's first sentinel and first two points slowed: the first chunk's closing
+    // sentinel reads faster than the reference, and the length is timed again.
+    let start = dot_stage_start();
+    let (clean, disturbed, r) = clean_and_disturbed(start..start + 3, 3.0);
+    let dot = r.stages.iter().find(|s| s.stage == "dot").unwrap();
+    assert_eq!(dot.retimed, SENTINEL_EVERY);
+    assert_eq!(disturbed.dot, clean.dot);
+    assert_eq!(disturbed.vector, clean.vector);
+}
+
+#[test]
+fn a_lasting_slowdown_is_kept_with_a_note_after_a_bounded_number_of_tries() {
+    // From the middle of the dot stage's first length on, every timing twice as long: the
+    // chunk where it starts is tried MAX_RETIMES more times, then kept; the rest of that
+    // length is judged against the new level and the later lengths start from it.
+    let d = dot_stage_start();
+    let (clean, disturbed, r) = clean_and_disturbed(d + 33..usize::MAX, 2.0);
+    let spec = hopper_like_props();
+    let first = small_sweep(&spec, true).dot[0].points.len();
+    let dot = r.stages.iter().find(|s| s.stage == "dot").unwrap();
+    // The third chunk timed again at the new level, and it and the rest of the length kept
+    // at that level; the later lengths start from it and see no change.
+    assert_eq!(dot.retimed, SENTINEL_EVERY);
+    assert_eq!(dot.disturbed_kept, first - 2 * SENTINEL_EVERY);
+    assert_eq!(r.retimed(), dot.retimed);
+    assert_eq!(r.notes.len(), 1, "{:?}", r.notes);
+    assert!(r.notes[0].starts_with("dot stage: length") && r.notes[0].contains("stayed"));
+    assert_eq!(disturbed.dot.len(), clean.dot.len());
+    assert_eq!(disturbed.vector, clean.vector);
+    // A lasting slowdown is not taken back: the later timings are twice the clean ones.
+    let last = disturbed.dot.last().unwrap().sample.timing.median_ms;
+    let want = 2.0 * clean.dot.last().unwrap().sample.timing.median_ms;
+    assert!((last - want).abs() < 1e-12);
 }

@@ -5,7 +5,10 @@
 //! Resume rules:
 //! - vector, dot and epilogue measurements are skipped when their record's key is in the
 //!   profile (a profile written before the epilogue stage existed gets it on resume); the
-//!   buffers of a length are allocated only when some measurement at that length is missing;
+//!   buffers of a length are allocated only when some measurement at that length is missing.
+//!   A length's records are written together once all of them are timed (an interruption loses
+//!   at most that length's timings, a second or two), because a disturbance found late in a
+//!   length can send every timing of it back to be timed again;
 //! - a matrix is done when its [`MatrixRecord`] is in the profile: that record is written LAST,
 //!   after every SpMV and conversion record of the matrix. A matrix without it is measured again
 //!   as a whole (the benchmark measures all candidates of a matrix in one pass), and only the
@@ -14,6 +17,16 @@
 //!   interrupted one);
 //! - a profile started by a quick sweep is not continued by a full one, nor the reverse
 //!   ([`open_profile`]).
+//!
+//! Disturbances: a stretch of timings made while something else slowed the GPU (another
+//! process, a clock change) reads every configuration of a kernel slower at one length, which
+//! the trees then fit as a real difference (a stretch of the H100's dot stage read 18-30 us
+//! where a second timing gave 6-8). Every length of the vector, dot and epilogue stages is
+//! therefore timed in chunks of [`SENTINEL_EVERY`] points, each followed by a timing of the
+//! length's sentinel (its cheapest point); a chunk whose sentinel reads more than
+//! [`SENTINEL_TOLERANCE`] times the least sentinel time of the length is timed again (see
+//! [`StageReport::retimed`]). The SpMV stage's benchmark times a matrix's candidates in one
+//! call and has no such check.
 //!
 //! Memory: a length's buffers are allocated only when they fit both the budget (the plan's
 //! memory fraction of the total) and the free memory; the stage buffers are released at the end
@@ -39,6 +52,23 @@ use crate::plan::{KernelTable, Sweep, SweepOptions};
 use crate::ProfilerError;
 use progress::Clock;
 use stages::{Run, Todo};
+
+/// Points of a vector, dot or epilogue length timed between two timings of the length's
+/// sentinel (see [`StageReport::retimed`]).
+pub const SENTINEL_EVERY: usize = 12;
+/// A sentinel time this many times the least one read at the length marks the chunk before it
+/// as disturbed.
+pub const SENTINEL_TOLERANCE: f64 = 1.25;
+/// ... and only when it is also slower by more than this, milliseconds: the launch-bound
+/// lengths' times of 3-6 us move by a few percent between runs.
+pub const SENTINEL_FLOOR_MS: f64 = 5e-4;
+/// Times a disturbed chunk is timed again before its timings are kept with a note.
+pub const MAX_RETIMES: usize = 3;
+/// Readings of the sentinel, after a slow one, waiting for a clean one (the k-th after a pause
+/// of k [`RETIME_PAUSE`]): 0.75 s in all before a slowdown is taken as lasting.
+pub const MAX_WAITS: usize = 5;
+/// The first pause of [`MAX_WAITS`].
+pub const RETIME_PAUSE: Duration = Duration::from_millis(50);
 
 /// Bandwidth the progress estimate starts from before any measurement calibrates it, bytes per
 /// second.
@@ -86,6 +116,16 @@ pub struct StageReport {
     pub peak_device_bytes: u64,
     /// The peak includes an estimate (the SpMV benchmark allocates internally).
     pub peak_estimated: bool,
+    /// Timings of the lengths' sentinels (vector, dot and epilogue stages: one at the start
+    /// of a length with points to time and one after every [`SENTINEL_EVERY`] points).
+    pub sentinel_timings: usize,
+    /// Point timings made again because a sentinel read the GPU as disturbed (another process,
+    /// a clock change) while they were timed: the profile holds the later timing.
+    pub retimed: usize,
+    /// Points whose timings were kept although the sentinel read the GPU as disturbed: those
+    /// of a chunk still disturbed after [`MAX_RETIMES`] new tries, and those timed after a
+    /// lasting slowdown became a length's reference (the sweep's notes name the lengths).
+    pub disturbed_kept: usize,
 }
 
 /// What a sweep did.
@@ -119,6 +159,18 @@ impl SweepReport {
     /// Records written in this run.
     pub fn records(&self) -> usize {
         self.stages.iter().map(|s| s.records).sum()
+    }
+    /// Timings of the lengths' sentinels ([`StageReport::sentinel_timings`]).
+    pub fn sentinel_timings(&self) -> usize {
+        self.stages.iter().map(|s| s.sentinel_timings).sum()
+    }
+    /// Point timings made again after a disturbance ([`StageReport::retimed`]).
+    pub fn retimed(&self) -> usize {
+        self.stages.iter().map(|s| s.retimed).sum()
+    }
+    /// Points kept although timed while disturbed ([`StageReport::disturbed_kept`]).
+    pub fn disturbed_kept(&self) -> usize {
+        self.stages.iter().map(|s| s.disturbed_kept).sum()
     }
 }
 

@@ -68,6 +68,9 @@ impl<'a> StageRun<'a> {
                 elapsed: Duration::ZERO,
                 peak_device_bytes: 0,
                 peak_estimated: false,
+                sentinel_timings: 0,
+                retimed: 0,
+                disturbed_kept: 0,
             },
         }
     }

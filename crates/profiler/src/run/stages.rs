@@ -12,7 +12,10 @@ use autopcg_model::work::{spmv_work, SpmvWork};
 use autopcg_sparse::{CsrMatrix, SparseError};
 
 use super::progress::{Clock, StageRun};
-use super::{matrix_key, spmv_footprint, Observer, SweepReport, ASSUMED_BANDWIDTH};
+use super::{
+    matrix_key, spmv_footprint, Observer, SweepReport, ASSUMED_BANDWIDTH, MAX_RETIMES, MAX_WAITS,
+    RETIME_PAUSE, SENTINEL_EVERY, SENTINEL_FLOOR_MS, SENTINEL_TOLERANCE,
+};
 use crate::measure::Measurer;
 use crate::plan::{
     dot_stage_bytes, epilogue_stage_bytes, vector_stage_bytes, DotPoint, DotSize, EpiloguePoint,
@@ -429,14 +432,136 @@ impl Run<'_> {
         s.alloc(self.m)?;
         let (free, _) = self.m.mem_info()?;
         st.peak(total_mem.saturating_sub(free), false);
-        for p in pending {
-            let t0 = Instant::now();
-            let timing = S::time(self.m, sweep, p)?;
+        let timings = self.timed_with_sentinel(s, &pending, st, &current)?;
+        for (p, timing) in pending.into_iter().zip(timings) {
             self.write(st, &s.record(p, timing))?;
-            st.measured(&mut self.clock, s.cost(sweep, p), t0.elapsed());
-            st.show(&self.clock, self.obs, &current);
         }
         Ok(())
+    }
+
+    /// Times `pending` (points of the length `s`) in chunks of [`SENTINEL_EVERY`], each
+    /// followed by a timing of the length's sentinel, its cheapest point; returns one timing
+    /// per point, in order.
+    ///
+    /// The reference is the least sentinel time read at this length. A chunk is kept when the
+    /// sentinel readings on both sides of it are clean: not slower than [`SENTINEL_TOLERANCE`]
+    /// times the reference by more than [`SENTINEL_FLOOR_MS`]. After a slow reading the
+    /// sentinel is read again after growing pauses ([`RETIME_PAUSE`], up to [`MAX_WAITS`]
+    /// times) until it is clean, and the chunk is timed again, up to [`MAX_RETIMES`] times
+    /// (then its timings are kept with a note). A sentinel that stays slow through the pauses is
+    /// a lasting change: its level becomes the reference, the chunk is timed again at it, and
+    /// the rest of the length is judged against it (counted in
+    /// [`crate::StageReport::disturbed_kept`], with a note). A reading faster than the reference
+    /// by the same margin means the reference itself was read while disturbed: every chunk of
+    /// the length is timed again, once per length. A disturbance that starts and ends inside
+    /// one chunk is not seen.
+    fn timed_with_sentinel<S: StageSize>(
+        &mut self,
+        s: &S,
+        pending: &[&S::Point],
+        st: &mut StageRun<'_>,
+        current: &str,
+    ) -> Result<Vec<Timing>, ProfilerError> {
+        let sweep = self.sweep;
+        let points = s.points();
+        let sentinel = (0..points.len())
+            .min_by(|&a, &b| {
+                s.cost(sweep, &points[a])
+                    .total_cmp(&s.cost(sweep, &points[b]))
+            })
+            .map(|i| &points[i]);
+        let Some(sentinel) = sentinel else {
+            return Ok(Vec::new());
+        };
+        let sentinel_ms = |run: &mut Self, st: &mut StageRun<'_>| {
+            st.report.sentinel_timings += 1;
+            S::time(run.m, sweep, sentinel).map(|t| t.median_ms)
+        };
+        let slower = |now: f64, reference: f64| {
+            now > reference * SENTINEL_TOLERANCE && now - reference > SENTINEL_FLOOR_MS
+        };
+        let us = |ms: f64| 1e3 * ms;
+        let mut reference = sentinel_ms(self, st)?;
+        let mut restarted = false;
+        // Where the reference last moved to a lasting slower level (a chunk start).
+        let mut lasting_from: Option<usize> = None;
+        let mut out: Vec<Timing> = Vec::with_capacity(pending.len());
+        let (mut chunk_start, mut counted) = (0, 0);
+        while chunk_start < pending.len() {
+            let chunk = &pending[chunk_start..(chunk_start + SENTINEL_EVERY).min(pending.len())];
+            let mut retimes = 0;
+            let accepted = loop {
+                let t0 = Instant::now();
+                let mut timings = Vec::with_capacity(chunk.len());
+                for p in chunk {
+                    timings.push(S::time(self.m, sweep, p)?);
+                }
+                let mut now = sentinel_ms(self, st)?;
+                let took = t0.elapsed();
+                if slower(now, reference) {
+                    let mut waits = 0;
+                    while waits < MAX_WAITS && slower(now, reference) {
+                        waits += 1;
+                        std::thread::sleep(RETIME_PAUSE * waits as u32);
+                        now = sentinel_ms(self, st)?;
+                    }
+                    if slower(now, reference) {
+                        self.note(format!(
+                            "{} stage: length {}: the sentinel stayed at {:.2} us against \
+                             {:.2}; the rest of the length is timed and judged at that level",
+                            S::STAGE,
+                            s.n(),
+                            us(now),
+                            us(reference)
+                        ));
+                        reference = now;
+                        lasting_from = Some(chunk_start);
+                    }
+                    if retimes < MAX_RETIMES {
+                        retimes += 1;
+                        st.report.retimed += chunk.len();
+                        continue;
+                    }
+                    st.report.disturbed_kept += chunk.len();
+                    self.note(format!(
+                        "{} stage: length {}: {} timings kept, the sentinel read slow after \
+                         each of {MAX_RETIMES} new tries (last {:.2} us against {:.2})",
+                        S::STAGE,
+                        s.n(),
+                        chunk.len(),
+                        us(now),
+                        us(reference)
+                    ));
+                } else if slower(reference, now) && !restarted {
+                    // The reference was read while disturbed: every chunk so far again.
+                    restarted = true;
+                    lasting_from = None;
+                    reference = now;
+                    st.report.retimed += out.len() + chunk.len();
+                    out.clear();
+                    chunk_start = 0;
+                    break None;
+                }
+                reference = reference.min(now);
+                // Progress counts each point once, however often it was timed.
+                let end = chunk_start + chunk.len();
+                let share = took / chunk.len() as u32;
+                for p in &pending[counted.max(chunk_start)..end] {
+                    st.measured(&mut self.clock, s.cost(sweep, p), share);
+                }
+                counted = counted.max(end);
+                st.show(&self.clock, self.obs, current);
+                break Some(timings);
+            };
+            if let Some(t) = accepted {
+                out.extend(t);
+                chunk_start += chunk.len();
+            }
+        }
+        if let Some(from) = lasting_from {
+            st.report.disturbed_kept += pending.len() - from;
+        }
+        Ok(out)
     }
 
     /// The SpMV stage. Matrices are built (and their work counted) on a second thread one
