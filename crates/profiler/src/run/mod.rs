@@ -144,33 +144,36 @@ pub struct SweepReport {
 }
 
 impl SweepReport {
+    fn total(&self, of: impl Fn(&StageReport) -> usize) -> usize {
+        self.stages.iter().map(of).sum()
+    }
     /// Items measured in this run.
     pub fn measured(&self) -> usize {
-        self.stages.iter().map(|s| s.measured).sum()
+        self.total(|s| s.measured)
     }
     /// Items found in the profile.
     pub fn resumed(&self) -> usize {
-        self.stages.iter().map(|s| s.resumed).sum()
+        self.total(|s| s.resumed)
     }
     /// Items skipped.
     pub fn skipped(&self) -> usize {
-        self.stages.iter().map(|s| s.skipped).sum()
+        self.total(|s| s.skipped)
     }
     /// Records written in this run.
     pub fn records(&self) -> usize {
-        self.stages.iter().map(|s| s.records).sum()
+        self.total(|s| s.records)
     }
     /// Timings of the lengths' sentinels ([`StageReport::sentinel_timings`]).
     pub fn sentinel_timings(&self) -> usize {
-        self.stages.iter().map(|s| s.sentinel_timings).sum()
+        self.total(|s| s.sentinel_timings)
     }
     /// Point timings made again after a disturbance ([`StageReport::retimed`]).
     pub fn retimed(&self) -> usize {
-        self.stages.iter().map(|s| s.retimed).sum()
+        self.total(|s| s.retimed)
     }
     /// Points kept although timed while disturbed ([`StageReport::disturbed_kept`]).
     pub fn disturbed_kept(&self) -> usize {
-        self.stages.iter().map(|s| s.disturbed_kept).sum()
+        self.total(|s| s.disturbed_kept)
     }
 }
 

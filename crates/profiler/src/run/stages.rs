@@ -485,6 +485,8 @@ impl Run<'_> {
         let mut restarted = false;
         // Where the reference last moved to a lasting slower level (a chunk start).
         let mut lasting_from: Option<usize> = None;
+        // Points kept from a chunk still disturbed after its new tries.
+        let mut kept = vec![false; pending.len()];
         let mut out: Vec<Timing> = Vec::with_capacity(pending.len());
         let (mut chunk_start, mut counted) = (0, 0);
         while chunk_start < pending.len() {
@@ -522,7 +524,7 @@ impl Run<'_> {
                         st.report.retimed += chunk.len();
                         continue;
                     }
-                    st.report.disturbed_kept += chunk.len();
+                    kept[chunk_start..chunk_start + chunk.len()].fill(true);
                     self.note(format!(
                         "{} stage: length {}: {} timings kept, the sentinel read slow after \
                          each of {MAX_RETIMES} new tries (last {:.2} us against {:.2})",
@@ -536,6 +538,7 @@ impl Run<'_> {
                     // The reference was read while disturbed: every chunk so far again.
                     restarted = true;
                     lasting_from = None;
+                    kept.fill(false);
                     reference = now;
                     st.report.retimed += out.len() + chunk.len();
                     out.clear();
@@ -559,8 +562,9 @@ impl Run<'_> {
             }
         }
         if let Some(from) = lasting_from {
-            st.report.disturbed_kept += pending.len() - from;
+            kept[from..].fill(true);
         }
+        st.report.disturbed_kept += kept.iter().filter(|&&k| k).count();
         Ok(out)
     }
 
