@@ -832,7 +832,11 @@ impl BlockExec {
     pub(crate) fn plan(&self) -> Plan {
         #[cfg_attr(not(feature = "gpu"), allow(unused_mut))]
         let mut plan = if self.on_gpu() {
-            gpu_block_steps(&self.kind, self.placed.nblocks, self.gpus_used())
+            #[cfg(feature = "gpu")]
+            let graphs = self.backend.as_ref().and_then(|b| b.replays_graphs());
+            #[cfg(not(feature = "gpu"))]
+            let graphs = None;
+            gpu_block_steps(&self.kind, self.placed.nblocks, self.gpus_used(), graphs)
         } else {
             block_steps(
                 &self.kind,
@@ -995,18 +999,22 @@ fn precond_applied(kind: &PrecondKind) -> &'static str {
     }
 }
 
-/// The steps of a multi-block iteration on `gpus` GPUs (kernel by kernel, per block).
-fn gpu_block_steps(kind: &PrecondKind, nblocks: usize, gpus: usize) -> Plan {
+/// The steps of a multi-block iteration on `gpus` GPUs, per block; `graphs`: the iterations
+/// per replayed CUDA graph, when the backend replays them (else kernel by kernel).
+fn gpu_block_steps(kind: &PrecondKind, nblocks: usize, gpus: usize, graphs: Option<u32>) -> Plan {
     let on = if gpus > 1 {
         format!("{gpus} GPUs, one block each, halos and dot slots copied between them")
     } else {
         "one GPU".to_string()
     };
+    let launched = match graphs {
+        Some(k) => format!("whole iterations replayed from CUDA graphs of {k}"),
+        None => "kernel by kernel (no CUDA graphs)".to_string(),
+    };
     let mut plan = Plan {
         steps: Vec::new(),
         source: format!(
-            "{nblocks} row blocks on {on}, each block's local part by its sub-plan; kernel by \
-             kernel (no CUDA graphs)"
+            "{nblocks} row blocks on {on}, each block's local part by its sub-plan; {launched}"
         ),
     };
     let cfg = format!("{nblocks} blocks");

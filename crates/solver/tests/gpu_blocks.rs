@@ -12,6 +12,11 @@
 //! the events ordering them between the streams all run), on 2D and 3D Poisson with none and
 //! Jacobi: the same bounds against the unsplit solve and against the blocks on one handle.
 //!
+//! And graph replay (off unless `BlockGpuBackend::replay_graphs` turns it on): the iterations
+//! of 1 and 3 blocks, on one handle and on three handles of
+//! one GPU, replayed from CUDA graphs (batches of 8 and of 1 iteration) take the iterations,
+//! the solution and the traffic of the same plans launched kernel by kernel.
+//!
 //! And the halo multiply: with every kernel a plan may choose for it (CSR scalar, CSR vector
 //! with 2 to 32 lanes per row, each under a covering launch and a single small block), 1, 2
 //! and 3 blocks match the unsplit solve; a launch the vector kernels cannot run is refused when
@@ -576,6 +581,111 @@ fn value_updates_match_a_backend_made_from_the_values(dev: GpuDevice) {
     }
 }
 
+/// Graph replay (turned on with `replay_graphs`) against kernel-by-kernel launches of the same
+/// plans (replay left off): the same iterations,
+/// solution bits and traffic (the traffic of replayed iterations counted per replay), on one
+/// handle and on three handles of one GPU (the lanes' events captured as the graph's edges),
+/// with batches of 8 iterations and of one.
+fn graphs_replay_what_the_launches_do(dev: GpuDevice) {
+    let mats = [
+        ("poisson2d_5pt 48^2", poisson2d_5pt(48, 48).unwrap()),
+        ("poisson3d_7pt 16^3", poisson3d_7pt(16, 16, 16).unwrap()),
+    ];
+    for (name, a) in mats {
+        let b = rhs(&a);
+        for kind in [
+            PrecondKind::None,
+            PrecondKind::Jacobi,
+            PrecondKind::ssor_ai(),
+        ] {
+            for (handles, nb) in [
+                ("one handle", 1usize),
+                ("one handle", 3),
+                ("own handles", 3),
+            ] {
+                let devices = if handles == "own handles" {
+                    own_handles(&dev, nb)
+                } else {
+                    vec![dev.clone(); nb]
+                };
+                let split = BlockSplit::by_default_costs(&a, nb).unwrap();
+                let pre = BlockPrecond::build(&a, &split, &kind).unwrap();
+                for (check, k) in [(8usize, 8u32), (5, 1)] {
+                    let p = params().with_check_every(check).unwrap();
+                    let run = |graphs: bool| {
+                        let choices: Vec<_> = split
+                            .blocks()
+                            .iter()
+                            .zip(pre.blocks())
+                            .map(|(blk, pr)| {
+                                let c = gpu_choice(&blk.local, pr, dev.props())
+                                    .with_graph(true)
+                                    .with_graph_iters(k);
+                                BlockGpuChoice::fixed_halo(c, blk.nrows())
+                            })
+                            .collect();
+                        let mut be = BlockGpuBackend::new(
+                            &devices,
+                            &a,
+                            &split,
+                            pre.blocks(),
+                            &choices,
+                            &b,
+                            None,
+                            autopcg_solver::scaling::ScaleFactors::IDENTITY,
+                        )
+                        .unwrap();
+                        assert_eq!(be.replays_graphs(), None, "off when built");
+                        assert_eq!(be.replay_graphs(graphs).unwrap(), graphs);
+                        assert_eq!(be.replays_graphs(), graphs.then_some(k));
+                        let info = pcg(&mut be, &p, |_| ControlFlow::Continue(()))
+                            .unwrap_or_else(|e| panic!("{name} {kind:?} {handles} {nb}: {e}"));
+                        (info, be.x().unwrap(), be.traffic())
+                    };
+                    let (gi, gx, gt) = run(true);
+                    let (li, lx, lt) = run(false);
+                    let tag = format!("{name} {kind:?} {nb} blocks on {handles}, graphs of {k}");
+                    println!("{tag}: {} iterations, {gt:?}", gi.iterations);
+                    assert!(
+                        gi.converged && gi.true_relative_residual <= TOL,
+                        "{tag}: {gi:?}"
+                    );
+                    assert_eq!(gi.iterations, li.iterations, "{tag}");
+                    assert!(gx == lx, "{tag}: the solutions differ");
+                    assert_eq!(gt, lt, "{tag}: traffic");
+                    assert!(gt.reductions > gi.iterations as u64, "{tag}: {gt:?}");
+                }
+            }
+        }
+    }
+    // A plan that launches kernel by kernel keeps its blocks so.
+    let a = poisson2d_5pt(20, 20).unwrap();
+    let split = BlockSplit::by_default_costs(&a, 2).unwrap();
+    let pre = BlockPrecond::build(&a, &split, &PrecondKind::Jacobi).unwrap();
+    let choices: Vec<_> = split
+        .blocks()
+        .iter()
+        .zip(pre.blocks())
+        .map(|(blk, pr)| {
+            let c = gpu_choice(&blk.local, pr, dev.props()).with_graph(false);
+            BlockGpuChoice::fixed_halo(c, blk.nrows())
+        })
+        .collect();
+    let mut be = BlockGpuBackend::new(
+        &[dev.clone(), dev.clone()],
+        &a,
+        &split,
+        pre.blocks(),
+        &choices,
+        &rhs(&a),
+        None,
+        autopcg_solver::scaling::ScaleFactors::IDENTITY,
+    )
+    .unwrap();
+    assert!(!be.replay_graphs(true).unwrap());
+    assert_eq!(be.replays_graphs(), None);
+}
+
 autopcg_gpu::test_main! {
     gpu: [
         none_and_jacobi_match_the_unsplit_gpu_solve,
@@ -585,5 +695,6 @@ autopcg_gpu::test_main! {
         every_halo_kernel_matches_the_unsplit_solve,
         a_halo_launch_without_whole_warps_is_refused,
         value_updates_match_a_backend_made_from_the_values,
+        graphs_replay_what_the_launches_do,
     ],
 }

@@ -50,8 +50,25 @@
 //! The driver polls the first lane's scalars (they are the same everywhere). Lane 0's
 //! reduction waits for every lane's dots, so its history is complete when it is read. The norms
 //! of b, x and the true residual are summed per block on its device and across blocks on the
-//! host; the solution is gathered from every block. Kernels are launched one by one (no CUDA
-//! graph).
+//! host; the solution is gathered from every block.
+//!
+//! # Graphs
+//!
+//! Where every block's plan replays its iterations from CUDA graphs
+//! ([`GpuPlanChoice::use_graph`]) and every lane shares one context (all blocks on one GPU,
+//! on one handle or several), whole iterations are captured and replayed as the one-block
+//! backend does: the steps a PCG iteration asks for are deferred, and every
+//! [`GpuPlanChoice::graph_iters`] iterations (the least over the blocks) are replayed from one
+//! graph, the rest (before a poll) from graphs of one iteration. A capture begins on lane 0's
+//! stream, which every other stream (the other lanes' and the copiers') joins by waiting for
+//! an event recorded there, and ends with every stream joined back into lane 0's; the events
+//! between the lanes become the graph's edges. A wait for an event that the capture has not
+//! recorded yet (the first iteration's wait for the last iteration's copies) is left out: the
+//! graph is launched after lane 0's stream has waited for the end of every other stream, and
+//! every other stream waits for the graph's end, so the work before and after a replay is
+//! ordered with it. Lanes on several GPUs (several contexts) launch their kernels one by one;
+//! a graph spanning devices is not built. Replay is off until
+//! [`BlockGpuBackend::replay_graphs`] turns it on: its capture has not run on a GPU yet.
 use std::ops::{ControlFlow, Range};
 
 use autopcg_gpu::device::GpuEvent;
@@ -62,10 +79,11 @@ use autopcg_gpu::kernels::dot::{dot, Dot3Workspace, DotKernel, DotWorkspace};
 use autopcg_gpu::kernels::vector::{
     cg_update, xpay, CgVectors, UpdateU, VectorKernel, VectorVariant,
 };
-use autopcg_gpu::{CgScalars, DeviceCsr, DeviceVec, GpuDevice, LaunchConfig};
+use autopcg_gpu::{CgScalars, DeviceCsr, DeviceVec, GpuDevice, GpuError, GpuGraph, LaunchConfig};
 use autopcg_sparse::blocks::{block_values_into, BlockSplit, HaloBlock, RowPartition};
 use autopcg_sparse::CsrMatrix;
 use rayon::prelude::*;
+use std::cell::RefCell;
 
 use super::schedule::{copy_schedule, pack_indices, DeviceCopy};
 use super::{
@@ -86,7 +104,7 @@ const INITIAL_HISTORY: u32 = 1024;
 /// Most iterations reserved ahead of a solve.
 const MAX_RESERVED_HISTORY: u32 = 1 << 20;
 
-/// What the communication of a block solve moved.
+/// What the communication of a block solve moved (replayed iterations included).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct BlockTraffic {
     /// Halo entries copied into halo buffers.
@@ -97,6 +115,85 @@ pub struct BlockTraffic {
     pub reductions: u64,
     /// Slot triples copied between lanes by the all-reduces (0 with one lane).
     pub slots_moved: u64,
+}
+
+impl BlockTraffic {
+    fn plus(self, o: BlockTraffic) -> BlockTraffic {
+        BlockTraffic {
+            entries_moved: self.entries_moved + o.entries_moved,
+            exchanges: self.exchanges + o.exchanges,
+            reductions: self.reductions + o.reductions,
+            slots_moved: self.slots_moved + o.slots_moved,
+        }
+    }
+
+    fn minus(self, o: BlockTraffic) -> BlockTraffic {
+        BlockTraffic {
+            entries_moved: self.entries_moved - o.entries_moved,
+            exchanges: self.exchanges - o.exchanges,
+            reductions: self.reductions - o.reductions,
+            slots_moved: self.slots_moved - o.slots_moved,
+        }
+    }
+}
+
+/// The events a lane records for the other lanes (see [`Lane`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ev {
+    Packed,
+    Pulled,
+    HaloReady,
+    HaloRead,
+    Dotted,
+    Gathered,
+    /// The end of the lane's stream, where a graph replay joins or forks the streams.
+    Tail,
+    /// The end of the lane's copier stream.
+    CopierTail,
+}
+
+impl Ev {
+    const COUNT: usize = 8;
+    const ALL: [Ev; Ev::COUNT] = [
+        Ev::Packed,
+        Ev::Pulled,
+        Ev::HaloReady,
+        Ev::HaloRead,
+        Ev::Dotted,
+        Ev::Gathered,
+        Ev::Tail,
+        Ev::CopierTail,
+    ];
+}
+
+/// Which steps of the current iteration were asked for but not yet launched (graph mode).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    Idle,
+    Updated,
+    Preconditioned,
+}
+
+/// A captured graph of whole iterations and what one replay of it moves.
+struct BlockGraph {
+    graph: GpuGraph,
+    traffic: BlockTraffic,
+}
+
+/// The iterations replayed from graphs (see the module documentation).
+struct Replay {
+    /// Iterations are replayed ([`BlockGpuBackend::replay_graphs`]).
+    on: bool,
+    /// Every lane shares one context and every block's plan replays graphs.
+    possible: bool,
+    /// Iterations per batched graph.
+    iters: u32,
+    one: Option<BlockGraph>,
+    batch: Option<BlockGraph>,
+    /// Whole iterations asked for but not yet launched.
+    pending_iters: u32,
+    /// Steps of the current iteration asked for but not yet launched.
+    stage: Stage,
 }
 
 /// The blocks sharing one device handle, and what they share.
@@ -123,6 +220,35 @@ struct Lane {
     dotted: GpuEvent,
     /// Its copies out of the other lanes' slot arrays are done.
     gathered: GpuEvent,
+    /// The end of its stream (graph replays order the streams with it).
+    tail: GpuEvent,
+    /// The end of its copier's stream (made by the copier).
+    copier_tail: Option<GpuEvent>,
+}
+
+impl Lane {
+    fn event(&self, ev: Ev) -> Option<&GpuEvent> {
+        Some(match ev {
+            Ev::Packed => &self.packed,
+            Ev::Pulled => &self.pulled,
+            Ev::HaloReady => &self.halo_ready,
+            Ev::HaloRead => &self.halo_read,
+            Ev::Dotted => &self.dotted,
+            Ev::Gathered => &self.gathered,
+            Ev::Tail => &self.tail,
+            Ev::CopierTail => return self.copier_tail.as_ref(),
+        })
+    }
+
+    /// The stream an event is recorded on: the copier's for the copies' events.
+    fn records_on(&self, ev: Ev) -> &GpuDevice {
+        match ev {
+            Ev::Pulled | Ev::HaloReady | Ev::CopierTail => {
+                self.copier.as_ref().unwrap_or(&self.dev)
+            }
+            _ => &self.dev,
+        }
+    }
 }
 
 /// What one row block runs: the plan of its local part (operator, preconditioner, update and
@@ -208,6 +334,10 @@ pub struct BlockGpuBackend {
     /// Per block, the host arrays value updates split the new values into (kept from one
     /// update to the next).
     update_values: Vec<(Vec<f64>, Vec<f64>)>,
+    /// The iterations replayed from graphs.
+    replay: Replay,
+    /// While a capture runs: per lane and event, whether the capture has recorded it.
+    captured: RefCell<Option<Vec<bool>>>,
 }
 
 impl std::fmt::Debug for BlockGpuBackend {
@@ -271,6 +401,8 @@ fn make_lanes(devices: &[GpuDevice]) -> Result<(Vec<usize>, Vec<Lane>), PcgError
                     halo_read: dev.new_event()?,
                     dotted: dev.new_event()?,
                     gathered: dev.new_event()?,
+                    tail: dev.new_event()?,
+                    copier_tail: None,
                 });
             }
         }
@@ -286,7 +418,9 @@ fn make_lanes(devices: &[GpuDevice]) -> Result<(Vec<usize>, Vec<Lane>), PcgError
     for (l, lane) in lanes.iter_mut().enumerate() {
         lane.foreign_runs = runs.iter().filter(|(rl, _)| *rl != l).cloned().collect();
         if several {
-            lane.copier = Some(GpuDevice::open(lane.dev.ordinal())?);
+            let copier = GpuDevice::open(lane.dev.ordinal())?;
+            lane.copier_tail = Some(copier.new_event()?);
+            lane.copier = Some(copier);
         }
     }
     // Direct access between GPUs where the hardware has it. The peer copies work without it
@@ -338,6 +472,21 @@ impl BlockGpuBackend {
         }
         let (lane_of, lanes) = make_lanes(devices)?;
         let threads = choices.first().map_or(256, |c| c.local.dot3.config.threads);
+        let one_context = lanes.iter().all(|l| l.dev.shares_context(&lanes[0].dev));
+        let replay = Replay {
+            on: false,
+            possible: one_context && choices.iter().all(|c| c.local.use_graph),
+            iters: choices
+                .iter()
+                .map(|c| c.local.graph_iters)
+                .min()
+                .unwrap_or(1)
+                .max(1),
+            one: None,
+            batch: None,
+            pending_iters: 0,
+            stage: Stage::Idle,
+        };
         let mut times = BackendTimes::default();
         let mut blocks = Vec::with_capacity(nb);
         let mut sends = Vec::with_capacity(nb);
@@ -381,6 +530,8 @@ impl BlockGpuBackend {
             a_max: f64::NAN,
             times: BackendTimes::default(),
             update_values: Vec::new(),
+            replay,
+            captured: RefCell::new(None),
         };
         // Loading is host work (over every lane's device): timed without a synchronisation.
         let t = std::time::Instant::now();
@@ -429,6 +580,8 @@ impl BlockGpuBackend {
         if ScaleFactors::from_maxima(self.a_max, crate::scaling::max_abs(b)) != self.scale {
             return Ok(false);
         }
+        // The graphs stay: the same buffers are overwritten.
+        self.flush()?;
         let sb = self.scale.scale_rhs(b);
         let sx0 = x0.map(|x| self.scale.scale_solution(x));
         for (blk, rows) in self.blocks.iter_mut().zip(&self.row_ranges) {
@@ -512,6 +665,11 @@ impl BlockGpuBackend {
         if !self.takes_value_updates() || exp != self.scale.matrix_exp {
             return Ok(None);
         }
+        // What was deferred runs on the old values; the graphs are captured again (a conversion
+        // may put an operand into new buffers).
+        self.flush()?;
+        self.replay.one = None;
+        self.replay.batch = None;
         // Every block's values, split and scaled as a backend made from `a` has them, into
         // the arrays the last update used.
         let mut values = std::mem::take(&mut self.update_values);
@@ -607,7 +765,12 @@ impl BlockGpuBackend {
         Ok(())
     }
 
+    /// Replaces every lane's history with one of `capacity` iterations, keeping the scalars
+    /// and the entries not yet polled; graphs are captured anew.
     fn grow_history(&mut self, capacity: u32) -> Result<(), PcgError> {
+        self.flush()?;
+        self.replay.one = None;
+        self.replay.batch = None;
         let from = self.poll.polled + self.poll.carried.len() as u32;
         if self.poll.running && from < self.poll.queued {
             let (_, hist) =
@@ -625,6 +788,7 @@ impl BlockGpuBackend {
 
     /// The iterate of the original system, joined from the blocks (waits for queued work).
     pub fn x(&mut self) -> Result<Vec<f64>, PcgError> {
+        self.flush()?;
         let mut x = Vec::with_capacity(self.n);
         for blk in &self.blocks {
             x.extend(self.lanes[blk.lane].dev.download(&blk.x)?);
@@ -633,21 +797,75 @@ impl BlockGpuBackend {
         Ok(x)
     }
 
-    /// Makes `lane`'s stream wait for the event `pick` chooses of every other lane.
-    fn wait_for_others(&self, lane: usize, pick: fn(&Lane) -> &GpuEvent) -> Result<(), PcgError> {
-        for (j, other) in self.lanes.iter().enumerate() {
-            if j != lane {
-                self.lanes[lane].dev.wait_for(pick(other))?;
+    /// Makes `on`'s stream wait for lane `lane`'s event `ev`; inside a capture, only for an
+    /// event the capture has recorded (see the module documentation).
+    fn wait(&self, on: &GpuDevice, lane: usize, ev: Ev) -> Result<(), PcgError> {
+        if let Some(seen) = self.captured.borrow().as_ref() {
+            if !seen[lane * Ev::COUNT + ev as usize] {
+                return Ok(());
+            }
+        }
+        if let Some(e) = self.lanes[lane].event(ev) {
+            on.wait_for(e)?;
+        }
+        Ok(())
+    }
+
+    /// Records lane `lane`'s event `ev` on the stream it belongs to (only needed when other
+    /// lanes wait for it).
+    fn record(&self, lane: usize, ev: Ev) -> Result<(), PcgError> {
+        if self.lanes.len() > 1 {
+            let l = &self.lanes[lane];
+            if let Some(e) = l.event(ev) {
+                l.records_on(ev).record(e)?;
+                if let Some(seen) = self.captured.borrow_mut().as_mut() {
+                    seen[lane * Ev::COUNT + ev as usize] = true;
+                }
             }
         }
         Ok(())
     }
 
-    /// Records `lane`'s event `pick` (only needed when other lanes wait for it).
-    fn record(&self, lane: usize, pick: fn(&Lane) -> &GpuEvent) -> Result<(), PcgError> {
-        if self.lanes.len() > 1 {
-            let l = &self.lanes[lane];
-            l.dev.record(pick(l))?;
+    /// Makes `lane`'s stream wait for the event `ev` of every other lane.
+    fn wait_for_others(&self, lane: usize, ev: Ev) -> Result<(), PcgError> {
+        for j in 0..self.lanes.len() {
+            if j != lane {
+                self.wait(&self.lanes[lane].dev, j, ev)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Lane 0's stream waits for the end of every other stream (the other lanes' and every
+    /// copier's).
+    fn join_into_first(&self) -> Result<(), PcgError> {
+        if self.lanes.len() < 2 {
+            return Ok(());
+        }
+        for l in 0..self.lanes.len() {
+            if l > 0 {
+                self.record(l, Ev::Tail)?;
+                self.wait(&self.lanes[0].dev, l, Ev::Tail)?;
+            }
+            self.record(l, Ev::CopierTail)?;
+            self.wait(&self.lanes[0].dev, l, Ev::CopierTail)?;
+        }
+        Ok(())
+    }
+
+    /// Every other stream waits for the end of lane 0's.
+    fn fork_from_first(&self) -> Result<(), PcgError> {
+        if self.lanes.len() < 2 {
+            return Ok(());
+        }
+        self.record(0, Ev::Tail)?;
+        for (l, lane) in self.lanes.iter().enumerate() {
+            if l > 0 {
+                self.wait(&lane.dev, 0, Ev::Tail)?;
+            }
+            if let Some(c) = &lane.copier {
+                self.wait(c, 0, Ev::Tail)?;
+            }
         }
         Ok(())
     }
@@ -656,7 +874,7 @@ impl BlockGpuBackend {
     /// the other lanes have pulled the previous contents) and records `packed`.
     fn pack(&mut self, which: Carried) -> Result<(), PcgError> {
         for l in 0..self.lanes.len() {
-            self.wait_for_others(l, |o| &o.pulled)?;
+            self.wait_for_others(l, Ev::Pulled)?;
             let dev = &self.lanes[l].dev;
             for &b in &self.lanes[l].blocks {
                 let blk = &self.blocks[b];
@@ -666,7 +884,7 @@ impl BlockGpuBackend {
                 };
                 gather(dev, blk.gather_cfg, &blk.send_idx, src, &mut self.sends[b])?;
             }
-            self.record(l, |o| &o.packed)?;
+            self.record(l, Ev::Packed)?;
         }
         Ok(())
     }
@@ -680,12 +898,12 @@ impl BlockGpuBackend {
             let lane = &self.lanes[l];
             let on = lane.copier.as_ref().unwrap_or(&lane.dev);
             if lane.copier.is_some() {
-                for (j, other) in self.lanes.iter().enumerate() {
+                for j in 0..self.lanes.len() {
                     if j != l {
-                        on.wait_for(&other.packed)?;
+                        self.wait(on, j, Ev::Packed)?;
                     }
                 }
-                on.wait_for(&lane.halo_read)?;
+                self.wait(on, l, Ev::HaloRead)?;
             }
             for c in &self.copies {
                 if self.blocks[c.to].lane != l {
@@ -704,8 +922,8 @@ impl BlockGpuBackend {
                 self.traffic.entries_moved += c.src.len() as u64;
             }
             if lane.copier.is_some() {
-                on.record(&lane.pulled)?;
-                on.record(&lane.halo_ready)?;
+                self.record(l, Ev::Pulled)?;
+                self.record(l, Ev::HaloReady)?;
             }
         }
         self.traffic.exchanges += 1;
@@ -726,9 +944,9 @@ impl BlockGpuBackend {
             blk.local.apply(dev, src, out)?;
         }
         self.pull()?;
-        for lane in &self.lanes {
+        for (l, lane) in self.lanes.iter().enumerate() {
             if lane.copier.is_some() {
-                lane.dev.wait_for(&lane.halo_ready)?;
+                self.wait(&lane.dev, l, Ev::HaloReady)?;
             }
         }
         for (blk, h) in self.blocks.iter_mut().zip(&self.halos) {
@@ -742,9 +960,9 @@ impl BlockGpuBackend {
                 spmv_csr_add(dev, hm, m.kernel, m.config, h, out)?;
             }
         }
-        for lane in &self.lanes {
+        for (l, lane) in self.lanes.iter().enumerate() {
             if lane.copier.is_some() {
-                lane.dev.record(&lane.halo_read)?;
+                self.record(l, Ev::HaloRead)?;
             }
         }
         Ok(())
@@ -755,7 +973,7 @@ impl BlockGpuBackend {
     fn spmv_dots(&mut self, iteration: Option<u32>) -> Result<(), PcgError> {
         self.multiply(Carried::U)?;
         for l in 0..self.lanes.len() {
-            self.wait_for_others(l, |o| &o.gathered)?;
+            self.wait_for_others(l, Ev::Gathered)?;
             let dev = &self.lanes[l].dev;
             for &b in &self.lanes[l].blocks {
                 let blk = &mut self.blocks[b];
@@ -770,11 +988,11 @@ impl BlockGpuBackend {
                     b as u32,
                 )?;
             }
-            self.record(l, |o| &o.dotted)?;
+            self.record(l, Ev::Dotted)?;
         }
         let nb = self.blocks.len() as u32;
         for l in 0..self.lanes.len() {
-            self.wait_for_others(l, |o| &o.dotted)?;
+            self.wait_for_others(l, Ev::Dotted)?;
             let lane = &self.lanes[l];
             for (src_lane, run) in &lane.foreign_runs {
                 let (dst, src) = pair_mut(&mut self.slots, l, *src_lane);
@@ -788,7 +1006,7 @@ impl BlockGpuBackend {
                 )?;
                 self.traffic.slots_moved += run.len() as u64;
             }
-            self.record(l, |o| &o.gathered)?;
+            self.record(l, Ev::Gathered)?;
             dot3_slots_advance(
                 &lane.dev,
                 self.threads,
@@ -800,6 +1018,158 @@ impl BlockGpuBackend {
         }
         self.traffic.reductions += 1;
         Ok(())
+    }
+
+    /// Every block's fused update (alpha and beta read from its lane's scalars).
+    fn launch_update(&mut self) -> Result<(), PcgError> {
+        for blk in &mut self.blocks {
+            let c = blk.choice.update;
+            cg_update(
+                &self.lanes[blk.lane].dev,
+                c.variant,
+                c.config,
+                &self.scalars[blk.lane],
+                CgVectors {
+                    u: UpdateU::Separate(&blk.u),
+                    w: &blk.w,
+                    p: &mut blk.p,
+                    s: &mut blk.s,
+                    x: &mut blk.x,
+                    r: &mut blk.r,
+                },
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Every block's preconditioner: `u = M^-1 r`.
+    fn launch_precond(&mut self) -> Result<(), PcgError> {
+        for blk in &mut self.blocks {
+            let dev = &self.lanes[blk.lane].dev;
+            blk.pre.apply(dev, &blk.r, &mut blk.u, &mut blk.t)?;
+        }
+        Ok(())
+    }
+
+    /// Captures `k` whole iterations into a graph on lane 0's stream (see the module
+    /// documentation), with what one replay moves between the blocks.
+    fn capture(&mut self, k: u32) -> Result<BlockGraph, PcgError> {
+        let lead = self.lanes[0].dev.clone();
+        let before = self.traffic;
+        *self.captured.borrow_mut() = Some(vec![false; self.lanes.len() * Ev::COUNT]);
+        let mut failure: Option<PcgError> = None;
+        let graph = lead.capture(|| {
+            let mut queue = || -> Result<(), PcgError> {
+                self.fork_from_first()?;
+                for _ in 0..k {
+                    self.launch_update()?;
+                    self.launch_precond()?;
+                    self.spmv_dots(None)?;
+                }
+                self.join_into_first()
+            };
+            queue().map_err(|e| {
+                let reason = e.to_string();
+                failure = Some(e);
+                GpuError::InvalidInput {
+                    what: "a captured block iteration".into(),
+                    reason,
+                }
+            })
+        });
+        *self.captured.borrow_mut() = None;
+        let traffic = self.traffic.minus(before);
+        self.traffic = before;
+        if let Some(e) = failure {
+            return Err(e);
+        }
+        let graph = graph?;
+        // The events the capture recorded stand for nodes of its graph; record them again on
+        // their streams so that later waits outside a capture find ordinary events.
+        if self.lanes.len() > 1 {
+            for lane in &self.lanes {
+                for ev in Ev::ALL {
+                    if let Some(e) = lane.event(ev) {
+                        lane.records_on(ev).record(e)?;
+                    }
+                }
+            }
+        }
+        Ok(BlockGraph { graph, traffic })
+    }
+
+    /// Replays the graph of one iteration (`batch` false) or of `replay.iters` (captured on
+    /// first use), ordered after everything queued on every stream and before everything
+    /// queued after it.
+    fn launch_graph(&mut self, batch: bool) -> Result<(), PcgError> {
+        let missing = if batch {
+            self.replay.batch.is_none()
+        } else {
+            self.replay.one.is_none()
+        };
+        if missing {
+            let k = if batch { self.replay.iters } else { 1 };
+            let g = self.capture(k)?;
+            if batch {
+                self.replay.batch = Some(g);
+            } else {
+                self.replay.one = Some(g);
+            }
+        }
+        self.join_into_first()?;
+        let g = if batch {
+            self.replay.batch.as_ref()
+        } else {
+            self.replay.one.as_ref()
+        };
+        let Some(g) = g else {
+            return Err(PcgError::Backend(
+                "a block graph missing after its capture (internal error)".into(),
+            ));
+        };
+        g.graph.launch()?;
+        let moved = g.traffic;
+        self.fork_from_first()?;
+        self.traffic = self.traffic.plus(moved);
+        Ok(())
+    }
+
+    /// Launches what was asked for and deferred: whole iterations first (they came first),
+    /// then the steps of the current one.
+    fn flush(&mut self) -> Result<(), PcgError> {
+        while self.replay.pending_iters > 0 {
+            self.launch_graph(false)?;
+            self.replay.pending_iters -= 1;
+        }
+        match std::mem::replace(&mut self.replay.stage, Stage::Idle) {
+            Stage::Idle => Ok(()),
+            Stage::Updated => self.launch_update(),
+            Stage::Preconditioned => {
+                self.launch_update()?;
+                self.launch_precond()
+            }
+        }
+    }
+
+    /// Whether whole iterations are replayed from graphs, and how many a batched graph holds.
+    pub fn replays_graphs(&self) -> Option<u32> {
+        self.replay.on.then_some(self.replay.iters)
+    }
+
+    /// Turns graph replay of whole iterations on or off (off when the backend is built) and
+    /// returns whether it is on: it can be only where every block's plan replays graphs
+    /// ([`GpuPlanChoice::use_graph`]) and every lane shares one context (see the module
+    /// documentation). What was deferred is launched first. Replay is not on by default until
+    /// the GPU tests of the capture (`gpu_blocks`'s `graphs_replay_what_the_launches_do`)
+    /// have run on a GPU.
+    pub fn replay_graphs(&mut self, on: bool) -> Result<bool, PcgError> {
+        self.flush()?;
+        self.replay.on = on && self.replay.possible;
+        if !self.replay.on {
+            self.replay.one = None;
+            self.replay.batch = None;
+        }
+        Ok(self.replay.on)
     }
 
     /// Sum over the blocks of `(v, v)` for the vector `which` names (block order, on the host).
@@ -913,10 +1283,12 @@ impl PcgBackend for BlockGpuBackend {
     }
 
     fn rhs_norm(&mut self) -> Result<f64, PcgError> {
+        self.flush()?;
         Ok(self.sum_squares(Squared::B)?.sqrt())
     }
 
     fn start(&mut self) -> Result<(), PcgError> {
+        self.flush()?;
         // r = b - A x
         self.multiply(Carried::X)?;
         for blk in &mut self.blocks {
@@ -941,35 +1313,26 @@ impl PcgBackend for BlockGpuBackend {
         if !self.poll.running {
             return Ok(());
         }
-        for blk in &mut self.blocks {
-            let c = blk.choice.update;
-            cg_update(
-                &self.lanes[blk.lane].dev,
-                c.variant,
-                c.config,
-                &self.scalars[blk.lane],
-                CgVectors {
-                    u: UpdateU::Separate(&blk.u),
-                    w: &blk.w,
-                    p: &mut blk.p,
-                    s: &mut blk.s,
-                    x: &mut blk.x,
-                    r: &mut blk.r,
-                },
-            )?;
+        if self.replay.on {
+            if self.replay.stage != Stage::Idle {
+                self.flush()?;
+            }
+            self.replay.stage = Stage::Updated;
+            return Ok(());
         }
-        Ok(())
+        self.launch_update()
     }
 
     fn apply_preconditioner(&mut self) -> Result<(), PcgError> {
         if !self.poll.running {
             return Ok(());
         }
-        for blk in &mut self.blocks {
-            let dev = &self.lanes[blk.lane].dev;
-            blk.pre.apply(dev, &blk.r, &mut blk.u, &mut blk.t)?;
+        if self.replay.on && self.replay.stage == Stage::Updated {
+            self.replay.stage = Stage::Preconditioned;
+            return Ok(());
         }
-        Ok(())
+        self.flush()?;
+        self.launch_precond()
     }
 
     fn spmv_reduce_advance(&mut self) -> Result<(), PcgError> {
@@ -988,12 +1351,29 @@ impl PcgBackend for BlockGpuBackend {
                 })?;
             self.grow_history(grown)?;
         }
+        // Growing the history launches everything deferred, so the stage is Idle after it.
+        if self.replay.on && self.replay.stage == Stage::Preconditioned {
+            self.replay.stage = Stage::Idle;
+            self.replay.pending_iters += 1;
+            self.poll.queued += 1;
+            let k = self.replay.iters;
+            if k > 1 && self.replay.pending_iters == k {
+                self.launch_graph(true)?;
+                self.replay.pending_iters = 0;
+            } else if k == 1 {
+                self.launch_graph(false)?;
+                self.replay.pending_iters = 0;
+            }
+            return Ok(());
+        }
+        self.flush()?;
         self.spmv_dots(None)?;
         self.poll.queued += 1;
         Ok(())
     }
 
     fn poll(&mut self) -> Result<Vec<IterRecord>, PcgError> {
+        self.flush()?;
         poll_records(&self.lanes[0].dev, &mut self.scalars[0], &mut self.poll)
     }
 
@@ -1002,6 +1382,7 @@ impl PcgBackend for BlockGpuBackend {
     }
 
     fn true_residual_norm(&mut self) -> Result<f64, PcgError> {
+        self.flush()?;
         self.multiply(Carried::X)?;
         for blk in &mut self.blocks {
             let (v, cfg) = blk.xpay;
@@ -1015,6 +1396,7 @@ impl PcgBackend for BlockGpuBackend {
     }
 
     fn solution_norm(&mut self) -> Result<f64, PcgError> {
+        self.flush()?;
         Ok(self.sum_squares(Squared::X)?.sqrt())
     }
 
@@ -1027,6 +1409,7 @@ impl PcgBackend for BlockGpuBackend {
     }
 
     fn zero_solution(&mut self) -> Result<(), PcgError> {
+        self.flush()?;
         for blk in &mut self.blocks {
             self.lanes[blk.lane].dev.fill_zeros(&mut blk.x)?;
         }
