@@ -32,7 +32,7 @@ use autopcg_solver::blocks::{
     solve_blocks_cpu, solve_blocks_gpu, BlockGpuBackend, BlockGpuChoice, BlockPrecond,
     BlockProblem, BlockReport,
 };
-use autopcg_solver::gpu::{solve_gpu, HaloMethod, SpmvMethod};
+use autopcg_solver::gpu::{solve_gpu, GpuPlanChoice, HaloMethod, SpmvMethod};
 use autopcg_solver::scaling::max_abs;
 use autopcg_solver::{pcg, PcgInfo, PcgParams, PrecondKind, Preconditioner, SsorForm, ValueStats};
 use autopcg_sparse::blocks::{BlockSplit, RowPartition};
@@ -119,6 +119,40 @@ fn own_handles(dev: &GpuDevice, n: usize) -> Vec<GpuDevice> {
     (0..n)
         .map(|_| GpuDevice::open(dev.ordinal()).expect("a second handle on the test GPU"))
         .collect()
+}
+
+/// The backend of `split` with block `i` on `devices[i]` and preconditioner `pre`'s block `i`,
+/// each block's plan the fixed rule's as `plan` edits it, halo parts by the fixed halo rule;
+/// the system unscaled, `x0 = 0`.
+fn fixed_backend(
+    devices: &[GpuDevice],
+    a: &CsrMatrix,
+    split: &BlockSplit,
+    pre: &BlockPrecond,
+    b: &[f64],
+    plan: impl Fn(GpuPlanChoice) -> GpuPlanChoice,
+) -> BlockGpuBackend {
+    let choices: Vec<_> = split
+        .blocks()
+        .iter()
+        .zip(pre.blocks())
+        .zip(devices)
+        .map(|((blk, p), dev)| {
+            let c = plan(gpu_choice(&blk.local, p, dev.props()));
+            BlockGpuChoice::fixed_halo(c, blk.nrows())
+        })
+        .collect();
+    BlockGpuBackend::new(
+        devices,
+        a,
+        split,
+        pre.blocks(),
+        &choices,
+        b,
+        None,
+        autopcg_solver::scaling::ScaleFactors::IDENTITY,
+    )
+    .unwrap()
 }
 
 fn blocks_cpu(a: &CsrMatrix, kind: PrecondKind, n: usize) -> PcgInfo {
@@ -264,27 +298,7 @@ fn three_handles_make_three_lanes_and_move_the_slots(dev: GpuDevice) {
     let split = BlockSplit::by_default_costs(&a, 3).unwrap();
     let pre = BlockPrecond::build(&a, &split, &kind).unwrap();
     let devices = own_handles(&dev, 3);
-    let choices: Vec<_> = split
-        .blocks()
-        .iter()
-        .zip(pre.blocks())
-        .map(|(blk, p)| {
-            BlockGpuChoice::fixed_halo(gpu_choice(&blk.local, p, dev.props()), blk.nrows())
-        })
-        .collect();
-    let build = |devices: &[GpuDevice]| {
-        BlockGpuBackend::new(
-            devices,
-            &a,
-            &split,
-            pre.blocks(),
-            &choices,
-            &b,
-            None,
-            autopcg_solver::scaling::ScaleFactors::IDENTITY,
-        )
-        .unwrap()
-    };
+    let build = |devices: &[GpuDevice]| fixed_backend(devices, &a, &split, &pre, &b, |c| c);
     let mut backend = build(&devices);
     assert_eq!(backend.lanes(), 3);
     let info = pcg(&mut backend, &params(), |_| ControlFlow::Continue(())).unwrap();
@@ -613,28 +627,9 @@ fn graphs_replay_what_the_launches_do(dev: GpuDevice) {
                 for (check, k) in [(8usize, 8u32), (5, 1)] {
                     let p = params().with_check_every(check).unwrap();
                     let run = |graphs: bool| {
-                        let choices: Vec<_> = split
-                            .blocks()
-                            .iter()
-                            .zip(pre.blocks())
-                            .map(|(blk, pr)| {
-                                let c = gpu_choice(&blk.local, pr, dev.props())
-                                    .with_graph(true)
-                                    .with_graph_iters(k);
-                                BlockGpuChoice::fixed_halo(c, blk.nrows())
-                            })
-                            .collect();
-                        let mut be = BlockGpuBackend::new(
-                            &devices,
-                            &a,
-                            &split,
-                            pre.blocks(),
-                            &choices,
-                            &b,
-                            None,
-                            autopcg_solver::scaling::ScaleFactors::IDENTITY,
-                        )
-                        .unwrap();
+                        let mut be = fixed_backend(&devices, &a, &split, &pre, &b, |c| {
+                            c.with_graph(true).with_graph_iters(k)
+                        });
                         assert_eq!(be.replays_graphs(), None, "off when built");
                         assert_eq!(be.replay_graphs(graphs).unwrap(), graphs);
                         assert_eq!(be.replays_graphs(), graphs.then_some(k));
@@ -662,26 +657,10 @@ fn graphs_replay_what_the_launches_do(dev: GpuDevice) {
     let a = poisson2d_5pt(20, 20).unwrap();
     let split = BlockSplit::by_default_costs(&a, 2).unwrap();
     let pre = BlockPrecond::build(&a, &split, &PrecondKind::Jacobi).unwrap();
-    let choices: Vec<_> = split
-        .blocks()
-        .iter()
-        .zip(pre.blocks())
-        .map(|(blk, pr)| {
-            let c = gpu_choice(&blk.local, pr, dev.props()).with_graph(false);
-            BlockGpuChoice::fixed_halo(c, blk.nrows())
-        })
-        .collect();
-    let mut be = BlockGpuBackend::new(
-        &[dev.clone(), dev.clone()],
-        &a,
-        &split,
-        pre.blocks(),
-        &choices,
-        &rhs(&a),
-        None,
-        autopcg_solver::scaling::ScaleFactors::IDENTITY,
-    )
-    .unwrap();
+    let devices = [dev.clone(), dev.clone()];
+    let mut be = fixed_backend(&devices, &a, &split, &pre, &rhs(&a), |c| {
+        c.with_graph(false)
+    });
     assert!(!be.replay_graphs(true).unwrap());
     assert_eq!(be.replays_graphs(), None);
 }
